@@ -1,0 +1,65 @@
+//! Shared pieces of the benchmarks: the runtime and the raw baselines built on the bare channel
+//! under `bidi_core` connections.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+
+use bidi_core::__bench::{Chan, Reason};
+use tokio::task::JoinHandle;
+
+/// The runtime every benchmark uses: two workers, like the machines the figures come from.
+///
+/// # Panics
+///
+/// Panics if the runtime cannot be built.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// What a raw baseline sends: a chunk, or the end of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// One chunk.
+    Item(u64),
+    /// The end of a turn.
+    End,
+}
+
+/// A task streaming `n` chunks and an end marker through a bare channel.
+#[must_use]
+pub fn raw_stream(n: u64, buffer: usize) -> (Arc<Chan<Marker>>, JoinHandle<()>) {
+    let chan = Arc::new(Chan::new(buffer));
+    let tx = Arc::clone(&chan);
+    let producer = tokio::spawn(async move {
+        for i in 0..n {
+            if tx.send(Marker::Item(i)).await.is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(Marker::End).await;
+    });
+    (chan, producer)
+}
+
+/// A task echoing each input as a chunk and an end marker, over two bare channels: what a
+/// connection to an echo action is, minus the framework.
+#[must_use]
+pub fn raw_echo(buffer: usize) -> (Arc<Chan<u64>>, Arc<Chan<Marker>>, JoinHandle<()>) {
+    let input = Arc::new(Chan::new(buffer));
+    let output = Arc::new(Chan::new(buffer));
+    let (rx, tx) = (Arc::clone(&input), Arc::clone(&output));
+    let task = tokio::spawn(async move {
+        while let Some(n) = poll_fn(|cx| rx.poll_recv(cx)).await {
+            if tx.send(Marker::Item(n)).await.is_err() || tx.send(Marker::End).await.is_err() {
+                break;
+            }
+        }
+        tx.close(Reason::Completed);
+    });
+    (input, output, task)
+}

@@ -1,0 +1,265 @@
+//! [`BidiAction`]: a named async function that serves connections.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use futures_util::future::{Either, join, select};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::context::ActionContext;
+use crate::endpoint::{Inbound, Outbound};
+use crate::error::{BoxError, Cause, Error};
+use crate::extensions::Extensions;
+use crate::link::{Core, Link};
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+type ErasedFn<Init, In, Out, S> = dyn Fn(ActionContext, Init, Inbound<In>, Outbound<S>) -> BoxFuture<Result<Out, BoxError>>
+    + Send
+    + Sync;
+
+/// A typed bidirectional streaming action: `Init` configures a connection, `In` is one inbound
+/// message, `Stream` one streamed chunk, `Out` the final output.
+///
+/// Built from one async function; see the [crate docs](crate) for a whole example. Cheap to
+/// clone: clones share the function.
+pub struct BidiAction<Init, In, Out, Stream> {
+    name: Arc<str>,
+    f: Arc<ErasedFn<Init, In, Out, Stream>>,
+}
+
+impl<Init, In, Out, Stream> BidiAction<Init, In, Out, Stream>
+where
+    Init: Send + 'static,
+    In: Send + 'static,
+    Out: Send + 'static,
+    Stream: Send + 'static,
+{
+    /// An action named `name` running `f` once per connection.
+    ///
+    /// `f` gets the connection's [`ActionContext`], its `Init` value, the [`Inbound`] inputs and
+    /// the [`Outbound`] chunk sink. Its error, of any type convertible into [`BoxError`], reaches
+    /// the caller as [`Error::Action`] with the error as its source.
+    pub fn new<F, Fut, E>(name: impl Into<Arc<str>>, f: F) -> Self
+    where
+        F: Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Out, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        Self {
+            name: name.into(),
+            f: Arc::new(
+                move |ctx: ActionContext,
+                      init: Init,
+                      inbound: Inbound<In>,
+                      outbound: Outbound<Stream>| {
+                    let fut = f(ctx, init, inbound, outbound);
+                    Box::pin(async move { fut.await.map_err(Into::into) })
+                },
+            ),
+        }
+    }
+
+    /// The action's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Opens a connection with unbuffered channels: spawns one task running the action with
+    /// `init` and returns the caller's [`Connection`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if called outside a tokio runtime.
+    pub fn connect(&self, init: Init) -> Connection<In, Out, Stream> {
+        self.connect_with(init, ConnectOptions::new())
+    }
+
+    /// Opens a connection with `options`: buffer sizes, a parent cancellation token, extensions.
+    ///
+    /// # Panics
+    ///
+    /// Panics if called outside a tokio runtime.
+    pub fn connect_with(&self, init: Init, options: ConnectOptions) -> Connection<In, Out, Stream> {
+        let ConnectOptions {
+            input_buffer,
+            output_buffer,
+            parent,
+            extensions,
+        } = options;
+        let watch_parent = parent.is_some();
+        let token = parent.map_or_else(CancellationToken::new, |parent| parent.child_token());
+        let core = Arc::new(Core::<In, Out, Stream>::new(
+            Arc::clone(&self.name),
+            input_buffer,
+            output_buffer,
+            token,
+            extensions,
+        ));
+        let ctx = ActionContext::new(core.clone());
+        let inbound = Inbound::new(core.clone());
+        let outbound = Outbound::new(core.clone());
+        let f = Arc::clone(&self.f);
+        let task_core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let mut run = std::pin::pin!(
+                AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await })
+                    .catch_unwind()
+            );
+            let result = if watch_parent {
+                let token = task_core.control().token.clone();
+                let cancelled = std::pin::pin!(token.cancelled());
+                let result = match select(cancelled, run.as_mut()).await {
+                    Either::Left(((), _)) => {
+                        task_core.cancel(Cause::parent());
+                        run.await
+                    }
+                    Either::Right((result, _)) => result,
+                };
+                // An action that returned because it saw the parent's cancellation was cancelled.
+                if token.is_cancelled() {
+                    task_core.cancel(Cause::parent());
+                }
+                result
+            } else {
+                run.await
+            };
+            task_core.complete(match result {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
+                Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
+            });
+        });
+        Connection::new(core)
+    }
+
+    /// Runs the action once: `input` is its only input, then the input is closed; chunks are
+    /// discarded; returns the output.
+    ///
+    /// # Errors
+    ///
+    /// The action's error, [`Error::Panicked`], or [`Error::Cancelled`] if a parent token
+    /// cancelled it.
+    ///
+    /// # Panics
+    ///
+    /// Panics if called outside a tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the action; its task ends.
+    pub async fn run(&self, init: Init, input: In) -> Result<Out, Error> {
+        let (tx, rx) = self.connect(init).into_split();
+        // An action that completes without reading its input is fine: the output says how it went.
+        let send = async move {
+            let _ = tx.send(input).await;
+        };
+        join(send, rx.output()).await.1
+    }
+}
+
+impl<Init, In, Out, Stream> Clone for BidiAction<Init, In, Out, Stream> {
+    fn clone(&self) -> Self {
+        Self {
+            name: Arc::clone(&self.name),
+            f: Arc::clone(&self.f),
+        }
+    }
+}
+
+impl<Init, In, Out, Stream> fmt::Debug for BidiAction<Init, In, Out, Stream> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BidiAction")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// Options for [`BidiAction::connect_with`].
+///
+/// ```
+/// use bidi_core::{BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
+/// use tokio_util::sync::CancellationToken;
+///
+/// #[derive(Clone)]
+/// struct User(&'static str);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), BoxError> {
+/// let whoami = BidiAction::new("whoami", |ctx, (), _: Inbound<()>, _: Outbound<()>| async move {
+///     let user = ctx.extensions().get::<User>().map_or("nobody", |user| user.0);
+///     Ok::<_, BoxError>(user.to_owned())
+/// });
+/// let shutdown = CancellationToken::new();
+/// let options = ConnectOptions::new()
+///     .input_buffer(16)
+///     .parent(shutdown.clone()) // shutdown.cancel() would cancel the connection
+///     .extension(User("ada"));
+/// assert_eq!(whoami.connect_with((), options).output().await?, "ada");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Default)]
+#[must_use]
+pub struct ConnectOptions {
+    input_buffer: usize,
+    output_buffer: usize,
+    parent: Option<CancellationToken>,
+    extensions: Extensions,
+}
+
+impl ConnectOptions {
+    /// Unbuffered both ways, no parent, no extensions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many inputs [`Connection::send`] may hand over before the action takes them.
+    /// 0, the default, is a rendezvous.
+    pub fn input_buffer(mut self, size: usize) -> Self {
+        self.input_buffer = size;
+        self
+    }
+
+    /// How many chunks [`Outbound::send`] may hand over before the consumer takes them.
+    /// 0, the default, is a rendezvous.
+    pub fn output_buffer(mut self, size: usize) -> Self {
+        self.output_buffer = size;
+        self
+    }
+
+    /// Cancels the connection when `token` is cancelled, with a cause saying so.
+    pub fn parent(mut self, token: CancellationToken) -> Self {
+        self.parent = Some(token);
+        self
+    }
+
+    /// Attaches `value` for the action to read through [`ActionContext::extensions`].
+    pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Replaces all extensions.
+    pub fn extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+}

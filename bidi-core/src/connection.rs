@@ -1,0 +1,401 @@
+//! The caller's side of a connection: [`Connection`], its halves, and per-turn [`Responses`].
+
+use std::fmt;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_core::{FusedStream, Stream};
+use uuid::Uuid;
+
+use crate::chan::Reason;
+use crate::error::{BoxError, Cause, Error, SendError};
+use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
+
+/// An open connection to a running action: send inputs, read each turn's chunks, get the output.
+///
+/// Dropping it (and every half split from it) cancels the action. Drive it from a task: with
+/// unbuffered channels every hand-off between the caller and the action is a task switch, and a
+/// runtime worker makes those far cheaper than the thread that runs `block_on` does.
+pub struct Connection<In, Out, Stream> {
+    // Declared first so it drops first: dropping an unconsumed connection cancels the action
+    // before the halves' drops close the input gracefully.
+    guard: CancelOnDrop,
+    tx: SendHalf<In>,
+    rx: RecvHalf<Out, Stream>,
+}
+
+impl<In, Out, S> Connection<In, Out, S>
+where
+    In: Send + 'static,
+    Out: Send + 'static,
+    S: Send + 'static,
+{
+    pub(crate) fn new(core: Arc<Core<In, Out, S>>) -> Self {
+        Self {
+            guard: CancelOnDrop(Some(core.clone())),
+            tx: SendHalf { link: core.clone() },
+            rx: RecvHalf {
+                link: core,
+                error_yielded: false,
+            },
+        }
+    }
+
+    /// Sends one input. With the default unbuffered input it completes when the action has
+    /// taken it.
+    ///
+    /// # Errors
+    ///
+    /// The input comes back in a [`SendError`]: `Closed` after [`close`](Self::close),
+    /// `Completed` once the action has returned, `Cancelled` once the connection was cancelled.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the input is not delivered.
+    pub async fn send(&self, input: In) -> Result<(), SendError<In>> {
+        self.tx.send(input).await
+    }
+
+    /// Closes the input: the action's [`Inbound`](crate::Inbound) ends once it has taken every
+    /// input sent before. Idempotent. Chunks and the output can still be read.
+    pub fn close(&self) {
+        self.tx.close();
+    }
+
+    /// The chunks of the current turn: a stream that ends at the action's next
+    /// [`end_turn`](crate::Outbound::end_turn), or when the action returns. If the connection
+    /// failed, its error is the last item, yielded once per connection.
+    ///
+    /// Dropping the stream cancels nothing: the next call continues where it stopped.
+    pub fn responses(&mut self) -> Responses<'_, S> {
+        self.rx.responses()
+    }
+
+    /// Waits for the action's output, discarding chunks nobody read, so a streaming action can
+    /// never deadlock it. Closes the input first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Action`] with the action's error as source, [`Error::Panicked`], or
+    /// [`Error::Cancelled`] if the connection was cancelled before the action completed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the connection, which cancels the action.
+    pub async fn output(self) -> Result<Out, Error> {
+        let Self { guard, tx, rx } = self;
+        guard.disarm();
+        drop(tx);
+        rx.output().await
+    }
+
+    /// Cancels the connection, unless it already ended.
+    pub fn cancel(&self) {
+        self.tx.cancel();
+    }
+
+    /// Cancels the connection with `cause`, unless it already ended. The first cause wins; the
+    /// action sees it through [`ActionContext::cancelled`](crate::ActionContext::cancelled).
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.tx.cancel_with(cause);
+    }
+
+    /// Whether the connection ended: the action returned or the connection was cancelled.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.tx.is_finished()
+    }
+
+    /// The connection's id (a UUID), the same as the action's
+    /// [`ActionContext::connection_id`](crate::ActionContext::connection_id).
+    #[must_use]
+    pub fn id(&self) -> Uuid {
+        self.tx.id()
+    }
+
+    /// Splits the connection into an owned, cloneable sending half and an owned receiving half,
+    /// for full-duplex use from two tasks.
+    ///
+    /// Dropping every sending half closes the input; dropping every half cancels the action.
+    #[must_use]
+    pub fn into_split(self) -> (SendHalf<In>, RecvHalf<Out, S>) {
+        let Self { guard, tx, rx } = self;
+        guard.disarm();
+        (tx, rx)
+    }
+}
+
+impl<In, Out, S> fmt::Debug for Connection<In, Out, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.tx.link.control().id())
+            .field("finished", &self.tx.link.control().is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+struct CancelOnDrop(Option<Arc<dyn Link>>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(link) = self.0.take() {
+            link.cancel(Cause::dropped());
+        }
+    }
+}
+
+/// The sending half of a [`Connection`], from [`Connection::into_split`]. Cloneable.
+pub struct SendHalf<In> {
+    link: Arc<dyn InputLink<In>>,
+}
+
+impl<In> SendHalf<In> {
+    /// As [`Connection::send`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::send`].
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the input is not delivered.
+    pub async fn send(&self, input: In) -> Result<(), SendError<In>> {
+        self.link
+            .input()
+            .send(input)
+            .await
+            .map_err(|(reason, input)| SendError::new(reason, input))
+    }
+
+    /// As [`Connection::close`].
+    pub fn close(&self) {
+        self.link.input().close(Reason::Closed);
+    }
+
+    /// As [`Connection::cancel`].
+    pub fn cancel(&self) {
+        self.link.cancel(Cause::requested());
+    }
+
+    /// As [`Connection::cancel_with`].
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.link.cancel(Cause::new(cause));
+    }
+
+    /// As [`Connection::is_finished`].
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.link.control().is_finished()
+    }
+
+    /// As [`Connection::id`].
+    #[must_use]
+    pub fn id(&self) -> Uuid {
+        self.link.control().id()
+    }
+}
+
+impl<In> Clone for SendHalf<In> {
+    fn clone(&self) -> Self {
+        link::add_sender(&*self.link);
+        Self {
+            link: Arc::clone(&self.link),
+        }
+    }
+}
+
+impl<In> Drop for SendHalf<In> {
+    fn drop(&mut self) {
+        if link::release_sender(&*self.link) {
+            self.link.input().close(Reason::Closed);
+        }
+    }
+}
+
+impl<In> fmt::Debug for SendHalf<In> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendHalf")
+            .field("id", &self.link.control().id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiving half of a [`Connection`], from [`Connection::into_split`]: each turn's
+/// chunks and the output.
+pub struct RecvHalf<Out, S> {
+    link: Arc<dyn ResultLink<Out, S>>,
+    /// The connection's error was already yielded by a `Responses`.
+    error_yielded: bool,
+}
+
+impl<Out, S> RecvHalf<Out, S> {
+    /// As [`Connection::responses`].
+    pub fn responses(&mut self) -> Responses<'_, S> {
+        Responses {
+            half: self,
+            done: false,
+            waiting: false,
+        }
+    }
+
+    /// As [`Connection::output`], without closing the input (the sending halves do that).
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::output`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops this half; once every half is gone the action is cancelled.
+    pub async fn output(self) -> Result<Out, Error> {
+        let output = self.link.output();
+        poll_fn(|cx| {
+            loop {
+                match output.poll_recv(cx) {
+                    Poll::Ready(Some(_)) => {}
+                    Poll::Ready(None) => return Poll::Ready(()),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await;
+        self.link.take_result()
+    }
+
+    /// As [`Connection::cancel`].
+    pub fn cancel(&self) {
+        self.link.cancel(Cause::requested());
+    }
+
+    /// As [`Connection::cancel_with`].
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.link.cancel(Cause::new(cause));
+    }
+
+    /// As [`Connection::is_finished`].
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.link.control().is_finished()
+    }
+
+    /// As [`Connection::id`].
+    #[must_use]
+    pub fn id(&self) -> Uuid {
+        self.link.control().id()
+    }
+}
+
+impl<Out, S> Drop for RecvHalf<Out, S> {
+    fn drop(&mut self) {
+        // Nobody reads chunks any more: the action's sends fail instead of waiting forever.
+        if !link::release_handle(&*self.link) {
+            self.link.output().close(Reason::Closed);
+        }
+    }
+}
+
+impl<Out, S> fmt::Debug for RecvHalf<Out, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvHalf")
+            .field("id", &self.link.control().id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The chunks of one turn, from [`Connection::responses`]: a [`Stream`] of
+/// `Result<Stream, Error>` that ends at the turn's end or when the connection ends.
+///
+/// Dropping it cancels nothing; the next [`responses`](Connection::responses) call continues
+/// with the next chunk.
+pub struct Responses<'a, S> {
+    half: &'a mut dyn ResponsesSource<S>,
+    done: bool,
+    waiting: bool,
+}
+
+/// What `Responses` needs of its half, without the `Out` type.
+trait ResponsesSource<S>: Send + Sync {
+    fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>>;
+    fn stop_waiting(&self);
+    /// The connection's error, the first time it is asked for.
+    fn take_error(&mut self) -> Option<Error>;
+}
+
+impl<Out, S> ResponsesSource<S> for RecvHalf<Out, S> {
+    fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>> {
+        self.link.output().poll_recv(cx)
+    }
+
+    fn stop_waiting(&self) {
+        self.link.output().stop_waiting();
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        if self.error_yielded {
+            return None;
+        }
+        let error = self.link.error()?;
+        self.error_yielded = true;
+        Some(error)
+    }
+}
+
+impl<S> Stream for Responses<'_, S> {
+    type Item = Result<S, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        let frame = match this.half.poll_frame(cx) {
+            Poll::Pending => {
+                this.waiting = true;
+                return Poll::Pending;
+            }
+            Poll::Ready(frame) => frame,
+        };
+        this.waiting = false;
+        match frame {
+            Some(Frame::Chunk(chunk)) => Poll::Ready(Some(Ok(chunk))),
+            Some(Frame::EndTurn) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            None => {
+                this.done = true;
+                Poll::Ready(this.half.take_error().map(Err))
+            }
+        }
+    }
+}
+
+impl<S> FusedStream for Responses<'_, S> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+impl<S> Drop for Responses<'_, S> {
+    fn drop(&mut self) {
+        if self.waiting {
+            self.half.stop_waiting();
+        }
+    }
+}
+
+impl<S> fmt::Debug for Responses<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responses")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,199 @@
+//! The action's ends of a connection: [`Inbound`] inputs and [`Outbound`] chunks.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_core::{FusedStream, Stream};
+
+use crate::error::SendError;
+use crate::link::{Frame, InputLink, OutputLink};
+
+/// The inputs of a connection, as the action receives them.
+///
+/// Also a [`Stream`] of inputs. It ends (yields `None`) once the caller closed the connection
+/// and every input sent before was taken, or once the connection was cancelled.
+pub struct Inbound<In> {
+    link: Arc<dyn InputLink<In>>,
+    /// The last poll returned `Pending`: the channel may hand us a value directly.
+    waiting: bool,
+    done: bool,
+}
+
+impl<In> Inbound<In> {
+    pub(crate) fn new(link: Arc<dyn InputLink<In>>) -> Self {
+        Self {
+            link,
+            waiting: false,
+            done: false,
+        }
+    }
+
+    /// Receives the next input, or `None` once the input is closed or the connection cancelled.
+    ///
+    /// A caller's [`send`](crate::Connection::send) completes when this takes its value (or
+    /// when the value is handed to this call while it waits).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: if the future is dropped before it completes, no input is lost; a value
+    /// handed over in the meantime is returned by the next call.
+    pub fn recv(&mut self) -> Recv<'_, In> {
+        Recv { inbound: self }
+    }
+
+    /// Polls for the next input; the poll-based form of [`recv`](Self::recv).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<In>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.link.input().poll_recv(cx) {
+            Poll::Pending => {
+                self.waiting = true;
+                Poll::Pending
+            }
+            Poll::Ready(value) => {
+                self.waiting = false;
+                self.done = value.is_none();
+                Poll::Ready(value)
+            }
+        }
+    }
+
+    fn stop_waiting(&mut self) {
+        if self.waiting {
+            self.waiting = false;
+            self.link.input().stop_waiting();
+        }
+    }
+}
+
+impl<In> Stream for Inbound<In> {
+    type Item = In;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<In>> {
+        self.get_mut().poll_recv(cx)
+    }
+}
+
+impl<In> FusedStream for Inbound<In> {
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+impl<In> Drop for Inbound<In> {
+    fn drop(&mut self) {
+        self.stop_waiting();
+    }
+}
+
+impl<In> fmt::Debug for Inbound<In> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbound")
+            .field("connection_id", &self.link.control().id())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Inbound::recv`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Recv<'a, In> {
+    inbound: &'a mut Inbound<In>,
+}
+
+impl<In> Future for Recv<'_, In> {
+    type Output = Option<In>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<In>> {
+        self.inbound.poll_recv(cx)
+    }
+}
+
+impl<In> Drop for Recv<'_, In> {
+    fn drop(&mut self) {
+        self.inbound.stop_waiting();
+    }
+}
+
+impl<In> fmt::Debug for Recv<'_, In> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recv").finish_non_exhaustive()
+    }
+}
+
+/// Where the action streams its chunks and ends its turns.
+///
+/// Cheap to clone, so several tasks inside an action can stream. The framework owns the end of
+/// the stream: when the action returns, the consumer's stream ends, and sends through clones that
+/// outlive the action fail with [`SendError::Completed`].
+pub struct Outbound<S> {
+    link: Arc<dyn OutputLink<S>>,
+}
+
+impl<S> Outbound<S> {
+    pub(crate) fn new(link: Arc<dyn OutputLink<S>>) -> Self {
+        Self { link }
+    }
+
+    /// Sends one chunk of the current turn. With the default unbuffered output it completes
+    /// when the consumer has taken the chunk.
+    ///
+    /// # Errors
+    ///
+    /// The chunk comes back in a [`SendError`]: `Closed` once the consumer dropped its receiving
+    /// half, `Cancelled` once the connection was cancelled, `Completed` after the action returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the chunk is not delivered.
+    pub async fn send(&self, chunk: S) -> Result<(), SendError<S>> {
+        self.link
+            .output()
+            .send(Frame::Chunk(chunk))
+            .await
+            .map_err(|(reason, frame)| {
+                SendError::new(reason, frame).map(|frame| match frame {
+                    Frame::Chunk(chunk) => chunk,
+                    Frame::EndTurn => unreachable!("a chunk was sent"),
+                })
+            })
+    }
+
+    /// Ends the current turn: the consumer's [`Responses`](crate::Responses) ends here. With the
+    /// default unbuffered output it completes when the consumer has reached the end of the turn.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), with no value to give back.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the turn is not ended.
+    pub async fn end_turn(&self) -> Result<(), SendError<()>> {
+        self.link
+            .output()
+            .send(Frame::EndTurn)
+            .await
+            .map_err(|(reason, _)| SendError::new(reason, ()))
+    }
+}
+
+impl<S> Clone for Outbound<S> {
+    fn clone(&self) -> Self {
+        Self {
+            link: Arc::clone(&self.link),
+        }
+    }
+}
+
+impl<S> fmt::Debug for Outbound<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbound")
+            .field("connection_id", &self.link.control().id())
+            .finish_non_exhaustive()
+    }
+}

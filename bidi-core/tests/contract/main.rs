@@ -1,0 +1,14 @@
+//! The bidi-core contract, rule by rule (C1–C15 in ARCHITECTURE.md). Each test runs on a
+//! multi-thread runtime and on a current-thread runtime unless it needs a paused clock.
+
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod support;
+
+mod cancel;
+mod errors;
+mod lifecycle;
+mod rendezvous;
+mod stress;
+mod turns;
