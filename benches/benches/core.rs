@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use benches::{Marker, raw_echo, raw_stream, runtime};
 use bidi_core::__bench::Reason;
-use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
+use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 
@@ -66,47 +66,57 @@ fn echo() -> BidiAction<(), u64, (), u64> {
     )
 }
 
-/// One turn of 100,000 chunks.
+/// One turn of 100,000 chunks, unbuffered (the default) and with a 64-chunk output buffer.
 fn chunks(c: &mut Criterion) {
     let rt = runtime();
     let mut group = c.benchmark_group("chunks");
     group.throughput(Throughput::Elements(CHUNKS));
     group.sample_size(20);
 
-    group.bench_function("connection", |b| {
-        let action = streamer();
-        b.iter_custom(|iters| {
-            let action = action.clone();
-            in_task(&rt, iters, move || {
-                let action = action.clone();
-                async move {
-                    let mut conn = action.connect(());
-                    conn.send(CHUNKS).await.expect("send");
-                    let mut responses = conn.responses();
-                    let mut n = 0;
-                    while let Some(chunk) = responses.next().await {
-                        chunk.expect("chunk");
-                        n += 1;
-                    }
-                    assert_eq!(n, CHUNKS);
-                }
-            })
-        });
-    });
-
-    group.bench_function("raw_chan", |b| {
-        b.iter_custom(|iters| {
-            in_task(&rt, iters, || async {
-                let (chan, producer) = raw_stream(CHUNKS, 0);
-                let mut n = 0;
-                while let Some(Marker::Item(_)) = poll_fn(|cx| chan.poll_recv(cx)).await {
-                    n += 1;
-                }
-                assert_eq!(n, CHUNKS);
-                producer.await.expect("producer");
-            })
-        });
-    });
+    for buffer in [0usize, 64] {
+        group.bench_with_input(
+            BenchmarkId::new("connection", buffer),
+            &buffer,
+            |b, &buffer| {
+                let action = streamer();
+                b.iter_custom(|iters| {
+                    let action = action.clone();
+                    in_task(&rt, iters, move || {
+                        let action = action.clone();
+                        async move {
+                            let options = ConnectOptions::new().output_buffer(buffer);
+                            let mut conn = action.connect_with((), options);
+                            conn.send(CHUNKS).await.expect("send");
+                            let mut responses = conn.responses();
+                            let mut n = 0;
+                            while let Some(chunk) = responses.next().await {
+                                chunk.expect("chunk");
+                                n += 1;
+                            }
+                            assert_eq!(n, CHUNKS);
+                        }
+                    })
+                });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("raw_chan", buffer),
+            &buffer,
+            |b, &buffer| {
+                b.iter_custom(|iters| {
+                    in_task(&rt, iters, move || async move {
+                        let (chan, producer) = raw_stream(CHUNKS, buffer);
+                        let mut n = 0;
+                        while let Some(Marker::Item(_)) = poll_fn(|cx| chan.poll_recv(cx)).await {
+                            n += 1;
+                        }
+                        assert_eq!(n, CHUNKS);
+                        producer.await.expect("producer");
+                    })
+                });
+            },
+        );
+    }
 
     group.bench_function("flume_rendezvous", |b| {
         b.iter_custom(|iters| {
@@ -247,53 +257,5 @@ fn connections(c: &mut Criterion) {
     group.finish();
 }
 
-/// The unbuffered default against buffered connections, for the record.
-fn buffers(c: &mut Criterion) {
-    let rt = runtime();
-    let mut group = c.benchmark_group("chunks_buffered");
-    group.throughput(Throughput::Elements(CHUNKS));
-    group.sample_size(20);
-    for buffer in [0usize, 64] {
-        group.bench_with_input(
-            BenchmarkId::new("connection", buffer),
-            &buffer,
-            |b, &buffer| {
-                let action = streamer();
-                b.iter_custom(|iters| {
-                    let action = action.clone();
-                    in_task(&rt, iters, move || {
-                        let action = action.clone();
-                        async move {
-                            let options = bidi_core::ConnectOptions::new().output_buffer(buffer);
-                            let mut conn = action.connect_with((), options);
-                            conn.send(CHUNKS).await.expect("send");
-                            let n = conn.responses().count().await as u64;
-                            assert_eq!(n, CHUNKS);
-                        }
-                    })
-                });
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new("raw_chan", buffer),
-            &buffer,
-            |b, &buffer| {
-                b.iter_custom(|iters| {
-                    in_task(&rt, iters, move || async move {
-                        let (chan, producer) = raw_stream(CHUNKS, buffer);
-                        let mut n = 0;
-                        while let Some(Marker::Item(_)) = poll_fn(|cx| chan.poll_recv(cx)).await {
-                            n += 1;
-                        }
-                        assert_eq!(n, CHUNKS);
-                        producer.await.expect("producer");
-                    })
-                });
-            },
-        );
-    }
-    group.finish();
-}
-
-criterion_group!(benches, chunks, turns, connections, buffers);
+criterion_group!(benches, chunks, turns, connections);
 criterion_main!(benches);

@@ -22,7 +22,10 @@ use std::fmt;
 pub struct Extensions {
     // Boxed and lazily allocated: most connections carry none, and every connection holds an
     // `Extensions`, so the empty map is one pointer instead of a 48-byte `HashMap`.
-    #[expect(clippy::box_collection, reason = "keeps the empty map one pointer wide")]
+    #[expect(
+        clippy::box_collection,
+        reason = "keeps the empty map one pointer wide"
+    )]
     map: Option<Box<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
 }
 
