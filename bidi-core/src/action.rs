@@ -17,6 +17,7 @@ use crate::endpoint::{Inbound, Outbound};
 use crate::error::{BoxError, Cause, Error};
 use crate::extensions::Extensions;
 use crate::link::{Core, Link};
+use crate::observer::Observer;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -93,6 +94,7 @@ where
             output_buffer,
             parent,
             extensions,
+            observer,
         } = options;
         let watch_parent = parent.is_some();
         let token = parent.map_or_else(CancellationToken::new, |parent| parent.child_token());
@@ -102,6 +104,7 @@ where
             output_buffer,
             token,
             extensions,
+            observer,
         ));
         let ctx = ActionContext::new(core.clone());
         let inbound = Inbound::new(core.clone());
@@ -216,13 +219,14 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Default)]
 #[must_use]
 pub struct ConnectOptions {
     input_buffer: usize,
     output_buffer: usize,
     parent: Option<CancellationToken>,
     extensions: Extensions,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl ConnectOptions {
@@ -257,9 +261,28 @@ impl ConnectOptions {
         self
     }
 
+    /// Watches the connection's traffic (inputs taken, chunks delivered, turns ended); how
+    /// `bidi-flow` traces turns.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Replaces all extensions.
     pub fn extensions(mut self, extensions: Extensions) -> Self {
         self.extensions = extensions;
         self
+    }
+}
+
+impl fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("input_buffer", &self.input_buffer)
+            .field("output_buffer", &self.output_buffer)
+            .field("parent", &self.parent)
+            .field("extensions", &self.extensions)
+            .field("observer", &self.observer.is_some())
+            .finish()
     }
 }

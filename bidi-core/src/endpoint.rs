@@ -57,6 +57,11 @@ impl<In> Inbound<In> {
             Poll::Ready(value) => {
                 self.waiting = false;
                 self.done = value.is_none();
+                if value.is_some()
+                    && let Some(observer) = &self.link.control().observer
+                {
+                    observer.on_input();
+                }
                 Poll::Ready(value)
             }
         }
@@ -160,7 +165,11 @@ impl<S> Outbound<S> {
                     Frame::Chunk(chunk) => chunk,
                     Frame::EndTurn => unreachable!("a chunk was sent"),
                 })
-            })
+            })?;
+        if let Some(observer) = &self.link.control().observer {
+            observer.on_chunk();
+        }
+        Ok(())
     }
 
     /// Ends the current turn: the consumer's [`Responses`](crate::Responses) ends here. With the
@@ -178,7 +187,11 @@ impl<S> Outbound<S> {
             .output()
             .send(Frame::EndTurn)
             .await
-            .map_err(|(reason, _)| SendError::new(reason, ()))
+            .map_err(|(reason, _)| SendError::new(reason, ()))?;
+        if let Some(observer) = &self.link.control().observer {
+            observer.on_end_turn();
+        }
+        Ok(())
     }
 }
 

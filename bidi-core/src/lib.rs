@@ -72,6 +72,7 @@ mod endpoint;
 mod error;
 mod extensions;
 mod link;
+mod observer;
 
 pub use action::{BidiAction, ConnectOptions};
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
@@ -79,6 +80,7 @@ pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
 pub use error::{BoxError, Cause, Error, SendError};
 pub use extensions::Extensions;
+pub use observer::Observer;
 
 /// The channel underneath connections, for the benchmarks' raw baselines. Not a public API.
 #[doc(hidden)]

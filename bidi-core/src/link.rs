@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::chan::{Chan, Reason};
 use crate::error::{Cause, Error};
 use crate::extensions::Extensions;
+use crate::observer::Observer;
 
 /// What travels from the action to the consumer.
 pub(crate) enum Frame<S> {
@@ -38,6 +39,7 @@ pub(crate) struct Control {
     handles: AtomicUsize,
     /// Sending halves alive.
     senders: AtomicUsize,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
 }
 
 impl Control {
@@ -103,6 +105,7 @@ impl<In, Out, S> Core<In, Out, S> {
         output_buffer: usize,
         token: CancellationToken,
         extensions: Extensions,
+        observer: Option<Arc<dyn Observer>>,
     ) -> Self {
         Self {
             input: Chan::new(input_buffer),
@@ -116,6 +119,7 @@ impl<In, Out, S> Core<In, Out, S> {
                 extensions,
                 handles: AtomicUsize::new(2),
                 senders: AtomicUsize::new(1),
+                observer,
             },
         }
     }

@@ -1,10 +1,10 @@
 //! C1, C5, C6, C7, C11, C12, C13, C14: turns, half-close, output, one-shot runs, splitting.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bidi_core::{
-    ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound, SendError,
+    ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Observer, Outbound, SendError,
 };
 use futures_util::StreamExt;
 
@@ -322,5 +322,32 @@ both_runtimes! {
         conn.send(()).await.unwrap();
         assert_eq!(turn(&mut conn).await, [0, 1, 2, 3, 4]);
         conn.output().await.unwrap();
+    }
+
+    /// An observer sees every input taken, chunk delivered and turn ended.
+    async fn observer_sees_the_traffic() {
+        #[derive(Default)]
+        struct Counts([AtomicUsize; 3]);
+        impl Observer for Counts {
+            fn on_input(&self) {
+                self.0[0].fetch_add(1, Ordering::Relaxed);
+            }
+            fn on_chunk(&self) {
+                self.0[1].fetch_add(1, Ordering::Relaxed);
+            }
+            fn on_end_turn(&self) {
+                self.0[2].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let counts = Arc::new(Counts::default());
+        let mut conn = echo().connect_with((), ConnectOptions::new().observer(counts.clone()));
+        for input in ["a", "", "b"] {
+            conn.send(input.to_owned()).await.unwrap();
+            turn(&mut conn).await;
+        }
+        conn.close();
+        conn.output().await.unwrap();
+        let seen: Vec<_> = counts.0.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        assert_eq!(seen, [3, 2, 3]);
     }
 }
