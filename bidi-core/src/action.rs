@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
-use futures_util::future::{Either, join, select};
+use futures_util::future::{Either, select};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
@@ -67,10 +67,19 @@ where
         }
     }
 
-    /// The action's name.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Calls the action's function on ends that already exist, without spawning anything: how
+    /// a layer wraps one action in another (`bidi-flow` traces an action this way).
+    ///
+    /// The future does not catch panics; the connection running the outer action does.
+    pub fn call(
+        &self,
+        ctx: ActionContext,
+        init: Init,
+        inbound: Inbound<In>,
+        outbound: Outbound<Stream>,
+    ) -> impl Future<Output = Result<Out, BoxError>> + Send + 'static + use<Init, In, Out, Stream>
+    {
+        (self.f)(ctx, init, inbound, outbound)
     }
 
     /// Opens a connection with unbuffered channels: spawns one task running the action with
@@ -159,12 +168,15 @@ where
     ///
     /// Dropping the future cancels the action; its task ends.
     pub async fn run(&self, init: Init, input: In) -> Result<Out, Error> {
-        let (tx, rx) = self.connect(init).into_split();
-        // An action that completes without reading its input is fine: the output says how it went.
-        let send = async move {
-            let _ = tx.send(input).await;
-        };
-        join(send, rx.output()).await.1
+        self.connect(init).run(input).await
+    }
+}
+
+impl<Init, In, Out, Stream> BidiAction<Init, In, Out, Stream> {
+    /// The action's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_core::{FusedStream, Stream};
+use futures_util::future::join;
 use uuid::Uuid;
 
 use crate::chan::Reason;
@@ -89,6 +90,26 @@ where
         guard.disarm();
         drop(tx);
         rx.output().await
+    }
+
+    /// The one-shot path: sends `input` as the only input, closes the input, discards the
+    /// chunks and returns the output. The chunks are drained while the input is being sent, so
+    /// an action may stream before it reads.
+    ///
+    /// # Errors
+    ///
+    /// As [`output`](Self::output). An action that completes without taking the input is not an
+    /// error: its output says how it went.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the connection, which cancels the action.
+    pub async fn run(self, input: In) -> Result<Out, Error> {
+        let (tx, rx) = self.into_split();
+        let send = async move {
+            let _ = tx.send(input).await;
+        };
+        join(send, rx.output()).await.1
     }
 
     /// Cancels the connection, unless it already ended.

@@ -160,8 +160,8 @@ impl<T> SendError<T> {
         }
     }
 
-    /// The same failure carrying another value.
-    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> SendError<U> {
+    /// The same failure carrying another value (say, the JSON an input was decoded from).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> SendError<U> {
         match self {
             Self::Closed(value) => SendError::Closed(f(value)),
             Self::Completed(value) => SendError::Completed(f(value)),

@@ -1,0 +1,69 @@
+//! Traced bidirectional flows: [`BidiFlow`] (a `bidi_core::BidiAction` with OpenTelemetry
+//! spans), the action [`Registry`] with JSON Schemas, and JSON connections for transports.
+//!
+//! ```
+//! use bidi_core::{BoxError, Inbound, Outbound};
+//! use bidi_flow::{BidiFlow, Registry};
+//! use futures_util::StreamExt;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! let shout = BidiFlow::new("shout", |_ctx, (), mut inbound: Inbound<String>, out: Outbound<String>| async move {
+//!     let mut turns = 0u32;
+//!     while let Some(text) = inbound.recv().await {
+//!         // A traced step: a child span of this connection's span.
+//!         let loud = bidi_flow::run("uppercase", async { Ok::<_, BoxError>(text.to_uppercase()) }).await?;
+//!         out.send(loud).await?;
+//!         out.end_turn().await?;
+//!         turns += 1;
+//!     }
+//!     Ok::<_, BoxError>(turns)
+//! })
+//! .with_description("Shouts back");
+//!
+//! let registry = Registry::new();
+//! registry.register(shout)?;
+//!
+//! // What a transport does: JSON in, JSON out.
+//! let mut conn = registry.connect_json("/bidi-flow/shout", json!(null))?;
+//! conn.send(json!("hello")).await?;
+//! let chunks: Vec<_> = conn.responses().collect().await;
+//! assert_eq!(chunks[0].as_ref().unwrap(), &json!("HELLO"));
+//! assert!(conn.send(json!(42)).await.is_err()); // refused: not a string; the connection goes on
+//! conn.close();
+//! assert_eq!(conn.output().await?, json!(1));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Tracing
+//!
+//! Each connection of a flow gets one span, named after the flow and open for the connection's
+//! lifetime, with `bidi.flow`, `bidi.connection_id`, `bidi.init` and `bidi.output` (JSON, capped
+//! at [`JSON_ATTRIBUTE_LIMIT`] bytes), `bidi.messages_in`, `bidi.messages_out`, `bidi.turns`, and
+//! an error status on failure or cancellation. Each turn is a child span `turn {n}` with its
+//! `bidi.chunks`. A connection with no turn emits only its own span. Inside the action, the
+//! connection span is the current OpenTelemetry context: [`run`] steps, spans made with the
+//! OpenTelemetry API and `tracing` spans (through `tracing-opentelemetry`) nest under it; tasks the
+//! action spawns keep it with `opentelemetry::context::FutureExt::with_current_context` or
+//! `tracing::Instrument::in_current_span`.
+//!
+//! Spans come from the global tracer provider (a no-op until the application installs one, in
+//! which case a flow costs what a bare action does) or from [`BidiFlow::with_tracer`].
+//!
+//! # Feature flags
+//!
+//! `bidi-flow` has no optional features.
+
+#![doc(test(attr(deny(warnings))))]
+
+mod flow;
+mod json;
+mod registry;
+mod trace;
+
+pub use flow::{ActionType, BidiFlow};
+pub use json::{JsonConnection, JsonError, JsonResponses};
+pub use registry::{ActionDesc, Registry, RegistryError};
+pub use trace::{JSON_ATTRIBUTE_LIMIT, run};

@@ -1,0 +1,315 @@
+//! OpenTelemetry spans for flows: one per connection, one child per turn, and [`run`] steps.
+
+use std::borrow::Cow;
+use std::fmt::{self, Display};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bidi_core::{ActionContext, BoxError, Observer};
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::global::{self, BoxedTracer};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use serde::Serialize;
+
+/// The instrumentation scope of every span this crate makes.
+pub(crate) const SCOPE: &str = "bidi-flow";
+
+/// The cap on a JSON attribute (`bidi.init`, `bidi.output`), in bytes.
+pub const JSON_ATTRIBUTE_LIMIT: usize = 4096;
+
+/// The tracer a flow uses: the global provider's unless one was given.
+#[derive(Clone, Default)]
+pub(crate) struct FlowTracer(Option<Arc<BoxedTracer>>);
+
+impl FlowTracer {
+    pub(crate) fn new(tracer: BoxedTracer) -> Self {
+        Self(Some(Arc::new(tracer)))
+    }
+
+    pub(crate) fn get(&self) -> Arc<BoxedTracer> {
+        self.0
+            .clone()
+            .unwrap_or_else(|| Arc::new(global::tracer(SCOPE)))
+    }
+}
+
+impl fmt::Debug for FlowTracer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FlowTracer(custom)"
+        } else {
+            "FlowTracer(global)"
+        })
+    }
+}
+
+/// Carried in the connection's context so [`run`] steps use the flow's tracer.
+#[derive(Clone)]
+struct ActiveTracer(Arc<BoxedTracer>);
+
+/// `value` as JSON, capped at [`JSON_ATTRIBUTE_LIMIT`] bytes with a truncation marker.
+pub(crate) fn json_attribute<T: Serialize + ?Sized>(value: &T) -> String {
+    match serde_json::to_string(value) {
+        Ok(json) if json.len() <= JSON_ATTRIBUTE_LIMIT => json,
+        Ok(json) => {
+            let marker = format!("…[truncated, {} bytes]", json.len());
+            let mut end = JSON_ATTRIBUTE_LIMIT - marker.len();
+            while !json.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}{marker}", &json[..end])
+        }
+        Err(error) => format!("<not serializable: {error}>"),
+    }
+}
+
+/// The spans of one traced connection. Attached to the connection as its [`Observer`] (turns
+/// and counts) and as an extension (so the action's task can finish the connection span).
+pub(crate) struct ConnectionTrace {
+    /// The connection span's context (plus the tracer, for `run` steps).
+    cx: Context,
+    tracer: Arc<BoxedTracer>,
+    inputs: AtomicU64,
+    chunks: AtomicU64,
+    turns: AtomicU64,
+    turn_open: AtomicBool,
+    turn_chunks: AtomicU64,
+    turn: Mutex<Option<Context>>,
+    finished: AtomicBool,
+}
+
+impl ConnectionTrace {
+    /// Starts the connection span under the caller's current context; `None` when the tracer
+    /// does not record (no provider installed), so untraced connections cost nothing more.
+    pub(crate) fn start(
+        tracer: &FlowTracer,
+        flow: &str,
+        init: &impl Serialize,
+    ) -> Option<Arc<Self>> {
+        let tracer = tracer.get();
+        let parent = Context::current();
+        let span = tracer
+            .span_builder(flow.to_owned())
+            .with_kind(SpanKind::Internal)
+            .start_with_context(&*tracer, &parent);
+        if !span.is_recording() {
+            return None;
+        }
+        let cx = parent
+            .with_span(span)
+            .with_value(ActiveTracer(Arc::clone(&tracer)));
+        cx.span().set_attributes([
+            KeyValue::new("bidi.flow", flow.to_owned()),
+            KeyValue::new("bidi.init", json_attribute(init)),
+        ]);
+        Some(Arc::new(Self {
+            cx,
+            tracer,
+            inputs: AtomicU64::new(0),
+            chunks: AtomicU64::new(0),
+            turns: AtomicU64::new(0),
+            turn_open: AtomicBool::new(false),
+            turn_chunks: AtomicU64::new(0),
+            turn: Mutex::new(None),
+            finished: AtomicBool::new(false),
+        }))
+    }
+
+    pub(crate) fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// Records an attribute on the connection span.
+    pub(crate) fn set_attribute(&self, attribute: KeyValue) {
+        self.cx.span().set_attribute(attribute);
+    }
+
+    fn open_turn(&self) {
+        if self.turn_open.load(Ordering::Acquire) {
+            return;
+        }
+        let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        if turn.is_some() {
+            return;
+        }
+        let n = self.turns.load(Ordering::Relaxed) + 1;
+        let span = self
+            .tracer
+            .span_builder(format!("turn {n}"))
+            .with_kind(SpanKind::Internal)
+            .with_attributes([KeyValue::new("bidi.turn", n as i64)])
+            .start_with_context(&*self.tracer, &self.cx);
+        *turn = Some(self.cx.with_span(span));
+        self.turn_chunks.store(0, Ordering::Relaxed);
+        self.turn_open.store(true, Ordering::Release);
+    }
+
+    fn close_turn(&self) {
+        let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cx) = turn.take() {
+            let span = cx.span();
+            span.set_attribute(KeyValue::new(
+                "bidi.chunks",
+                self.turn_chunks.load(Ordering::Relaxed) as i64,
+            ));
+            span.end();
+            self.turns.fetch_add(1, Ordering::Relaxed);
+            self.turn_open.store(false, Ordering::Release);
+        }
+    }
+
+    /// Ends the connection: closes an open turn, records the counts, the output or the error,
+    /// and ends the span. Only the first call does anything.
+    pub(crate) fn finish(&self, outcome: Outcome) {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.close_turn();
+        let span = self.cx.span();
+        span.set_attributes([
+            KeyValue::new(
+                "bidi.messages_in",
+                self.inputs.load(Ordering::Relaxed) as i64,
+            ),
+            KeyValue::new(
+                "bidi.messages_out",
+                self.chunks.load(Ordering::Relaxed) as i64,
+            ),
+            KeyValue::new("bidi.turns", self.turns.load(Ordering::Relaxed) as i64),
+        ]);
+        match outcome {
+            Outcome::Output(json) => {
+                span.set_attribute(KeyValue::new("bidi.output", json));
+                span.set_status(Status::Ok);
+            }
+            Outcome::Failed(message) => span.set_status(Status::error(message)),
+        }
+        span.end();
+    }
+}
+
+/// How a traced connection ended.
+pub(crate) enum Outcome {
+    /// The output, as a capped JSON attribute.
+    Output(String),
+    /// The error status message.
+    Failed(String),
+}
+
+impl Observer for ConnectionTrace {
+    fn on_input(&self) {
+        self.inputs.fetch_add(1, Ordering::Relaxed);
+        self.open_turn();
+    }
+
+    fn on_chunk(&self) {
+        self.chunks.fetch_add(1, Ordering::Relaxed);
+        self.open_turn();
+        self.turn_chunks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_end_turn(&self) {
+        self.open_turn();
+        self.close_turn();
+    }
+}
+
+/// Runs the traced action's future with the connection span current, and finishes the span
+/// when it ends, however it ends.
+pub(crate) async fn traced<Out, F>(
+    trace: Arc<ConnectionTrace>,
+    ctx: ActionContext,
+    fut: F,
+) -> Result<Out, BoxError>
+where
+    Out: Serialize,
+    F: Future<Output = Result<Out, BoxError>>,
+{
+    /// Finishes the span if the future is dropped (a panic unwinding, or the runtime shutting down).
+    struct Guard(Arc<ConnectionTrace>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let message = if std::thread::panicking() {
+                "action panicked"
+            } else {
+                "action dropped"
+            };
+            self.0.finish(Outcome::Failed(message.to_owned()));
+        }
+    }
+    let guard = Guard(trace);
+    let result = fut.with_context(guard.0.context().clone()).await;
+    let outcome = match (&result, ctx.cause()) {
+        (_, Some(cause)) => Outcome::Failed(format!("connection cancelled: {cause}")),
+        (Ok(out), None) => Outcome::Output(json_attribute(out)),
+        (Err(error), None) => Outcome::Failed(format!("action failed: {error}")),
+    };
+    guard.0.finish(outcome);
+    result
+}
+
+/// Runs `fut` as a step of the current flow: in a child span named `name` of the current
+/// OpenTelemetry context (inside an action, the connection span), like Genkit's `core.Run`.
+///
+/// The span's status is the step's: an `Err` sets an error status with its message.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), std::io::Error> {
+/// let rows = bidi_flow::run("load rows", async { Ok::<_, std::io::Error>(vec![1, 2, 3]) }).await?;
+/// assert_eq!(rows.len(), 3);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// The step's own error, unchanged.
+///
+/// # Cancel safety
+///
+/// Dropping the future drops `fut`; the span ends with an unset status.
+pub async fn run<T, E, F>(name: impl Into<Cow<'static, str>>, fut: F) -> Result<T, E>
+where
+    E: Display,
+    F: Future<Output = Result<T, E>>,
+{
+    let parent = Context::current();
+    let tracer = parent.get::<ActiveTracer>().map_or_else(
+        || Arc::new(global::tracer(SCOPE)),
+        |active| Arc::clone(&active.0),
+    );
+    let span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Internal)
+        .start_with_context(&*tracer, &parent);
+    let cx = parent.with_span(span);
+    let result = fut.with_context(cx.clone()).await;
+    let span = cx.span();
+    match &result {
+        Ok(_) => span.set_status(Status::Ok),
+        Err(error) => span.set_status(Status::error(error.to_string())),
+    }
+    span.end();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_attributes_are_capped_on_a_char_boundary() {
+        assert_eq!(json_attribute(&serde_json::json!({"a": 1})), r#"{"a":1}"#);
+        let long = "é".repeat(5000);
+        let capped = json_attribute(&long);
+        assert!(capped.len() <= JSON_ATTRIBUTE_LIMIT);
+        assert!(
+            capped.ends_with("…[truncated, 10002 bytes]"),
+            "{}",
+            &capped[capped.len() - 40..]
+        );
+    }
+}

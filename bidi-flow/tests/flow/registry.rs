@@ -1,0 +1,186 @@
+//! F3: registration, typed lookups and descriptors, against a checked-in golden file.
+
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{ActionType, BidiFlow, Registry, RegistryError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::support::words;
+
+/// How a chat starts.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ChatInit {
+    /// The system prompt.
+    system_prompt: String,
+    /// Sampling temperature.
+    #[serde(default)]
+    temperature: f32,
+}
+
+/// One user message.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ChatIn {
+    text: String,
+    #[serde(default)]
+    attachments: Vec<String>,
+}
+
+/// One streamed piece of the answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ChatChunk {
+    /// Some text.
+    TextDelta { delta: String },
+    /// The turn is over.
+    Done,
+}
+
+/// What a chat ends with.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ChatOut {
+    turns: u32,
+}
+
+fn chat() -> BidiFlow<ChatInit, ChatIn, ChatOut, ChatChunk> {
+    BidiFlow::new(
+        "chat",
+        |_: ActionContext, _: ChatInit, mut inbound: Inbound<ChatIn>, out: Outbound<ChatChunk>| async move {
+            let mut turns = 0;
+            while let Some(msg) = inbound.recv().await {
+                out.send(ChatChunk::TextDelta { delta: msg.text }).await?;
+                out.send(ChatChunk::Done).await?;
+                out.end_turn().await?;
+                turns += 1;
+            }
+            Ok::<_, BoxError>(ChatOut { turns })
+        },
+    )
+    .with_description("A scripted chat")
+    .with_metadata("owner", "tests")
+}
+
+fn unit() -> BidiFlow<(), (), (), ()> {
+    BidiFlow::new(
+        "ping",
+        |_: ActionContext, (), _: Inbound<()>, _: Outbound<()>| async { Ok::<_, BoxError>(()) },
+    )
+    .with_action_type(ActionType::Agent)
+}
+
+fn sample() -> Registry {
+    let registry = Registry::new();
+    registry
+        .register(words().with_description("Streams words back"))
+        .unwrap();
+    registry.register(chat()).unwrap();
+    registry.register(unit()).unwrap();
+    registry
+}
+
+#[test]
+fn descriptors_match_the_golden_file() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/flow/golden/actions.json"
+    );
+    let actual = serde_json::to_string_pretty(&sample().actions()).unwrap() + "\n";
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(path, &actual).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).unwrap();
+    assert!(
+        actual == golden,
+        "descriptors changed; rerun with BLESS=1 if intended\n--- actual ---\n{actual}"
+    );
+}
+
+#[test]
+fn descriptor_rules() {
+    let registry = sample();
+    let keys: Vec<_> = registry.actions().into_iter().map(|d| d.key).collect();
+    assert_eq!(keys, ["/agent/ping", "/bidi-flow/chat", "/bidi-flow/words"]);
+    let ping = registry.action("/agent/ping").unwrap();
+    // Unit types have no schema.
+    assert!(ping.input_schema.is_none() && ping.init_schema.is_none());
+    assert!(ping.output_schema.is_none() && ping.stream_schema.is_none());
+    assert_eq!(ping.metadata["bidi"], json!(true));
+    let chat = serde_json::to_value(registry.action("/bidi-flow/chat").unwrap()).unwrap();
+    assert_eq!(chat["type"], "bidi-flow");
+    assert_eq!(chat["metadata"], json!({"bidi": true, "owner": "tests"}));
+    // The input schema describes one inbound message, as it is deserialized.
+    assert_eq!(chat["inputSchema"]["required"], json!(["text"]));
+    assert_eq!(
+        chat["inputSchema"]["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    assert_eq!(chat["initSchema"]["required"], json!(["systemPrompt"]));
+    assert!(chat["streamSchema"]["oneOf"].is_array());
+}
+
+#[test]
+fn duplicate_keys_are_refused() {
+    let registry = sample();
+    assert_eq!(
+        registry.register(chat()),
+        Err(RegistryError::Duplicate {
+            key: "/bidi-flow/chat".into()
+        })
+    );
+    // The same name under another type is another key.
+    registry
+        .register(chat().with_action_type(ActionType::Agent))
+        .unwrap();
+    assert_eq!(registry.actions().len(), 4);
+}
+
+#[tokio::test]
+async fn typed_lookup() {
+    let registry = sample();
+    let chat = registry
+        .get::<ChatInit, ChatIn, ChatOut, ChatChunk>("/bidi-flow/chat")
+        .unwrap();
+    let init = ChatInit {
+        system_prompt: "be brief".into(),
+        temperature: 0.0,
+    };
+    let out = chat
+        .run(
+            init,
+            ChatIn {
+                text: "hi".into(),
+                attachments: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.turns, 1);
+
+    assert_eq!(
+        registry
+            .get::<(), (), (), ()>("/bidi-flow/nope")
+            .unwrap_err(),
+        RegistryError::NotFound {
+            key: "/bidi-flow/nope".into()
+        }
+    );
+    match registry.get::<(), String, u32, String>("/bidi-flow/chat") {
+        Err(RegistryError::TypeMismatch {
+            key,
+            requested,
+            registered,
+        }) => {
+            assert_eq!(key, "/bidi-flow/chat");
+            assert!(requested.contains("alloc::string::String"), "{requested}");
+            assert!(registered.contains("ChatInit"), "{registered}");
+        }
+        other => panic!("expected a type mismatch, got {other:?}"),
+    }
+    // Clones of a registry share it.
+    let clone = registry.clone();
+    clone
+        .register(words().with_action_type(ActionType::Agent))
+        .unwrap();
+    assert!(registry.action("/agent/words").is_some());
+}
