@@ -11,7 +11,7 @@
 use std::future::{Future, poll_fn};
 use std::time::{Duration, Instant};
 
-use benches::{Marker, raw_echo, raw_stream, runtime};
+use benches::{Marker, on_worker, raw_echo, raw_stream, read_turn, runtime};
 use bidi_core::__bench::Reason;
 use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -25,16 +25,12 @@ where
     F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            let start = Instant::now();
-            for _ in 0..iters {
-                work().await;
-            }
-            start.elapsed()
-        })
-        .await
-        .expect("benchmark task")
+    on_worker(rt, async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            work().await;
+        }
+        start.elapsed()
     })
 }
 
@@ -87,13 +83,7 @@ fn chunks(c: &mut Criterion) {
                             let options = ConnectOptions::new().output_buffer(buffer);
                             let mut conn = action.connect_with((), options);
                             conn.send(CHUNKS).await.expect("send");
-                            let mut responses = conn.responses();
-                            let mut n = 0;
-                            while let Some(chunk) = responses.next().await {
-                                chunk.expect("chunk");
-                                n += 1;
-                            }
-                            assert_eq!(n, CHUNKS);
+                            assert_eq!(read_turn(&mut conn).await, CHUNKS);
                         }
                     })
                 });
@@ -168,47 +158,39 @@ fn turns(c: &mut Criterion) {
         let action = echo();
         b.iter_custom(|iters| {
             let action = action.clone();
-            rt.block_on(async move {
-                tokio::spawn(async move {
-                    let mut conn = action.connect(());
-                    let start = Instant::now();
-                    for i in 0..iters {
-                        conn.send(i).await.expect("send");
-                        let mut responses = conn.responses();
-                        assert_eq!(responses.next().await.expect("chunk").expect("ok"), i);
-                        assert!(responses.next().await.is_none());
-                    }
-                    let elapsed = start.elapsed();
-                    conn.close();
-                    conn.output().await.expect("output");
-                    elapsed
-                })
-                .await
-                .expect("benchmark task")
+            on_worker(&rt, async move {
+                let mut conn = action.connect(());
+                let start = Instant::now();
+                for i in 0..iters {
+                    conn.send(i).await.expect("send");
+                    let mut responses = conn.responses();
+                    assert_eq!(responses.next().await.expect("chunk").expect("ok"), i);
+                    assert!(responses.next().await.is_none());
+                }
+                let elapsed = start.elapsed();
+                conn.close();
+                conn.output().await.expect("output");
+                elapsed
             })
         });
     });
 
     group.bench_function("raw_chan", |b| {
         b.iter_custom(|iters| {
-            rt.block_on(async move {
-                tokio::spawn(async move {
-                    let (input, output, task) = raw_echo(0);
-                    let start = Instant::now();
-                    for i in 0..iters {
-                        input.send(i).await.expect("send");
-                        let got = poll_fn(|cx| output.poll_recv(cx)).await;
-                        assert!(matches!(got, Some(Marker::Item(n)) if n == i));
-                        let end = poll_fn(|cx| output.poll_recv(cx)).await;
-                        assert!(matches!(end, Some(Marker::End)));
-                    }
-                    let elapsed = start.elapsed();
-                    input.close(Reason::Closed);
-                    task.await.expect("echo task");
-                    elapsed
-                })
-                .await
-                .expect("benchmark task")
+            on_worker(&rt, async move {
+                let (input, output, task) = raw_echo(0);
+                let start = Instant::now();
+                for i in 0..iters {
+                    input.send(i).await.expect("send");
+                    let got = poll_fn(|cx| output.poll_recv(cx)).await;
+                    assert!(matches!(got, Some(Marker::Item(n)) if n == i));
+                    let end = poll_fn(|cx| output.poll_recv(cx)).await;
+                    assert!(matches!(end, Some(Marker::End)));
+                }
+                let elapsed = start.elapsed();
+                input.close(Reason::Closed);
+                task.await.expect("echo task");
+                elapsed
             })
         });
     });

@@ -12,11 +12,10 @@
 
 use std::time::Instant;
 
-use benches::runtime;
+use benches::{on_worker, read_turn, runtime};
 use bidi_core::{ActionContext, BidiAction, BoxError, Connection, Inbound, Outbound};
 use bidi_flow::BidiFlow;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::StreamExt;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -56,27 +55,17 @@ fn turns(
     iters: u64,
     connect: impl FnOnce() -> Connection<u64, (), u64> + Send + 'static,
 ) -> std::time::Duration {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            let mut conn = connect();
-            let start = Instant::now();
-            for _ in 0..iters {
-                conn.send(CHUNKS).await.expect("send");
-                let mut responses = conn.responses();
-                let mut n = 0;
-                while let Some(chunk) = responses.next().await {
-                    chunk.expect("chunk");
-                    n += 1;
-                }
-                assert_eq!(n, CHUNKS);
-            }
-            let elapsed = start.elapsed();
-            conn.close();
-            conn.output().await.expect("output");
-            elapsed
-        })
-        .await
-        .expect("benchmark task")
+    on_worker(rt, async move {
+        let mut conn = connect();
+        let start = Instant::now();
+        for _ in 0..iters {
+            conn.send(CHUNKS).await.expect("send");
+            assert_eq!(read_turn(&mut conn).await, CHUNKS);
+        }
+        let elapsed = start.elapsed();
+        conn.close();
+        conn.output().await.expect("output");
+        elapsed
     })
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use benches::runtime;
+use benches::{on_worker, runtime};
 use bidi_core::__bench::{Chan, Reason};
 use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
 
@@ -43,60 +43,56 @@ fn rss_bytes() -> usize {
 fn measure(kind: &str) {
     let raw = kind == "raw_chan";
     let rt = runtime();
-    let (per_conn, open, close) = rt.block_on(async {
-        tokio::spawn(async move {
-            // Warm the allocator and the runtime before the baseline reading.
-            let action = BidiAction::new(
-                "idle",
-                |_: ActionContext, (), mut inbound: Inbound<u64>, _: Outbound<u64>| async move {
-                    STARTED.fetch_add(1, Ordering::AcqRel);
-                    Ok::<_, BoxError>(inbound.recv().await)
-                },
-            );
-            action.connect(()).output().await.expect("warm-up");
-            STARTED.store(1, Ordering::Release);
-            let before = rss_bytes();
+    let (per_conn, open, close) = on_worker(&rt, async move {
+        // Warm the allocator and the runtime before the baseline reading.
+        let action = BidiAction::new(
+            "idle",
+            |_: ActionContext, (), mut inbound: Inbound<u64>, _: Outbound<u64>| async move {
+                STARTED.fetch_add(1, Ordering::AcqRel);
+                Ok::<_, BoxError>(inbound.recv().await)
+            },
+        );
+        action.connect(()).output().await.expect("warm-up");
+        STARTED.store(1, Ordering::Release);
+        let before = rss_bytes();
+        let start = Instant::now();
+        let (per_conn, open, close) = if !raw {
+            let conns: Vec<_> = (0..CONNECTIONS).map(|_| action.connect(())).collect();
+            all_started().await;
+            let open = start.elapsed();
+            let per_conn = (rss_bytes() - before) / CONNECTIONS;
             let start = Instant::now();
-            let (per_conn, open, close) = if !raw {
-                let conns: Vec<_> = (0..CONNECTIONS).map(|_| action.connect(())).collect();
-                all_started().await;
-                let open = start.elapsed();
-                let per_conn = (rss_bytes() - before) / CONNECTIONS;
-                let start = Instant::now();
-                for conn in conns {
-                    conn.close();
-                    assert_eq!(conn.output().await.expect("output"), None);
-                }
-                (per_conn, open, start.elapsed())
-            } else {
-                let chans: Vec<_> = (0..CONNECTIONS)
-                    .map(|_| {
-                        let input = Arc::new(Chan::<u64>::new(0));
-                        let output = Arc::new(Chan::<u64>::new(0));
-                        let (rx, tx) = (Arc::clone(&input), Arc::clone(&output));
-                        let task = tokio::spawn(async move {
-                            STARTED.fetch_add(1, Ordering::AcqRel);
-                            let got = poll_fn(|cx| rx.poll_recv(cx)).await;
-                            drop(tx);
-                            got
-                        });
-                        (input, output, task)
-                    })
-                    .collect();
-                all_started().await;
-                let open = start.elapsed();
-                let per_conn = (rss_bytes() - before) / CONNECTIONS;
-                let start = Instant::now();
-                for (input, _output, task) in chans {
-                    input.close(Reason::Closed);
-                    assert_eq!(task.await.expect("task"), None);
-                }
-                (per_conn, open, start.elapsed())
-            };
-            (per_conn, open, close)
-        })
-        .await
-        .expect("measurement task")
+            for conn in conns {
+                conn.close();
+                assert_eq!(conn.output().await.expect("output"), None);
+            }
+            (per_conn, open, start.elapsed())
+        } else {
+            let chans: Vec<_> = (0..CONNECTIONS)
+                .map(|_| {
+                    let input = Arc::new(Chan::<u64>::new(0));
+                    let output = Arc::new(Chan::<u64>::new(0));
+                    let (rx, tx) = (Arc::clone(&input), Arc::clone(&output));
+                    let task = tokio::spawn(async move {
+                        STARTED.fetch_add(1, Ordering::AcqRel);
+                        let got = poll_fn(|cx| rx.poll_recv(cx)).await;
+                        drop(tx);
+                        got
+                    });
+                    (input, output, task)
+                })
+                .collect();
+            all_started().await;
+            let open = start.elapsed();
+            let per_conn = (rss_bytes() - before) / CONNECTIONS;
+            let start = Instant::now();
+            for (input, _output, task) in chans {
+                input.close(Reason::Closed);
+                assert_eq!(task.await.expect("task"), None);
+            }
+            (per_conn, open, start.elapsed())
+        };
+        (per_conn, open, close)
     });
     println!(
         "{kind}: {per_conn} B RSS per idle connection ({CONNECTIONS} open); open all {:.3} s, close all {:.3} s",

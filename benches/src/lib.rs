@@ -1,10 +1,12 @@
 //! Shared pieces of the benchmarks: the runtime and the raw baselines built on the bare channel
 //! under `bidi_core` connections.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::sync::Arc;
 
 use bidi_core::__bench::{Chan, Reason};
+use bidi_core::Connection;
+use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 /// The runtime every benchmark uses: two workers, like the machines the figures come from.
@@ -19,6 +21,39 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
+}
+
+/// Runs `fut` in a task on one of `rt`'s workers (not on the `block_on` thread, where every
+/// unbuffered hand-off would be a thread park) and returns its result.
+///
+/// # Panics
+///
+/// Panics if the task panics.
+pub fn on_worker<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> T {
+    rt.block_on(async move { tokio::spawn(fut).await.expect("benchmark task") })
+}
+
+/// Reads the current turn of `conn` to its end; returns how many chunks it had.
+///
+/// # Panics
+///
+/// Panics if the connection fails.
+pub async fn read_turn<In, Out, S>(conn: &mut Connection<In, Out, S>) -> u64
+where
+    In: Send + 'static,
+    Out: Send + 'static,
+    S: Send + 'static,
+{
+    let mut responses = conn.responses();
+    let mut n = 0;
+    while let Some(chunk) = responses.next().await {
+        chunk.expect("chunk");
+        n += 1;
+    }
+    n
 }
 
 /// What a raw baseline sends: a chunk, or the end of a turn.
