@@ -59,8 +59,8 @@ pub enum JsonError {
     Connection(#[from] Error),
 }
 
-/// Deserializes `value` as `T`, naming the path of the first problem.
-pub(crate) fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, (String, String)> {
+/// Deserializes `value` as `T` (without copying it), naming the path of the first problem.
+pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
         (path, error.into_inner().to_string())
@@ -188,7 +188,7 @@ where
         options: ConnectOptions,
     ) -> Result<JsonConnection, JsonError> {
         let init: Init =
-            from_value(init).map_err(|(path, reason)| JsonError::InvalidInit { path, reason })?;
+            from_value(&init).map_err(|(path, reason)| JsonError::InvalidInit { path, reason })?;
         let (tx, rx) = self.connect_with(init, options).into_split();
         Ok(JsonConnection {
             inner: Box::new(Typed {
@@ -228,7 +228,7 @@ where
 {
     fn send(&self, input: Value) -> BoxFuture<'_, Result<(), JsonError>> {
         Box::pin(async move {
-            let typed: In = match from_value(input.clone()) {
+            let typed: In = match from_value(&input) {
                 Ok(typed) => typed,
                 Err((path, reason)) => {
                     return Err(JsonError::InvalidInput {
