@@ -1,0 +1,56 @@
+//! Sessions in pluggable stores: versioned JSON snapshots saved with compare-and-swap.
+//!
+//! A [`SessionStore`] keeps each session as a series of [`Snapshot`]s over JSON state. Every
+//! save names the version it expects to replace, so a stale writer gets
+//! [`StoreError::Conflict`] instead of silently overwriting. [`Session<State>`](Session) is the
+//! typed view an agent works with.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bidi_session::{MemoryStore, Session, SessionStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), bidi_session::StoreError> {
+//! let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+//! let session = Session::create(store.clone(), "chat-1", vec!["hello".to_owned()]).await?;
+//! let other = Session::<Vec<String>>::load(store.clone(), "chat-1").await?.unwrap();
+//!
+//! session.update(|lines| lines.push("from the first writer".into())).await?;
+//! // `other` read version 1: its save is refused, not applied over the first writer's.
+//! assert!(other.update_state(vec![]).await.unwrap_err().is_conflict());
+//! // `update` re-reads and retries instead.
+//! other.update(|lines| lines.push("from the second".into())).await?;
+//! assert_eq!(other.state().len(), 3);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Stores
+//!
+//! | store | where | notes |
+//! |---|---|---|
+//! | [`MemoryStore`] | process memory | the default; keeps every version |
+//! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL, optional retention |
+//!
+//! Your own store is one `impl SessionStore`; run [`testing::conformance`] against it.
+//!
+//! # Feature flags
+//!
+//! | feature | what it adds | default |
+//! |---|---|---|
+//! | `testing` | the public conformance suite, [`testing`] | no |
+
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod memory;
+mod session;
+mod sqlite;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use memory::MemoryStore;
+pub use session::{MAX_UPDATE_ATTEMPTS, Session};
+pub use sqlite::SqliteStore;
+pub use store::{BoxError, SessionStore, Snapshot, StoreError};

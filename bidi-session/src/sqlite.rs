@@ -1,0 +1,362 @@
+//! [`SqliteStore`]: sessions in one SQLite file, the embedded persistent default.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use crate::store::{SessionStore, Snapshot, StoreError};
+
+/// The schema version this crate writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE IF NOT EXISTS bidi_snapshots (
+    session_id TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, version)
+) WITHOUT ROWID;
+";
+
+/// Creates version 1 unless the session has any snapshot.
+const CREATE: &str = "
+INSERT INTO bidi_snapshots (session_id, version, state, created_at, updated_at)
+SELECT ?1, 1, ?2, ?3, ?3
+WHERE NOT EXISTS (SELECT 1 FROM bidi_snapshots WHERE session_id = ?1)
+";
+
+/// The compare-and-swap: inserts version `v + 1` if version `v` exists and `v + 1` does not.
+/// Versions are contiguous, so that is exactly "the session is at version `v`". One statement,
+/// atomic under SQLite's write lock.
+const ADVANCE: &str = "
+INSERT OR IGNORE INTO bidi_snapshots (session_id, version, state, created_at, updated_at)
+SELECT session_id, version + 1, ?3, created_at, ?4
+FROM bidi_snapshots WHERE session_id = ?1 AND version = ?2
+RETURNING created_at
+";
+
+const LATEST: &str = "
+SELECT version, state, created_at, updated_at FROM bidi_snapshots
+WHERE session_id = ?1 ORDER BY version DESC LIMIT 1
+";
+
+const AT_VERSION: &str = "
+SELECT version, state, created_at, updated_at FROM bidi_snapshots
+WHERE session_id = ?1 AND version = ?2
+";
+
+const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE session_id = ?1";
+
+/// Sessions in one SQLite file (bundled SQLite, WAL journal): the embedded persistent default.
+///
+/// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise. The file
+/// can be read with any SQLite tool (table `bidi_snapshots`). Several stores, in one process or in
+/// several, may share a file; saves stay compare-and-swap across all of them. The work runs on
+/// tokio's blocking threads, never on the async workers.
+///
+/// ```
+/// use bidi_session::{SessionStore, SqliteStore};
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), bidi_session::StoreError> {
+/// let dir = tempfile::tempdir().map_err(bidi_session::StoreError::backend)?;
+/// let store = SqliteStore::open(dir.path().join("sessions.db")).await?;
+/// let first = store.save("s1", None, json!({"turns": 1})).await?;
+/// let second = store.save("s1", Some(first.version), json!({"turns": 2})).await?;
+/// assert_eq!(second.version, 2);
+/// // A stale writer is refused, never silently applied.
+/// assert!(store.save("s1", Some(1), json!({"turns": 9})).await.unwrap_err().is_conflict());
+/// assert_eq!(store.load("s1").await?.unwrap().state, json!({"turns": 2}));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: Option<Arc<PathBuf>>,
+    /// Keep at most this many versions per session.
+    retention: Option<u64>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in the SQLite file at `path`, creating or migrating
+    /// its schema.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] if the file cannot be opened, is not a SQLite database, or has a
+    /// schema newer than this crate knows.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        let opened = path.clone();
+        let conn = blocking(move || {
+            let conn = Connection::open(&opened)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            Ok(conn)
+        })
+        .await?;
+        Self::init(conn, Some(path)).await
+    }
+
+    /// A store in a private in-memory database, for tests.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] if SQLite cannot open it.
+    pub async fn in_memory() -> Result<Self, StoreError> {
+        let conn = blocking(|| Ok(Connection::open_in_memory()?)).await?;
+        Self::init(conn, None).await
+    }
+
+    async fn init(conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
+        let conn = blocking(move || {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.busy_timeout(Duration::from_secs(5))?;
+            migrate(&conn)?;
+            Ok(conn)
+        })
+        .await?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.map(Arc::new),
+            retention: None,
+        })
+    }
+
+    /// Keeps only the latest `versions` snapshots of each session (at least 1); older ones are
+    /// deleted as new ones are saved.
+    #[must_use]
+    pub fn with_retention(mut self, versions: u64) -> Self {
+        self.retention = Some(versions.max(1));
+        self
+    }
+
+    /// The file the store lives in (`None` in memory).
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref().map(PathBuf::as_path)
+    }
+
+    /// Runs `f` on the connection, on a blocking thread.
+    async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))
+        })
+        .await
+        .map_err(StoreError::backend)?
+    }
+}
+
+/// Creates or migrates the schema; refuses a newer one.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::backend(format!(
+            "the session database has schema version {version}; this bidi-session knows up to {SCHEMA_VERSION}"
+        )));
+    }
+    if version < 1 {
+        conn.execute_batch(SCHEMA_V1)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    Ok(())
+}
+
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(StoreError::backend)?
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::backend(error)
+    }
+}
+
+fn millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn time(millis: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
+
+fn version(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn sql_version(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(StoreError::backend)
+}
+
+/// `(version, state, created_at, updated_at)` of a snapshot row.
+fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(u64, String, i64, i64)> {
+    Ok((version(row.get(0)?), row.get(1)?, row.get(2)?, row.get(3)?))
+}
+
+fn decode(
+    session_id: &str,
+    row: Option<(u64, String, i64, i64)>,
+) -> Result<Option<Snapshot>, StoreError> {
+    row.map(|(version, state, created, updated)| {
+        let state = serde_json::from_str(&state).map_err(StoreError::Serialization)?;
+        Ok(Snapshot::new(
+            session_id,
+            version,
+            state,
+            time(created),
+            time(updated),
+        ))
+    })
+    .transpose()
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let id = session_id.to_owned();
+        let row = self
+            .call(move |conn| {
+                let mut stmt = conn.prepare_cached(LATEST).map_err(StoreError::backend)?;
+                stmt.query_row(params![id], read_row)
+                    .optional()
+                    .map_err(StoreError::backend)
+            })
+            .await?;
+        decode(session_id, row)
+    }
+
+    async fn load_version(
+        &self,
+        session_id: &str,
+        version: u64,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let id = session_id.to_owned();
+        let v = sql_version(version)?;
+        let row = self
+            .call(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(AT_VERSION)
+                    .map_err(StoreError::backend)?;
+                stmt.query_row(params![id, v], read_row)
+                    .optional()
+                    .map_err(StoreError::backend)
+            })
+            .await?;
+        decode(session_id, row)
+    }
+
+    async fn save(
+        &self,
+        session_id: &str,
+        expected: Option<u64>,
+        state: Value,
+    ) -> Result<Snapshot, StoreError> {
+        let json = serde_json::to_string(&state).map_err(StoreError::Serialization)?;
+        let id = session_id.to_owned();
+        // Stored in milliseconds; the returned snapshot says what a later load will say.
+        let at = millis(SystemTime::now());
+        let retention = self.retention;
+        let expected_sql = expected.map(sql_version).transpose()?;
+        let (version, created) = self
+            .call(move |conn| {
+                let saved = match expected_sql {
+                    None => {
+                        let mut stmt = conn.prepare_cached(CREATE).map_err(StoreError::backend)?;
+                        let inserted = stmt
+                            .execute(params![id, json, at])
+                            .map_err(StoreError::backend)?;
+                        (inserted == 1).then_some((1, at))
+                    }
+                    Some(v) => {
+                        let mut stmt = conn.prepare_cached(ADVANCE).map_err(StoreError::backend)?;
+                        stmt.query_row(params![id, v, json, at], |row| row.get::<_, i64>(0))
+                            .optional()
+                            .map_err(StoreError::backend)?
+                            .map(|created| (version(v) + 1, created))
+                    }
+                };
+                let Some((new_version, created)) = saved else {
+                    let actual: Option<i64> = conn
+                        .prepare_cached(LATEST_VERSION)
+                        .and_then(|mut stmt| stmt.query_row(params![id], |row| row.get(0)))
+                        .map_err(StoreError::backend)?;
+                    return Err(StoreError::Conflict {
+                        session_id: id,
+                        expected,
+                        actual: actual.map(version),
+                    });
+                };
+                if let Some(keep) = retention.filter(|keep| new_version > *keep) {
+                    let oldest_kept = sql_version(new_version - keep + 1)?;
+                    conn.prepare_cached(
+                        "DELETE FROM bidi_snapshots WHERE session_id = ?1 AND version < ?2",
+                    )
+                    .and_then(|mut stmt| stmt.execute(params![id, oldest_kept]))
+                    .map_err(StoreError::backend)?;
+                }
+                Ok((new_version, created))
+            })
+            .await?;
+        Ok(Snapshot::new(
+            session_id,
+            version,
+            state,
+            time(created),
+            time(at),
+        ))
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        let id = session_id.to_owned();
+        self.call(move |conn| {
+            conn.prepare_cached("DELETE FROM bidi_snapshots WHERE session_id = ?1")
+                .and_then(|mut stmt| stmt.execute(params![id]))
+                .map(|deleted| deleted > 0)
+                .map_err(StoreError::backend)
+        })
+        .await
+    }
+
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        self.call(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT DISTINCT session_id FROM bidi_snapshots ORDER BY session_id",
+                )
+                .map_err(StoreError::backend)?;
+            let ids = stmt
+                .query_map([], |row| row.get(0))
+                .and_then(Iterator::collect)
+                .map_err(StoreError::backend)?;
+            Ok(ids)
+        })
+        .await
+    }
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,293 @@
+//! The conformance suite every [`SessionStore`] must pass: run [`conformance`] against yours.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bidi_session::MemoryStore;
+//!
+//! # #[tokio::main]
+//! # async fn main() {
+//! bidi_session::testing::conformance(Arc::new(MemoryStore::new())).await;
+//! # }
+//! ```
+//!
+//! Each check panics with a message naming what the store got wrong. The checks use session ids
+//! of their own (with a per-run prefix), so they can run against a store that holds other data,
+//! but they need every version of a session kept (no retention limit below 4) and a
+//! multi-thread tokio runtime for the concurrency check to mean anything.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::session::Session;
+use crate::store::{SessionStore, StoreError};
+
+/// Runs every check against `store`.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn conformance(store: Arc<dyn SessionStore>) {
+    let prefix = prefix();
+    create_load_and_versions(&*store, &prefix).await;
+    compare_and_swap(&*store, &prefix).await;
+    concurrent_updates(Arc::clone(&store), &prefix, 8, 25).await;
+    large_state(&*store, &prefix).await;
+    unicode_ids(&*store, &prefix).await;
+    missing_ids(&*store, &prefix).await;
+    delete(&*store, &prefix).await;
+}
+
+fn prefix() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("conformance-{nanos}-")
+}
+
+fn expect_conflict(
+    result: Result<crate::Snapshot, StoreError>,
+    expected: Option<u64>,
+    actual: Option<u64>,
+    what: &str,
+) {
+    match result {
+        Err(StoreError::Conflict {
+            expected: e,
+            actual: a,
+            ..
+        }) => {
+            assert_eq!((e, a), (expected, actual), "{what}: conflict versions");
+        }
+        other => panic!("{what}: expected a conflict, got {other:?}"),
+    }
+}
+
+/// Create at version 1, save versions 2 and 3, load the latest and each version.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn create_load_and_versions(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}versions");
+    let first = store
+        .save(&id, None, json!({"n": 1}))
+        .await
+        .expect("create");
+    assert_eq!(first.version, 1, "a new session starts at version 1");
+    assert_eq!(first.session_id, id);
+    let second = store
+        .save(&id, Some(1), json!({"n": 2}))
+        .await
+        .expect("save v2");
+    let third = store
+        .save(&id, Some(2), json!({"n": 3}))
+        .await
+        .expect("save v3");
+    assert_eq!((second.version, third.version), (2, 3));
+    let latest = store
+        .load(&id)
+        .await
+        .expect("load")
+        .expect("the session exists");
+    assert_eq!((latest.version, &latest.state), (3, &json!({"n": 3})));
+    for v in 1..=3 {
+        let snapshot = store
+            .load_version(&id, v)
+            .await
+            .expect("load version")
+            .expect("version kept");
+        assert_eq!(snapshot.state, json!({"n": v}), "version {v}");
+        assert_eq!(
+            snapshot.created_at, first.created_at,
+            "created_at is the session's"
+        );
+    }
+    assert!(latest.updated_at >= first.updated_at);
+    assert!(
+        store
+            .load_version(&id, 4)
+            .await
+            .expect("load version")
+            .is_none()
+    );
+    assert!(store.list().await.expect("list").contains(&id));
+}
+
+/// Stale, early and create-only saves are refused and write nothing.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}cas");
+    store.save(&id, None, json!("a")).await.expect("create");
+    store.save(&id, Some(1), json!("b")).await.expect("v2");
+    expect_conflict(
+        store.save(&id, None, json!("x")).await,
+        None,
+        Some(2),
+        "create over an existing session",
+    );
+    expect_conflict(
+        store.save(&id, Some(1), json!("x")).await,
+        Some(1),
+        Some(2),
+        "stale writer",
+    );
+    expect_conflict(
+        store.save(&id, Some(7), json!("x")).await,
+        Some(7),
+        Some(2),
+        "writer from the future",
+    );
+    let missing = format!("{prefix}cas-missing");
+    expect_conflict(
+        store.save(&missing, Some(1), json!("x")).await,
+        Some(1),
+        None,
+        "update of a missing session",
+    );
+    let latest = store.load(&id).await.expect("load").expect("exists");
+    assert_eq!(
+        (latest.version, latest.state),
+        (2, json!("b")),
+        "a refused save wrote nothing"
+    );
+    assert!(
+        store.load(&missing).await.expect("load").is_none(),
+        "a refused save created nothing"
+    );
+}
+
+/// `tasks` tasks each run `updates` [`Session::update`]s incrementing one counter: it must end at
+/// exactly `tasks × updates`.
+///
+/// # Panics
+///
+/// When the store breaks the contract (a lost update, or a conflict that never resolves).
+pub async fn concurrent_updates(
+    store: Arc<dyn SessionStore>,
+    prefix: &str,
+    tasks: u64,
+    updates: u64,
+) {
+    let id = format!("{prefix}counter");
+    Session::create(Arc::clone(&store), &id, 0u64)
+        .await
+        .expect("create");
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let id = id.clone();
+            tokio::spawn(async move {
+                let session = Session::<u64>::load(store, &id)
+                    .await
+                    .expect("load")
+                    .expect("exists");
+                for _ in 0..updates {
+                    session.update(|n| *n += 1).await.expect("update");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let latest = store.load(&id).await.expect("load").expect("exists");
+    assert_eq!(
+        latest.state,
+        json!(tasks * updates),
+        "every update counted exactly once"
+    );
+    assert_eq!(latest.version, tasks * updates + 1);
+}
+
+/// A 1 MiB state round-trips unchanged.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn large_state(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}large");
+    let big: String = "0123456789abcdef".repeat(64 * 1024);
+    let state = json!({"blob": big, "nested": {"list": (0..1000).collect::<Vec<u32>>()}});
+    store
+        .save(&id, None, state.clone())
+        .await
+        .expect("save 1 MiB");
+    assert_eq!(
+        store.load(&id).await.expect("load").expect("exists").state,
+        state
+    );
+}
+
+/// Ids with non-ASCII characters, quotes and spaces work like any other.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}séance 🦀 会话 'quoted' \"double\"");
+    store
+        .save(&id, None, json!({"ok": true}))
+        .await
+        .expect("create");
+    store.save(&id, Some(1), Value::Null).await.expect("v2");
+    assert_eq!(
+        store
+            .load(&id)
+            .await
+            .expect("load")
+            .expect("exists")
+            .version,
+        2
+    );
+    assert!(store.list().await.expect("list").contains(&id));
+}
+
+/// A missing id loads as `None` and deletes as `false`.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn missing_ids(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}never-saved");
+    assert!(store.load(&id).await.expect("load").is_none());
+    assert!(
+        store
+            .load_version(&id, 1)
+            .await
+            .expect("load version")
+            .is_none()
+    );
+    assert!(!store.delete(&id).await.expect("delete"));
+    assert!(!store.list().await.expect("list").contains(&id));
+}
+
+/// Delete removes every version; the id can then start over at version 1.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn delete(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}deleted");
+    store.save(&id, None, json!(1)).await.expect("create");
+    store.save(&id, Some(1), json!(2)).await.expect("v2");
+    assert!(store.delete(&id).await.expect("delete"));
+    assert!(store.load(&id).await.expect("load").is_none());
+    assert!(
+        store
+            .load_version(&id, 1)
+            .await
+            .expect("load version")
+            .is_none()
+    );
+    assert!(!store.list().await.expect("list").contains(&id));
+    let again = store
+        .save(&id, None, json!("new"))
+        .await
+        .expect("re-create");
+    assert_eq!(again.version, 1);
+}
