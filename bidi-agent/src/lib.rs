@@ -1,0 +1,67 @@
+//! Turn-aware agents: a [`BidiFlow`] whose function gets a [`Session`] from a pluggable store
+//! and a [`Responder`] whose [`end_turn`](Responder::end_turn) ends the caller's
+//! [`responses()`](bidi_core::Connection::responses).
+//!
+//! ```
+//! use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
+//! use bidi_core::{ActionContext, BoxError, Inbound};
+//! use bidi_session::Session;
+//! use futures_util::StreamExt;
+//!
+//! /// Remembers every line it was told.
+//! async fn notes(
+//!     _ctx: ActionContext,
+//!     session: Session<Vec<String>>,
+//!     mut inbound: Inbound<String>,
+//!     out: Responder<String>,
+//! ) -> Result<AgentResult<usize>, BoxError> {
+//!     while let Some(line) = inbound.recv().await {
+//!         let count = session.update(|lines| { lines.push(line.clone()); lines.len() }).await?;
+//!         out.send(format!("noted ({count} so far)")).await?;
+//!         out.end_turn().await?;
+//!     }
+//!     Ok(AgentResult::new(session.state().len()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! let agent = Agent::builder("notes").build(notes); // no store given: a MemoryStore
+//!
+//! let mut conn = agent.connect(AgentInit::new().session_id("s-1"));
+//! conn.send("buy milk".into()).await?;
+//! while let Some(chunk) = conn.responses().next().await {
+//!     println!("{}", chunk?);
+//! }
+//! conn.close();
+//! let out = conn.output().await?;
+//! assert_eq!((out.session_id.as_str(), out.output), ("s-1", 1));
+//!
+//! // A later connection with the same id resumes the session.
+//! let mut conn = agent.connect(AgentInit::new().session_id("s-1"));
+//! conn.send("call mum".into()).await?;
+//! assert_eq!(conn.responses().next().await.unwrap()?, "noted (2 so far)");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Sessions (A2)
+//!
+//! [`AgentInit::session_id`] names the session: if it exists it is resumed (the init state is
+//! ignored), if not it is created from [`AgentInit::init`] (or `State::default()`). Without an id
+//! a new session gets a fresh UUID. The output, [`AgentOutput`], carries the session id, the
+//! function's output, the final state and the artifacts.
+//!
+//! # Feature flags
+//!
+//! `bidi-agent` has no optional features.
+
+#![doc(test(attr(deny(warnings))))]
+
+mod agent;
+mod responder;
+
+pub use agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult};
+pub use responder::{Artifact, Responder};
+
+pub use bidi_flow::BidiFlow;
+pub use bidi_session::Session;

@@ -1,0 +1,117 @@
+//! [`Responder`]: how an agent streams a turn, ends it, and publishes artifacts.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bidi_core::{Outbound, SendError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A named collection of parts an agent produced (a file, an image, a snippet). Publishing one
+/// with the name of an earlier one replaces it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Artifact {
+    /// The name, unique within a connection's output.
+    pub name: String,
+    /// The content, as JSON parts.
+    pub parts: Vec<Value>,
+}
+
+impl Artifact {
+    /// An artifact named `name` made of `parts`.
+    pub fn new(name: impl Into<String>, parts: impl IntoIterator<Item = Value>) -> Self {
+        Self {
+            name: name.into(),
+            parts: parts.into_iter().collect(),
+        }
+    }
+}
+
+/// Adds `artifact` to `list`, replacing the one of the same name in place.
+pub(crate) fn put(list: &mut Vec<Artifact>, artifact: Artifact) {
+    match list.iter_mut().find(|a| a.name == artifact.name) {
+        Some(existing) => *existing = artifact,
+        None => list.push(artifact),
+    }
+}
+
+/// The agent's side of a turn (A3): stream chunks, end the turn, publish artifacts.
+///
+/// Cheap to clone; clones share the connection and the artifacts.
+pub struct Responder<Stream> {
+    out: Outbound<Stream>,
+    artifacts: Arc<Mutex<Vec<Artifact>>>,
+}
+
+impl<Stream> Responder<Stream> {
+    pub(crate) fn new(out: Outbound<Stream>) -> Self {
+        Self {
+            out,
+            artifacts: Arc::default(),
+        }
+    }
+
+    /// Streams one chunk of the current turn; completes when the consumer has taken it (with the
+    /// default unbuffered output).
+    ///
+    /// # Errors
+    ///
+    /// As [`Outbound::send`]: the chunk comes back once the consumer is gone or the connection
+    /// was cancelled.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the chunk is not delivered.
+    pub async fn send(&self, chunk: Stream) -> Result<(), SendError<Stream>> {
+        self.out.send(chunk).await
+    }
+
+    /// Ends the current turn: the consumer's `responses()` ends here.
+    ///
+    /// # Errors
+    ///
+    /// As [`Outbound::end_turn`].
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the turn is not ended.
+    pub async fn end_turn(&self) -> Result<(), SendError<()>> {
+        self.out.end_turn().await
+    }
+
+    /// Publishes `artifact`, replacing an earlier one of the same name. Artifacts end up in the
+    /// connection's [`AgentOutput`](crate::AgentOutput).
+    pub fn artifact(&self, artifact: Artifact) {
+        put(&mut self.lock(), artifact);
+    }
+
+    /// The artifacts published so far.
+    #[must_use]
+    pub fn artifacts(&self) -> Vec<Artifact> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Artifact>> {
+        self.artifacts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<Stream> Clone for Responder<Stream> {
+    fn clone(&self) -> Self {
+        Self {
+            out: self.out.clone(),
+            artifacts: Arc::clone(&self.artifacts),
+        }
+    }
+}
+
+impl<Stream> fmt::Debug for Responder<Stream> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("artifacts", &self.lock().len())
+            .finish_non_exhaustive()
+    }
+}
