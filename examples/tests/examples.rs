@@ -55,3 +55,62 @@ fn registry_example_prints_descriptors_traffic_and_spans() {
         );
     }
 }
+
+/// Runs the chat example with `stdin` piped in; returns its stdout.
+fn chat(db: &std::path::Path, session: Option<&str>, stdin: &str) -> String {
+    use std::io::Write as _;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_chat"));
+    command.arg("--db").arg(db);
+    if let Some(id) = session {
+        command.args(["--session", id]);
+    }
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the chat example");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("chat output");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[test]
+fn chat_example_resumes_a_session_in_a_new_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("chat.db");
+    let first = chat(&db, None, "one\ntwo\n");
+    assert!(
+        first.contains("bot> Nice to meet you. You said \"one\"."),
+        "{first}"
+    );
+    assert!(first.contains("(2 turns now, 2 in all)"), "{first}");
+    let id = first
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the session id is printed");
+    let second = chat(&db, Some(id), "three\n");
+    assert!(
+        second
+            .contains("bot> Message 3 of this session. You first said \"one\", and last \"two\"."),
+        "{second}"
+    );
+    assert!(
+        second.contains(&format!("session {id} (1 turns now, 3 in all)")),
+        "{second}"
+    );
+    // Nothing piped: the scripted conversation.
+    let scripted = chat(&db, None, "");
+    assert!(scripted.contains("you> hello there"), "{scripted}");
+}
