@@ -1,13 +1,15 @@
 //! [`SqliteStore`]: sessions in one SQLite file, the embedded persistent default.
 
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use crate::store::{SessionStore, Snapshot, StoreError};
 
@@ -42,6 +44,13 @@ FROM bidi_snapshots WHERE session_id = ?1 AND version = ?2
 RETURNING created_at
 ";
 
+/// The compare-and-swap when only the latest version is kept: moves the row to `v + 1` in place.
+const REPLACE: &str = "
+UPDATE bidi_snapshots SET version = version + 1, state = ?3, updated_at = ?4
+WHERE session_id = ?1 AND version = ?2
+RETURNING created_at
+";
+
 const LATEST: &str = "
 SELECT version, state, created_at, updated_at FROM bidi_snapshots
 WHERE session_id = ?1 ORDER BY version DESC LIMIT 1
@@ -58,8 +67,8 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 ///
 /// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise. The file
 /// can be read with any SQLite tool (table `bidi_snapshots`). Several stores, in one process or in
-/// several, may share a file; saves stay compare-and-swap across all of them. The work runs on
-/// tokio's blocking threads, never on the async workers.
+/// several, may share a file; saves stay compare-and-swap across all of them. SQLite runs on a
+/// thread of the store's own, never on the async workers.
 ///
 /// ```
 /// use bidi_session::{SessionStore, SqliteStore};
@@ -80,11 +89,15 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 /// ```
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    /// Jobs for the thread that owns the connection.
+    jobs: mpsc::Sender<Job>,
     path: Option<Arc<PathBuf>>,
     /// Keep at most this many versions per session.
     retention: Option<u64>,
 }
+
+/// Work for the connection's thread.
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
 impl SqliteStore {
     /// Opens (creating if needed) the store in the SQLite file at `path`, creating or migrating
@@ -97,13 +110,12 @@ impl SqliteStore {
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
         let opened = path.clone();
-        let conn = blocking(move || {
+        Self::start(Some(path), move || {
             let conn = Connection::open(&opened)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             Ok(conn)
         })
-        .await?;
-        Self::init(conn, Some(path)).await
+        .await
     }
 
     /// A store in a private in-memory database, for tests.
@@ -112,27 +124,54 @@ impl SqliteStore {
     ///
     /// [`StoreError::Backend`] if SQLite cannot open it.
     pub async fn in_memory() -> Result<Self, StoreError> {
-        let conn = blocking(|| Ok(Connection::open_in_memory()?)).await?;
-        Self::init(conn, None).await
+        Self::start(None, || Ok(Connection::open_in_memory()?)).await
     }
 
-    async fn init(conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
-        let conn = blocking(move || {
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.busy_timeout(Duration::from_secs(5))?;
-            migrate(&conn)?;
-            Ok(conn)
-        })
-        .await?;
+    /// Starts the thread that owns the connection (like sqlx's SQLite worker): SQLite calls
+    /// block, so they never run on an async worker, and a dedicated thread hands work over
+    /// faster than tokio's blocking pool. The thread ends when the last clone of the store is
+    /// dropped.
+    async fn start(
+        path: Option<PathBuf>,
+        open: impl FnOnce() -> Result<Connection, StoreError> + Send + 'static,
+    ) -> Result<Self, StoreError> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (ready, opened) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("bidi-session-sqlite".to_owned())
+            .spawn(move || {
+                let opened = open().and_then(|conn| {
+                    conn.pragma_update(None, "synchronous", "NORMAL")?;
+                    conn.busy_timeout(Duration::from_secs(5))?;
+                    migrate(&conn)?;
+                    Ok(conn)
+                });
+                let mut conn = match opened {
+                    Ok(conn) => conn,
+                    Err(error) => {
+                        let _ = ready.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                while let Some(job) = next_job(&queue) {
+                    // A panicking job drops its reply sender, so its caller gets an error; the
+                    // connection and the thread carry on.
+                    let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+                }
+            })
+            .map_err(StoreError::backend)?;
+        opened.await.map_err(|_| gone())??;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            jobs,
             path: path.map(Arc::new),
             retention: None,
         })
     }
 
     /// Keeps only the latest `versions` snapshots of each session (at least 1); older ones are
-    /// deleted as new ones are saved.
+    /// deleted as new ones are saved. With 1, each save replaces the row in place, the cheapest
+    /// write SQLite has.
     #[must_use]
     pub fn with_retention(mut self, versions: u64) -> Self {
         self.retention = Some(versions.max(1));
@@ -145,19 +184,42 @@ impl SqliteStore {
         self.path.as_deref().map(PathBuf::as_path)
     }
 
-    /// Runs `f` on the connection, on a blocking thread.
+    /// Runs `f` on the connection's thread.
+    ///
+    /// If the caller's future is dropped, `f` still runs to the end (a save may happen).
     async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))
-        })
-        .await
-        .map_err(StoreError::backend)?
+        let (reply, result) = oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn| {
+                let _ = reply.send(f(conn));
+            }))
+            .map_err(|_| gone())?;
+        result.await.map_err(|_| gone())?
     }
+}
+
+/// The next job: spins briefly first, since a caller saving in a loop sends the next one within
+/// microseconds and sleeping on the queue would cost a thread wake-up each time.
+fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
+    let spin_until = Instant::now() + Duration::from_micros(50);
+    loop {
+        match queue.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if Instant::now() < spin_until => {
+                std::thread::yield_now()
+            }
+            Err(mpsc::TryRecvError::Empty) => return queue.recv().ok(),
+        }
+    }
+}
+
+fn gone() -> StoreError {
+    StoreError::backend("the SQLite connection's thread stopped (a statement panicked)")
 }
 
 /// Creates or migrates the schema; refuses a newer one.
@@ -173,14 +235,6 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     Ok(())
-}
-
-async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
-) -> Result<R, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(StoreError::backend)?
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -286,7 +340,12 @@ impl SessionStore for SqliteStore {
                         (inserted == 1).then_some((1, at))
                     }
                     Some(v) => {
-                        let mut stmt = conn.prepare_cached(ADVANCE).map_err(StoreError::backend)?;
+                        let sql = if retention == Some(1) {
+                            REPLACE
+                        } else {
+                            ADVANCE
+                        };
+                        let mut stmt = conn.prepare_cached(sql).map_err(StoreError::backend)?;
                         stmt.query_row(params![id, v, json, at], |row| row.get::<_, i64>(0))
                             .optional()
                             .map_err(StoreError::backend)?
@@ -304,7 +363,8 @@ impl SessionStore for SqliteStore {
                         actual: actual.map(version),
                     });
                 };
-                if let Some(keep) = retention.filter(|keep| new_version > *keep) {
+                // With one version kept, REPLACE moved the row: there is nothing to delete.
+                if let Some(keep) = retention.filter(|keep| *keep > 1 && new_version > *keep) {
                     let oldest_kept = sql_version(new_version - keep + 1)?;
                     conn.prepare_cached(
                         "DELETE FROM bidi_snapshots WHERE session_id = ?1 AND version < ?2",

@@ -1,0 +1,203 @@
+//! Sessions and agents against their raw baselines, in the same run.
+//!
+//! ```sh
+//! cargo bench -p benches --bench agent
+//! ```
+//!
+//! - `sqlite_cas`: one compare-and-swap save through `SqliteStore` (async, on tokio's blocking
+//!   threads), keeping every version or only the latest, against the raw rusqlite
+//!   `UPDATE … WHERE id = ? AND version = ?` on a file with the same settings (WAL,
+//!   `synchronous = NORMAL`), called directly.
+//! - `agent_turn`: a turn of an agent with a `MemoryStore` that saves its state once per turn
+//!   (`update_state`) against the same turn of a bare `BidiAction`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use benches::{on_worker, read_turn, runtime};
+use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
+use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
+use bidi_session::{Session, SessionStore, SqliteStore};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rusqlite::{Connection, params};
+use serde_json::{Value, json};
+
+/// Numbers the sessions of successive samples.
+static SAMPLES: AtomicU64 = AtomicU64::new(0);
+
+/// A state of about 700 bytes of JSON.
+fn state(n: u64) -> Value {
+    json!({"turn": n, "history": (0..20).map(|i| format!("message number {i} of the session")).collect::<Vec<_>>()})
+}
+
+fn sqlite_cas(c: &mut Criterion) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut group = c.benchmark_group("sqlite_cas");
+    group.throughput(Throughput::Elements(1));
+
+    for (name, retention) in [
+        ("store_every_version", None),
+        ("store_latest_only", Some(1)),
+    ] {
+        let store = rt
+            .block_on(SqliteStore::open(dir.path().join(format!("{name}.db"))))
+            .expect("open store");
+        let store = match retention {
+            Some(keep) => store.with_retention(keep),
+            None => store,
+        };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let store = store.clone();
+                on_worker(&rt, async move {
+                    let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
+                    let mut version = store
+                        .save(&id, None, state(0))
+                        .await
+                        .expect("create")
+                        .version;
+                    let start = Instant::now();
+                    for n in 0..iters {
+                        version = store
+                            .save(&id, Some(version), state(n))
+                            .await
+                            .expect("save")
+                            .version;
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+
+    let raw = Connection::open(dir.path().join("raw.db")).expect("open raw");
+    raw.pragma_update(None, "journal_mode", "WAL").expect("wal");
+    raw.pragma_update(None, "synchronous", "NORMAL")
+        .expect("synchronous");
+    raw.execute_batch("CREATE TABLE sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)")
+        .expect("schema");
+    raw.execute(
+        "INSERT INTO sessions VALUES ('s', 1, ?1)",
+        params![state(0).to_string()],
+    )
+    .expect("seed");
+    let mut version = 1i64;
+    group.bench_function("raw_rusqlite", |b| {
+        b.iter_custom(|iters| {
+            let mut update = raw
+                .prepare_cached("UPDATE sessions SET state = ?1, version = version + 1 WHERE id = 's' AND version = ?2")
+                .expect("prepare");
+            let start = Instant::now();
+            for n in 0..iters {
+                // The same work as the store: serialize the state, then the CAS.
+                let json = serde_json::to_string(&state(n)).expect("json");
+                assert_eq!(update.execute(params![json, version]).expect("update"), 1);
+                version += 1;
+            }
+            start.elapsed()
+        });
+    });
+    // What async code gets from raw rusqlite without a connection thread: one `spawn_blocking`
+    // per statement.
+    let raw = Arc::new(std::sync::Mutex::new(raw));
+    group.bench_function("raw_rusqlite_spawn_blocking", |b| {
+        b.iter_custom(|iters| {
+            let raw = Arc::clone(&raw);
+            on_worker(&rt, async move {
+                let start = Instant::now();
+                for n in 0..iters {
+                    let raw = Arc::clone(&raw);
+                    tokio::task::spawn_blocking(move || {
+                        let conn = raw.lock().expect("lock");
+                        let json = serde_json::to_string(&state(n)).expect("json");
+                        let mut update = conn
+                            .prepare_cached("UPDATE sessions SET state = ?1, version = version + 1 WHERE id = 's'")
+                            .expect("prepare");
+                        assert_eq!(update.execute(params![json]).expect("update"), 1);
+                    })
+                    .await
+                    .expect("blocking task");
+                }
+                start.elapsed()
+            })
+        });
+    });
+    group.finish();
+}
+
+async fn echo(
+    _: ActionContext,
+    (): (),
+    mut inbound: Inbound<u64>,
+    out: Outbound<u64>,
+) -> Result<(), BoxError> {
+    while let Some(n) = inbound.recv().await {
+        out.send(n).await?;
+        out.end_turn().await?;
+    }
+    Ok(())
+}
+
+async fn saving_echo(
+    _: ActionContext,
+    session: Session<u64>,
+    mut inbound: Inbound<u64>,
+    out: Responder<u64>,
+) -> Result<AgentResult<()>, BoxError> {
+    while let Some(n) = inbound.recv().await {
+        session.update_state(n).await?;
+        out.send(n).await?;
+        out.end_turn().await?;
+    }
+    Ok(AgentResult::new(()))
+}
+
+fn agent_turn(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("agent_turn");
+    group.throughput(Throughput::Elements(1));
+
+    let action = BidiAction::new("echo", echo);
+    group.bench_function("action", |b| {
+        b.iter_custom(|iters| {
+            let action = action.clone();
+            on_worker(&rt, async move {
+                let mut conn = action.connect(());
+                let start = Instant::now();
+                for n in 0..iters {
+                    conn.send(n).await.expect("send");
+                    assert_eq!(read_turn(&mut conn).await, 1);
+                }
+                start.elapsed()
+            })
+        });
+    });
+
+    let agent = Agent::builder("echo").build(saving_echo);
+    group.bench_function("agent_memory_store", |b| {
+        b.iter_custom(|iters| {
+            let agent = agent.clone();
+            on_worker(&rt, async move {
+                let mut conn = agent.connect(AgentInit::new());
+                let start = Instant::now();
+                for n in 0..iters {
+                    conn.send(n).await.expect("send");
+                    assert_eq!(read_turn(&mut conn).await, 1);
+                }
+                let elapsed = start.elapsed();
+                conn.close();
+                let out = conn.output().await.expect("output");
+                let store: &Arc<dyn SessionStore> = agent.store();
+                // Every turn was saved, so history grows; drop it between samples.
+                store.delete(&out.session_id).await.expect("delete");
+                elapsed
+            })
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, sqlite_cas, agent_turn);
+criterion_main!(benches);
