@@ -211,7 +211,7 @@ fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
             Ok(job) => return Some(job),
             Err(mpsc::TryRecvError::Disconnected) => return None,
             Err(mpsc::TryRecvError::Empty) if Instant::now() < spin_until => {
-                std::thread::yield_now()
+                std::thread::yield_now();
             }
             Err(mpsc::TryRecvError::Empty) => return queue.recv().ok(),
         }
