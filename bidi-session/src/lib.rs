@@ -47,7 +47,8 @@ mod memory;
 mod session;
 mod sqlite;
 mod store;
-#[cfg(feature = "testing")]
+#[cfg(any(feature = "testing", doc))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use memory::MemoryStore;
