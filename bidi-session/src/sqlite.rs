@@ -218,6 +218,31 @@ fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
     }
 }
 
+impl SqliteStore {
+    /// Snapshot `version` of `session_id`, or its latest with `None`.
+    async fn snapshot(
+        &self,
+        session_id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let id = session_id.to_owned();
+        let row = self
+            .call(move |conn| {
+                let found = match version {
+                    None => conn
+                        .prepare_cached(LATEST)?
+                        .query_row(params![id], read_row),
+                    Some(v) => conn
+                        .prepare_cached(AT_VERSION)?
+                        .query_row(params![id, v], read_row),
+                };
+                Ok(found.optional()?)
+            })
+            .await?;
+        decode(session_id, row)
+    }
+}
+
 fn gone() -> StoreError {
     StoreError::backend("the SQLite connection's thread stopped (a statement panicked)")
 }
@@ -285,16 +310,7 @@ fn decode(
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        let id = session_id.to_owned();
-        let row = self
-            .call(move |conn| {
-                let mut stmt = conn.prepare_cached(LATEST).map_err(StoreError::backend)?;
-                stmt.query_row(params![id], read_row)
-                    .optional()
-                    .map_err(StoreError::backend)
-            })
-            .await?;
-        decode(session_id, row)
+        self.snapshot(session_id, None).await
     }
 
     async fn load_version(
@@ -302,19 +318,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         version: u64,
     ) -> Result<Option<Snapshot>, StoreError> {
-        let id = session_id.to_owned();
-        let v = sql_version(version)?;
-        let row = self
-            .call(move |conn| {
-                let mut stmt = conn
-                    .prepare_cached(AT_VERSION)
-                    .map_err(StoreError::backend)?;
-                stmt.query_row(params![id, v], read_row)
-                    .optional()
-                    .map_err(StoreError::backend)
-            })
-            .await?;
-        decode(session_id, row)
+        self.snapshot(session_id, Some(sql_version(version)?)).await
     }
 
     async fn save(
