@@ -201,7 +201,11 @@ impl AgentBuilder {
                 let (store, f) = (Arc::clone(&sessions), Arc::clone(&f));
                 async move {
                     let AgentInit { session_id, state } = init;
-                    let id = session_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                    let id = match session_id {
+                        Some(id) if id.is_empty() => return Err("the session id is empty".into()),
+                        Some(id) => id,
+                        None => uuid::Uuid::new_v4().to_string(),
+                    };
                     opentelemetry::Context::current()
                         .span()
                         .set_attribute(KeyValue::new("bidi.session_id", id.clone()));

@@ -147,6 +147,13 @@ async fn session_id_rules() {
     let b = agent.run(AgentInit::new(), "1".into()).await.unwrap();
     assert_ne!(a.session_id, b.session_id);
     assert_eq!(store.list().await.unwrap().len(), 3);
+    // An empty id is refused, not turned into a session.
+    let error = agent
+        .run(AgentInit::new().session_id(""), "x".into())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("session id is empty"), "{error}");
+    assert_eq!(store.list().await.unwrap().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
