@@ -1,15 +1,14 @@
 //! [`SqliteStore`]: sessions in one SQLite file, the embedded persistent default.
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::runtime::RuntimeFlavor;
 
 use crate::store::{SessionStore, Snapshot, StoreError};
 
@@ -67,8 +66,8 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 ///
 /// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise. The file
 /// can be read with any SQLite tool (table `bidi_snapshots`). Several stores, in one process or in
-/// several, may share a file; saves stay compare-and-swap across all of them. SQLite runs on a
-/// thread of the store's own, never on the async workers.
+/// several, may share a file; saves stay compare-and-swap across all of them. SQLite calls run
+/// as blocking work that never stalls the async workers.
 ///
 /// ```
 /// use bidi_session::{SessionStore, SqliteStore};
@@ -89,15 +88,11 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 /// ```
 #[derive(Clone)]
 pub struct SqliteStore {
-    /// Jobs for the thread that owns the connection.
-    jobs: mpsc::Sender<Job>,
+    conn: Arc<Mutex<Connection>>,
     path: Option<Arc<PathBuf>>,
     /// Keep at most this many versions per session.
     retention: Option<u64>,
 }
-
-/// Work for the connection's thread.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
 impl SqliteStore {
     /// Opens (creating if needed) the store in the SQLite file at `path`, creating or migrating
@@ -127,43 +122,20 @@ impl SqliteStore {
         Self::start(None, || Ok(Connection::open_in_memory()?)).await
     }
 
-    /// Starts the thread that owns the connection (like sqlx's SQLite worker): SQLite calls
-    /// block, so they never run on an async worker, and a dedicated thread hands work over
-    /// faster than tokio's blocking pool. The thread ends when the last clone of the store is
-    /// dropped.
     async fn start(
         path: Option<PathBuf>,
         open: impl FnOnce() -> Result<Connection, StoreError> + Send + 'static,
     ) -> Result<Self, StoreError> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let (ready, opened) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("bidi-session-sqlite".to_owned())
-            .spawn(move || {
-                let opened = open().and_then(|conn| {
-                    conn.pragma_update(None, "synchronous", "NORMAL")?;
-                    conn.busy_timeout(Duration::from_secs(5))?;
-                    migrate(&conn)?;
-                    Ok(conn)
-                });
-                let mut conn = match opened {
-                    Ok(conn) => conn,
-                    Err(error) => {
-                        let _ = ready.send(Err(error));
-                        return;
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                while let Some(job) = next_job(&queue) {
-                    // A panicking job drops its reply sender, so its caller gets an error; the
-                    // connection and the thread carry on.
-                    let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
-                }
-            })
-            .map_err(StoreError::backend)?;
-        opened.await.map_err(|_| gone())??;
+        let conn = blocking(move || {
+            let conn = open()?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.busy_timeout(Duration::from_secs(5))?;
+            migrate(&conn)?;
+            Ok(conn)
+        })
+        .await?;
         Ok(Self {
-            jobs,
+            conn: Arc::new(Mutex::new(conn)),
             path: path.map(Arc::new),
             retention: None,
         })
@@ -184,37 +156,32 @@ impl SqliteStore {
         self.path.as_deref().map(PathBuf::as_path)
     }
 
-    /// Runs `f` on the connection's thread.
-    ///
-    /// If the caller's future is dropped, `f` still runs to the end (a save may happen).
+    /// Runs `f` on the connection, as blocking work (see [`blocking`]).
     async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let (reply, result) = oneshot::channel();
-        self.jobs
-            .send(Box::new(move |conn| {
-                let _ = reply.send(f(conn));
-            }))
-            .map_err(|_| gone())?;
-        result.await.map_err(|_| gone())?
+        let conn = Arc::clone(&self.conn);
+        blocking(move || f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))).await
     }
 }
 
-/// The next job: spins briefly first, since a caller saving in a loop sends the next one within
-/// microseconds and sleeping on the queue would cost a thread wake-up each time.
-fn next_job(queue: &mpsc::Receiver<Job>) -> Option<Job> {
-    let spin_until = Instant::now() + Duration::from_micros(50);
-    loop {
-        match queue.try_recv() {
-            Ok(job) => return Some(job),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) if Instant::now() < spin_until => {
-                std::thread::yield_now();
-            }
-            Err(mpsc::TryRecvError::Empty) => return queue.recv().ok(),
+/// Runs blocking SQLite work without stalling the async workers. On a multi-thread runtime it
+/// runs in place (`block_in_place` hands the worker's other tasks to another thread), so no
+/// thread hand-off sits on the critical path: on small writes that hand-off costs more than the
+/// write. On a current-thread runtime it goes to the blocking pool; outside tokio it runs inline.
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) if rt.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
         }
+        Ok(_) => tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|error| StoreError::backend(format!("a SQLite call failed: {error}")))?,
+        Err(_) => f(),
     }
 }
 
@@ -241,10 +208,6 @@ impl SqliteStore {
             .await?;
         decode(session_id, row)
     }
-}
-
-fn gone() -> StoreError {
-    StoreError::backend("the SQLite connection's thread stopped (a statement panicked)")
 }
 
 /// Creates or migrates the schema; refuses a newer one.
