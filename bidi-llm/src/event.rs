@@ -1,0 +1,126 @@
+//! [`AgentEvent`]: the granular events of the agent loop, exactly as the seed lists them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{Message, Role, ToolCall};
+
+/// One event of an agent turn: `type` tag in snake_case, camelCase fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum AgentEvent {
+    /// An execution started on the session.
+    SessionStart {
+        /// The session.
+        session_id: String,
+    },
+    /// The execution ended; only the messages it added.
+    SessionEnd {
+        /// The session.
+        session_id: String,
+        /// The new messages.
+        messages: Vec<Message>,
+    },
+    /// The turn stopped for tools without a local executor; send their results to go on.
+    AwaitingToolExecution {
+        /// The session.
+        session_id: String,
+        /// The calls to execute remotely.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// A message begins.
+    MessageStart {
+        /// Its role.
+        role: Role,
+    },
+    /// A message is complete (with usage for assistant messages).
+    MessageEnd {
+        /// The message.
+        message: Message,
+    },
+    /// A text block begins.
+    TextStart,
+    /// More text.
+    TextDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// A text block ends.
+    TextEnd {
+        /// The whole block.
+        text: String,
+    },
+    /// A thinking block begins.
+    ThinkingStart,
+    /// More thinking.
+    ThinkingDelta {
+        /// The new thinking.
+        delta: String,
+    },
+    /// A thinking block ends.
+    ThinkingEnd {
+        /// The whole block.
+        thinking: String,
+    },
+    /// A tool call begins (`index` counts the message's tool calls from 0).
+    ToolcallStart {
+        /// Which tool call.
+        index: usize,
+    },
+    /// More of a tool call's arguments (JSON text).
+    ToolcallDelta {
+        /// Which tool call.
+        index: usize,
+        /// The new argument text.
+        delta: String,
+    },
+    /// A tool call is complete.
+    ToolcallEnd {
+        /// Which tool call.
+        index: usize,
+        /// The call.
+        tool_call: ToolCall,
+    },
+    /// A local tool starts.
+    ToolExecutionStart {
+        /// The call.
+        tool_call_id: String,
+        /// The tool.
+        tool_name: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// A local tool streamed some output.
+    ToolExecutionDelta {
+        /// The call.
+        tool_call_id: String,
+        /// The new output.
+        delta: String,
+    },
+    /// A local tool finished.
+    ToolExecutionEnd {
+        /// The call.
+        tool_call_id: String,
+        /// Its output.
+        output: String,
+        /// Its structured details.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
+        /// Whether it failed (as the shipped protocol reports it).
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// Something failed.
+    Error {
+        /// What.
+        error: String,
+        /// The message it left, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<Message>,
+    },
+}

@@ -1,0 +1,46 @@
+//! The agent loop's vocabulary: [`Message`]s, granular [`AgentEvent`]s, [`Model`]s that stream
+//! answers ([`ScriptedModel`] for tests and examples) and [`Tool`]s, local or remote.
+//!
+//! ```
+//! use bidi_llm::{AgentEvent, Assembled, Assembler, Model, ModelRequest, Scripted, ScriptedModel};
+//! use futures_util::StreamExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let model = ScriptedModel::new([Scripted::new().thinking("easy").text("Hello there")]);
+//! let mut answer = model.stream(ModelRequest::new(vec![], vec![]));
+//! let (mut assembler, mut events) = (Assembler::new(), Vec::new());
+//! let mut message = None;
+//! while let Some(event) = answer.next().await {
+//!     if let Assembled::Done(done) = assembler.apply(event, &mut events) {
+//!         message = Some(done);
+//!     }
+//! }
+//! assert_eq!(message.unwrap().text(), "Hello there");
+//! assert_eq!(events.last(), Some(&AgentEvent::TextEnd { text: "Hello there".into() }));
+//! # }
+//! ```
+//!
+//! The loop itself (an `Agent` whose turns stream these events), the OpenAI-compatible provider
+//! and remote-tool suspend and resume are being built on this; see the project's issue 5.
+//!
+//! # Feature flags
+//!
+//! `bidi-llm` has no optional features.
+
+#![doc(test(attr(deny(warnings))))]
+
+mod event;
+mod message;
+mod model;
+mod tool;
+
+pub use event::AgentEvent;
+pub use message::{
+    AbortedMessage, AssistantContent, AssistantMessage, Cost, ErrorMessage, Message, Role,
+    StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,
+};
+pub use model::{
+    Assembled, Assembler, Model, ModelEvent, ModelRequest, Scripted, ScriptedModel, ToolSpec,
+};
+pub use tool::{Tool, ToolEvent, simple_tool};

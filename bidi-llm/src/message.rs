@@ -1,0 +1,239 @@
+//! Messages of a conversation: the seed's shapes (`role` tag, camelCase fields).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of a conversation, tagged by `role`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum Message {
+    /// What the user said.
+    User(UserMessage),
+    /// What the model answered.
+    Assistant(AssistantMessage),
+    /// The result of one tool call.
+    ToolResult(ToolResultMessage),
+    /// A model call that failed, with what it had produced.
+    Error(ErrorMessage),
+    /// A model call that was cancelled, with what it had produced.
+    Aborted(AbortedMessage),
+}
+
+/// What the user said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UserMessage {
+    /// The text.
+    pub content: String,
+}
+
+impl UserMessage {
+    /// A user message saying `content`.
+    pub fn new(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+        }
+    }
+}
+
+/// One block of an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum AssistantContent {
+    /// Text for the user.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The model's reasoning.
+    Thinking {
+        /// The reasoning.
+        thinking: String,
+    },
+    /// A call of a tool.
+    ToolCall(ToolCall),
+}
+
+/// A call of a tool, as the model made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    /// The call's id; its result names it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON.
+    pub arguments: Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// It finished its answer.
+    #[default]
+    Stop,
+    /// It hit its output limit.
+    Length,
+    /// It called tools and waits for their results.
+    ToolUse,
+    /// It failed.
+    Error,
+    /// It was cancelled.
+    Aborted,
+}
+
+/// Token counts and their cost.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Usage {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the provider's cache.
+    pub cache_read: u64,
+    /// Input tokens written to the provider's cache.
+    pub cache_write: u64,
+    /// All tokens.
+    pub total_tokens: u64,
+    /// What they cost.
+    pub cost: Cost,
+}
+
+/// The cost of a [`Usage`], in the provider's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Cost {
+    /// Of the input tokens.
+    pub input: f64,
+    /// Of the output tokens.
+    pub output: f64,
+    /// Of the cache reads.
+    pub cache_read: f64,
+    /// Of the cache writes.
+    pub cache_write: f64,
+    /// In all.
+    pub total: f64,
+}
+
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, other: Self) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.total += other.total;
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.total_tokens += other.total_tokens;
+        self.cost += other.cost;
+    }
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Text, thinking and tool calls, in the order the model produced them.
+    pub content: Vec<AssistantContent>,
+    /// What this message used.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Why the model stopped.
+    #[serde(default)]
+    pub stop_reason: StopReason,
+}
+
+impl AssistantMessage {
+    /// The tool calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|block| match block {
+            AssistantContent::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// The text blocks, joined.
+    #[must_use]
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|block| match block {
+                AssistantContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultMessage {
+    /// The call this answers.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The output, for the model.
+    pub content: String,
+    /// Structured details, for the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// Whether the call failed (bad arguments, a tool error).
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A model call that failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorMessage {
+    /// What went wrong.
+    pub error: String,
+    /// What the model had produced before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<AssistantMessage>,
+}
+
+/// A model call that was cancelled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AbortedMessage {
+    /// What the model had produced before.
+    pub partial: AssistantMessage,
+}
+
+impl Message {
+    /// The `role` tag.
+    #[must_use]
+    pub fn role(&self) -> Role {
+        match self {
+            Self::User(_) => Role::User,
+            Self::Assistant(_) => Role::Assistant,
+            Self::ToolResult(_) => Role::ToolResult,
+            Self::Error(_) => Role::Error,
+            Self::Aborted(_) => Role::Aborted,
+        }
+    }
+}
+
+/// A message's role, as `message_start` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Role {
+    /// [`Message::User`].
+    User,
+    /// [`Message::Assistant`].
+    Assistant,
+    /// [`Message::ToolResult`].
+    ToolResult,
+    /// [`Message::Error`].
+    Error,
+    /// [`Message::Aborted`].
+    Aborted,
+}

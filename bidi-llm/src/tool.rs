@@ -1,0 +1,190 @@
+//! [`Tool`]s: local ones stream their execution, remote ones suspend the turn.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_core::Stream;
+use futures_util::StreamExt as _;
+use futures_util::stream::{self, BoxStream};
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::model::ToolSpec;
+
+/// One event of a local tool's execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEvent {
+    /// More output, shown as it comes.
+    Delta(String),
+    /// The tool finished: its output for the model and details for the application.
+    Complete {
+        /// The output.
+        output: String,
+        /// Structured details.
+        details: Option<Value>,
+    },
+    /// The tool failed; the message goes to the model as an error result.
+    Failed(String),
+}
+
+type Validate = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+type Execute =
+    Arc<dyn Fn(String, Value) -> Result<BoxStream<'static, ToolEvent>, String> + Send + Sync>;
+
+/// A tool the model may call. With an executor it is **local**: the loop runs it and streams
+/// its events. Without one it is **remote**: the turn stops with `awaiting_tool_execution` and
+/// the caller sends the result back.
+///
+/// Arguments are checked against the tool's argument type before anything runs: a call with
+/// invalid arguments gets an error result naming the path and the reason, and the loop goes on.
+#[derive(Clone)]
+pub struct Tool {
+    name: String,
+    label: String,
+    description: String,
+    parameters: Value,
+    validate: Validate,
+    execute: Option<Execute>,
+}
+
+fn parse<Args: DeserializeOwned>(name: &str, args: &Value) -> Result<Args, String> {
+    serde_path_to_error::deserialize(args).map_err(|error| {
+        let path = error.path().to_string();
+        format!(
+            "invalid arguments for `{name}` at `{path}`: {}",
+            error.into_inner()
+        )
+    })
+}
+
+impl Tool {
+    fn with<Args: DeserializeOwned + JsonSchema>(
+        name: &str,
+        label: &str,
+        description: &str,
+        execute: Option<Execute>,
+    ) -> Self {
+        let parameters = SchemaSettings::draft2020_12()
+            .for_deserialize()
+            .into_generator()
+            .into_root_schema_for::<Args>()
+            .to_value();
+        let owned = name.to_owned();
+        Self {
+            name: name.to_owned(),
+            label: label.to_owned(),
+            description: description.to_owned(),
+            parameters,
+            validate: Arc::new(move |args| parse::<Args>(&owned, args).map(drop)),
+            execute,
+        }
+    }
+
+    /// A local tool whose executor streams [`ToolEvent`]s; its argument schema comes from `Args`.
+    pub fn local<Args, F, S>(name: &str, label: &str, description: &str, execute: F) -> Self
+    where
+        Args: DeserializeOwned + JsonSchema + 'static,
+        F: Fn(String, Args) -> S + Send + Sync + 'static,
+        S: Stream<Item = ToolEvent> + Send + 'static,
+    {
+        let owned = name.to_owned();
+        let execute: Execute = Arc::new(move |id, args| {
+            let args = parse::<Args>(&owned, &args)?;
+            Ok(execute(id, args).boxed())
+        });
+        Self::with::<Args>(name, label, description, Some(execute))
+    }
+
+    /// A remote tool: the model may call it, the caller executes it.
+    #[must_use]
+    pub fn remote<Args: DeserializeOwned + JsonSchema + 'static>(
+        name: &str,
+        label: &str,
+        description: &str,
+    ) -> Self {
+        Self::with::<Args>(name, label, description, None)
+    }
+
+    /// The name the model calls it by.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A human label.
+    #[must_use]
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Whether the loop runs it (it has an executor).
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        self.execute.is_some()
+    }
+
+    /// The tool as the model sees it.
+    #[must_use]
+    pub fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+        }
+    }
+
+    /// Checks `args` against the argument type.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the path and the reason.
+    pub fn validate(&self, args: &Value) -> Result<(), String> {
+        (self.validate)(args)
+    }
+
+    /// Starts the tool for call `id`. A remote tool, or invalid arguments, give a stream with a
+    /// single [`ToolEvent::Failed`].
+    #[must_use]
+    pub fn run(&self, id: String, args: Value) -> BoxStream<'static, ToolEvent> {
+        let Some(execute) = &self.execute else {
+            return stream::once(async move {
+                ToolEvent::Failed(format!("`{id}` is a remote tool call"))
+            })
+            .boxed();
+        };
+        match execute(id, args) {
+            Ok(events) => events,
+            Err(error) => stream::once(async move { ToolEvent::Failed(error) }).boxed(),
+        }
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("label", &self.label)
+            .field("local", &self.is_local())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A local tool that does not stream: `execute` returns the output and optional details, or an
+/// error for the model.
+pub fn simple_tool<Args, F, Fut, E>(name: &str, label: &str, description: &str, execute: F) -> Tool
+where
+    Args: DeserializeOwned + JsonSchema + 'static,
+    F: Fn(String, Args) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(String, Option<Value>), E>> + Send + 'static,
+    E: fmt::Display,
+{
+    Tool::local(name, label, description, move |id, args| {
+        stream::once(execute(id, args)).map(|result| match result {
+            Ok((output, details)) => ToolEvent::Complete { output, details },
+            Err(error) => ToolEvent::Failed(error.to_string()),
+        })
+    })
+}

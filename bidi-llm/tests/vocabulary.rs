@@ -1,0 +1,409 @@
+//! The wire shapes of messages and events, the assembler, the scripted model and tools.
+
+#![allow(clippy::unwrap_used)]
+
+use bidi_llm::{
+    AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
+    ErrorMessage, Message, Model, ModelEvent, ModelRequest, Role, Scripted, ScriptedModel,
+    StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, Usage, UserMessage, simple_tool,
+};
+use futures_util::StreamExt;
+use futures_util::stream;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn call() -> ToolCall {
+    ToolCall {
+        id: "c1".into(),
+        name: "weather".into(),
+        arguments: json!({"city": "Oslo"}),
+    }
+}
+
+#[test]
+fn events_serialize_exactly_as_the_seed_lists_them() {
+    let user = Message::User(UserMessage::new("hi"));
+    let cases = [
+        (
+            AgentEvent::SessionStart {
+                session_id: "s".into(),
+            },
+            json!({"type": "session_start", "sessionId": "s"}),
+        ),
+        (
+            AgentEvent::SessionEnd {
+                session_id: "s".into(),
+                messages: vec![user.clone()],
+            },
+            json!({"type": "session_end", "sessionId": "s", "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            AgentEvent::AwaitingToolExecution {
+                session_id: "s".into(),
+                tool_calls: vec![call()],
+            },
+            json!({"type": "awaiting_tool_execution", "sessionId": "s",
+                   "toolCalls": [{"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}]}),
+        ),
+        (
+            AgentEvent::MessageStart {
+                role: Role::ToolResult,
+            },
+            json!({"type": "message_start", "role": "toolResult"}),
+        ),
+        (
+            AgentEvent::MessageEnd { message: user },
+            json!({"type": "message_end", "message": {"role": "user", "content": "hi"}}),
+        ),
+        (AgentEvent::TextStart, json!({"type": "text_start"})),
+        (
+            AgentEvent::TextDelta { delta: "a".into() },
+            json!({"type": "text_delta", "delta": "a"}),
+        ),
+        (
+            AgentEvent::TextEnd { text: "ab".into() },
+            json!({"type": "text_end", "text": "ab"}),
+        ),
+        (AgentEvent::ThinkingStart, json!({"type": "thinking_start"})),
+        (
+            AgentEvent::ThinkingDelta { delta: "h".into() },
+            json!({"type": "thinking_delta", "delta": "h"}),
+        ),
+        (
+            AgentEvent::ThinkingEnd {
+                thinking: "hm".into(),
+            },
+            json!({"type": "thinking_end", "thinking": "hm"}),
+        ),
+        (
+            AgentEvent::ToolcallStart { index: 0 },
+            json!({"type": "toolcall_start", "index": 0}),
+        ),
+        (
+            AgentEvent::ToolcallDelta {
+                index: 1,
+                delta: "{".into(),
+            },
+            json!({"type": "toolcall_delta", "index": 1, "delta": "{"}),
+        ),
+        (
+            AgentEvent::ToolcallEnd {
+                index: 0,
+                tool_call: call(),
+            },
+            json!({"type": "toolcall_end", "index": 0, "toolCall": {"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}}),
+        ),
+        (
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: "c1".into(),
+                tool_name: "weather".into(),
+                args: json!({}),
+            },
+            json!({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "weather", "args": {}}),
+        ),
+        (
+            AgentEvent::ToolExecutionDelta {
+                tool_call_id: "c1".into(),
+                delta: "..".into(),
+            },
+            json!({"type": "tool_execution_delta", "toolCallId": "c1", "delta": ".."}),
+        ),
+        (
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: "c1".into(),
+                output: "sunny".into(),
+                details: Some(json!({"c": 21})),
+                is_error: false,
+            },
+            json!({"type": "tool_execution_end", "toolCallId": "c1", "output": "sunny", "details": {"c": 21}, "isError": false}),
+        ),
+        (
+            AgentEvent::Error {
+                error: "boom".into(),
+                message: None,
+            },
+            json!({"type": "error", "error": "boom"}),
+        ),
+    ];
+    for (event, expected) in cases {
+        assert_eq!(serde_json::to_value(&event).unwrap(), expected, "{event:?}");
+        assert_eq!(
+            serde_json::from_value::<AgentEvent>(expected).unwrap(),
+            event
+        );
+    }
+}
+
+#[test]
+fn messages_serialize_with_their_role() {
+    let assistant = AssistantMessage {
+        content: vec![
+            AssistantContent::Thinking {
+                thinking: "hmm".into(),
+            },
+            AssistantContent::Text {
+                text: "Let me check.".into(),
+            },
+            AssistantContent::ToolCall(call()),
+        ],
+        usage: Usage {
+            input: 10,
+            output: 5,
+            cache_read: 2,
+            cache_write: 0,
+            total_tokens: 17,
+            cost: Cost {
+                input: 0.1,
+                output: 0.2,
+                cache_read: 0.0,
+                cache_write: 0.0,
+                total: 0.3,
+            },
+        },
+        stop_reason: StopReason::ToolUse,
+    };
+    let json = serde_json::to_value(Message::Assistant(assistant.clone())).unwrap();
+    assert_eq!(json["role"], "assistant");
+    assert_eq!(json["stopReason"], "toolUse");
+    assert_eq!(json["usage"]["cacheRead"], 2);
+    assert_eq!(json["usage"]["totalTokens"], 17);
+    assert_eq!(
+        json["content"][0],
+        json!({"type": "thinking", "thinking": "hmm"})
+    );
+    assert_eq!(json["content"][2]["type"], "toolCall");
+    let result = Message::ToolResult(ToolResultMessage {
+        tool_call_id: "c1".into(),
+        tool_name: "weather".into(),
+        content: "sunny".into(),
+        details: None,
+        is_error: true,
+    });
+    assert_eq!(
+        serde_json::to_value(&result).unwrap(),
+        json!({"role": "toolResult", "toolCallId": "c1", "toolName": "weather", "content": "sunny", "isError": true})
+    );
+    let error = Message::Error(ErrorMessage {
+        error: "503".into(),
+        partial: Some(assistant.clone()),
+    });
+    assert_eq!(serde_json::to_value(&error).unwrap()["role"], "error");
+    let aborted = Message::Aborted(AbortedMessage { partial: assistant });
+    assert_eq!(aborted.role(), Role::Aborted);
+    for message in [result, error, aborted] {
+        let back: Message =
+            serde_json::from_value(serde_json::to_value(&message).unwrap()).unwrap();
+        assert_eq!(back, message);
+    }
+}
+
+async fn assemble(scripted: Scripted) -> (Vec<AgentEvent>, Assembled) {
+    let model = ScriptedModel::new([scripted]);
+    let mut stream = model.stream(ModelRequest::new(vec![], vec![]));
+    let (mut assembler, mut events) = (Assembler::new(), Vec::new());
+    while let Some(event) = stream.next().await {
+        let assembled = assembler.apply(event, &mut events);
+        if !matches!(assembled, Assembled::Streaming) {
+            return (events, assembled);
+        }
+    }
+    let ended = assembler.ended();
+    (events, ended)
+}
+
+#[tokio::test]
+async fn assembler_builds_the_message_and_its_events() {
+    let usage = Usage {
+        input: 3,
+        output: 4,
+        total_tokens: 7,
+        ..Usage::default()
+    };
+    let (events, assembled) = assemble(
+        Scripted::new()
+            .thinking("a plan")
+            .text("Checking now")
+            .tool_call("c1", "weather", &json!({"city": "Oslo"}))
+            .tool_call("c2", "weather", &json!({"city": "Bergen"}))
+            .usage(usage),
+    )
+    .await;
+    let Assembled::Done(message) = assembled else {
+        panic!("{assembled:?}")
+    };
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    assert_eq!(message.usage, usage);
+    assert_eq!(message.text(), "Checking now");
+    let ids: Vec<_> = message.tool_calls().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2"]);
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("thinking_start"));
+    assert!(kinds.contains(&"thinking_end".to_owned()));
+    let ends: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolcallEnd { index, tool_call } => Some((*index, tool_call.id.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [(0, "c1".to_owned()), (1, "c2".to_owned())]);
+    // Deltas of the second call carry its index.
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolcallDelta { index: 1, .. }))
+    );
+}
+
+#[tokio::test]
+async fn failures_keep_the_partial_output() {
+    let (_, assembled) = assemble(
+        Scripted::new()
+            .text("half an answer")
+            .fail("connection reset"),
+    )
+    .await;
+    let Assembled::Failed { error, partial } = assembled else {
+        panic!("{assembled:?}")
+    };
+    assert_eq!(error, "connection reset");
+    assert_eq!(partial.text(), "half an answer");
+    assert_eq!(partial.stop_reason, StopReason::Error);
+
+    // A stream that just stops is a failure too.
+    let model_events = vec![ModelEvent::TextStart, ModelEvent::TextDelta("cut".into())];
+    let mut assembler = Assembler::new();
+    let mut events = Vec::new();
+    for event in model_events {
+        assembler.apply(event, &mut events);
+    }
+    let Assembled::Failed { partial, .. } = assembler.ended() else {
+        panic!("not failed")
+    };
+    assert_eq!(partial.text(), "cut");
+
+    // Invalid JSON arguments are kept, as text, for the tool to refuse.
+    let (_, assembled) =
+        assemble(Scripted::new().raw_tool_call("c1", "weather", "{\"city\": ")).await;
+    let Assembled::Done(message) = assembled else {
+        panic!("{assembled:?}")
+    };
+    assert_eq!(
+        message.tool_calls().next().unwrap().arguments,
+        json!("{\"city\": ")
+    );
+
+    // A scripted model that ran out fails each call.
+    let (_, assembled) = assemble_empty().await;
+    assert!(
+        matches!(assembled, Assembled::Failed { ref error, .. } if error.contains("no response left"))
+    );
+}
+
+async fn assemble_empty() -> (Vec<AgentEvent>, Assembled) {
+    let model = ScriptedModel::new([]);
+    let mut stream = model.stream(ModelRequest::new(vec![], vec![]));
+    let (mut assembler, mut events) = (Assembler::new(), Vec::new());
+    let event = stream.next().await.unwrap();
+    let assembled = assembler.apply(event, &mut events);
+    (events, assembled)
+}
+
+/// The weather tool's arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct City {
+    /// The city.
+    city: String,
+    #[serde(default)]
+    days: u8,
+}
+
+#[tokio::test]
+async fn tools_validate_then_run() {
+    let streaming = Tool::local(
+        "weather",
+        "Weather",
+        "Forecast for a city",
+        |_id, args: City| {
+            stream::iter([
+                ToolEvent::Delta(format!("looking up {}", args.city)),
+                ToolEvent::Delta("...".into()),
+                ToolEvent::Complete {
+                    output: format!("sunny for {} days", args.days),
+                    details: Some(json!({"c": 21})),
+                },
+            ])
+        },
+    );
+    assert!(streaming.is_local());
+    let spec = streaming.spec();
+    assert_eq!(spec.parameters["required"], json!(["city"]));
+    assert_eq!(
+        spec.parameters["properties"]["city"]["description"],
+        "The city."
+    );
+    let events: Vec<_> = streaming
+        .run("c1".into(), json!({"city": "Oslo", "days": 2}))
+        .collect()
+        .await;
+    assert_eq!(events.len(), 3);
+    assert_eq!(
+        events[2],
+        ToolEvent::Complete {
+            output: "sunny for 2 days".into(),
+            details: Some(json!({"c": 21}))
+        }
+    );
+
+    let invalid: Vec<_> = streaming
+        .run("c2".into(), json!({"city": "Oslo", "days": 900}))
+        .collect()
+        .await;
+    let [ToolEvent::Failed(error)] = &invalid[..] else {
+        panic!("{invalid:?}")
+    };
+    assert!(
+        error.starts_with("invalid arguments for `weather` at `days`"),
+        "{error}"
+    );
+    assert!(streaming.validate(&json!("not an object")).is_err());
+
+    let simple = simple_tool(
+        "add",
+        "Add",
+        "Adds two numbers",
+        |_id, (a, b): (i64, i64)| async move {
+            a.checked_add(b)
+                .map(|sum| (sum.to_string(), None))
+                .ok_or("overflow")
+        },
+    );
+    let ok: Vec<_> = simple.run("c3".into(), json!([2, 3])).collect().await;
+    assert_eq!(
+        ok,
+        [ToolEvent::Complete {
+            output: "5".into(),
+            details: None
+        }]
+    );
+    let overflow: Vec<_> = simple
+        .run("c4".into(), json!([i64::MAX, 1]))
+        .collect()
+        .await;
+    assert_eq!(overflow, [ToolEvent::Failed("overflow".into())]);
+
+    let remote = Tool::remote::<City>("confirm", "Confirm", "Asks the user");
+    assert!(!remote.is_local());
+    assert!(remote.validate(&json!({"city": "Oslo"})).is_ok());
+    let refused: Vec<_> = remote.run("c5".into(), Value::Null).collect().await;
+    assert!(matches!(&refused[..], [ToolEvent::Failed(_)]));
+}
