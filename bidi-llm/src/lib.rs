@@ -21,8 +21,9 @@
 //! # }
 //! ```
 //!
-//! The loop itself (an `Agent` whose turns stream these events), the OpenAI-compatible provider
-//! and remote-tool suspend and resume are being built on this; see the project's issue 5.
+//! [`LlmAgent`] is the loop: a `bidi-agent` agent whose turn input is a user message or tool
+//! results and whose chunks are these events; [`execute`] runs one execution on a connection.
+//! An OpenAI-compatible provider is still to come (the project's issue 5).
 //!
 //! # Feature flags
 //!
@@ -30,11 +31,15 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+mod agent;
 mod event;
 mod message;
 mod model;
 mod tool;
 
+pub use agent::{
+    ExecuteResult, ExecuteStream, LlmAgent, LlmAgentBuilder, LlmSession, Status, TurnInput, execute,
+};
 pub use event::AgentEvent;
 pub use message::{
     AbortedMessage, AssistantContent, AssistantMessage, Cost, ErrorMessage, Message, Role,
