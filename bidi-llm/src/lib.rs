@@ -23,11 +23,13 @@
 //!
 //! [`LlmAgent`] is the loop: a `bidi-agent` agent whose turn input is a user message or tool
 //! results and whose chunks are these events; [`execute`] runs one execution on a connection.
-//! An OpenAI-compatible provider is still to come (the project's issue 5).
+//! [`OpenAiModel`] streams from any OpenAI-compatible Chat Completions endpoint.
 //!
 //! # Feature flags
 //!
-//! `bidi-llm` has no optional features.
+//! | feature | what it adds | default |
+//! |---|---|---|
+//! | `native-tls` | HTTPS for [`OpenAiModel`] through the system's TLS library | yes |
 
 #![doc(test(attr(deny(warnings))))]
 
@@ -35,6 +37,7 @@ mod agent;
 mod event;
 mod message;
 mod model;
+mod openai;
 mod tool;
 
 pub use agent::{
@@ -48,4 +51,5 @@ pub use message::{
 pub use model::{
     Assembled, Assembler, Model, ModelEvent, ModelRequest, Scripted, ScriptedModel, ToolSpec,
 };
+pub use openai::OpenAiModel;
 pub use tool::{Tool, ToolEvent, simple_tool};

@@ -1,0 +1,241 @@
+//! `OpenAiModel` against a local fake server on 127.0.0.1 that replays the Chat Completions
+//! wire format (SSE `data:` lines, `[DONE]`), through the agent loop.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+
+use bidi_agent::AgentInit;
+use bidi_llm::{
+    AgentEvent, ExecuteResult, LlmAgent, Message, OpenAiModel, Status, Tool, ToolEvent, TurnInput,
+    UserMessage, execute,
+};
+use futures_util::StreamExt;
+use futures_util::stream;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the fake server answers one request with.
+enum Reply {
+    /// SSE data payloads, then `[DONE]` unless `done` is false (the connection just closes).
+    Sse { data: Vec<String>, done: bool },
+    /// An HTTP error.
+    Status(u16, &'static str),
+}
+
+fn chunk(delta: &Value) -> String {
+    json!({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        .to_string()
+}
+
+fn finish(reason: &str) -> String {
+    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
+}
+
+fn usage(input: u64, output: u64) -> String {
+    json!({"choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}})
+        .to_string()
+}
+
+/// Serves `replies` in order, one per request; returns the base URL and the request bodies.
+async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    tokio::spawn(async move {
+        for reply in replies {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            let (head_end, length) = loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                request.extend_from_slice(&buf[..n]);
+                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                    break (end + 4, length);
+                }
+            };
+            while request.len() < head_end + length {
+                let n = socket.read(&mut buf).await.unwrap();
+                request.extend_from_slice(&buf[..n]);
+            }
+            let head = String::from_utf8_lossy(&request[..head_end]).to_string();
+            assert!(head.starts_with("POST /v1/chat/completions"), "{head}");
+            let body: Value =
+                serde_json::from_slice(&request[head_end..head_end + length]).unwrap();
+            seen.lock().unwrap().push(body);
+            let response = match reply {
+                Reply::Status(code, body) => format!(
+                    "HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+                Reply::Sse { data, done } => {
+                    let mut out = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n: keep-alive comment\n\n".to_owned();
+                    for line in data {
+                        out.push_str(&format!("data: {line}\n\n"));
+                    }
+                    if done {
+                        out.push_str("data: [DONE]\n\n");
+                    }
+                    out
+                }
+            };
+            socket.write_all(response.as_bytes()).await.unwrap();
+            socket.shutdown().await.unwrap();
+        }
+    });
+    (base, bodies)
+}
+
+async fn run(agent: &LlmAgent, text: &str) -> (Vec<AgentEvent>, ExecuteResult) {
+    let mut conn = agent.connect(AgentInit::new());
+    let mut stream = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event.unwrap());
+    }
+    let result = stream.result().clone();
+    (events, result)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct City {
+    city: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_text_thinking_and_usage() {
+    let (base, bodies) = serve(vec![Reply::Sse {
+        data: vec![
+            chunk(&json!({"role": "assistant", "reasoning_content": "hmm"})),
+            chunk(&json!({"content": "Hel"})),
+            chunk(&json!({"content": "lo"})),
+            finish("stop"),
+            usage(12, 3),
+        ],
+        done: true,
+    }])
+    .await;
+    let agent =
+        LlmAgent::builder("a", OpenAiModel::new(base, "test-model").api_key("sk-test")).build();
+    let (events, result) = run(&agent, "hi").await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let Some(Message::Assistant(answer)) = result.messages.last() else {
+        panic!("{result:?}")
+    };
+    assert_eq!(answer.text(), "Hello");
+    assert_eq!(
+        (
+            answer.usage.input,
+            answer.usage.output,
+            answer.usage.total_tokens
+        ),
+        (12, 3, 15)
+    );
+    assert!(events.contains(&AgentEvent::ThinkingEnd {
+        thinking: "hmm".into()
+    }));
+    assert_eq!(result.cost.total_tokens, 15);
+    let body = bodies.lock().unwrap()[0].clone();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    assert!(body.get("tools").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_tool_call_arguments_and_sends_results_back() {
+    let (base, bodies) = serve(vec![
+        Reply::Sse {
+            data: vec![
+                chunk(&json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "weather", "arguments": ""}}]})),
+                chunk(&json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"ci"}}]})),
+                chunk(&json!({"tool_calls": [{"index": 0, "function": {"arguments": "ty\":\"Oslo\"}"}}]})),
+                finish("tool_calls"),
+            ],
+            done: true,
+        },
+        Reply::Sse { data: vec![chunk(&json!({"content": "Sunny."})), finish("stop")], done: true },
+    ])
+    .await;
+    let weather = Tool::local("weather", "Weather", "Forecast", |_id, args: City| {
+        stream::iter([ToolEvent::Complete {
+            output: format!("sunny in {}", args.city),
+            details: None,
+        }])
+    });
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m"))
+        .tool(weather)
+        .build();
+    let (events, result) = run(&agent, "weather in Oslo?").await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolcallDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, "{\"city\":\"Oslo\"}");
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies[0]["tools"][0]["function"]["name"], "weather");
+    assert_eq!(
+        bodies[0]["tools"][0]["function"]["parameters"]["required"],
+        json!(["city"])
+    );
+    let second = &bodies[1]["messages"];
+    assert_eq!(second[1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        second[1]["tool_calls"][0]["function"]["arguments"],
+        "{\"city\":\"Oslo\"}"
+    );
+    assert_eq!(
+        second[2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Oslo"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_end_the_turn_with_the_partial_output() {
+    let (base, _) = serve(vec![
+        Reply::Status(503, r#"{"error": {"message": "overloaded"}}"#),
+        Reply::Sse {
+            data: vec![chunk(&json!({"content": "Hel"})), "{not json".to_owned()],
+            done: true,
+        },
+        Reply::Sse {
+            data: vec![chunk(&json!({"content": "Half"}))],
+            done: false,
+        },
+    ])
+    .await;
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m")).build();
+    let expectations = [
+        ("HTTP 503", ""),
+        ("malformed SSE data line", "Hel"),
+        ("closed before", "Half"),
+    ];
+    for (error, partial) in expectations {
+        let (_, result) = run(&agent, "hi").await;
+        assert_eq!(result.status, Status::Error);
+        assert!(
+            result.error.as_deref().unwrap().contains(error),
+            "{result:?}"
+        );
+        let Some(Message::Error(message)) = result.messages.last() else {
+            panic!("{result:?}")
+        };
+        assert_eq!(message.partial.as_ref().unwrap().text(), partial);
+    }
+}
