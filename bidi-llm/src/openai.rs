@@ -17,10 +17,11 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 /// the answer with [`ModelEvent::Error`]; the loop keeps the partial output.
 ///
 /// ```no_run
-/// use bidi_llm::OpenAiModel;
+/// use bidi_llm::{LlmAgent, OpenAiModel};
 ///
 /// let model = OpenAiModel::new("https://api.openai.com/v1", "gpt-4o-mini")
 ///     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default());
+/// let agent = LlmAgent::builder("assistant", model).max_turns(8).build();
 /// ```
 #[derive(Clone)]
 pub struct OpenAiModel {

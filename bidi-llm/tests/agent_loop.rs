@@ -216,17 +216,7 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn SessionStore> =
         Arc::new(SqliteStore::open(dir.path().join("llm.db")).await.unwrap());
-    let model = ScriptedModel::new([
-        Scripted::new()
-            .tool_call("c1", "weather", &json!({"city": "Rome"}))
-            .tool_call("c2", "confirm", &json!({"city": "Rome"})),
-        Scripted::new().text("Booked."),
-    ]);
-    let agent = LlmAgent::builder("a", model)
-        .tool(weather())
-        .tool(Tool::remote::<City>("confirm", "Confirm", "Asks the user"))
-        .store(store.clone())
-        .build();
+    let agent = trip_agent(store.clone(), trip_script());
     let mut conn = agent.connect(AgentInit::new().session_id("trip"));
     let (events, result) = run(&mut conn, user("book Rome")).await;
     assert_eq!(result.status, Status::AwaitingToolExecution);
@@ -378,4 +368,135 @@ async fn abort_mid_stream_leaves_an_aborted_message_and_a_consistent_session() {
         aborted.partial.text()
     );
     assert_eq!(saved.status, Status::Completed);
+}
+
+/// The model of the resume tests: calls `c1` (local) and `c2` (remote), then answers.
+fn trip_script() -> ScriptedModel {
+    ScriptedModel::new([
+        Scripted::new()
+            .tool_call("c1", "weather", &json!({"city": "Rome"}))
+            .tool_call("c2", "confirm", &json!({"city": "Rome"})),
+        Scripted::new().text("Booked."),
+    ])
+}
+
+/// The trip agent: `weather` local, `confirm` remote.
+fn trip_agent(store: Arc<dyn SessionStore>, model: ScriptedModel) -> LlmAgent {
+    LlmAgent::builder("trip", model)
+        .tool(weather())
+        .tool(Tool::remote::<City>("confirm", "Confirm", "Asks the user"))
+        .store(store)
+        .build()
+}
+
+fn confirmed() -> TurnInput {
+    TurnInput::ToolResults(vec![ToolResultMessage {
+        tool_call_id: "c2".into(),
+        tool_name: "confirm".into(),
+        content: "yes".into(),
+        details: Some(json!({"by": "user"})),
+        is_error: false,
+    }])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_tools_resume_on_the_same_connection() {
+    let agent = trip_agent(Arc::new(bidi_session::MemoryStore::new()), trip_script());
+    let mut conn = agent.connect(AgentInit::new());
+    let (_, suspended) = run(&mut conn, user("book Rome")).await;
+    assert_eq!(suspended.status, Status::AwaitingToolExecution);
+    let (_, resumed) = run(&mut conn, confirmed()).await;
+    assert_eq!(resumed.status, Status::Completed);
+    conn.close();
+    let out = conn.output().await.unwrap();
+    assert_eq!(out.output, 2, "two executions");
+    assert_eq!(out.state.status, Status::Completed);
+}
+
+#[tokio::test]
+async fn registers_as_an_agent() {
+    let registry = bidi_flow::Registry::new();
+    registry
+        .register(
+            trip_agent(Arc::new(bidi_session::MemoryStore::new()), trip_script())
+                .agent()
+                .clone()
+                .into_flow(),
+        )
+        .unwrap();
+    let desc = serde_json::to_value(registry.action("/agent/trip").unwrap()).unwrap();
+    assert_eq!(
+        desc["metadata"]["agent"]["stateSchema"]["title"],
+        "LlmSession"
+    );
+    assert!(desc["streamSchema"]["oneOf"].as_array().unwrap().len() >= 18);
+    // Over JSON: a user message in, events out.
+    let mut conn = registry
+        .connect_json("/agent/trip", json!({"sessionId": "j"}))
+        .unwrap();
+    conn.send(json!({"role": "user", "content": "book Rome"}))
+        .await
+        .unwrap();
+    let events: Vec<_> = conn.responses().map(Result::unwrap).collect().await;
+    assert_eq!(events.first().unwrap()["type"], "session_start");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "awaiting_tool_execution")
+    );
+}
+
+const CHILD_ENV: &str = "BIDI_LLM_RESUME_CHILD";
+
+/// The child process: opens the SQLite file named in the environment and sends the remote
+/// tool's result to the suspended session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_child() {
+    let Ok(db) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).await.unwrap());
+    // A new process: a model that continues where the first one stopped.
+    let model = ScriptedModel::new([Scripted::new().text("Booked.")]);
+    let mut conn = trip_agent(store, model).connect(AgentInit::new().session_id("trip"));
+    let (_, result) = run(&mut conn, confirmed()).await;
+    println!(
+        "\nstatus={}",
+        serde_json::to_string(&result.status).unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_tools_resume_in_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("trip.db");
+    {
+        let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).await.unwrap());
+        let mut conn =
+            trip_agent(store, trip_script()).connect(AgentInit::new().session_id("trip"));
+        let (_, result) = run(&mut conn, user("book Rome")).await;
+        assert_eq!(result.status, Status::AwaitingToolExecution);
+        conn.close();
+        conn.output().await.unwrap();
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "resume_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &db)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("status=\"completed\""), "{stdout}");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let state: LlmSession =
+        serde_json::from_value(store.load("trip").await.unwrap().unwrap().state).unwrap();
+    assert_eq!(state.status, Status::Completed);
+    let Some(Message::Assistant(last)) = state.messages.last() else {
+        panic!("{state:?}")
+    };
+    assert_eq!(last.text(), "Booked.");
 }
