@@ -22,6 +22,7 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 /// let model = OpenAiModel::new("https://api.openai.com/v1", "gpt-4o-mini")
 ///     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default());
 /// let agent = LlmAgent::builder("assistant", model).max_turns(8).build();
+/// # drop(agent);
 /// ```
 #[derive(Clone)]
 pub struct OpenAiModel {
