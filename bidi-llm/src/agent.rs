@@ -398,8 +398,11 @@ impl Turn<'_> {
             .stream(ModelRequest::new(state.messages.clone(), specs));
         let mut assembler = Assembler::new();
         let mut events = Vec::new();
+        // One cancellation waiter for the whole answer, not one per event.
+        let ctx = self.ctx;
+        let mut cancelled = std::pin::pin!(ctx.cancelled());
         loop {
-            let next = match select(stream.next(), std::pin::pin!(self.ctx.cancelled())).await {
+            let next = match select(stream.next(), cancelled.as_mut()).await {
                 Either::Left((next, _)) => next,
                 Either::Right(_) => {
                     self.abort(state, &assembler);

@@ -114,3 +114,35 @@ fn chat_example_resumes_a_session_in_a_new_process() {
     let scripted = chat(&db, None, "");
     assert!(scripted.contains("you> hello there"), "{scripted}");
 }
+
+#[test]
+fn tools_example_suspends_on_the_remote_tool_and_resumes() {
+    let output = Command::new(env!("CARGO_BIN_EXE_tools"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("run the tools example");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    let order = [
+        "model: scripted",
+        "contacting the weather service",
+        "done: Sunny and 24 °C in Lisbon",
+        "awaiting_tool_execution",
+        "status: AwaitingToolExecution",
+        "client executes confirm_booking",
+        "your trip to Lisbon is booked",
+        "status: Completed",
+    ];
+    let mut from = 0;
+    for expected in order {
+        let at = stdout[from..]
+            .find(expected)
+            .unwrap_or_else(|| panic!("missing {expected:?} in:\n{stdout}"));
+        from += at + expected.len();
+    }
+}

@@ -1,0 +1,97 @@
+//! Events per second through the agent loop against consuming the model's own event stream
+//! directly, same run: one execution answering with a 1,000-word streamed text.
+//!
+//! ```sh
+//! cargo bench -p benches --bench llm
+//! ```
+
+use std::time::Instant;
+
+use benches::{on_worker, runtime};
+use bidi_agent::AgentInit;
+use bidi_core::ConnectOptions;
+use bidi_llm::{
+    LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput, UserMessage, execute,
+};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
+
+const WORDS: usize = 1_000;
+
+/// Answers every request with the same scripted text.
+#[derive(Clone)]
+struct Repeat(Vec<ModelEvent>);
+
+impl Model for Repeat {
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        stream::iter(self.0.clone()).boxed()
+    }
+}
+
+fn model() -> Repeat {
+    let text = vec!["word"; WORDS].join(" ");
+    Repeat(Scripted::new().text(&text).events())
+}
+
+fn llm(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("llm_events");
+    group.throughput(Throughput::Elements(WORDS as u64));
+    group.sample_size(30);
+
+    let raw = model();
+    group.bench_function("model_stream", |b| {
+        b.iter_custom(|iters| {
+            let raw = raw.clone();
+            on_worker(&rt, async move {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let mut events = raw.stream(ModelRequest::new(Vec::new(), Vec::new()));
+                    let mut n = 0;
+                    while let Some(event) = events.next().await {
+                        if matches!(event, ModelEvent::TextDelta(_)) {
+                            n += 1;
+                        }
+                    }
+                    assert_eq!(n, WORDS);
+                }
+                start.elapsed()
+            })
+        });
+    });
+
+    let agent = LlmAgent::builder("bench", model()).build();
+    for (name, buffer) in [("agent_loop", 0), ("agent_loop_buffered_64", 64)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let agent = agent.clone();
+                on_worker(&rt, async move {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let options = ConnectOptions::new().output_buffer(buffer);
+                        let mut conn = agent.agent().connect_with(AgentInit::new(), options);
+                        let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
+                            .await
+                            .expect("send");
+                        let mut n = 0;
+                        while let Some(event) = run.next().await {
+                            if matches!(
+                                event.expect("event"),
+                                bidi_llm::AgentEvent::TextDelta { .. }
+                            ) {
+                                n += 1;
+                            }
+                        }
+                        assert_eq!(n, WORDS);
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, llm);
+criterion_main!(benches);
