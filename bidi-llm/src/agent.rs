@@ -302,6 +302,16 @@ fn check(state: &LlmSession, input: &TurnInput) -> Result<(), String> {
     }
 }
 
+/// The `tool_execution_end` event of a local call's result.
+fn end_event(result: &ToolResultMessage) -> AgentEvent {
+    AgentEvent::ToolExecutionEnd {
+        tool_call_id: result.tool_call_id.clone(),
+        output: result.content.clone(),
+        details: result.details.clone(),
+        is_error: result.is_error,
+    }
+}
+
 fn ids<'a>(ids: impl Iterator<Item = &'a str>) -> String {
     ids.map(|id| format!("`{id}`"))
         .collect::<Vec<_>>()
@@ -526,13 +536,7 @@ impl Turn<'_> {
             }
             // Emit every result that is next in call order.
             while let Some(result) = done.get(&next_end) {
-                self.send(AgentEvent::ToolExecutionEnd {
-                    tool_call_id: result.tool_call_id.clone(),
-                    output: result.content.clone(),
-                    details: result.details.clone(),
-                    is_error: result.is_error,
-                })
-                .await?;
+                self.send(end_event(result)).await?;
                 next_end += 1;
             }
         }
@@ -547,13 +551,7 @@ impl Turn<'_> {
             });
         }
         for result in done.range(next_end..).map(|(_, result)| result) {
-            self.send(AgentEvent::ToolExecutionEnd {
-                tool_call_id: result.tool_call_id.clone(),
-                output: result.content.clone(),
-                details: result.details.clone(),
-                is_error: result.is_error,
-            })
-            .await?;
+            self.send(end_event(result)).await?;
         }
         for result in done.into_values() {
             self.add(state, Message::ToolResult(result)).await?;
