@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use benches::{on_worker, runtime};
 use bidi_agent::AgentInit;
-use bidi_core::ConnectOptions;
+use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use bidi_llm::{
     LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput, UserMessage, execute,
 };
@@ -41,9 +41,10 @@ fn llm(c: &mut Criterion) {
     group.sample_size(30);
 
     let raw = model();
+    let direct = raw.clone();
     group.bench_function("model_stream", |b| {
         b.iter_custom(|iters| {
-            let raw = raw.clone();
+            let raw = direct.clone();
             on_worker(&rt, async move {
                 let start = Instant::now();
                 for _ in 0..iters {
@@ -51,6 +52,46 @@ fn llm(c: &mut Criterion) {
                     let mut n = 0;
                     while let Some(event) = events.next().await {
                         if matches!(event, ModelEvent::TextDelta(_)) {
+                            n += 1;
+                        }
+                    }
+                    assert_eq!(n, WORDS);
+                }
+                start.elapsed()
+            })
+        });
+    });
+
+    // The same model events through a bare connection: what crossing to the consumer's task
+    // costs by itself.
+    let relay = BidiAction::new(
+        "relay",
+        move |_: ActionContext, (), mut inbound: Inbound<()>, out: Outbound<ModelEvent>| {
+            let raw = raw.clone();
+            async move {
+                while inbound.recv().await.is_some() {
+                    let mut events = raw.stream(ModelRequest::new(Vec::new(), Vec::new()));
+                    while let Some(event) = events.next().await {
+                        out.send(event).await?;
+                    }
+                    out.end_turn().await?;
+                }
+                Ok::<_, BoxError>(())
+            }
+        },
+    );
+    group.bench_function("model_stream_through_connection", |b| {
+        b.iter_custom(|iters| {
+            let relay = relay.clone();
+            on_worker(&rt, async move {
+                let mut conn = relay.connect(());
+                let start = Instant::now();
+                for _ in 0..iters {
+                    conn.send(()).await.expect("send");
+                    let mut responses = conn.responses();
+                    let mut n = 0;
+                    while let Some(event) = responses.next().await {
+                        if matches!(event.expect("event"), ModelEvent::TextDelta(_)) {
                             n += 1;
                         }
                     }
