@@ -260,17 +260,22 @@ fn check(state: &LlmSession, input: &TurnInput) -> Result<(), String> {
             ids(state.pending_tool_calls.iter().map(|c| c.id.as_str()))
         )),
         (Status::AwaitingToolExecution, TurnInput::ToolResults(results)) => {
-            let pending: HashSet<&str> = state
-                .pending_tool_calls
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect();
             let mut seen = HashSet::new();
             for result in results {
-                if !pending.contains(result.tool_call_id.as_str()) {
+                let Some(call) = state
+                    .pending_tool_calls
+                    .iter()
+                    .find(|c| c.id == result.tool_call_id)
+                else {
                     return Err(format!(
                         "`{}` is not a pending tool call",
                         result.tool_call_id
+                    ));
+                };
+                if call.name != result.tool_name {
+                    return Err(format!(
+                        "tool call `{}` is a call of `{}`, not `{}`",
+                        call.id, call.name, result.tool_name
                     ));
                 }
                 if !seen.insert(result.tool_call_id.as_str()) {

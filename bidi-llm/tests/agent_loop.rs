@@ -257,6 +257,13 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
             "two results",
         ),
         (TurnInput::ToolResults(vec![]), "missing results"),
+        (
+            TurnInput::ToolResults(vec![ToolResultMessage {
+                tool_name: "weather".into(),
+                ..result_for("c2")
+            }]),
+            "is a call of `confirm`, not `weather`",
+        ),
     ] {
         let (events, result) = run(&mut conn, input).await;
         assert_eq!(kinds(&events), ["error"]);
