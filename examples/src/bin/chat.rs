@@ -117,7 +117,11 @@ async fn main() -> Result<(), BoxError> {
                 match input.next_line().await? {
                     Some(line) if line.trim().is_empty() => continue,
                     Some(line) => line,
-                    None => break,
+                    None => {
+                        // End of input (Ctrl-D): end the prompt's line.
+                        writeln!(stdout)?;
+                        break;
+                    }
                 }
             } else {
                 let Some(line) = scripted.next() else { break };
