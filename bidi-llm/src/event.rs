@@ -124,3 +124,31 @@ pub enum AgentEvent {
         message: Option<Message>,
     },
 }
+
+impl AgentEvent {
+    /// The event's `type` tag, as it appears on the wire (`"text_delta"`, ...): what an SSE
+    /// transport names its events by.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionStart { .. } => "session_start",
+            Self::SessionEnd { .. } => "session_end",
+            Self::AwaitingToolExecution { .. } => "awaiting_tool_execution",
+            Self::MessageStart { .. } => "message_start",
+            Self::MessageEnd { .. } => "message_end",
+            Self::TextStart => "text_start",
+            Self::TextDelta { .. } => "text_delta",
+            Self::TextEnd { .. } => "text_end",
+            Self::ThinkingStart => "thinking_start",
+            Self::ThinkingDelta { .. } => "thinking_delta",
+            Self::ThinkingEnd { .. } => "thinking_end",
+            Self::ToolcallStart { .. } => "toolcall_start",
+            Self::ToolcallDelta { .. } => "toolcall_delta",
+            Self::ToolcallEnd { .. } => "toolcall_end",
+            Self::ToolExecutionStart { .. } => "tool_execution_start",
+            Self::ToolExecutionDelta { .. } => "tool_execution_delta",
+            Self::ToolExecutionEnd { .. } => "tool_execution_end",
+            Self::Error { .. } => "error",
+        }
+    }
+}

@@ -35,16 +35,8 @@ fn user(text: &str) -> TurnInput {
     TurnInput::User(UserMessage::new(text))
 }
 
-fn kinds(events: &[AgentEvent]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| {
-            serde_json::to_value(e).unwrap()["type"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
+fn kinds(events: &[AgentEvent]) -> Vec<&'static str> {
+    events.iter().map(AgentEvent::kind).collect()
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -222,7 +214,7 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
     assert_eq!(result.status, Status::AwaitingToolExecution);
     assert_eq!(result.pending_tool_calls.len(), 1);
     assert_eq!(result.pending_tool_calls[0].id, "c2");
-    assert!(kinds(&events).contains(&"awaiting_tool_execution".to_owned()));
+    assert!(kinds(&events).contains(&"awaiting_tool_execution"));
     // The local tool ran; its result is in before the suspension.
     assert!(
         result
@@ -303,11 +295,7 @@ async fn model_error_mid_stream_keeps_the_partial_output() {
         panic!("{result:?}")
     };
     assert_eq!(error.partial.as_ref().unwrap().text(), "Half of it");
-    assert!(kinds(&events).ends_with(&[
-        "message_end".to_owned(),
-        "error".to_owned(),
-        "session_end".to_owned()
-    ]));
+    assert!(kinds(&events).ends_with(&["message_end", "error", "session_end"]));
 }
 
 #[tokio::test]

@@ -128,6 +128,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
     ];
     for (event, expected) in cases {
         assert_eq!(serde_json::to_value(&event).unwrap(), expected, "{event:?}");
+        assert_eq!(expected["type"], event.kind());
         assert_eq!(
             serde_json::from_value::<AgentEvent>(expected).unwrap(),
             event
@@ -237,17 +238,9 @@ async fn assembler_builds_the_message_and_its_events() {
     assert_eq!(message.text(), "Checking now");
     let ids: Vec<_> = message.tool_calls().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2"]);
-    let kinds: Vec<String> = events
-        .iter()
-        .map(|e| {
-            serde_json::to_value(e).unwrap()["type"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(kinds.first().map(String::as_str), Some("thinking_start"));
-    assert!(kinds.contains(&"thinking_end".to_owned()));
+    let kinds: Vec<&str> = events.iter().map(AgentEvent::kind).collect();
+    assert_eq!(kinds.first(), Some(&"thinking_start"));
+    assert!(kinds.contains(&"thinking_end"));
     let ends: Vec<_> = events
         .iter()
         .filter_map(|e| match e {

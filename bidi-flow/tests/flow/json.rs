@@ -61,6 +61,11 @@ async fn turn(conn: &mut bidi_flow::JsonConnection) -> Vec<Result<Value, JsonErr
     conn.responses().collect().await
 }
 
+/// The chunks of a turn that must succeed.
+async fn chunks(conn: &mut bidi_flow::JsonConnection) -> Vec<Value> {
+    turn(conn).await.into_iter().map(Result::unwrap).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valid_traffic_round_trips() {
     let registry = registry();
@@ -68,12 +73,7 @@ async fn valid_traffic_round_trips() {
         .connect_json("/bidi-flow/words", json!({"prefix": "#"}))
         .unwrap();
     conn.send(json!("a b")).await.unwrap();
-    let chunks: Vec<_> = turn(&mut conn)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(chunks, [json!("#a"), json!("#b")]);
+    assert_eq!(chunks(&mut conn).await, [json!("#a"), json!("#b")]);
     conn.close();
     assert_eq!(conn.output().await.unwrap(), json!(1));
 }
@@ -113,14 +113,7 @@ async fn bad_input_is_refused_and_the_connection_goes_on() {
     conn.send(json!({"items": [{"name": "tea", "qty": 2}]}))
         .await
         .unwrap();
-    assert_eq!(
-        turn(&mut conn)
-            .await
-            .into_iter()
-            .map(Result::unwrap)
-            .collect::<Vec<_>>(),
-        [json!(2)]
-    );
+    assert_eq!(chunks(&mut conn).await, [json!(2)]);
 
     let bad = json!({"items": [{"name": "tea", "qty": 1}, {"name": "cake", "qty": -1}]});
     match conn.send(bad.clone()).await {
@@ -145,14 +138,7 @@ async fn bad_input_is_refused_and_the_connection_goes_on() {
     conn.send(json!({"items": [{"name": "jam", "qty": 3}]}))
         .await
         .unwrap();
-    assert_eq!(
-        turn(&mut conn)
-            .await
-            .into_iter()
-            .map(Result::unwrap)
-            .collect::<Vec<_>>(),
-        [json!(3)]
-    );
+    assert_eq!(chunks(&mut conn).await, [json!(3)]);
     conn.close();
     match conn.send(json!({"items": []})).await {
         Err(JsonError::Send(SendError::Closed(value))) => assert_eq!(value, json!({"items": []})),
