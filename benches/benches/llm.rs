@@ -3,8 +3,11 @@
 //!
 //! ```sh
 //! cargo bench -p benches --bench llm
+//! # a longer answer, one worker:
+//! BIDI_BENCH_WORDS=10000 BIDI_BENCH_WORKERS=1 cargo bench -p benches --bench llm
 //! ```
 
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use benches::{on_worker, runtime};
@@ -13,11 +16,18 @@ use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Ou
 use bidi_llm::{
     LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput, UserMessage, execute,
 };
+use bidi_session::{MemoryStore, SessionStore};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 
-const WORDS: usize = 1_000;
+/// Words in the answer: 1,000, or `BIDI_BENCH_WORDS`.
+static WORDS: LazyLock<usize> = LazyLock::new(|| {
+    std::env::var("BIDI_BENCH_WORDS")
+        .ok()
+        .and_then(|words| words.parse().ok())
+        .unwrap_or(1_000)
+});
 
 /// Answers every request with the same scripted text.
 #[derive(Clone)]
@@ -30,14 +40,14 @@ impl Model for Repeat {
 }
 
 fn model() -> Repeat {
-    let text = vec!["word"; WORDS].join(" ");
+    let text = vec!["word"; *WORDS].join(" ");
     Repeat(Scripted::new().text(&text).events())
 }
 
 fn llm(c: &mut Criterion) {
     let rt = runtime();
     let mut group = c.benchmark_group("llm_events");
-    group.throughput(Throughput::Elements(WORDS as u64));
+    group.throughput(Throughput::Elements(*WORDS as u64));
     group.sample_size(30);
 
     let raw = model();
@@ -55,7 +65,7 @@ fn llm(c: &mut Criterion) {
                             n += 1;
                         }
                     }
-                    assert_eq!(n, WORDS);
+                    assert_eq!(n, *WORDS);
                 }
                 start.elapsed()
             })
@@ -95,18 +105,23 @@ fn llm(c: &mut Criterion) {
                             n += 1;
                         }
                     }
-                    assert_eq!(n, WORDS);
+                    assert_eq!(n, *WORDS);
                 }
                 start.elapsed()
             })
         });
     });
 
-    let agent = LlmAgent::builder("bench", model()).build();
+    // Each execution opens a connection on a new session, reads every event, ends the
+    // connection and deletes the session (a store that only grew would measure the allocator).
+    let store = Arc::new(MemoryStore::new());
+    let agent = LlmAgent::builder("bench", model())
+        .store(store.clone())
+        .build();
     for (name, buffer) in [("agent_loop", 0), ("agent_loop_buffered_64", 64)] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let agent = agent.clone();
+                let (agent, store) = (agent.clone(), store.clone());
                 on_worker(&rt, async move {
                     let start = Instant::now();
                     for _ in 0..iters {
@@ -124,7 +139,11 @@ fn llm(c: &mut Criterion) {
                                 n += 1;
                             }
                         }
-                        assert_eq!(n, WORDS);
+                        assert_eq!(n, *WORDS);
+                        drop(run);
+                        conn.close();
+                        let output = conn.output().await.expect("output");
+                        store.delete(&output.session_id).await.expect("delete");
                     }
                     start.elapsed()
                 })

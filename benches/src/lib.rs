@@ -9,7 +9,8 @@ use bidi_core::Connection;
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
-/// The runtime every benchmark uses: two workers, like the machines the figures come from.
+/// The runtime every benchmark uses: two workers, like the machines the figures come from
+/// (`BIDI_BENCH_WORKERS` sets another number).
 ///
 /// # Panics
 ///
@@ -17,7 +18,12 @@ use tokio::task::JoinHandle;
 #[must_use]
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(
+            std::env::var("W")
+                .ok()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(2),
+        )
         .enable_all()
         .build()
         .expect("tokio runtime")

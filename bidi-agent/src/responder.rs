@@ -67,6 +67,20 @@ impl<Stream> Responder<Stream> {
         self.out.send(chunk).await
     }
 
+    /// Streams several chunks as one hand-off; completes when the consumer has taken them (with
+    /// the default unbuffered output). See [`Outbound::send_batch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Outbound::send_batch`]: the whole batch comes back.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, none of the chunks is delivered.
+    pub async fn send_batch(&self, chunks: Vec<Stream>) -> Result<(), SendError<Vec<Stream>>> {
+        self.out.send_batch(chunks).await
+    }
+
     /// Ends the current turn: the consumer's `responses()` ends here.
     ///
     /// # Errors

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_core::{FusedStream, Stream};
@@ -38,8 +38,11 @@ where
             guard: CancelOnDrop(Some(core.clone())),
             tx: SendHalf { link: core.clone() },
             rx: RecvHalf {
-                link: core,
-                error_yielded: false,
+                source: Source {
+                    link: core,
+                    error_yielded: false,
+                },
+                backlog: Mutex::new(Vec::new().into_iter()),
             },
         }
     }
@@ -252,6 +255,15 @@ impl<In> fmt::Debug for SendHalf<In> {
 /// The receiving half of a [`Connection`], from [`Connection::into_split`]: each turn's
 /// chunks and the output.
 pub struct RecvHalf<Out, S> {
+    source: Source<Out, S>,
+    /// The rest of a batch taken from the channel ([`Outbound::send_batch`](crate::Outbound::send_batch)),
+    /// read before the channel. Only ever reached through `&mut self` (`Mutex::get_mut`, no
+    /// locking): the mutex is there so the half is `Sync` whatever the chunk type.
+    backlog: Mutex<std::vec::IntoIter<S>>,
+}
+
+/// What a [`Responses`] reads from besides the backlog.
+struct Source<Out, S> {
     link: Arc<dyn ResultLink<Out, S>>,
     /// The connection's error was already yielded by a `Responses`.
     error_yielded: bool,
@@ -261,7 +273,11 @@ impl<Out, S> RecvHalf<Out, S> {
     /// As [`Connection::responses`].
     pub fn responses(&mut self) -> Responses<'_, S> {
         Responses {
-            half: self,
+            source: &mut self.source,
+            backlog: self
+                .backlog
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
             done: false,
             waiting: false,
         }
@@ -277,7 +293,7 @@ impl<Out, S> RecvHalf<Out, S> {
     ///
     /// Dropping the future drops this half; once every half is gone the action is cancelled.
     pub async fn output(self) -> Result<Out, Error> {
-        let output = self.link.output();
+        let output = self.source.link.output();
         poll_fn(|cx| {
             loop {
                 match output.poll_recv(cx) {
@@ -288,37 +304,37 @@ impl<Out, S> RecvHalf<Out, S> {
             }
         })
         .await;
-        self.link.take_result()
+        self.source.link.take_result()
     }
 
     /// As [`Connection::cancel`].
     pub fn cancel(&self) {
-        self.link.cancel(Cause::requested());
+        self.source.link.cancel(Cause::requested());
     }
 
     /// As [`Connection::cancel_with`].
     pub fn cancel_with(&self, cause: impl Into<BoxError>) {
-        self.link.cancel(Cause::new(cause));
+        self.source.link.cancel(Cause::new(cause));
     }
 
     /// As [`Connection::is_finished`].
     #[must_use]
     pub fn is_finished(&self) -> bool {
-        self.link.control().is_finished()
+        self.source.link.control().is_finished()
     }
 
     /// As [`Connection::id`].
     #[must_use]
     pub fn id(&self) -> Uuid {
-        self.link.control().id()
+        self.source.link.control().id()
     }
 }
 
 impl<Out, S> Drop for RecvHalf<Out, S> {
     fn drop(&mut self) {
         // Nobody reads chunks any more: the action's sends fail instead of waiting forever.
-        if !link::release_handle(&*self.link) {
-            self.link.output().close(Reason::Closed);
+        if !link::release_handle(&*self.source.link) {
+            self.source.link.output().close(Reason::Closed);
         }
     }
 }
@@ -326,7 +342,7 @@ impl<Out, S> Drop for RecvHalf<Out, S> {
 impl<Out, S> fmt::Debug for RecvHalf<Out, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RecvHalf")
-            .field("id", &self.link.control().id())
+            .field("id", &self.source.link.control().id())
             .finish_non_exhaustive()
     }
 }
@@ -337,7 +353,9 @@ impl<Out, S> fmt::Debug for RecvHalf<Out, S> {
 /// Dropping it cancels nothing; the next [`responses`](Connection::responses) call continues
 /// with the next chunk.
 pub struct Responses<'a, S> {
-    half: &'a mut dyn ResponsesSource<S>,
+    source: &'a mut dyn ResponsesSource<S>,
+    /// The rest of a batch, read before the channel.
+    backlog: &'a mut std::vec::IntoIter<S>,
     done: bool,
     waiting: bool,
 }
@@ -350,7 +368,7 @@ trait ResponsesSource<S>: Send + Sync {
     fn take_error(&mut self) -> Option<Error>;
 }
 
-impl<Out, S> ResponsesSource<S> for RecvHalf<Out, S> {
+impl<Out, S> ResponsesSource<S> for Source<Out, S> {
     fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>> {
         self.link.output().poll_recv(cx)
     }
@@ -372,29 +390,39 @@ impl<Out, S> ResponsesSource<S> for RecvHalf<Out, S> {
 impl<S> Stream for Responses<'_, S> {
     type Item = Result<S, Error>;
 
+    #[inline]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         if this.done {
             return Poll::Ready(None);
         }
-        let frame = match this.half.poll_frame(cx) {
-            Poll::Pending => {
-                this.waiting = true;
-                return Poll::Pending;
+        loop {
+            if let Some(chunk) = this.backlog.next() {
+                return Poll::Ready(Some(Ok(chunk)));
             }
-            Poll::Ready(frame) => frame,
-        };
-        this.waiting = false;
-        match frame {
-            Some(Frame::Chunk(chunk)) => Poll::Ready(Some(Ok(chunk))),
-            Some(Frame::EndTurn) => {
-                this.done = true;
-                Poll::Ready(None)
-            }
-            None => {
-                this.done = true;
-                Poll::Ready(this.half.take_error().map(Err))
-            }
+            let frame = match this.source.poll_frame(cx) {
+                Poll::Pending => {
+                    this.waiting = true;
+                    return Poll::Pending;
+                }
+                Poll::Ready(frame) => frame,
+            };
+            this.waiting = false;
+            return match frame {
+                Some(Frame::Chunk(chunk)) => Poll::Ready(Some(Ok(chunk))),
+                Some(Frame::Batch(chunks)) => {
+                    *this.backlog = chunks.into_iter();
+                    continue;
+                }
+                Some(Frame::EndTurn) => {
+                    this.done = true;
+                    Poll::Ready(None)
+                }
+                None => {
+                    this.done = true;
+                    Poll::Ready(this.source.take_error().map(Err))
+                }
+            };
         }
     }
 }
@@ -408,7 +436,7 @@ impl<S> FusedStream for Responses<'_, S> {
 impl<S> Drop for Responses<'_, S> {
     fn drop(&mut self) {
         if self.waiting {
-            self.half.stop_waiting();
+            self.source.stop_waiting();
         }
     }
 }

@@ -19,6 +19,8 @@ use crate::observer::Observer;
 /// What travels from the action to the consumer.
 pub(crate) enum Frame<S> {
     Chunk(S),
+    /// Several chunks taken by the consumer at once (never empty).
+    Batch(Vec<S>),
     EndTurn,
 }
 

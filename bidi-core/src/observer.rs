@@ -36,8 +36,12 @@ pub trait Observer: Send + Sync + 'static {
     /// The action took an input.
     fn on_input(&self) {}
 
-    /// A chunk was delivered (with the default unbuffered output: taken by the consumer).
-    fn on_chunk(&self) {}
+    /// `count` chunks were delivered (with the default unbuffered output: taken by the
+    /// consumer): one per [`Outbound::send`](crate::Outbound::send), a whole batch per
+    /// [`Outbound::send_batch`](crate::Outbound::send_batch).
+    fn on_chunks(&self, count: usize) {
+        let _ = count;
+    }
 
     /// The action ended a turn.
     fn on_end_turn(&self) {}

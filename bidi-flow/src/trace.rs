@@ -204,10 +204,11 @@ impl Observer for ConnectionTrace {
         self.open_turn();
     }
 
-    fn on_chunk(&self) {
-        self.chunks.fetch_add(1, Ordering::Relaxed);
+    fn on_chunks(&self, count: usize) {
+        let count = u64::try_from(count).unwrap_or(u64::MAX);
+        self.chunks.fetch_add(count, Ordering::Relaxed);
         self.open_turn();
-        self.turn_chunks.fetch_add(1, Ordering::Relaxed);
+        self.turn_chunks.fetch_add(count, Ordering::Relaxed);
     }
 
     fn on_end_turn(&self) {

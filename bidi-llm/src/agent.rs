@@ -3,11 +3,14 @@
 //! pending, or the turn limit is hit.
 
 use std::collections::{BTreeMap, HashSet};
+use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_core::{ActionContext, BoxError, Connection, Inbound};
 use bidi_session::{Session, SessionStore};
+use futures_core::Stream;
 use futures_util::future::{Either, select};
 use futures_util::stream::{SelectAll, StreamExt as _};
 use schemars::JsonSchema;
@@ -15,8 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::AgentEvent;
 use crate::message::{
-    AbortedMessage, AssistantMessage, ErrorMessage, Message, Role, ToolCall, ToolResultMessage,
-    Usage, UserMessage,
+    AbortedMessage, ErrorMessage, Message, Role, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
 use crate::model::{Assembled, Assembler, Model, ModelRequest};
 use crate::tool::{Tool, ToolEvent};
@@ -212,17 +214,10 @@ async fn run(
             out.end_turn().await?;
             continue;
         }
-        let mut turn = Turn {
-            config: &config,
-            ctx: &ctx,
-            out: &out,
+        let mut turn = Turn::new(&config, &ctx, &out, session.id());
+        turn.emit(AgentEvent::SessionStart {
             session_id: session.id().to_owned(),
-            new: Vec::new(),
-        };
-        turn.send(AgentEvent::SessionStart {
-            session_id: turn.session_id.clone(),
-        })
-        .await?;
+        });
         let inputs: Vec<Message> = match input {
             TurnInput::User(user) => vec![Message::User(user)],
             TurnInput::ToolResults(results) => {
@@ -230,20 +225,25 @@ async fn run(
             }
         };
         for message in inputs {
-            turn.add(&mut state, message).await?;
+            turn.add(&mut state, message);
         }
         state.pending_tool_calls.clear();
         state.status = Status::Running;
         let outcome = turn.execute(&mut state).await;
+        // The consumer sees the answer before the store is written.
+        let flushed = match outcome {
+            Ok(()) => turn.flush().await,
+            Err(error) => Err(error),
+        };
         session.update_state(state.clone()).await?;
         executions += 1;
-        outcome?;
+        flushed?;
         let messages = std::mem::take(&mut turn.new);
-        out.send(AgentEvent::SessionEnd {
+        turn.emit(AgentEvent::SessionEnd {
             session_id: session.id().to_owned(),
             messages,
-        })
-        .await?;
+        });
+        turn.flush().await?;
         out.end_turn().await?;
         if ctx.is_cancelled() {
             break;
@@ -323,6 +323,15 @@ fn ids<'a>(ids: impl Iterator<Item = &'a str>) -> String {
         .join(", ")
 }
 
+/// At most this many events wait in a turn's outbox before they are handed over.
+const BATCH: usize = 64;
+
+/// One execution: its events, the messages it adds, and the model calls and tools in between.
+///
+/// Events are not handed over one by one: they collect in an outbox that goes to the consumer
+/// as one batch whenever the loop is about to wait (for the model, a tool or the store) or holds
+/// [`BATCH`] of them. What is ready together (a provider's buffered tokens, a scripted answer)
+/// costs one hand-off, and nothing waits longer than it would have.
 struct Turn<'a> {
     config: &'a Config,
     ctx: &'a ActionContext,
@@ -330,36 +339,75 @@ struct Turn<'a> {
     session_id: String,
     /// The messages this execution added.
     new: Vec<Message>,
+    /// Events not handed over yet.
+    outbox: Vec<AgentEvent>,
+}
+
+impl<'a> Turn<'a> {
+    fn new(
+        config: &'a Config,
+        ctx: &'a ActionContext,
+        out: &'a Responder<AgentEvent>,
+        session_id: &str,
+    ) -> Self {
+        Self {
+            config,
+            ctx,
+            out,
+            session_id: session_id.to_owned(),
+            new: Vec::new(),
+            outbox: Vec::with_capacity(BATCH),
+        }
+    }
 }
 
 impl Turn<'_> {
-    async fn send(&self, event: AgentEvent) -> Result<(), BoxError> {
-        self.out.send(event).await.map_err(Into::into)
+    fn emit(&mut self, event: AgentEvent) {
+        self.outbox.push(event);
+    }
+
+    /// Hands the outbox to the consumer.
+    async fn flush(&mut self) -> Result<(), BoxError> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(BATCH));
+        self.out.send_batch(batch).await.map_err(Into::into)
+    }
+
+    /// The next item of `stream`; if it is not ready yet, the outbox goes first.
+    async fn next<T>(
+        &mut self,
+        stream: &mut (impl Stream<Item = T> + Unpin),
+    ) -> Result<Option<T>, BoxError> {
+        if self.outbox.len() < BATCH
+            && let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(stream.poll_next_unpin(cx))).await
+        {
+            return Ok(item);
+        }
+        self.flush().await?;
+        Ok(stream.next().await)
     }
 
     /// Appends `message`, with its start and end events.
-    async fn add(&mut self, state: &mut LlmSession, message: Message) -> Result<(), BoxError> {
-        self.send(AgentEvent::MessageStart {
+    fn add(&mut self, state: &mut LlmSession, message: Message) {
+        self.emit(AgentEvent::MessageStart {
             role: message.role(),
-        })
-        .await?;
-        self.send(AgentEvent::MessageEnd {
-            message: message.clone(),
-        })
-        .await?;
+        });
+        self.emit(AgentEvent::MessageEnd {
+            message: Box::new(message.clone()),
+        });
         state.messages.push(message.clone());
         self.new.push(message);
-        Ok(())
     }
 
     /// Model calls and local tools until the model stops, remote tools are pending, or the limit.
     async fn execute(&mut self, state: &mut LlmSession) -> Result<(), BoxError> {
         let specs: Vec<_> = self.config.tools.iter().map(Tool::spec).collect();
         for _ in 0..self.config.max_turns {
-            let Some(message) = self.call_model(state, specs.clone()).await? else {
+            let Some(calls) = self.call_model(state, specs.clone()).await? else {
                 return Ok(());
             };
-            let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
             if calls.is_empty() {
                 state.status = Status::Completed;
                 return Ok(());
@@ -371,11 +419,10 @@ impl Turn<'_> {
             if !remote.is_empty() {
                 state.status = Status::AwaitingToolExecution;
                 state.pending_tool_calls.clone_from(&remote);
-                self.send(AgentEvent::AwaitingToolExecution {
+                self.emit(AgentEvent::AwaitingToolExecution {
                     session_id: self.session_id.clone(),
                     tool_calls: remote,
-                })
-                .await?;
+                });
                 return Ok(());
             }
             if self.ctx.is_cancelled() {
@@ -383,93 +430,100 @@ impl Turn<'_> {
             }
         }
         state.status = Status::Error;
-        self.send(AgentEvent::Error {
+        self.emit(AgentEvent::Error {
             error: format!(
                 "stopped after {} model calls (max_turns)",
                 self.config.max_turns
             ),
             message: None,
-        })
-        .await
+        });
+        Ok(())
     }
 
     fn tool(&self, name: &str) -> Option<&Tool> {
         self.config.tools.iter().find(|tool| tool.name() == name)
     }
 
-    /// One model call, streamed. `None` when it failed or was cancelled (recorded in the state).
+    /// One model call, streamed: the tool calls of its answer, or `None` when it failed or was
+    /// cancelled (recorded in the state).
     async fn call_model(
         &mut self,
         state: &mut LlmSession,
         specs: Vec<crate::model::ToolSpec>,
-    ) -> Result<Option<AssistantMessage>, BoxError> {
-        self.send(AgentEvent::MessageStart {
+    ) -> Result<Option<Vec<ToolCall>>, BoxError> {
+        self.emit(AgentEvent::MessageStart {
             role: Role::Assistant,
-        })
-        .await?;
+        });
         let mut stream = self
             .config
             .model
             .stream(ModelRequest::new(state.messages.clone(), specs));
         let mut assembler = Assembler::new();
-        let mut events = Vec::new();
         // One cancellation waiter for the whole answer, not one per event.
         let ctx = self.ctx;
         let mut cancelled = std::pin::pin!(ctx.cancelled());
         loop {
-            let next = match select(stream.next(), cancelled.as_mut()).await {
-                Either::Left((next, _)) => next,
-                Either::Right(_) => {
-                    self.abort(state, &assembler);
-                    return Ok(None);
+            let ready = if self.outbox.len() < BATCH {
+                poll_fn(|cx| Poll::Ready(stream.poll_next_unpin(cx))).await
+            } else {
+                Poll::Pending
+            };
+            let next = match ready {
+                Poll::Ready(next) => next,
+                Poll::Pending => {
+                    // About to wait: what the consumer has not seen goes first. A failed
+                    // hand-off because of a cancel is an abort like any other.
+                    if let Err(error) = self.flush().await {
+                        if self.ctx.is_cancelled() {
+                            self.abort(state, &assembler);
+                            return Ok(None);
+                        }
+                        return Err(error);
+                    }
+                    match select(stream.next(), cancelled.as_mut()).await {
+                        Either::Left((next, _)) => next,
+                        Either::Right(_) => {
+                            self.abort(state, &assembler);
+                            return Ok(None);
+                        }
+                    }
                 }
             };
             let assembled = match next {
-                Some(event) => assembler.apply(event, &mut events),
+                Some(event) => assembler.apply(event, &mut self.outbox),
                 None => assembler.ended(),
             };
-            for event in events.drain(..) {
-                if let Err(error) = self.send(event).await {
-                    if self.ctx.is_cancelled() {
-                        self.abort(state, &assembler);
-                        return Ok(None);
-                    }
-                    return Err(error);
-                }
-            }
-            match assembled {
-                Assembled::Streaming => {}
+            let (message, calls) = match assembled {
+                Assembled::Streaming => continue,
                 Assembled::Done(assistant) => {
                     state.usage += assistant.usage;
-                    let message = Message::Assistant(assistant.clone());
-                    self.send(AgentEvent::MessageEnd {
-                        message: message.clone(),
-                    })
-                    .await?;
-                    state.messages.push(message.clone());
-                    self.new.push(message);
-                    return Ok(Some(assistant));
+                    let calls = assistant.tool_calls().cloned().collect();
+                    (Message::Assistant(assistant), Some(calls))
                 }
                 Assembled::Failed { error, partial } => {
                     let message = Message::Error(ErrorMessage {
                         error: error.clone(),
                         partial: Some(partial),
                     });
-                    self.send(AgentEvent::MessageEnd {
-                        message: message.clone(),
-                    })
-                    .await?;
-                    self.send(AgentEvent::Error {
+                    self.emit(AgentEvent::MessageEnd {
+                        message: Box::new(message.clone()),
+                    });
+                    self.emit(AgentEvent::Error {
                         error,
-                        message: Some(message.clone()),
-                    })
-                    .await?;
+                        message: Some(Box::new(message.clone())),
+                    });
+                    state.status = Status::Error;
                     state.messages.push(message.clone());
                     self.new.push(message);
-                    state.status = Status::Error;
                     return Ok(None);
                 }
-            }
+            };
+            self.emit(AgentEvent::MessageEnd {
+                message: Box::new(message.clone()),
+            });
+            state.messages.push(message.clone());
+            self.new.push(message);
+            return Ok(calls);
         }
     }
 
@@ -493,12 +547,11 @@ impl Turn<'_> {
     ) -> Result<(), BoxError> {
         let mut running = SelectAll::new();
         for (index, call) in calls.iter().enumerate() {
-            self.send(AgentEvent::ToolExecutionStart {
+            self.emit(AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 args: call.arguments.clone(),
-            })
-            .await?;
+            });
             let events = match self.tool(&call.name) {
                 Some(tool) => tool.run(call.id.clone(), call.arguments.clone()),
                 None => futures_util::stream::once({
@@ -511,15 +564,14 @@ impl Turn<'_> {
         }
         let mut done: BTreeMap<usize, ToolResultMessage> = BTreeMap::new();
         let mut next_end = 0;
-        while let Some((index, event)) = running.next().await {
+        while let Some((index, event)) = self.next(&mut running).await? {
             let call = &calls[index];
             let finished = match event {
                 ToolEvent::Delta(delta) => {
-                    self.send(AgentEvent::ToolExecutionDelta {
+                    self.emit(AgentEvent::ToolExecutionDelta {
                         tool_call_id: call.id.clone(),
                         delta,
-                    })
-                    .await?;
+                    });
                     None
                 }
                 ToolEvent::Complete { output, details } => Some((output, details, false)),
@@ -541,7 +593,7 @@ impl Turn<'_> {
             }
             // Emit every result that is next in call order.
             while let Some(result) = done.get(&next_end) {
-                self.send(end_event(result)).await?;
+                self.emit(end_event(result));
                 next_end += 1;
             }
         }
@@ -556,10 +608,10 @@ impl Turn<'_> {
             });
         }
         for result in done.range(next_end..).map(|(_, result)| result) {
-            self.send(end_event(result)).await?;
+            self.emit(end_event(result));
         }
         for result in done.into_values() {
-            self.add(state, Message::ToolResult(result)).await?;
+            self.add(state, Message::ToolResult(result));
         }
         Ok(())
     }
@@ -633,9 +685,11 @@ impl ExecuteStream<'_> {
                 result.status = Status::AwaitingToolExecution;
                 result.pending_tool_calls.clone_from(tool_calls);
             }
-            AgentEvent::MessageEnd {
-                message: Message::Assistant(message),
-            } => result.cost += message.usage,
+            AgentEvent::MessageEnd { message } => {
+                if let Message::Assistant(message) = &**message {
+                    result.cost += message.usage;
+                }
+            }
             AgentEvent::Error { error, .. } => {
                 result.status = Status::Error;
                 result.error = Some(error.clone());

@@ -40,8 +40,9 @@ pub enum AgentEvent {
     },
     /// A message is complete (with usage for assistant messages).
     MessageEnd {
-        /// The message.
-        message: Message,
+        /// The message (boxed: it is much larger than the other events, which are moved
+        /// around by the thousand).
+        message: Box<Message>,
     },
     /// A text block begins.
     TextStart,
@@ -121,7 +122,7 @@ pub enum AgentEvent {
         error: String,
         /// The message it left, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        message: Option<Message>,
+        message: Option<Box<Message>>,
     },
 }
 

@@ -365,6 +365,73 @@ async fn abort_mid_stream_leaves_an_aborted_message_and_a_consistent_session() {
     assert_eq!(saved.status, Status::Completed);
 }
 
+/// Streams what the test feeds it.
+struct Fed(std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<ModelEvent>>>);
+
+impl Model for Fed {
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let rx = self.0.lock().unwrap().take().expect("one answer");
+        stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|event| (event, rx))
+        })
+        .boxed()
+    }
+}
+
+/// Events go to the consumer in batches, but never wait for more: whatever the loop has is
+/// handed over before it waits for the model. (The timeout only turns a hang into a failure.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_never_held_back_while_the_model_is_silent() {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let agent = LlmAgent::builder("fed", Fed(std::sync::Mutex::new(Some(rx)))).build();
+    let mut conn = agent.connect(AgentInit::new());
+    let mut stream = execute(&mut conn, user("hi")).await.unwrap();
+    let mut next = async || stream.next().await.unwrap().unwrap();
+    let body = async {
+        // Before the model says anything.
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(next().await.kind());
+        }
+        assert_eq!(
+            seen,
+            [
+                "session_start",
+                "message_start",
+                "message_end",
+                "message_start"
+            ]
+        );
+        // Three events at once, then silence: all three arrive while the model is silent.
+        for event in [
+            ModelEvent::TextStart,
+            ModelEvent::TextDelta("a".into()),
+            ModelEvent::TextDelta("b".into()),
+        ] {
+            tx.send(event).unwrap();
+        }
+        assert_eq!(next().await.kind(), "text_start");
+        assert_eq!(next().await, AgentEvent::TextDelta { delta: "a".into() });
+        assert_eq!(next().await, AgentEvent::TextDelta { delta: "b".into() });
+        tx.send(ModelEvent::TextEnd).unwrap();
+        tx.send(ModelEvent::Done {
+            stop_reason: bidi_llm::StopReason::Stop,
+            usage: Usage::default(),
+        })
+        .unwrap();
+        let mut rest = Vec::new();
+        for _ in 0..3 {
+            rest.push(next().await.kind());
+        }
+        assert_eq!(rest, ["text_end", "message_end", "session_end"]);
+    };
+    tokio::time::timeout(Duration::from_secs(30), body)
+        .await
+        .expect("an event was held back");
+    assert!(stream.next().await.is_none());
+    assert_eq!(stream.result().status, Status::Completed);
+}
+
 /// The model of the resume tests: calls `c1` (local) and `c2` (remote), then answers.
 fn trip_script() -> ScriptedModel {
     ScriptedModel::new([

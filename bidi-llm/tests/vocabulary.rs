@@ -53,7 +53,9 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             json!({"type": "message_start", "role": "toolResult"}),
         ),
         (
-            AgentEvent::MessageEnd { message: user },
+            AgentEvent::MessageEnd {
+                message: Box::new(user),
+            },
             json!({"type": "message_end", "message": {"role": "user", "content": "hi"}}),
         ),
         (AgentEvent::TextStart, json!({"type": "text_start"})),

@@ -38,6 +38,29 @@ both_runtimes! {
         }
     }
 
+    /// C4 for batches: after completion the whole batch comes back; an empty batch fails too.
+    async fn batch_after_completion_comes_back_whole() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let tx = std::sync::Mutex::new(Some(tx));
+        let action = BidiAction::new(
+            "leaks-outbound",
+            move |_: ActionContext, (), _: Inbound<()>, out: Outbound<u32>| {
+                if let Some(tx) = tx.lock().unwrap().take() {
+                    let _ = tx.send(out);
+                }
+                async { Ok::<_, BoxError>(()) }
+            },
+        );
+        let conn = action.connect(());
+        let out = rx.await.unwrap();
+        conn.output().await.unwrap();
+        match out.send_batch(vec![1, 2, 3]).await {
+            Err(SendError::Completed(chunks)) => assert_eq!(chunks, [1, 2, 3]),
+            other => panic!("expected Completed, got {other:?}"),
+        }
+        assert!(matches!(out.send_batch(Vec::new()).await, Err(SendError::Completed(_))));
+    }
+
     /// C4: a send parked when the action completes fails with `Completed` too.
     async fn parked_send_fails_when_the_action_completes() {
         let action = BidiAction::new(

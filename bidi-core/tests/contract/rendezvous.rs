@@ -72,3 +72,34 @@ async fn end_turn_waits_for_the_consumer() {
     assert!(conn.responses().next().await.is_none());
     assert!(conn.output().await.unwrap() >= Duration::from_secs(3));
 }
+
+/// A batch is one hand-off: its send is pending until the consumer takes it (reads its first
+/// chunk), then the consumer reads the rest without the action; a batch send dropped after a
+/// timeout delivers none of its chunks.
+#[tokio::test(start_paused = true)]
+async fn batch_send_waits_for_the_consumer_once() {
+    let action = BidiAction::new(
+        "batches",
+        |_: ActionContext, (), _: Inbound<()>, out: Outbound<u32>| async move {
+            let start = Instant::now();
+            let timed_out = timeout(Duration::from_secs(5), out.send_batch(vec![1, 2]))
+                .await
+                .is_err();
+            out.send_batch(vec![3, 4, 5]).await?;
+            Ok::<_, BoxError>((timed_out, Instant::now() - start))
+        },
+    );
+    let mut conn = action.connect(());
+    sleep(Duration::from_secs(10)).await;
+    let mut responses = conn.responses();
+    assert_eq!(responses.next().await.unwrap().unwrap(), 3);
+    // The action is not waiting for these.
+    sleep(Duration::from_secs(20)).await;
+    assert_eq!(responses.next().await.unwrap().unwrap(), 4);
+    assert_eq!(responses.next().await.unwrap().unwrap(), 5);
+    assert!(responses.next().await.is_none());
+    drop(responses);
+    let (timed_out, waited) = conn.output().await.unwrap();
+    assert!(timed_out, "nobody read for 10 s");
+    assert_eq!(waited, Duration::from_secs(10));
+}

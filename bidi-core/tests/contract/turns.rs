@@ -105,6 +105,57 @@ both_runtimes! {
         conn.output().await.unwrap();
     }
 
+    /// `send_batch`: the consumer sees every chunk of a batch, in order with single sends, turn
+    /// by turn; an empty batch sends nothing.
+    async fn batches_read_like_single_sends() {
+        let action = BidiAction::new(
+            "batches",
+            |_: ActionContext, (), mut inbound: Inbound<u32>, out: Outbound<u32>| async move {
+                while let Some(n) = inbound.recv().await {
+                    out.send(n).await?;
+                    out.send_batch((n + 1..n + 4).collect()).await?;
+                    out.send_batch(Vec::new()).await?;
+                    out.send_batch(vec![n + 4]).await?;
+                    out.end_turn().await?;
+                }
+                Ok::<_, BoxError>(())
+            },
+        );
+        let mut conn = action.connect(());
+        for n in [0, 10, 20] {
+            conn.send(n).await.unwrap();
+            assert_eq!(turn(&mut conn).await, (n..n + 5).collect::<Vec<_>>());
+        }
+        conn.close();
+        conn.output().await.unwrap();
+    }
+
+    /// `send_batch`: a `Responses` dropped in the middle of a batch loses nothing; `output()`
+    /// discards a half-read batch.
+    async fn half_read_batch_survives_a_dropped_responses() {
+        let action = BidiAction::new(
+            "batch",
+            |_: ActionContext, (), mut inbound: Inbound<()>, out: Outbound<u32>| async move {
+                while inbound.recv().await.is_some() {
+                    out.send_batch(vec![1, 2, 3, 4]).await?;
+                    out.end_turn().await?;
+                }
+                Ok::<_, BoxError>("done")
+            },
+        );
+        let mut conn = action.connect(());
+        conn.send(()).await.unwrap();
+        {
+            let mut responses = conn.responses();
+            assert_eq!(responses.next().await.unwrap().unwrap(), 1);
+        }
+        assert_eq!(turn(&mut conn).await, [2, 3, 4]);
+        conn.send(()).await.unwrap();
+        assert_eq!(conn.responses().next().await.unwrap().unwrap(), 1);
+        conn.close();
+        assert_eq!(conn.output().await.unwrap(), "done");
+    }
+
     /// C5: `close` is idempotent and only half-closes; chunks sent afterwards are still read.
     async fn close_half_closes() {
         let action = BidiAction::new(
@@ -332,8 +383,8 @@ both_runtimes! {
             fn on_input(&self) {
                 self.0[0].fetch_add(1, Ordering::Relaxed);
             }
-            fn on_chunk(&self) {
-                self.0[1].fetch_add(1, Ordering::Relaxed);
+            fn on_chunks(&self, count: usize) {
+                self.0[1].fetch_add(count, Ordering::Relaxed);
             }
             fn on_end_turn(&self) {
                 self.0[2].fetch_add(1, Ordering::Relaxed);
@@ -349,5 +400,21 @@ both_runtimes! {
         conn.output().await.unwrap();
         let seen: Vec<_> = counts.0.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         assert_eq!(seen, [3, 2, 3]);
+
+        // A batch counts all its chunks.
+        let batch = BidiAction::new(
+            "batch",
+            |_: ActionContext, (), _: Inbound<()>, out: Outbound<u32>| async move {
+                out.send_batch(vec![1, 2, 3]).await?;
+                out.end_turn().await?;
+                Ok::<_, BoxError>(())
+            },
+        );
+        let counts = Arc::new(Counts::default());
+        let mut conn = batch.connect_with((), ConnectOptions::new().observer(counts.clone()));
+        assert_eq!(turn(&mut conn).await, [1, 2, 3]);
+        conn.output().await.unwrap();
+        let seen: Vec<_> = counts.0.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        assert_eq!(seen, [0, 3, 1]);
     }
 }
