@@ -14,12 +14,16 @@ use benches::{on_worker, runtime};
 use bidi_agent::AgentInit;
 use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use bidi_llm::{
-    LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput, UserMessage, execute,
+    AgentEvent, Assembler, LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput,
+    UserMessage, execute,
 };
 use bidi_session::{MemoryStore, SessionStore};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
+
+/// As many events as the agent loop hands over at once.
+const BATCH: usize = 64;
 
 /// Words in the answer: 1,000, or `BIDI_BENCH_WORDS`.
 static WORDS: LazyLock<usize> = LazyLock::new(|| {
@@ -65,6 +69,40 @@ fn llm(c: &mut Criterion) {
                             n += 1;
                         }
                     }
+                    assert_eq!(n, *WORDS);
+                }
+                start.elapsed()
+            })
+        });
+    });
+
+    // The loop's own work on each event, in the consumer's task: the `Assembler` turning model
+    // events into agent events, batched as the loop batches them, then read. No hand-off, no
+    // session: the floor under any loop that streams `AgentEvent`s.
+    let assemble = direct.clone();
+    group.bench_function("assembler_in_task", |b| {
+        b.iter_custom(|iters| {
+            let raw = assemble.clone();
+            on_worker(&rt, async move {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let mut events = raw.stream(ModelRequest::new(Vec::new(), Vec::new()));
+                    let mut assembler = Assembler::new();
+                    let mut batch = Vec::with_capacity(BATCH);
+                    let mut n = 0;
+                    let mut read = |batch: Vec<AgentEvent>| {
+                        n += batch
+                            .into_iter()
+                            .filter(|event| matches!(event, AgentEvent::TextDelta { .. }))
+                            .count();
+                    };
+                    while let Some(event) = events.next().await {
+                        assembler.apply(event, &mut batch);
+                        if batch.len() >= BATCH {
+                            read(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                        }
+                    }
+                    read(batch);
                     assert_eq!(n, *WORDS);
                 }
                 start.elapsed()
@@ -132,10 +170,7 @@ fn llm(c: &mut Criterion) {
                             .expect("send");
                         let mut n = 0;
                         while let Some(event) = run.next().await {
-                            if matches!(
-                                event.expect("event"),
-                                bidi_llm::AgentEvent::TextDelta { .. }
-                            ) {
+                            if matches!(event.expect("event"), AgentEvent::TextDelta { .. }) {
                                 n += 1;
                             }
                         }

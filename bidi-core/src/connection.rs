@@ -411,7 +411,7 @@ impl<S> Stream for Responses<'_, S> {
             return match frame {
                 Some(Frame::Chunk(chunk)) => Poll::Ready(Some(Ok(chunk))),
                 Some(Frame::Batch(chunks)) => {
-                    *this.backlog = chunks.into_iter();
+                    *this.backlog = (*chunks).into_iter();
                     continue;
                 }
                 Some(Frame::EndTurn) => {

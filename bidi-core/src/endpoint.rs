@@ -207,7 +207,7 @@ impl<S> Outbound<S> {
     pub async fn send_batch(&self, mut chunks: Vec<S>) -> Result<(), SendError<Vec<S>>> {
         let count = chunks.len();
         let frame = if count > 1 {
-            Frame::Batch(chunks)
+            Frame::Batch(Box::new(chunks))
         } else if let Some(chunk) = chunks.pop() {
             Frame::Chunk(chunk)
         } else {
@@ -223,7 +223,7 @@ impl<S> Outbound<S> {
             .map_err(|(reason, frame)| {
                 SendError::new(reason, frame).map(|frame| match frame {
                     Frame::Chunk(chunk) => vec![chunk],
-                    Frame::Batch(chunks) => chunks,
+                    Frame::Batch(chunks) => *chunks,
                     Frame::EndTurn => unreachable!("chunks were sent"),
                 })
             })?;

@@ -19,8 +19,13 @@ use crate::observer::Observer;
 /// What travels from the action to the consumer.
 pub(crate) enum Frame<S> {
     Chunk(S),
-    /// Several chunks taken by the consumer at once (never empty).
-    Batch(Vec<S>),
+    /// Several chunks taken by the consumer at once (never empty). Boxed so that a frame is no
+    /// larger than a chunk and its tag: single chunks pay nothing for batches.
+    #[expect(
+        clippy::box_collection,
+        reason = "one pointer keeps `Frame<S>` the size of `S` and a tag"
+    )]
+    Batch(Box<Vec<S>>),
     EndTurn,
 }
 

@@ -356,7 +356,7 @@ impl<'a> Turn<'a> {
             out,
             session_id: session_id.to_owned(),
             new: Vec::new(),
-            outbox: Vec::with_capacity(BATCH),
+            outbox: Vec::with_capacity(4),
         }
     }
 }
@@ -371,7 +371,10 @@ impl Turn<'_> {
         if self.outbox.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(BATCH));
+        // The next batch is likely the size of this one: a streaming model's events come a
+        // few at a time, a fast producer's fill the batch.
+        let capacity = self.outbox.len().clamp(4, BATCH);
+        let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(capacity));
         self.out.send_batch(batch).await.map_err(Into::into)
     }
 
