@@ -54,6 +54,8 @@
 //! - **Rendezvous**: by default both directions are unbuffered. A send completes when the other
 //!   side has taken the value (or, if it is already waiting, once the value is handed to it), and
 //!   a send whose future is dropped delivers nothing. [`ConnectOptions`] sets buffers instead.
+//!   An action with several chunks ready at once hands them over together with
+//!   [`Outbound::send_batch`]: one hand-off, the consumer reads them one by one.
 //!
 //! Drive connections from tasks rather than from the thread running `block_on`: each unbuffered
 //! hand-off is a task switch, which is much cheaper between runtime workers.
