@@ -31,6 +31,7 @@
 //! |---|---|---|
 //! | [`MemoryStore`] | process memory | the default; keeps every version |
 //! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL, optional retention |
+//! | `PostgresStore` | a PostgreSQL table | feature `postgres`: one store shared by processes on several machines |
 //!
 //! Your own store is one `impl SessionStore`; run [`testing::conformance`] against it.
 //!
@@ -39,11 +40,14 @@
 //! | feature | what it adds | default |
 //! |---|---|---|
 //! | `testing` | the public conformance suite, [`testing`] | no |
+//! | `postgres` | `PostgresStore` (tokio-postgres, deadpool-postgres) | no |
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod session;
 mod sqlite;
 mod store;
@@ -52,6 +56,9 @@ mod store;
 pub mod testing;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::PostgresStore;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
 pub use store::{BoxError, SessionStore, Snapshot, StoreError};

@@ -240,11 +240,13 @@ fn time(millis: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
-fn version(v: i64) -> u64 {
+/// A version read from SQL (`BIGINT`/`INTEGER`, never negative).
+pub(crate) fn version(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-fn sql_version(v: u64) -> Result<i64, StoreError> {
+/// A version as SQL stores it.
+pub(crate) fn sql_version(v: u64) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(StoreError::backend)
 }
 

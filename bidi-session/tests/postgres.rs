@@ -1,0 +1,250 @@
+//! `PostgresStore` against a real PostgreSQL server: the conformance suite, retention, two
+//! stores (two pools) racing on one session, and a server that goes away.
+//!
+//! The test starts a private server (`initdb` + `postgres` from the installed PostgreSQL, on a
+//! free port of 127.0.0.1, in a temporary directory) and stops it when done. With
+//! `BIDI_POSTGRES_URL` set it uses that database instead (and skips the dead-server check).
+
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used)]
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bidi_session::{PostgresStore, Session, SessionStore, StoreError, testing};
+use serde_json::json;
+
+/// A PostgreSQL server of our own, stopped on drop.
+struct Server {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where `initdb` and `postgres` are: `pg_config --bindir`, the `PATH`, or the newest Debian
+/// layout.
+fn bindir() -> PathBuf {
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if dir.join("initdb").exists() {
+            return dir;
+        }
+    }
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).find(|dir| dir.join("initdb").exists()));
+    if let Some(dir) = on_path {
+        return dir;
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop().expect(
+        "no PostgreSQL server binaries (initdb): install postgresql, or set BIDI_POSTGRES_URL",
+    )
+}
+
+/// PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
+fn server_user() -> Option<(u32, u32)> {
+    let uid = String::from_utf8(Command::new("id").arg("-u").output().ok()?.stdout).ok()?;
+    if uid.trim() != "0" {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    let line = passwd.lines().find(|line| line.starts_with("postgres:"))?;
+    let fields: Vec<&str> = line.split(':').collect();
+    Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+}
+
+fn command(bin: &Path, user: Option<(u32, u32)>) -> Command {
+    let mut command = Command::new(bin);
+    if let Some((uid, gid)) = user {
+        command.uid(uid).gid(gid);
+    }
+    command
+}
+
+async fn start() -> Server {
+    let bin = bindir();
+    let user = server_user();
+    let dir = tempfile::tempdir().unwrap();
+    if let Some((uid, gid)) = user {
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+    }
+    let data = dir.path().join("data");
+    let init = command(&bin.join("initdb"), user)
+        .args([
+            "--auth=trust",
+            "--username=bidi",
+            "--encoding=UTF8",
+            "--no-sync",
+        ])
+        .arg("-D")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "initdb: {init:?}");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = command(&bin.join("postgres"), user)
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+        .args(["-c", "fsync=off", "-k"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child,
+        url: format!("postgres://bidi@127.0.0.1:{port}/postgres"),
+        _dir: dir,
+    };
+    // Ready once it takes a connection.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready(&server.url).await.is_err() {
+        assert!(Instant::now() < deadline, "PostgreSQL did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server
+}
+
+async fn ready(url: &str) -> Result<(), StoreError> {
+    PostgresStore::connect(url).await.map(drop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store() {
+    let external = std::env::var("BIDI_POSTGRES_URL").ok();
+    let server = match &external {
+        Some(_) => None,
+        None => Some(start().await),
+    };
+    let url = external
+        .clone()
+        .unwrap_or_else(|| server.as_ref().unwrap().url.clone());
+
+    // The conformance suite.
+    let store = PostgresStore::connect(&url).await.unwrap();
+    testing::conformance(Arc::new(store.clone())).await;
+
+    // One version kept: the row moves in place, the CAS holds.
+    let single = store.clone().with_retention(1);
+    let id = format!("single-{}", std::process::id());
+    single.save(&id, None, json!(1)).await.unwrap();
+    for v in 1..5 {
+        single.save(&id, Some(v), json!(v + 1)).await.unwrap();
+    }
+    assert!(single.load_version(&id, 4).await.unwrap().is_none());
+    assert_eq!(single.load(&id).await.unwrap().unwrap().state, json!(5));
+    match single.save(&id, Some(4), json!(0)).await {
+        Err(StoreError::Conflict {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (Some(4), Some(5))),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+
+    // Retention: the latest three versions stay, the CAS still works at the head.
+    let kept_store = store.clone().with_retention(3);
+    let id = format!("retention-{}", std::process::id());
+    kept_store.save(&id, None, json!(1)).await.unwrap();
+    for v in 1..10 {
+        kept_store.save(&id, Some(v), json!(v + 1)).await.unwrap();
+    }
+    let mut kept = Vec::new();
+    for v in 1..=10 {
+        if kept_store.load_version(&id, v).await.unwrap().is_some() {
+            kept.push(v);
+        }
+    }
+    assert_eq!(kept, [8, 9, 10]);
+    kept_store.save(&id, Some(10), json!(11)).await.unwrap();
+    assert!(
+        kept_store
+            .save(&id, Some(10), json!(0))
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+
+    // Two stores, each with its own pool (as two processes would be), racing on one session:
+    // every update counts exactly once.
+    let other: Arc<dyn SessionStore> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+    let one: Arc<dyn SessionStore> = Arc::new(store.clone());
+    let id = format!("race-{}", std::process::id());
+    Session::create(one.clone(), &id, 0u64).await.unwrap();
+    let workers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = if i % 2 == 0 {
+                one.clone()
+            } else {
+                other.clone()
+            };
+            let id = id.clone();
+            tokio::spawn(async move {
+                let session = Session::<u64>::load(store, &id).await.unwrap().unwrap();
+                for _ in 0..25 {
+                    session.update(|n| *n += 1).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let latest = other.load(&id).await.unwrap().unwrap();
+    assert_eq!((latest.state, latest.version), (json!(200), 201));
+
+    // Timestamps are the server's, and a load says what the save said.
+    let id = format!("times-{}", std::process::id());
+    let saved = store.save(&id, None, json!({"a": 1})).await.unwrap();
+    let loaded = store.load(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (saved.created_at, saved.updated_at),
+        (loaded.created_at, loaded.updated_at)
+    );
+    let second = store.save(&id, Some(1), json!({"a": 2})).await.unwrap();
+    assert_eq!(second.created_at, saved.created_at);
+    assert!(second.updated_at >= saved.updated_at);
+
+    // What PostgreSQL cannot hold is a clear backend error, and nothing is written.
+    let id = format!("nul-{}", std::process::id());
+    let refused = store.save(&id, None, json!({"text": "a\u{0}b"})).await;
+    assert!(
+        matches!(refused, Err(StoreError::Backend(_))),
+        "{refused:?}"
+    );
+    assert!(store.load(&id).await.unwrap().is_none());
+
+    // The server goes away: calls fail with a backend error instead of hanging.
+    if let Some(server) = server {
+        drop(server);
+        let failed = tokio::time::timeout(Duration::from_secs(60), store.load("anything"))
+            .await
+            .expect("a dead server fails calls instead of hanging them");
+        assert!(matches!(failed, Err(StoreError::Backend(_))), "{failed:?}");
+        assert!(
+            PostgresStore::connect(&url).await.is_err(),
+            "nothing listens any more"
+        );
+    }
+}
