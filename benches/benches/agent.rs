@@ -8,6 +8,9 @@
 //!   threads), keeping every version or only the latest, against the raw rusqlite
 //!   `UPDATE … WHERE id = ? AND version = ?` on a file with the same settings (WAL,
 //!   `synchronous = NORMAL`), called directly.
+//! - `postgres_cas`: the same saves through `PostgresStore`, on a private PostgreSQL server
+//!   (`bidi_session::testing::PostgresServer`), against the raw tokio-postgres
+//!   `UPDATE … WHERE id = $1 AND version = $2` on one connection to the same server.
 //! - `agent_turn`: a turn of an agent with a `MemoryStore` that saves its state once per turn
 //!   (`update_state`) against the same turn of a bare `BidiAction`.
 
@@ -18,7 +21,8 @@ use std::time::Instant;
 use benches::{on_worker, read_turn, runtime};
 use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
-use bidi_session::{Session, SessionStore, SqliteStore};
+use bidi_session::testing::PostgresServer;
+use bidi_session::{PostgresStore, Session, SessionStore, SqliteStore};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
@@ -127,6 +131,88 @@ fn sqlite_cas(c: &mut Criterion) {
     group.finish();
 }
 
+fn postgres_cas(c: &mut Criterion) {
+    let rt = runtime();
+    let server = rt
+        .block_on(PostgresServer::start())
+        .expect("a PostgreSQL server");
+    let mut group = c.benchmark_group("postgres_cas");
+    group.throughput(Throughput::Elements(1));
+
+    for (name, retention) in [
+        ("store_every_version", None),
+        ("store_latest_only", Some(1)),
+    ] {
+        let store = rt
+            .block_on(PostgresStore::connect(server.url()))
+            .expect("connect");
+        let store = match retention {
+            Some(keep) => store.with_retention(keep),
+            None => store,
+        };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let store = store.clone();
+                on_worker(&rt, async move {
+                    let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
+                    let mut version = store
+                        .save(&id, None, state(0))
+                        .await
+                        .expect("create")
+                        .version;
+                    let start = Instant::now();
+                    for n in 0..iters {
+                        version = store
+                            .save(&id, Some(version), state(n))
+                            .await
+                            .expect("save")
+                            .version;
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+
+    let url = server.url().to_owned();
+    let raw = rt.block_on(async move {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect raw");
+        tokio::spawn(connection);
+        client
+            .batch_execute(
+                "CREATE TABLE sessions (id TEXT PRIMARY KEY, version BIGINT NOT NULL, state JSONB NOT NULL);
+                 INSERT INTO sessions VALUES ('s', 1, '{}')",
+            )
+            .await
+            .expect("schema");
+        Arc::new(client)
+    });
+    let version = Arc::new(AtomicU64::new(1));
+    group.bench_function("raw_tokio_postgres", |b| {
+        b.iter_custom(|iters| {
+            let (raw, version) = (Arc::clone(&raw), Arc::clone(&version));
+            on_worker(&rt, async move {
+                let update = raw
+                    .prepare("UPDATE sessions SET state = $1, version = version + 1 WHERE id = 's' AND version = $2")
+                    .await
+                    .expect("prepare");
+                let start = Instant::now();
+                for n in 0..iters {
+                    let v = i64::try_from(version.fetch_add(1, Ordering::Relaxed)).expect("version");
+                    // The same work as the store: the state goes as JSONB, then the CAS.
+                    let updated = raw.execute(&update, &[&state(n), &v]).await.expect("update");
+                    assert_eq!(updated, 1);
+                }
+                start.elapsed()
+            })
+        });
+    });
+    group.finish();
+    drop(server);
+}
+
 async fn echo(
     _: ActionContext,
     (): (),
@@ -199,5 +285,5 @@ fn agent_turn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sqlite_cas, agent_turn);
+criterion_group!(benches, sqlite_cas, postgres_cas, agent_turn);
 criterion_main!(benches);

@@ -84,6 +84,11 @@ pub struct ExecuteResult {
 
 /// An LLM agent: a model, tools, and a turn limit, served as a `bidi-agent` [`Agent`]
 /// (registered as `/agent/{name}`) whose chunks are [`AgentEvent`]s.
+///
+/// Events that are ready together (a provider's buffered tokens, a tool's burst of output)
+/// reach the consumer in one hand-off ([`Outbound::send_batch`](bidi_core::Outbound::send_batch)),
+/// and the loop hands over what it has before it waits for anything, so no event waits for
+/// company.
 #[derive(Clone)]
 pub struct LlmAgent {
     agent: Agent<LlmSession, TurnInput, u32, AgentEvent>,
@@ -379,7 +384,7 @@ impl Turn<'_> {
     }
 
     /// The next item of `stream`; if it is not ready yet, the outbox goes first.
-    async fn next<T>(
+    async fn next_from<T>(
         &mut self,
         stream: &mut (impl Stream<Item = T> + Unpin),
     ) -> Result<Option<T>, BoxError> {
@@ -567,7 +572,7 @@ impl Turn<'_> {
         }
         let mut done: BTreeMap<usize, ToolResultMessage> = BTreeMap::new();
         let mut next_end = 0;
-        while let Some((index, event)) = self.next(&mut running).await? {
+        while let Some((index, event)) = self.next_from(&mut running).await? {
             let call = &calls[index];
             let finished = match event {
                 ToolEvent::Delta(delta) => {

@@ -14,9 +14,18 @@
 //! of their own (with a per-run prefix), so they can run against a store that holds other data,
 //! but they need every version of a session kept (no retention limit below 4) and a
 //! multi-thread tokio runtime for the concurrency check to mean anything.
+//!
+//! With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to
+//! run them against.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+#[cfg(feature = "postgres")]
+mod postgres_server;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres_server::PostgresServer;
 
 use serde_json::{Value, json};
 

@@ -1,147 +1,30 @@
 //! `PostgresStore` against a real PostgreSQL server: the conformance suite, retention, two
 //! stores (two pools) racing on one session, and a server that goes away.
 //!
-//! The test starts a private server (`initdb` + `postgres` from the installed PostgreSQL, on a
-//! free port of 127.0.0.1, in a temporary directory) and stops it when done. With
+//! The test starts a private server ([`PostgresServer`]: `initdb` + `postgres` from the
+//! installed PostgreSQL, on a free port of 127.0.0.1) and stops it when done. With
 //! `BIDI_POSTGRES_URL` set it uses that database instead (and skips the dead-server check).
 
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used)]
 
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bidi_session::{PostgresStore, Session, SessionStore, StoreError, testing};
+use bidi_session::testing::{self, PostgresServer};
+use bidi_session::{PostgresStore, Session, SessionStore, StoreError};
 use serde_json::json;
-
-/// A PostgreSQL server of our own, stopped on drop.
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Where `initdb` and `postgres` are: `pg_config --bindir`, the `PATH`, or the newest Debian
-/// layout.
-fn bindir() -> PathBuf {
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("initdb").exists() {
-            return dir;
-        }
-    }
-    let on_path = std::env::var_os("PATH")
-        .and_then(|path| std::env::split_paths(&path).find(|dir| dir.join("initdb").exists()));
-    if let Some(dir) = on_path {
-        return dir;
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.path().join("bin"))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop().expect(
-        "no PostgreSQL server binaries (initdb): install postgresql, or set BIDI_POSTGRES_URL",
-    )
-}
-
-/// PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
-fn server_user() -> Option<(u32, u32)> {
-    let uid = String::from_utf8(Command::new("id").arg("-u").output().ok()?.stdout).ok()?;
-    if uid.trim() != "0" {
-        return None;
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    let line = passwd.lines().find(|line| line.starts_with("postgres:"))?;
-    let fields: Vec<&str> = line.split(':').collect();
-    Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
-}
-
-fn command(bin: &Path, user: Option<(u32, u32)>) -> Command {
-    let mut command = Command::new(bin);
-    if let Some((uid, gid)) = user {
-        command.uid(uid).gid(gid);
-    }
-    command
-}
-
-async fn start() -> Server {
-    let bin = bindir();
-    let user = server_user();
-    let dir = tempfile::tempdir().unwrap();
-    if let Some((uid, gid)) = user {
-        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
-    }
-    let data = dir.path().join("data");
-    let init = command(&bin.join("initdb"), user)
-        .args([
-            "--auth=trust",
-            "--username=bidi",
-            "--encoding=UTF8",
-            "--no-sync",
-        ])
-        .arg("-D")
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(init.status.success(), "initdb: {init:?}");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = command(&bin.join("postgres"), user)
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
-        .args(["-c", "fsync=off", "-k"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server {
-        child,
-        url: format!("postgres://bidi@127.0.0.1:{port}/postgres"),
-        _dir: dir,
-    };
-    // Ready once it takes a connection.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ready(&server.url).await.is_err() {
-        assert!(Instant::now() < deadline, "PostgreSQL did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    server
-}
-
-async fn ready(url: &str) -> Result<(), StoreError> {
-    PostgresStore::connect(url).await.map(drop)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store() {
     let external = std::env::var("BIDI_POSTGRES_URL").ok();
     let server = match &external {
         Some(_) => None,
-        None => Some(start().await),
+        None => Some(PostgresServer::start().await.unwrap()),
     };
     let url = external
         .clone()
-        .unwrap_or_else(|| server.as_ref().unwrap().url.clone());
+        .unwrap_or_else(|| server.as_ref().unwrap().url().to_owned());
 
     // The conformance suite.
     let store = PostgresStore::connect(&url).await.unwrap();

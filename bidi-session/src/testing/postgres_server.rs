@@ -1,0 +1,181 @@
+//! [`PostgresServer`]: a private PostgreSQL server for tests and benchmarks.
+
+use std::io;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::PostgresStore;
+
+/// A PostgreSQL server of its own for a test: a new cluster (`initdb`) in a temporary directory,
+/// served by `postgres` on a free port of 127.0.0.1 with trust authentication for user `bidi`.
+/// Dropping it stops the server (every process of it) and removes the directory.
+///
+/// It needs the server binaries (Debian's `postgresql` package): found with `pg_config
+/// --bindir`, on the `PATH`, or under `/usr/lib/postgresql/*/bin`. PostgreSQL refuses to run as
+/// root, so as root the server runs as the `postgres` user.
+///
+/// ```no_run
+/// use bidi_session::PostgresStore;
+/// use bidi_session::testing::PostgresServer;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = PostgresServer::start().await?;
+/// let store = PostgresStore::connect(server.url()).await?;
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct PostgresServer {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+    bin: PathBuf,
+    user: Option<(u32, u32)>,
+}
+
+impl PostgresServer {
+    /// Creates the cluster, starts the server and waits until it takes connections (at most a
+    /// minute).
+    ///
+    /// # Errors
+    ///
+    /// If the binaries are missing, `initdb` fails, or the server does not come up.
+    pub async fn start() -> io::Result<Self> {
+        let bin = bindir()?;
+        let user = server_user();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("bidi-pg-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir)?;
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
+        }
+        let data = dir.join("data");
+        let init = command(&bin.join("initdb"), user)
+            .args([
+                "--auth=trust",
+                "--username=bidi",
+                "--encoding=UTF8",
+                "--no-sync",
+            ])
+            .arg("-D")
+            .arg(&data)
+            .output()?;
+        if !init.status.success() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(io::Error::other(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&init.stderr)
+            )));
+        }
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = command(&bin.join("postgres"), user)
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", "fsync=off", "-k"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = Self {
+            child,
+            url: format!("postgres://bidi@127.0.0.1:{port}/postgres"),
+            dir,
+            bin,
+            user,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match PostgresStore::connect(&server.url).await {
+                Ok(_) => return Ok(server),
+                Err(error) if Instant::now() >= deadline => {
+                    return Err(io::Error::other(format!(
+                        "PostgreSQL did not start: {error}"
+                    )));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// The connection URL (`postgres://bidi@127.0.0.1:{port}/postgres`).
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for PostgresServer {
+    /// Stops the server the way its own tools do (`pg_ctl stop -m fast`: clients disconnected,
+    /// every server process gone when it returns), killing it only if that fails.
+    fn drop(&mut self) {
+        let stopped = command(&self.bin.join("pg_ctl"), self.user)
+            .args(["stop", "-m", "fast", "-w", "-D"])
+            .arg(self.dir.join("data"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !stopped {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where `initdb` and `postgres` are.
+fn bindir() -> io::Result<PathBuf> {
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if dir.join("initdb").exists() {
+            return Ok(dir);
+        }
+    }
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).find(|dir| dir.join("initdb").exists()));
+    if let Some(dir) = on_path {
+        return Ok(dir);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "no PostgreSQL server binaries (initdb): install postgresql",
+        )
+    })
+}
+
+/// As root, the `postgres` user's uid and gid.
+fn server_user() -> Option<(u32, u32)> {
+    let uid = String::from_utf8(Command::new("id").arg("-u").output().ok()?.stdout).ok()?;
+    if uid.trim() != "0" {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    let line = passwd.lines().find(|line| line.starts_with("postgres:"))?;
+    let mut fields = line.split(':').skip(2);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
+fn command(bin: &Path, user: Option<(u32, u32)>) -> Command {
+    let mut command = Command::new(bin);
+    if let Some((uid, gid)) = user {
+        command.uid(uid).gid(gid);
+    }
+    command
+}
