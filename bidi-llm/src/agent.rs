@@ -240,7 +240,7 @@ async fn run(
             Ok(()) => turn.flush().await,
             Err(error) => Err(error),
         };
-        session.update_state(state.clone()).await?;
+        session.update_state(state).await?;
         executions += 1;
         flushed?;
         let messages = std::mem::take(&mut turn.new);
