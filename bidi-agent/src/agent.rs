@@ -150,7 +150,8 @@ impl Agent<(), (), (), ()> {
 }
 
 impl AgentBuilder {
-    /// Keeps sessions in `store` (default: a new [`MemoryStore`]).
+    /// Keeps sessions in `store` (default: a new [`MemoryStore`] keeping the latest version of
+    /// each session).
     pub fn store(mut self, store: impl SessionStore) -> Self {
         self.store = Some(Arc::new(store));
         self
@@ -189,7 +190,9 @@ impl AgentBuilder {
         Fut: Future<Output = Result<AgentResult<Out>, E>> + Send + 'static,
         E: Into<BoxError>,
     {
-        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::new().with_retention(1)));
         let sessions = Arc::clone(&store);
         let f = Arc::new(f);
         let flow = BidiFlow::new(

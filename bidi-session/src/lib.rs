@@ -29,7 +29,7 @@
 //!
 //! | store | where | notes |
 //! |---|---|---|
-//! | [`MemoryStore`] | process memory | the default; keeps every version |
+//! | [`MemoryStore`] | process memory | agents' default (latest version only); every version, or the latest n |
 //! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL, optional retention |
 //! | `PostgresStore` | a PostgreSQL table | feature `postgres`: one store shared by processes on several machines |
 //!

@@ -9,11 +9,17 @@ use serde_json::Value;
 
 use crate::store::{SessionStore, Snapshot, StoreError};
 
-/// Sessions in memory, every version kept. The default store of agents, and the reference the
-/// other stores are tested against. Nothing survives the process.
+/// Sessions in memory. The reference the other stores are tested against, and (keeping only
+/// the latest version of each session) the default store of agents. Nothing survives the
+/// process.
+///
+/// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise: a store
+/// that lives as long as a server should keep a bounded number, or its memory grows with every
+/// save.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     sessions: Mutex<BTreeMap<String, Vec<Snapshot>>>,
+    retention: Option<usize>,
 }
 
 impl MemoryStore {
@@ -21,6 +27,14 @@ impl MemoryStore {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Keeps only the latest `versions` snapshots of each session (at least 1); older ones are
+    /// dropped as new ones are saved.
+    #[must_use]
+    pub fn with_retention(mut self, versions: usize) -> Self {
+        self.retention = Some(versions.max(1));
+        self
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<String, Vec<Snapshot>>) -> R) -> R {
@@ -74,6 +88,12 @@ impl SessionStore for MemoryStore {
                 now,
             );
             history.push(snapshot.clone());
+            if let Some(keep) = self.retention
+                && history.len() > keep
+            {
+                let excess = history.len() - keep;
+                history.drain(..excess);
+            }
             Ok(snapshot)
         })
     }

@@ -60,35 +60,35 @@ async fn two_stores_on_one_file() {
     assert_eq!(b.load("counter").await.unwrap().unwrap().state, json!(100));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_keeps_the_latest_versions() {
-    let store = SqliteStore::in_memory().await.unwrap().with_retention(3);
-    store.save("s", None, json!(1)).await.unwrap();
-    for v in 1..10 {
-        store.save("s", Some(v), json!(v + 1)).await.unwrap();
-    }
-    let kept: Vec<u64> = futures_kept(&store).await;
-    assert_eq!(kept, [8, 9, 10]);
-    assert_eq!(store.load("s").await.unwrap().unwrap().version, 10);
-    // The CAS still works at the head.
-    store.save("s", Some(10), json!(11)).await.unwrap();
-    assert!(
-        store
-            .save("s", Some(10), json!(0))
-            .await
-            .unwrap_err()
-            .is_conflict()
-    );
-}
-
-async fn futures_kept(store: &SqliteStore) -> Vec<u64> {
-    let mut kept = Vec::new();
-    for v in 1..=10 {
-        if store.load_version("s", v).await.unwrap().is_some() {
-            kept.push(v);
+    let stores: [Box<dyn SessionStore>; 2] = [
+        Box::new(SqliteStore::in_memory().await.unwrap().with_retention(3)),
+        Box::new(MemoryStore::new().with_retention(3)),
+    ];
+    for store in stores {
+        store.save("s", None, json!(1)).await.unwrap();
+        for v in 1..10 {
+            store.save("s", Some(v), json!(v + 1)).await.unwrap();
         }
+        let mut kept = Vec::new();
+        for v in 1..=10 {
+            if store.load_version("s", v).await.unwrap().is_some() {
+                kept.push(v);
+            }
+        }
+        assert_eq!(kept, [8, 9, 10], "{store:?}");
+        assert_eq!(store.load("s").await.unwrap().unwrap().version, 10);
+        // The CAS still works at the head.
+        store.save("s", Some(10), json!(11)).await.unwrap();
+        assert!(
+            store
+                .save("s", Some(10), json!(0))
+                .await
+                .unwrap_err()
+                .is_conflict()
+        );
     }
-    kept
 }
 
 #[tokio::test]
