@@ -5,8 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use native_tls::TlsConnector;
+use postgres_native_tls::MakeTlsConnector;
 use serde_json::Value;
-use tokio_postgres::NoTls;
 
 use crate::sqlite::{sql_version, version};
 use crate::store::{SessionStore, Snapshot, StoreError};
@@ -70,8 +71,12 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// call that cannot get one within 10 seconds fails with [`StoreError::Backend`]. Every version
 /// is kept unless [`with_retention`](Self::with_retention) says otherwise. Timestamps are the
 /// server's clock. PostgreSQL refuses NUL characters in text and JSONB: a session id or state
-/// string containing `\0` fails with [`StoreError::Backend`]. Connections are not encrypted:
-/// reach the server over a trusted network or a local socket.
+/// string containing `\0` fails with [`StoreError::Backend`].
+///
+/// TLS follows the configuration's `sslmode`: `prefer` (the default) encrypts when the server
+/// offers it, `require` refuses a server that does not, `disable` never encrypts. Certificates
+/// are checked against the system's roots, or against yours with
+/// [`connect_with_tls`](Self::connect_with_tls).
 ///
 /// ```no_run
 /// use bidi_session::{PostgresStore, SessionStore};
@@ -101,10 +106,22 @@ impl PostgresStore {
     /// [`StoreError::Backend`] if `config` does not parse, the server cannot be reached, or the
     /// table cannot be created.
     pub async fn connect(config: &str) -> Result<Self, StoreError> {
+        let tls = TlsConnector::new().map_err(StoreError::backend)?;
+        Self::connect_with_tls(config, tls).await
+    }
+
+    /// As [`connect`](Self::connect), with TLS set up by `tls` (your root certificate, a client
+    /// identity, ...).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); also when `sslmode=require` and the server's certificate
+    /// is not trusted.
+    pub async fn connect_with_tls(config: &str, tls: TlsConnector) -> Result<Self, StoreError> {
         let config: tokio_postgres::Config = config.parse().map_err(StoreError::backend)?;
         let manager = Manager::from_config(
             config,
-            NoTls,
+            MakeTlsConnector::new(tls),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

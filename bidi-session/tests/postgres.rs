@@ -131,3 +131,25 @@ async fn postgres_store() {
         );
     }
 }
+
+/// Over TLS: with the server's certificate trusted, `sslmode=require` works; with only the
+/// system's roots, the connection is refused, so the store really speaks TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_over_tls() {
+    let server = PostgresServer::start_with_tls().await.unwrap();
+    let url = format!("{}?sslmode=require", server.url());
+    let root = native_tls::Certificate::from_pem(server.certificate().unwrap()).unwrap();
+    let tls = native_tls::TlsConnector::builder()
+        .add_root_certificate(root)
+        .build()
+        .unwrap();
+    let store = PostgresStore::connect_with_tls(&url, tls).await.unwrap();
+    let saved = store.save("tls", None, json!({"secret": 1})).await.unwrap();
+    assert_eq!(store.load("tls").await.unwrap().unwrap(), saved);
+
+    let untrusted = PostgresStore::connect(&url).await;
+    assert!(
+        matches!(untrusted, Err(StoreError::Backend(_))),
+        "{untrusted:?}"
+    );
+}

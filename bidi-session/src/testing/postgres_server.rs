@@ -36,6 +36,7 @@ pub struct PostgresServer {
     dir: PathBuf,
     bin: PathBuf,
     user: Option<(u32, u32)>,
+    certificate: Option<Vec<u8>>,
 }
 
 impl PostgresServer {
@@ -46,6 +47,26 @@ impl PostgresServer {
     ///
     /// If the binaries are missing, `initdb` fails, or the server does not come up.
     pub async fn start() -> io::Result<Self> {
+        Self::launch(false).await
+    }
+
+    /// As [`start`](Self::start), with TLS on: a self-signed certificate for `127.0.0.1` made
+    /// with the `openssl` command, its PEM in [`certificate`](Self::certificate).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); also if `openssl` is missing or fails.
+    pub async fn start_with_tls() -> io::Result<Self> {
+        Self::launch(true).await
+    }
+
+    /// The PEM of the server's certificate, when it was started with TLS.
+    #[must_use]
+    pub fn certificate(&self) -> Option<&[u8]> {
+        self.certificate.as_deref()
+    }
+
+    async fn launch(tls: bool) -> io::Result<Self> {
         let bin = bindir()?;
         let user = server_user();
         let nanos = SystemTime::now()
@@ -74,13 +95,35 @@ impl PostgresServer {
                 String::from_utf8_lossy(&init.stderr)
             )));
         }
+        let certificate = if tls {
+            match self_signed(&dir, user) {
+                Ok(pem) => Some(pem),
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(error);
+                }
+            }
+        } else {
+            None
+        };
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = command(&bin.join("postgres"), user)
+        let mut postgres = command(&bin.join("postgres"), user);
+        postgres
             .arg("-D")
             .arg(&data)
             .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "fsync=off", "-k"])
-            .arg(&dir)
+            .arg(&dir);
+        if tls {
+            postgres.args(["-c", "ssl=on", "-c"]);
+            postgres.arg(format!(
+                "ssl_cert_file={}",
+                dir.join("server.crt").display()
+            ));
+            postgres.arg("-c");
+            postgres.arg(format!("ssl_key_file={}", dir.join("server.key").display()));
+        }
+        let child = postgres
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
@@ -90,10 +133,13 @@ impl PostgresServer {
             dir,
             bin,
             user,
+            certificate,
         };
+        // Ready once it takes a connection (in plain text: the certificate is not trusted).
+        let probe = format!("{}?sslmode=disable", server.url);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match PostgresStore::connect(&server.url).await {
+            match PostgresStore::connect(&probe).await {
                 Ok(_) => return Ok(server),
                 Err(error) if Instant::now() >= deadline => {
                     return Err(io::Error::other(format!(
@@ -129,6 +175,39 @@ impl Drop for PostgresServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Makes `server.crt` and `server.key` in `dir` for `127.0.0.1`, readable by the server only;
+/// returns the certificate's PEM.
+fn self_signed(dir: &Path, user: Option<(u32, u32)>) -> io::Result<Vec<u8>> {
+    let (crt, key) = (dir.join("server.crt"), dir.join("server.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()?;
+    if !made.status.success() {
+        return Err(io::Error::other(format!(
+            "openssl failed: {}",
+            String::from_utf8_lossy(&made.stderr)
+        )));
+    }
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    if let Some((uid, gid)) = user {
+        std::os::unix::fs::chown(&key, Some(uid), Some(gid))?;
+        std::os::unix::fs::chown(&crt, Some(uid), Some(gid))?;
+    }
+    std::fs::read(&crt)
 }
 
 /// Where `initdb` and `postgres` are.
