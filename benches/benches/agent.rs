@@ -23,9 +23,11 @@ use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
 use bidi_session::testing::PostgresServer;
 use bidi_session::{PostgresStore, Session, SessionStore, SqliteStore};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
+use tokio::runtime::Runtime;
 
 /// Numbers the sessions of successive samples.
 static SAMPLES: AtomicU64 = AtomicU64::new(0);
@@ -33,6 +35,37 @@ static SAMPLES: AtomicU64 = AtomicU64::new(0);
 /// A state of about 700 bytes of JSON.
 fn state(n: u64) -> Value {
     json!({"turn": n, "history": (0..20).map(|i| format!("message number {i} of the session")).collect::<Vec<_>>()})
+}
+
+/// Compare-and-swap saves through `store`, on a new session each sample.
+fn saves<S: SessionStore + Clone>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    name: &str,
+    store: &S,
+) {
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let store = store.clone();
+            on_worker(rt, async move {
+                let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
+                let mut version = store
+                    .save(&id, None, state(0))
+                    .await
+                    .expect("create")
+                    .version;
+                let start = Instant::now();
+                for n in 0..iters {
+                    version = store
+                        .save(&id, Some(version), state(n))
+                        .await
+                        .expect("save")
+                        .version;
+                }
+                start.elapsed()
+            })
+        });
+    });
 }
 
 fn sqlite_cas(c: &mut Criterion) {
@@ -52,28 +85,7 @@ fn sqlite_cas(c: &mut Criterion) {
             Some(keep) => store.with_retention(keep),
             None => store,
         };
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let store = store.clone();
-                on_worker(&rt, async move {
-                    let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
-                    let mut version = store
-                        .save(&id, None, state(0))
-                        .await
-                        .expect("create")
-                        .version;
-                    let start = Instant::now();
-                    for n in 0..iters {
-                        version = store
-                            .save(&id, Some(version), state(n))
-                            .await
-                            .expect("save")
-                            .version;
-                    }
-                    start.elapsed()
-                })
-            });
-        });
+        saves(&mut group, &rt, name, &store);
     }
 
     let raw = Connection::open(dir.path().join("raw.db")).expect("open raw");
@@ -150,28 +162,7 @@ fn postgres_cas(c: &mut Criterion) {
             Some(keep) => store.with_retention(keep),
             None => store,
         };
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let store = store.clone();
-                on_worker(&rt, async move {
-                    let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
-                    let mut version = store
-                        .save(&id, None, state(0))
-                        .await
-                        .expect("create")
-                        .version;
-                    let start = Instant::now();
-                    for n in 0..iters {
-                        version = store
-                            .save(&id, Some(version), state(n))
-                            .await
-                            .expect("save")
-                            .version;
-                    }
-                    start.elapsed()
-                })
-            });
-        });
+        saves(&mut group, &rt, name, &store);
     }
 
     let url = server.url().to_owned();
