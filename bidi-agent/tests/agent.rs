@@ -2,7 +2,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
 use std::sync::Arc;
 
 use bidi_agent::{Agent, AgentInit, AgentResult, Artifact, Responder};
@@ -270,17 +269,11 @@ fn resume_across_processes() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("agent.db");
     let run = |lines: &str| {
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "resume_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{}|s-7|{lines}", db.display()))
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let stdout = bidi_session::testing::run_child_test(
+            "resume_child",
+            CHILD_ENV,
+            format!("{}|s-7|{lines}", db.display()),
         );
-        let stdout = String::from_utf8(output.stdout).unwrap();
         let state = stdout
             .lines()
             // libtest may print its "test resume_child ... " on the same line.

@@ -541,17 +541,7 @@ async fn remote_tools_resume_in_a_new_process() {
         conn.close();
         conn.output().await.unwrap();
     }
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "resume_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &db)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stdout = bidi_session::testing::run_child_test("resume_child", CHILD_ENV, &db);
     assert!(stdout.contains("status=\"completed\""), "{stdout}");
     let store = SqliteStore::open(&db).await.unwrap();
     let state: LlmSession =

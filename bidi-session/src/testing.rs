@@ -18,6 +18,8 @@
 //! With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to
 //! run them against.
 
+use std::ffi::OsStr;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,6 +48,40 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     unicode_ids(&*store, &prefix).await;
     missing_ids(&*store, &prefix).await;
     delete(&*store, &prefix).await;
+}
+
+/// Test `name` of the running test binary, as a command for a new process (`--exact`,
+/// `--nocapture`, one test thread): how the crash and resume tests get a second process. Set an
+/// environment variable on it so the child test knows it is the child.
+///
+/// # Panics
+///
+/// If the test binary's path cannot be found.
+#[must_use]
+pub fn child_test(name: &str) -> Command {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut command = Command::new(exe);
+    command.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    command
+}
+
+/// Runs [`child_test`] `name` with the environment variable `key` set to `value`, to the end;
+/// returns what it printed.
+///
+/// # Panics
+///
+/// If it cannot start or it fails (the panic shows its standard error).
+pub fn run_child_test(name: &str, key: &str, value: impl AsRef<OsStr>) -> String {
+    let output = child_test(name)
+        .env(key, value)
+        .output()
+        .expect("the child test starts");
+    assert!(
+        output.status.success(),
+        "child test {name} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn prefix() -> String {

@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use bidi_session::{SessionStore, SqliteStore};
+use bidi_session::{SessionStore, SqliteStore, testing};
 use serde_json::{Value, json};
 
 const CHILD_ENV: &str = "BIDI_SESSION_CRASH_CHILD_DB";
@@ -60,8 +60,7 @@ async fn acknowledged_snapshots_survive_sigkill() {
     let db = dir.path().join("crash.db");
     let mut acked: BTreeMap<String, u64> = BTreeMap::new();
     for round in 0..ROUNDS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        let mut child = testing::child_test("crash_child")
             .env(CHILD_ENV, &db)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
