@@ -68,12 +68,20 @@ impl PostgresServer {
 
     async fn launch(tls: bool) -> io::Result<Self> {
         let bin = bindir()?;
-        let user = server_user();
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let dir = std::env::temp_dir().join(format!("bidi-pg-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir)?;
+        let launched = Self::launch_in(dir.clone(), bin, tls).await;
+        if launched.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        launched
+    }
+
+    async fn launch_in(dir: PathBuf, bin: PathBuf, tls: bool) -> io::Result<Self> {
+        let user = server_user();
         if let Some((uid, gid)) = user {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
         }
@@ -89,20 +97,13 @@ impl PostgresServer {
             .arg(&data)
             .output()?;
         if !init.status.success() {
-            let _ = std::fs::remove_dir_all(&dir);
             return Err(io::Error::other(format!(
                 "initdb failed: {}",
                 String::from_utf8_lossy(&init.stderr)
             )));
         }
         let certificate = if tls {
-            match self_signed(&dir, user) {
-                Ok(pem) => Some(pem),
-                Err(error) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(error);
-                }
-            }
+            Some(self_signed(&dir, user)?)
         } else {
             None
         };
