@@ -299,16 +299,25 @@ pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
 /// When the store breaks the contract.
 pub async fn missing_ids(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}never-saved");
-    assert!(store.load(&id).await.expect("load").is_none());
+    assert_absent(store, &id).await;
+    assert!(!store.delete(&id).await.expect("delete"));
+}
+
+/// `id` loads as `None`, at its latest version and at version 1, and is not listed.
+async fn assert_absent(store: &dyn SessionStore, id: &str) {
+    assert!(store.load(id).await.expect("load").is_none(), "{id} loads");
     assert!(
         store
-            .load_version(&id, 1)
+            .load_version(id, 1)
             .await
             .expect("load version")
-            .is_none()
+            .is_none(),
+        "{id} loads at version 1"
     );
-    assert!(!store.delete(&id).await.expect("delete"));
-    assert!(!store.list().await.expect("list").contains(&id));
+    assert!(
+        !store.list().await.expect("list").contains(&id.to_owned()),
+        "{id} is listed"
+    );
 }
 
 /// Delete removes every version; the id can then start over at version 1.
@@ -321,15 +330,7 @@ pub async fn delete(store: &dyn SessionStore, prefix: &str) {
     store.save(&id, None, json!(1)).await.expect("create");
     store.save(&id, Some(1), json!(2)).await.expect("v2");
     assert!(store.delete(&id).await.expect("delete"));
-    assert!(store.load(&id).await.expect("load").is_none());
-    assert!(
-        store
-            .load_version(&id, 1)
-            .await
-            .expect("load version")
-            .is_none()
-    );
-    assert!(!store.list().await.expect("list").contains(&id));
+    assert_absent(store, &id).await;
     let again = store
         .save(&id, None, json!("new"))
         .await
