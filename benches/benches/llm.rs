@@ -13,11 +13,12 @@ use std::time::Instant;
 use benches::{on_worker, runtime};
 use bidi_agent::AgentInit;
 use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
+use bidi_llm::testing::Scripted;
 use bidi_llm::{
-    AgentEvent, Assembler, LlmAgent, Model, ModelEvent, ModelRequest, Scripted, TurnInput,
-    UserMessage, execute,
+    AgentEvent, Assembler, LlmAgent, Model, ModelEvent, ModelRequest, TurnInput, UserMessage,
+    execute,
 };
-use bidi_session::{MemoryStore, SessionStore};
+use bidi_session::MemoryStore;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
@@ -38,6 +39,10 @@ static WORDS: LazyLock<usize> = LazyLock::new(|| {
 struct Repeat(Vec<ModelEvent>);
 
 impl Model for Repeat {
+    fn name(&self) -> &str {
+        "repeat"
+    }
+
     fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
         stream::iter(self.0.clone()).boxed()
     }
@@ -152,10 +157,10 @@ fn llm(c: &mut Criterion) {
 
     // Each execution opens a connection on a new session, reads every event, ends the
     // connection and deletes the session (a store that only grew would measure the allocator).
-    let store = Arc::new(MemoryStore::new());
     let agent = LlmAgent::builder("bench", model())
-        .store(store.clone())
+        .store(MemoryStore::new())
         .build();
+    let store = Arc::clone(agent.agent().store());
     for (name, buffer) in [("agent_loop", 0), ("agent_loop_buffered_64", 64)] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -175,7 +180,7 @@ fn llm(c: &mut Criterion) {
                             }
                         }
                         assert_eq!(n, *WORDS);
-                        drop(run);
+                        run.result().await.expect("result");
                         conn.close();
                         let output = conn.output().await.expect("output");
                         store.delete(&output.session_id).await.expect("delete");

@@ -1,18 +1,24 @@
-//! [`AgentEvent`]: the granular events of the agent loop, exactly as the seed lists them.
+//! [`AgentEvent`]: the granular events of the agent loop.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::ErrorCode;
 use crate::message::{Message, Role, ToolCall};
+use crate::session::Status;
 
-/// One event of an agent turn: `type` tag in snake_case, camelCase fields.
+/// One event of an execution: `type` tag in `snake_case`, `camelCase` fields.
+///
+/// Every execution ends with [`ExecuteComplete`](Self::ExecuteComplete), also one whose input
+/// was refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
     rename_all_fields = "camelCase"
 )]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// An execution started on the session.
     SessionStart {
@@ -116,13 +122,28 @@ pub enum AgentEvent {
         #[serde(default)]
         is_error: bool,
     },
-    /// Something failed.
+    /// Something failed: the execution (then `execute_complete` says `error`), or its input
+    /// was refused (then the session is unchanged).
     Error {
+        /// What kind of failure.
+        #[serde(default)]
+        code: ErrorCode,
         /// What.
         error: String,
         /// The message it left, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<Box<Message>>,
+    },
+    /// The execution ended; always its last event.
+    ExecuteComplete {
+        /// How it ended: `completed`, `awaiting_tool_execution` or `error`.
+        status: Status,
+        /// The calls to execute remotely, when awaiting them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pending_tool_calls: Vec<ToolCall>,
+        /// What the execution's model calls cost, in the provider's currency.
+        #[serde(default)]
+        cost: f64,
     },
 }
 
@@ -150,6 +171,7 @@ impl AgentEvent {
             Self::ToolExecutionDelta { .. } => "tool_execution_delta",
             Self::ToolExecutionEnd { .. } => "tool_execution_end",
             Self::Error { .. } => "error",
+            Self::ExecuteComplete { .. } => "execute_complete",
         }
     }
 }

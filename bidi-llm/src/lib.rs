@@ -1,55 +1,100 @@
-//! The agent loop's vocabulary: [`Message`]s, granular [`AgentEvent`]s, [`Model`]s that stream
-//! answers ([`ScriptedModel`] for tests and examples) and [`Tool`]s, local or remote.
+//! The agent loop as a flow: [`Message`]s, granular [`AgentEvent`]s, [`Model`]s that stream
+//! answers, and [`Tool`]s, local or remote.
+//!
+//! [`LlmAgent`] is the loop: a `bidi-agent` agent whose input is a user message or the results
+//! of remote tool calls ([`TurnInput`]) and whose chunks are [`AgentEvent`]s. [`execute`] runs
+//! one execution on a connection; its last event, `execute_complete`, says how it ended, and
+//! [`ExecuteStream::result`] returns that.
 //!
 //! ```
-//! use bidi_llm::{AgentEvent, Assembled, Assembler, Model, ModelRequest, Scripted, ScriptedModel};
+//! use bidi_agent::AgentInit;
+//! use bidi_llm::testing::{Scripted, ScriptedModel};
+//! use bidi_llm::{AgentEvent, LlmAgent, Status, Tool, TurnInput, UserMessage, execute};
 //! use futures_util::StreamExt;
+//! use serde_json::json;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Booking {
+//!     city: String,
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let model = ScriptedModel::new([Scripted::new().thinking("easy").text("Hello there")]);
-//! let mut answer = model.stream(ModelRequest::new(vec![], vec![]));
-//! let (mut assembler, mut events) = (Assembler::new(), Vec::new());
-//! let mut message = None;
-//! while let Some(event) = answer.next().await {
-//!     if let Assembled::Done(done) = assembler.apply(event, &mut events) {
-//!         message = Some(done);
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let model = ScriptedModel::new([
+//!     Scripted::new().tool_call("call-1", "book", &json!({"city": "Oslo"})),
+//!     Scripted::new().text("Booked!"),
+//! ]);
+//! // No executor: the client runs `book`, the execution stops until its result comes back.
+//! let book = Tool::remote::<Booking>("book", "Book", "Books a trip");
+//! let agent = LlmAgent::builder("travel", model).tool(book).build();
+//! let mut conn = agent.connect(AgentInit::new());
+//!
+//! let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("Oslo, please"))).await?;
+//! while let Some(event) = run.next().await {
+//!     if let AgentEvent::ToolcallEnd { tool_call, .. } = event? {
+//!         println!("the model calls {}", tool_call.name);
 //!     }
 //! }
-//! assert_eq!(message.unwrap().text(), "Hello there");
-//! assert_eq!(events.last(), Some(&AgentEvent::TextEnd { text: "Hello there".into() }));
+//! let result = run.result().await?;
+//! assert_eq!(result.status, Status::AwaitingToolExecution);
+//!
+//! // The client runs the call.
+//! let call = &result.pending_tool_calls[0];
+//! let booking: Booking = serde_json::from_value(call.arguments.clone())?;
+//! let answer = bidi_llm::ToolResultMessage {
+//!     tool_call_id: call.id.clone(),
+//!     tool_name: call.name.clone(),
+//!     content: format!("booked a trip to {}", booking.city),
+//!     details: None,
+//!     is_error: false,
+//! };
+//! let run = execute(&mut conn, TurnInput::ToolResults(vec![answer])).await?;
+//! assert_eq!(run.result().await?.status, Status::Completed);
+//! # Ok(())
 //! # }
 //! ```
 //!
-//! [`LlmAgent`] is the loop: a `bidi-agent` agent whose turn input is a user message or tool
-//! results and whose chunks are these events; [`execute`] runs one execution on a connection.
-//! [`OpenAiModel`] streams from any OpenAI-compatible Chat Completions endpoint.
+//! Sessions are kept in the agent's store as [`LlmSession`]s. An execution marks its session
+//! `running` with a [`Lease`] as it starts and saves how it ended as it ends, so agents in
+//! several processes sharing a store never run one session at once.
+//!
+//! [`testing`] has models for tests and examples; `OpenAiModel` (feature `openai`) streams from
+//! any OpenAI-compatible Chat Completions endpoint.
 //!
 //! # Feature flags
 //!
 //! | feature | what it adds | default |
 //! |---|---|---|
-//! | `native-tls` | HTTPS for [`OpenAiModel`] through the system's TLS library | yes |
+//! | `openai` | `OpenAiModel`, over reqwest | no |
+//! | `native-tls` | `openai`, with HTTPS through the system's TLS library | no |
 
 #![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod error;
 mod event;
+mod execute;
 mod message;
 mod model;
+#[cfg(feature = "openai")]
 mod openai;
+mod session;
+pub mod testing;
 mod tool;
+mod turn;
 
-pub use agent::{
-    ExecuteResult, ExecuteStream, LlmAgent, LlmAgentBuilder, LlmSession, Status, TurnInput, execute,
-};
+pub use agent::{LlmAgent, LlmAgentBuilder};
+pub use error::{Error, ErrorCode, ExecuteError, ModelError};
 pub use event::AgentEvent;
+pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};
 pub use message::{
     AbortedMessage, AssistantContent, AssistantMessage, Cost, ErrorMessage, Message, Role,
     StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
-pub use model::{
-    Assembled, Assembler, Model, ModelEvent, ModelRequest, Scripted, ScriptedModel, ToolSpec,
-};
+pub use model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec};
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
+pub use session::{Lease, LlmSession, Status, TurnInput};
 pub use tool::{Tool, ToolEvent, simple_tool};

@@ -7,6 +7,7 @@ use serde_json::Value;
 /// One message of a conversation, tagged by `role`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "role", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum Message {
     /// What the user said.
     User(UserMessage),
@@ -39,6 +40,7 @@ impl UserMessage {
 /// One block of an assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum AssistantContent {
     /// Text for the user.
     Text {
@@ -65,9 +67,11 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
-/// Why the model stopped.
+/// Why the model stopped: `stop`, `length` or `tool_calls` on the wire (`toolUse` is read as
+/// `tool_calls`); the partial answer of a failed or cancelled call says `error` or `aborted`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// It finished its answer.
     #[default]
@@ -75,7 +79,8 @@ pub enum StopReason {
     /// It hit its output limit.
     Length,
     /// It called tools and waits for their results.
-    ToolUse,
+    #[serde(alias = "toolUse")]
+    ToolCalls,
     /// It failed.
     Error,
     /// It was cancelled.
@@ -225,6 +230,7 @@ impl Message {
 /// A message's role, as `message_start` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum Role {
     /// [`Message::User`].
     User,

@@ -1,12 +1,10 @@
-//! [`Model`]: what the agent loop calls, the events it streams, and [`ScriptedModel`].
+//! [`Model`]: what the agent loop calls, the events it streams, and the [`Assembler`] that
+//! turns them into a message and [`AgentEvent`]s.
 
-use std::collections::VecDeque;
-use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use futures_util::stream::{self, BoxStream};
+use futures_util::stream::BoxStream;
 use serde_json::Value;
 
+use crate::error::ModelError;
 use crate::event::AgentEvent;
 use crate::message::{AssistantContent, AssistantMessage, Message, StopReason, ToolCall, Usage};
 
@@ -40,7 +38,7 @@ pub struct ToolSpec {
 }
 
 /// One event of a model's streamed answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ModelEvent {
     /// A text block begins.
@@ -74,13 +72,16 @@ pub enum ModelEvent {
         usage: Usage,
     },
     /// The call failed (HTTP error, malformed stream, dropped connection).
-    Error(String),
+    Error(ModelError),
 }
 
 /// A language model the agent loop can call: one streamed answer per request.
 ///
 /// A stream that ends without [`ModelEvent::Done`] or [`ModelEvent::Error`] counts as an error.
 pub trait Model: Send + Sync + 'static {
+    /// The model's name (`gpt-4o-mini`): the session records the last one it called.
+    fn name(&self) -> &str;
+
     /// Streams the answer to `request`.
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
 }
@@ -106,7 +107,8 @@ enum Open {
 }
 
 /// What an [`Assembler`] made of the events it was given.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Assembled {
     /// More to come.
     Streaming,
@@ -115,7 +117,7 @@ pub enum Assembled {
     /// The call failed; the partial message.
     Failed {
         /// What went wrong.
-        error: String,
+        error: ModelError,
         /// What had been produced.
         partial: AssistantMessage,
     },
@@ -180,8 +182,9 @@ impl Assembler {
                         out.push(AgentEvent::ToolcallDelta { index, delta });
                     }
                     None => {
-                        return self
-                            .fail(format!("the model streamed {delta:?} outside any block"));
+                        return self.fail(ModelError::Protocol(format!(
+                            "the model streamed {delta:?} outside any block"
+                        )));
                     }
                 }
             }
@@ -201,10 +204,10 @@ impl Assembler {
 
     /// The stream ended without `Done`.
     pub fn ended(&mut self) -> Assembled {
-        self.fail("the model's stream ended before the answer was complete".to_owned())
+        self.fail(ModelError::Ended)
     }
 
-    fn fail(&mut self, error: String) -> Assembled {
+    fn fail(&mut self, error: ModelError) -> Assembled {
         let mut partial = self.partial();
         self.open = None;
         partial.stop_reason = StopReason::Error;
@@ -252,204 +255,5 @@ fn close(open: &Open) -> AssistantContent {
                 serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.clone()))
             },
         }),
-    }
-}
-
-/// A deterministic model: answers each request with the next scripted response. The embedded
-/// default for examples and tests.
-///
-/// ```
-/// use bidi_llm::{Model, ModelRequest, Scripted, ScriptedModel};
-/// use futures_util::StreamExt;
-/// use serde_json::json;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let model = ScriptedModel::new([
-///     Scripted::new().tool_call("call-1", "weather", &json!({"city": "Oslo"})),
-///     Scripted::new().text("It is sunny in Oslo."),
-/// ]);
-/// let events: Vec<_> = model.stream(ModelRequest::new(vec![], vec![])).collect().await;
-/// assert!(matches!(events.last(), Some(bidi_llm::ModelEvent::Done { .. })));
-/// assert_eq!(model.requests().len(), 1);
-/// # }
-/// ```
-#[derive(Clone, Default)]
-pub struct ScriptedModel {
-    script: Arc<Mutex<VecDeque<Scripted>>>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-impl ScriptedModel {
-    /// A model answering with `responses`, in order. Once they run out, each call fails.
-    pub fn new(responses: impl IntoIterator<Item = Scripted>) -> Self {
-        Self {
-            script: Arc::new(Mutex::new(responses.into_iter().collect())),
-            requests: Arc::default(),
-        }
-    }
-
-    /// Every request received so far.
-    #[must_use]
-    pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-impl Model for ScriptedModel {
-    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
-        let next = self
-            .script
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
-        let events = next.map_or_else(
-            || {
-                vec![ModelEvent::Error(
-                    "the scripted model has no response left".to_owned(),
-                )]
-            },
-            |scripted| scripted.events(),
-        );
-        Box::pin(stream::iter(events))
-    }
-}
-
-impl fmt::Debug for ScriptedModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ScriptedModel")
-            .field(
-                "remaining",
-                &self
-                    .script
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .len(),
-            )
-            .finish()
-    }
-}
-
-/// One scripted answer: blocks streamed in pieces, then `Done` (or a failure).
-#[derive(Debug, Clone, Default, PartialEq)]
-#[must_use]
-pub struct Scripted {
-    events: Vec<ModelEvent>,
-    usage: Usage,
-    ending: Option<ModelEvent>,
-    cut: bool,
-}
-
-impl Scripted {
-    /// An empty answer.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A text block, streamed word by word.
-    pub fn text(mut self, text: &str) -> Self {
-        self.events.push(ModelEvent::TextStart);
-        self.events.extend(
-            text.split_inclusive(' ')
-                .map(|word| ModelEvent::TextDelta(word.to_owned())),
-        );
-        self.events.push(ModelEvent::TextEnd);
-        self
-    }
-
-    /// A thinking block, streamed word by word.
-    pub fn thinking(mut self, thinking: &str) -> Self {
-        self.events.push(ModelEvent::ThinkingStart);
-        self.events.extend(
-            thinking
-                .split_inclusive(' ')
-                .map(|word| ModelEvent::ThinkingDelta(word.to_owned())),
-        );
-        self.events.push(ModelEvent::ThinkingEnd);
-        self
-    }
-
-    /// A tool call whose arguments are streamed in two pieces.
-    pub fn tool_call(self, id: &str, name: &str, arguments: &Value) -> Self {
-        self.raw_tool_call(id, name, &arguments.to_string())
-    }
-
-    /// A tool call with arguments given as raw text (which may be invalid JSON).
-    pub fn raw_tool_call(mut self, id: &str, name: &str, arguments: &str) -> Self {
-        self.events.push(ModelEvent::ToolCallStart {
-            id: id.to_owned(),
-            name: name.to_owned(),
-        });
-        let middle = arguments
-            .char_indices()
-            .nth(arguments.chars().count() / 2)
-            .map_or(0, |(i, _)| i);
-        let (first, second) = arguments.split_at(middle);
-        for piece in [first, second]
-            .into_iter()
-            .filter(|piece| !piece.is_empty())
-        {
-            self.events
-                .push(ModelEvent::ToolCallDelta(piece.to_owned()));
-        }
-        self.events.push(ModelEvent::ToolCallEnd);
-        self
-    }
-
-    /// The usage reported with `Done`.
-    pub fn usage(mut self, usage: Usage) -> Self {
-        self.usage = usage;
-        self
-    }
-
-    /// Fails with `error` after the blocks so far (mid-stream, the last block left open).
-    pub fn fail(mut self, error: &str) -> Self {
-        self.ending = Some(ModelEvent::Error(error.to_owned()));
-        self.cut = true;
-        self
-    }
-
-    /// The model events this answer streams.
-    #[must_use]
-    pub fn events(&self) -> Vec<ModelEvent> {
-        let mut events = self.events.clone();
-        match &self.ending {
-            Some(ending) => {
-                if self.cut {
-                    // Leave the last block open, as a dropped connection would.
-                    if matches!(
-                        events.last(),
-                        Some(
-                            ModelEvent::TextEnd | ModelEvent::ThinkingEnd | ModelEvent::ToolCallEnd
-                        )
-                    ) {
-                        events.pop();
-                    }
-                }
-                events.push(ending.clone());
-            }
-            None => {
-                let stop_reason = if events
-                    .iter()
-                    .any(|e| matches!(e, ModelEvent::ToolCallStart { .. }))
-                {
-                    StopReason::ToolUse
-                } else {
-                    StopReason::Stop
-                };
-                events.push(ModelEvent::Done {
-                    stop_reason,
-                    usage: self.usage,
-                });
-            }
-        }
-        events
     }
 }

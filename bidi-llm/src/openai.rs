@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde_json::{Value, json};
 
+use crate::error::ModelError;
 use crate::message::{AssistantContent, Message, StopReason, Usage};
 use crate::model::{Model, ModelEvent, ModelRequest};
 
@@ -13,8 +15,9 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 /// servers that speak its wire format), streamed over SSE: text, tool calls with streamed
 /// arguments, `reasoning_content` as thinking, and usage.
 ///
-/// An HTTP error status, a malformed SSE line, or a connection that drops before `[DONE]` ends
-/// the answer with [`ModelEvent::Error`]; the loop keeps the partial output.
+/// An HTTP error status, a malformed SSE line, a tool call without its `index` or `id`, or a
+/// connection that drops before `[DONE]` ends the answer with [`ModelEvent::Error`]; the loop
+/// keeps the partial output. Its [`name`](Model::name) is the model's.
 ///
 /// ```no_run
 /// use bidi_llm::{LlmAgent, OpenAiModel};
@@ -129,6 +132,10 @@ impl fmt::Debug for OpenAiModel {
 }
 
 impl Model for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.model
+    }
+
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
         let mut http = self
             .client
@@ -141,15 +148,18 @@ impl Model for OpenAiModel {
             let response = match http.send().await {
                 Ok(response) => response,
                 Err(error) => {
-                    return stream::iter([ModelEvent::Error(format!("request failed: {error}"))])
-                        .boxed();
+                    let error = ModelError::Request(Arc::new(error));
+                    return stream::iter([ModelEvent::Error(error)]).boxed();
                 }
             };
             let status = response.status();
             if !status.is_success() {
                 let body = response.text().await.unwrap_or_default();
-                let body: String = body.chars().take(500).collect();
-                return stream::iter([ModelEvent::Error(format!("HTTP {status}: {body}"))]).boxed();
+                let error = ModelError::Status {
+                    status: status.as_u16(),
+                    body: body.chars().take(500).collect(),
+                };
+                return stream::iter([ModelEvent::Error(error)]).boxed();
             }
             let bytes = response.bytes_stream();
             stream::unfold(
@@ -168,14 +178,12 @@ impl Model for OpenAiModel {
                                 finished = decoder.feed(&chunk, &mut pending);
                             }
                             Some(Err(error)) => {
-                                pending
-                                    .push(ModelEvent::Error(format!("the stream broke: {error}")));
+                                let error = ModelError::Request(Arc::new(error));
+                                pending.push(ModelEvent::Error(error));
                                 finished = true;
                             }
                             None => {
-                                pending.push(ModelEvent::Error(
-                                    "the connection closed before the stream's [DONE]".to_owned(),
-                                ));
+                                pending.push(ModelEvent::Error(ModelError::Ended));
                                 finished = true;
                             }
                         }
@@ -236,24 +244,26 @@ impl Decoder {
             let chunk: Value = match serde_json::from_str(data) {
                 Ok(chunk) => chunk,
                 Err(error) => {
-                    out.push(ModelEvent::Error(format!(
-                        "malformed SSE data line ({error}): {data}"
-                    )));
+                    out.push(ModelEvent::Error(ModelError::Malformed {
+                        line: data.to_owned(),
+                        source: Arc::new(error),
+                    }));
                     return true;
                 }
             };
             if let Some(error) = chunk.get("error") {
-                out.push(ModelEvent::Error(format!(
-                    "the provider reported an error: {error}"
-                )));
+                out.push(ModelEvent::Error(ModelError::Provider(error.to_string())));
                 return true;
             }
-            self.chunk(&chunk, out);
+            if let Err(error) = self.chunk(&chunk, out) {
+                out.push(ModelEvent::Error(error));
+                return true;
+            }
         }
         false
     }
 
-    fn chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) {
+    fn chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
             self.usage.input = count("prompt_tokens");
@@ -265,7 +275,7 @@ impl Decoder {
                 .unwrap_or(0);
         }
         let Some(choice) = chunk.pointer("/choices/0") else {
-            return;
+            return Ok(());
         };
         let delta = &choice["delta"];
         if let Some(thinking) = delta
@@ -290,18 +300,23 @@ impl Decoder {
             .into_iter()
             .flatten()
         {
-            let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let index = call.get("index").and_then(Value::as_u64).ok_or_else(|| {
+                ModelError::Protocol(format!("a tool call delta without an `index`: {call}"))
+            })?;
             if !self.tools.contains_key(&index) {
-                let id = call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let name = call
-                    .pointer("/function/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                let field = |pointer: &str, what: &str| {
+                    call.pointer(pointer)
+                        .and_then(Value::as_str)
+                        .filter(|value| !value.is_empty())
+                        .map(str::to_owned)
+                        .ok_or_else(|| {
+                            ModelError::Protocol(format!(
+                                "tool call {index} starts without {what}: {call}"
+                            ))
+                        })
+                };
+                let id = field("/id", "an `id`")?;
+                let name = field("/function/name", "a function `name`")?;
                 self.close(out);
                 self.tools.insert(index, (id.clone(), name.clone()));
                 out.push(ModelEvent::ToolCallStart { id, name });
@@ -312,6 +327,11 @@ impl Decoder {
                 .and_then(Value::as_str)
                 .filter(|a| !a.is_empty())
             {
+                if self.open != Some(Block::Tool(index)) {
+                    return Err(ModelError::Protocol(format!(
+                        "arguments for tool call {index} after it ended"
+                    )));
+                }
                 out.push(ModelEvent::ToolCallDelta(arguments.to_owned()));
             }
         }
@@ -319,10 +339,11 @@ impl Decoder {
             self.close(out);
             self.stop_reason = Some(match reason {
                 "length" => StopReason::Length,
-                "tool_calls" | "function_call" => StopReason::ToolUse,
+                "tool_calls" | "function_call" => StopReason::ToolCalls,
                 _ => StopReason::Stop,
             });
         }
+        Ok(())
     }
 
     fn switch(&mut self, block: Block, out: &mut Vec<ModelEvent>) {

@@ -12,10 +12,12 @@ use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::error::Error;
 use crate::model::ToolSpec;
 
 /// One event of a local tool's execution.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ToolEvent {
     /// More output, shown as it comes.
     Delta(String),
@@ -30,9 +32,9 @@ pub enum ToolEvent {
     Failed(String),
 }
 
-type Validate = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+type Validate = Arc<dyn Fn(&Value) -> Result<(), Error> + Send + Sync>;
 type Execute =
-    Arc<dyn Fn(String, Value) -> Result<BoxStream<'static, ToolEvent>, String> + Send + Sync>;
+    Arc<dyn Fn(String, Value) -> Result<BoxStream<'static, ToolEvent>, Error> + Send + Sync>;
 
 /// A tool the model may call. With an executor it is **local**: the loop runs it and streams
 /// its events. Without one it is **remote**: the turn stops with `awaiting_tool_execution` and
@@ -40,6 +42,10 @@ type Execute =
 ///
 /// Arguments are checked against the tool's argument type before anything runs: a call with
 /// invalid arguments gets an error result naming the path and the reason, and the loop goes on.
+///
+/// A local tool is cancelled by dropping its stream (when the execution is cancelled, say):
+/// keep what it starts inside the stream, so that dropping it stops that too (a child process
+/// with `kill_on_drop`, a task behind an abort-on-drop handle).
 #[derive(Clone)]
 pub struct Tool {
     name: String,
@@ -50,13 +56,11 @@ pub struct Tool {
     execute: Option<Execute>,
 }
 
-fn parse<Args: DeserializeOwned>(name: &str, args: &Value) -> Result<Args, String> {
-    serde_path_to_error::deserialize(args).map_err(|error| {
-        let path = error.path().to_string();
-        format!(
-            "invalid arguments for `{name}` at `{path}`: {}",
-            error.into_inner()
-        )
+fn parse<Args: DeserializeOwned>(name: &str, args: &Value) -> Result<Args, Error> {
+    serde_path_to_error::deserialize(args).map_err(|error| Error::InvalidArguments {
+        tool: name.to_owned(),
+        path: error.path().to_string(),
+        source: error.into_inner(),
     })
 }
 
@@ -140,8 +144,8 @@ impl Tool {
     ///
     /// # Errors
     ///
-    /// A message naming the path and the reason.
-    pub fn validate(&self, args: &Value) -> Result<(), String> {
+    /// [`Error::InvalidArguments`], naming the path and the reason.
+    pub fn validate(&self, args: &Value) -> Result<(), Error> {
         (self.validate)(args)
     }
 
@@ -157,7 +161,10 @@ impl Tool {
         };
         match execute(id, args) {
             Ok(events) => events,
-            Err(error) => stream::once(async move { ToolEvent::Failed(error) }).boxed(),
+            Err(error) => {
+                let message = error.to_string();
+                stream::once(async move { ToolEvent::Failed(message) }).boxed()
+            }
         }
     }
 }

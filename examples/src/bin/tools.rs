@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use bidi_agent::AgentInit;
 use bidi_core::BoxError;
+use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, LlmAgent, Model, OpenAiModel, Scripted, ScriptedModel, Status, Tool, ToolEvent,
-    ToolResultMessage, TurnInput, UserMessage, execute,
+    AgentEvent, LlmAgent, Model, OpenAiModel, Status, Tool, ToolEvent, ToolResultMessage,
+    TurnInput, UserMessage, execute,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -112,11 +113,9 @@ async fn main() -> Result<(), BoxError> {
             while let Some(event) = run.next().await {
                 show(&event?);
             }
-            let result = run.result().clone();
-            println!(
-                "status: {:?}, cost: {} tokens",
-                result.status, result.cost.total_tokens
-            );
+            // `result` takes the stream, which borrowed the connection: `conn` is free again.
+            let result = run.result().await?;
+            println!("status: {:?}, cost: {}", result.status, result.cost);
             if result.status != Status::AwaitingToolExecution {
                 break;
             }

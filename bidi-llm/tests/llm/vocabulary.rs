@@ -1,11 +1,11 @@
-//! The wire shapes of messages and events, the assembler, the scripted model and tools.
+//! The wire shapes of messages, events and sessions, the assembler, the test models and tools.
 
-#![allow(clippy::unwrap_used)]
-
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
-    ErrorMessage, Message, Model, ModelEvent, ModelRequest, Role, Scripted, ScriptedModel,
-    StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, Usage, UserMessage, simple_tool,
+    Error, ErrorCode, ErrorMessage, Lease, LlmSession, Message, Model, ModelEvent, ModelRequest,
+    Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, Usage, UserMessage,
+    simple_tool,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -122,10 +122,29 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
         ),
         (
             AgentEvent::Error {
+                code: ErrorCode::SessionRunning,
                 error: "boom".into(),
                 message: None,
             },
-            json!({"type": "error", "error": "boom"}),
+            json!({"type": "error", "code": "session_running", "error": "boom"}),
+        ),
+        (
+            AgentEvent::ExecuteComplete {
+                status: Status::AwaitingToolExecution,
+                pending_tool_calls: vec![call()],
+                cost: 0.25,
+            },
+            json!({"type": "execute_complete", "status": "awaiting_tool_execution",
+                   "pendingToolCalls": [{"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}],
+                   "cost": 0.25}),
+        ),
+        (
+            AgentEvent::ExecuteComplete {
+                status: Status::Completed,
+                pending_tool_calls: vec![],
+                cost: 0.0,
+            },
+            json!({"type": "execute_complete", "status": "completed", "cost": 0.0}),
         ),
     ];
     for (event, expected) in cases {
@@ -164,11 +183,11 @@ fn messages_serialize_with_their_role() {
                 total: 0.3,
             },
         },
-        stop_reason: StopReason::ToolUse,
+        stop_reason: StopReason::ToolCalls,
     };
     let json = serde_json::to_value(Message::Assistant(assistant.clone())).unwrap();
     assert_eq!(json["role"], "assistant");
-    assert_eq!(json["stopReason"], "toolUse");
+    assert_eq!(json["stopReason"], "tool_calls");
     assert_eq!(json["usage"]["cacheRead"], 2);
     assert_eq!(json["usage"]["totalTokens"], 17);
     assert_eq!(
@@ -235,7 +254,7 @@ async fn assembler_builds_the_message_and_its_events() {
     let Assembled::Done(message) = assembled else {
         panic!("{assembled:?}")
     };
-    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    assert_eq!(message.stop_reason, StopReason::ToolCalls);
     assert_eq!(message.usage, usage);
     assert_eq!(message.text(), "Checking now");
     let ids: Vec<_> = message.tool_calls().map(|c| c.id.as_str()).collect();
@@ -270,7 +289,7 @@ async fn failures_keep_the_partial_output() {
     let Assembled::Failed { error, partial } = assembled else {
         panic!("{assembled:?}")
     };
-    assert_eq!(error, "connection reset");
+    assert_eq!(error.to_string(), "connection reset");
     assert_eq!(partial.text(), "half an answer");
     assert_eq!(partial.stop_reason, StopReason::Error);
 
@@ -300,7 +319,7 @@ async fn failures_keep_the_partial_output() {
     // A scripted model that ran out fails each call.
     let (_, assembled) = assemble_empty().await;
     assert!(
-        matches!(assembled, Assembled::Failed { ref error, .. } if error.contains("no response left"))
+        matches!(assembled, Assembled::Failed { ref error, .. } if error.to_string().contains("no response left"))
     );
 }
 
@@ -370,6 +389,11 @@ async fn tools_validate_then_run() {
         error.starts_with("invalid arguments for `weather` at `days`"),
         "{error}"
     );
+    let Err(Error::InvalidArguments { tool, path, .. }) = streaming.validate(&json!({"city": 7}))
+    else {
+        panic!("accepted")
+    };
+    assert_eq!((tool.as_str(), path.as_str()), ("weather", "city"));
     assert!(streaming.validate(&json!("not an object")).is_err());
 
     let simple = simple_tool(
@@ -401,4 +425,120 @@ async fn tools_validate_then_run() {
     assert!(remote.validate(&json!({"city": "Oslo"})).is_ok());
     let refused: Vec<_> = remote.run("c5".into(), Value::Null).collect().await;
     assert!(matches!(&refused[..], [ToolEvent::Failed(_)]));
+}
+
+#[test]
+fn stop_reasons_serialize_as_the_seed_says_and_accept_pi_names() {
+    for (reason, wire) in [
+        (StopReason::Stop, "stop"),
+        (StopReason::Length, "length"),
+        (StopReason::ToolCalls, "tool_calls"),
+        (StopReason::Error, "error"),
+        (StopReason::Aborted, "aborted"),
+    ] {
+        assert_eq!(serde_json::to_value(reason).unwrap(), wire);
+        assert_eq!(
+            serde_json::from_value::<StopReason>(json!(wire)).unwrap(),
+            reason
+        );
+    }
+    assert_eq!(
+        serde_json::from_value::<StopReason>(json!("toolUse")).unwrap(),
+        StopReason::ToolCalls
+    );
+    assert!(serde_json::from_value::<StopReason>(json!("tool_use")).is_err());
+}
+
+#[test]
+fn sessions_serialize_with_the_seed_fields() {
+    let session = LlmSession {
+        messages: vec![Message::User(UserMessage::new("hi"))],
+        status: Status::Running,
+        lease: Some(Lease {
+            owner: "conn-1".into(),
+            started_at: 1_000,
+            expires_at: 31_000,
+        }),
+        pending_tool_calls: vec![call()],
+        model: Some("gpt-test".into()),
+        total_cost: 0.5,
+    };
+    let json = serde_json::to_value(&session).unwrap();
+    assert_eq!(
+        json,
+        json!({
+            "messages": [{"role": "user", "content": "hi"}],
+            "status": "running",
+            "lease": {"owner": "conn-1", "startedAt": 1000, "expiresAt": 31000},
+            "pendingToolCalls": [{"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}],
+            "model": "gpt-test",
+            "totalCost": 0.5,
+        })
+    );
+    assert_eq!(serde_json::from_value::<LlmSession>(json).unwrap(), session);
+    // A new session: nothing runs, nothing is pending.
+    let fresh: LlmSession = serde_json::from_value(json!({})).unwrap();
+    assert_eq!(fresh.status, Status::Completed);
+    assert_eq!(
+        serde_json::to_value(&fresh).unwrap(),
+        json!({"messages": [], "status": "completed", "totalCost": 0.0})
+    );
+}
+
+#[test]
+fn error_events_from_peers_without_a_code_or_with_a_newer_one() {
+    let event: AgentEvent = serde_json::from_value(json!({"type": "error", "error": "x"})).unwrap();
+    assert!(matches!(
+        event,
+        AgentEvent::Error {
+            code: ErrorCode::Other,
+            ..
+        }
+    ));
+    let event: AgentEvent =
+        serde_json::from_value(json!({"type": "error", "code": "quota", "error": "x"})).unwrap();
+    assert!(matches!(
+        event,
+        AgentEvent::Error {
+            code: ErrorCode::Other,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn the_channel_model_answers_one_request_after_the_other() {
+    let (model, tx) = ChannelModel::new();
+    assert_eq!(model.name(), "channel");
+    let done = || ModelEvent::Done {
+        stop_reason: StopReason::Stop,
+        usage: Usage::default(),
+    };
+    for event in [
+        ModelEvent::TextStart,
+        ModelEvent::TextDelta("one".into()),
+        done(),
+        ModelEvent::TextStart,
+        done(),
+    ] {
+        tx.send(event).unwrap();
+    }
+    let first: Vec<_> = model
+        .stream(ModelRequest::new(vec![], vec![]))
+        .collect()
+        .await;
+    assert_eq!(first.len(), 3);
+    let second: Vec<_> = model
+        .stream(ModelRequest::new(vec![], vec![]))
+        .collect()
+        .await;
+    assert_eq!(second.len(), 2);
+    assert_eq!(model.requests().len(), 2);
+    // Without a sender, an answer just ends.
+    drop(tx);
+    let third: Vec<_> = model
+        .stream(ModelRequest::new(vec![], vec![]))
+        .collect()
+        .await;
+    assert!(third.is_empty());
 }

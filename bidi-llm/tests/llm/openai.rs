@@ -1,14 +1,12 @@
 //! `OpenAiModel` against a local fake server on 127.0.0.1 that replays the Chat Completions
 //! wire format (SSE `data:` lines, `[DONE]`), through the agent loop.
 
-#![allow(clippy::unwrap_used)]
-
 use std::sync::{Arc, Mutex};
 
 use bidi_agent::AgentInit;
 use bidi_llm::{
-    AgentEvent, ExecuteResult, LlmAgent, Message, OpenAiModel, Status, Tool, ToolEvent, TurnInput,
-    UserMessage, execute,
+    AgentEvent, ErrorCode, ExecuteResult, LlmAgent, Message, Model, OpenAiModel, Status,
+    StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -104,7 +102,7 @@ async fn run(agent: &LlmAgent, text: &str) -> (Vec<AgentEvent>, ExecuteResult) {
     while let Some(event) = stream.next().await {
         events.push(event.unwrap());
     }
-    let result = stream.result().clone();
+    let result = stream.result().await.unwrap();
     (events, result)
 }
 
@@ -126,8 +124,9 @@ async fn streams_text_thinking_and_usage() {
         done: true,
     }])
     .await;
-    let agent =
-        LlmAgent::builder("a", OpenAiModel::new(base, "test-model").api_key("sk-test")).build();
+    let model = OpenAiModel::new(base, "test-model").api_key("sk-test");
+    assert_eq!(model.name(), "test-model");
+    let agent = LlmAgent::builder("a", model).build();
     let (events, result) = run(&agent, "hi").await;
     assert_eq!(result.status, Status::Completed, "{result:?}");
     let Some(Message::Assistant(answer)) = result.messages.last() else {
@@ -145,7 +144,7 @@ async fn streams_text_thinking_and_usage() {
     assert!(events.contains(&AgentEvent::ThinkingEnd {
         thinking: "hmm".into()
     }));
-    assert_eq!(result.cost.total_tokens, 15);
+    assert_eq!(answer.stop_reason, StopReason::Stop);
     let body = bodies.lock().unwrap()[0].clone();
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], true);
@@ -224,18 +223,61 @@ async fn failures_end_the_turn_with_the_partial_output() {
     let expectations = [
         ("HTTP 503", ""),
         ("malformed SSE data line", "Hel"),
-        ("closed before", "Half"),
+        ("ended before", "Half"),
     ];
     for (error, partial) in expectations {
         let (_, result) = run(&agent, "hi").await;
         assert_eq!(result.status, Status::Error);
-        assert!(
-            result.error.as_deref().unwrap().contains(error),
-            "{result:?}"
-        );
+        let failure = result.error.clone().unwrap();
+        assert_eq!(failure.code, ErrorCode::Model);
+        assert!(failure.error.contains(error), "{result:?}");
         let Some(Message::Error(message)) = result.messages.last() else {
             panic!("{result:?}")
         };
         assert_eq!(message.partial.as_ref().unwrap().text(), partial);
+    }
+}
+
+/// A provider that leaves out a tool call's `index` or `id` gets a clear error, not a guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_without_index_or_id_are_errors() {
+    let call = |fields: Value| chunk(&json!({"tool_calls": [fields]}));
+    let (base, _) = serve(vec![
+        Reply::Sse {
+            data: vec![call(
+                json!({"id": "call_1", "function": {"name": "weather", "arguments": "{}"}}),
+            )],
+            done: true,
+        },
+        Reply::Sse {
+            data: vec![call(
+                json!({"index": 0, "function": {"name": "weather", "arguments": "{}"}}),
+            )],
+            done: true,
+        },
+        Reply::Sse {
+            data: vec![
+                call(json!({"index": 0, "id": "call_1", "function": {"name": "weather"}})),
+                call(json!({"index": 1, "id": "call_2", "function": {"name": "weather"}})),
+                call(json!({"index": 0, "function": {"arguments": "{}"}})),
+            ],
+            done: true,
+        },
+    ])
+    .await;
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m")).build();
+    for expected in [
+        "without an `index`",
+        "tool call 0 starts without an `id`",
+        "arguments for tool call 0 after it ended",
+    ] {
+        let (_, result) = run(&agent, "weather?").await;
+        let failure = result.error.clone().unwrap();
+        assert_eq!(failure.code, ErrorCode::Model);
+        assert!(failure.error.contains(expected), "{failure:?}");
+        assert!(
+            matches!(result.messages.last(), Some(Message::Error(_))),
+            "{result:?}"
+        );
     }
 }

@@ -1,78 +1,38 @@
 //! The agent loop, scripted: text, thinking, tools (concurrent, streaming, invalid, remote),
-//! suspend and resume across connections, refused inputs, failures, aborts, the turn limit.
+//! suspend and resume across connections and processes, refused inputs, failures, the turn
+//! limit, the final event and the result.
 
-#![allow(clippy::unwrap_used)]
-
-use std::sync::Arc;
 use std::time::Duration;
 
 use bidi_agent::AgentInit;
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, ExecuteResult, LlmAgent, LlmSession, Message, Model, ModelEvent, ModelRequest,
-    Scripted, ScriptedModel, Status, Tool, ToolEvent, ToolResultMessage, TurnInput, Usage,
-    UserMessage, execute, simple_tool,
+    AgentEvent, Cost, ErrorCode, ExecuteError, LlmAgent, Message, ModelEvent, Status, StopReason,
+    TurnInput, Usage, execute, simple_tool,
 };
-use bidi_session::{SessionStore, SqliteStore};
+use bidi_session::{MemoryStore, SqliteStore};
 use futures_util::StreamExt;
-use futures_util::stream::{self, BoxStream};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
-type Conn = bidi_core::Connection<TurnInput, bidi_agent::AgentOutput<LlmSession, u32>, AgentEvent>;
+use crate::support::{confirm, kinds, result_for, run, saved, user, weather};
 
-async fn run(conn: &mut Conn, input: TurnInput) -> (Vec<AgentEvent>, ExecuteResult) {
-    let mut stream = execute(conn, input).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        events.push(event.unwrap());
+fn usage(tokens: u64, cost: f64) -> Usage {
+    Usage {
+        input: tokens,
+        total_tokens: tokens,
+        cost: Cost {
+            total: cost,
+            ..Cost::default()
+        },
+        ..Usage::default()
     }
-    let result = stream.result().clone();
-    (events, result)
-}
-
-fn user(text: &str) -> TurnInput {
-    TurnInput::User(UserMessage::new(text))
-}
-
-fn kinds(events: &[AgentEvent]) -> Vec<&'static str> {
-    events.iter().map(AgentEvent::kind).collect()
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-struct City {
-    city: String,
-}
-
-/// A streaming local tool that takes longer for "Oslo" than for others.
-fn weather() -> Tool {
-    Tool::local("weather", "Weather", "Forecast", |_id, args: City| {
-        let slow = args.city == "Oslo";
-        let city = args.city.clone();
-        stream::once(async move {
-            tokio::time::sleep(Duration::from_millis(if slow { 40 } else { 1 })).await;
-            ToolEvent::Delta(format!("checking {city}"))
-        })
-        .chain(stream::once(async move {
-            ToolEvent::Complete {
-                output: format!("sunny in {}", args.city),
-                details: Some(json!({"city": args.city})),
-            }
-        }))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_only() {
-    let usage = Usage {
-        input: 5,
-        output: 2,
-        total_tokens: 7,
-        ..Usage::default()
-    };
     let agent = LlmAgent::builder(
         "a",
-        ScriptedModel::new([Scripted::new().text("Hello there").usage(usage)]),
+        ScriptedModel::new([Scripted::new().text("Hello there").usage(usage(7, 0.25))]),
     )
     .build();
     let mut conn = agent.connect(AgentInit::new().session_id("s1"));
@@ -89,17 +49,29 @@ async fn text_only() {
             "text_delta",
             "text_end",
             "message_end",
-            "session_end"
+            "session_end",
+            "execute_complete"
         ]
     );
     assert_eq!(result.status, Status::Completed);
     assert_eq!(result.messages.len(), 2);
-    assert_eq!(result.cost, usage);
+    assert_eq!(result.cost, 0.25);
+    assert_eq!(result.error, None);
     let session = agent.agent().session("s1").await.unwrap().unwrap().state();
     assert_eq!(
-        (session.status, session.messages.len(), session.usage),
-        (Status::Completed, 2, usage)
+        (
+            session.status,
+            session.messages.len(),
+            session.lease.clone()
+        ),
+        (Status::Completed, 2, None)
     );
+    assert_eq!(session.model.as_deref(), Some("scripted"));
+    assert_eq!(session.total_cost, 0.25);
+    let Message::Assistant(answer) = &session.messages[1] else {
+        panic!("{session:?}")
+    };
+    assert_eq!(answer.stop_reason, StopReason::Stop);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,6 +149,35 @@ async fn tools_run_concurrently_and_report_in_call_order() {
     assert_eq!(requests[0].tools.len(), 2);
 }
 
+/// A tool whose stream goes on after its result: the result counts, the rest is dropped, and
+/// the loop does not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_stream_is_dropped_at_its_result() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("c1", "lingers", &json!({})),
+        Scripted::new().text("ok"),
+    ]);
+    let lingers = bidi_llm::Tool::local(
+        "lingers",
+        "Lingers",
+        "Answers, then never ends",
+        |_id, _args: serde_json::Value| {
+            futures_util::stream::iter([bidi_llm::ToolEvent::Complete {
+                output: "first".into(),
+                details: None,
+            }])
+            .chain(futures_util::stream::pending())
+        },
+    );
+    let agent = LlmAgent::builder("a", model).tool(lingers).build();
+    let mut conn = agent.connect(AgentInit::new());
+    let (_, result) = run(&mut conn, user("go")).await;
+    assert_eq!(result.status, Status::Completed);
+    assert!(
+        matches!(&result.messages[2], Message::ToolResult(r) if r.content == "first" && !r.is_error)
+    );
+}
+
 #[tokio::test]
 async fn invalid_arguments_become_an_error_result_and_the_loop_goes_on() {
     let model = ScriptedModel::new([
@@ -203,17 +204,48 @@ async fn invalid_arguments_become_an_error_result_and_the_loop_goes_on() {
     assert_eq!(result.status, Status::Completed);
 }
 
+/// The model of the resume tests: calls `c1` (local) and `c2` (remote), then answers.
+fn trip_script() -> ScriptedModel {
+    ScriptedModel::new([
+        Scripted::new()
+            .tool_call("c1", "weather", &json!({"city": "Rome"}))
+            .tool_call("c2", "confirm", &json!({"city": "Rome"})),
+        Scripted::new().text("Booked."),
+    ])
+}
+
+/// The trip agent: `weather` local, `confirm` remote.
+fn trip_agent(store: impl bidi_session::SessionStore, model: ScriptedModel) -> LlmAgent {
+    LlmAgent::builder("trip", model)
+        .tool(weather())
+        .tool(confirm())
+        .store(store)
+        .build()
+}
+
+fn confirmed() -> TurnInput {
+    TurnInput::ToolResults(vec![result_for("c2", "confirm")])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn SessionStore> =
-        Arc::new(SqliteStore::open(dir.path().join("llm.db")).await.unwrap());
-    let agent = trip_agent(store.clone(), trip_script());
+    let sqlite = SqliteStore::open(dir.path().join("llm.db")).await.unwrap();
+    let agent = trip_agent(sqlite, trip_script());
+    let store = agent.agent().store().clone();
     let mut conn = agent.connect(AgentInit::new().session_id("trip"));
     let (events, result) = run(&mut conn, user("book Rome")).await;
     assert_eq!(result.status, Status::AwaitingToolExecution);
     assert_eq!(result.pending_tool_calls.len(), 1);
     assert_eq!(result.pending_tool_calls[0].id, "c2");
+    assert_eq!(
+        events.last(),
+        Some(&AgentEvent::ExecuteComplete {
+            status: Status::AwaitingToolExecution,
+            pending_tool_calls: result.pending_tool_calls.clone(),
+            cost: 0.0,
+        })
+    );
     assert!(kinds(&events).contains(&"awaiting_tool_execution"));
     // The local tool ran; its result is in before the suspension.
     assert!(
@@ -224,63 +256,60 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
     );
     conn.close();
     conn.output().await.unwrap();
-    let saved: LlmSession =
-        serde_json::from_value(store.load("trip").await.unwrap().unwrap().state).unwrap();
-    assert_eq!(saved.status, Status::AwaitingToolExecution);
+    let (state, version) = saved(&*store, "trip").await;
+    assert_eq!(state.status, Status::AwaitingToolExecution);
+    assert_eq!(state.lease, None);
 
-    // Wrong inputs are refused and change nothing.
-    let version = store.load("trip").await.unwrap().unwrap().version;
+    // Wrong inputs are refused with a typed code and change nothing.
     let mut conn = agent.connect(AgentInit::new().session_id("trip"));
-    let result_for = |id: &str| ToolResultMessage {
-        tool_call_id: id.into(),
-        tool_name: "confirm".into(),
-        content: "yes".into(),
-        details: None,
-        is_error: false,
-    };
     for (input, expected) in [
         (user("hello?"), "awaits results"),
         (
-            TurnInput::ToolResults(vec![result_for("forged")]),
+            TurnInput::ToolResults(vec![result_for("forged", "confirm")]),
             "not a pending tool call",
         ),
         (
-            TurnInput::ToolResults(vec![result_for("c2"), result_for("c2")]),
+            TurnInput::ToolResults(vec![
+                result_for("c2", "confirm"),
+                result_for("c2", "confirm"),
+            ]),
             "two results",
         ),
         (TurnInput::ToolResults(vec![]), "missing results"),
         (
-            TurnInput::ToolResults(vec![ToolResultMessage {
-                tool_name: "weather".into(),
-                ..result_for("c2")
-            }]),
+            TurnInput::ToolResults(vec![result_for("c2", "weather")]),
             "is a call of `confirm`, not `weather`",
         ),
     ] {
         let (events, result) = run(&mut conn, input).await;
-        assert_eq!(kinds(&events), ["error"]);
-        assert!(
-            result.error.as_deref().unwrap().contains(expected),
-            "{result:?}"
-        );
+        assert_eq!(kinds(&events), ["error", "execute_complete"]);
+        assert_eq!(result.status, Status::Error);
+        let error = result.error.unwrap();
+        assert_eq!(error.code, ErrorCode::InvalidInput);
+        assert!(error.error.contains(expected), "{error:?}");
     }
-    assert_eq!(store.load("trip").await.unwrap().unwrap().version, version);
+    assert_eq!(saved(&*store, "trip").await.1, version);
 
     // The right results resume the turn.
-    let (_, result) = run(&mut conn, TurnInput::ToolResults(vec![result_for("c2")])).await;
+    let (_, result) = run(&mut conn, confirmed()).await;
     assert_eq!(result.status, Status::Completed);
     // The remote result, then the model's answer.
     assert!(
         matches!(&result.messages[..], [Message::ToolResult(r), Message::Assistant(a)]
         if r.tool_call_id == "c2" && a.text() == "Booked.")
     );
-    let final_state: LlmSession =
-        serde_json::from_value(store.load("trip").await.unwrap().unwrap().state).unwrap();
+    let (final_state, _) = saved(&*store, "trip").await;
     assert_eq!(final_state.status, Status::Completed);
     assert!(final_state.pending_tool_calls.is_empty());
     // Tool results sent when nothing is pending are refused too.
-    let (_, refused) = run(&mut conn, TurnInput::ToolResults(vec![result_for("c2")])).await;
-    assert!(refused.error.unwrap().contains("no tool calls are pending"));
+    let (_, refused) = run(&mut conn, confirmed()).await;
+    assert!(
+        refused
+            .error
+            .unwrap()
+            .error
+            .contains("no tool calls are pending")
+    );
 }
 
 #[tokio::test]
@@ -290,12 +319,29 @@ async fn model_error_mid_stream_keeps_the_partial_output() {
     let mut conn = agent.connect(AgentInit::new().session_id("e"));
     let (events, result) = run(&mut conn, user("hi")).await;
     assert_eq!(result.status, Status::Error);
-    assert_eq!(result.error.as_deref(), Some("HTTP 503"));
-    let Some(Message::Error(error)) = result.messages.last() else {
+    let error = result.error.clone().unwrap();
+    assert_eq!(
+        (error.code, error.error.as_str()),
+        (ErrorCode::Model, "HTTP 503")
+    );
+    let Some(Message::Error(message)) = result.messages.last() else {
         panic!("{result:?}")
     };
-    assert_eq!(error.partial.as_ref().unwrap().text(), "Half of it");
-    assert!(kinds(&events).ends_with(&["message_end", "error", "session_end"]));
+    assert_eq!(message.partial.as_ref().unwrap().text(), "Half of it");
+    assert_eq!(
+        message.partial.as_ref().unwrap().stop_reason,
+        StopReason::Error
+    );
+    assert!(kinds(&events).ends_with(&["message_end", "error", "session_end", "execute_complete"]));
+    let saved = agent.agent().session("e").await.unwrap().unwrap().state();
+    assert_eq!((saved.status, saved.lease), (Status::Error, None));
+    // A failed session takes the next user message.
+    let (_, again) = run(&mut conn, user("again?")).await;
+    assert_eq!(
+        again.error.unwrap().code,
+        ErrorCode::Model,
+        "the script ran out"
+    );
 }
 
 #[tokio::test]
@@ -309,72 +355,90 @@ async fn max_turns_stops_the_loop() {
     let mut conn = agent.connect(AgentInit::new());
     let (_, result) = run(&mut conn, user("loop")).await;
     assert_eq!(result.status, Status::Error);
-    assert!(result.error.unwrap().contains("max_turns"));
+    let error = result.error.unwrap();
+    assert_eq!(error.code, ErrorCode::MaxTurns);
+    assert!(error.error.contains("max_turns"));
 }
 
-/// Streams words slowly, forever.
-struct Slow;
-
-impl Model for Slow {
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        stream::once(async { ModelEvent::TextStart })
-            .chain(stream::unfold(0, |n| async move {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                Some((ModelEvent::TextDelta(format!("w{n} ")), n + 1))
-            }))
-            .boxed()
-    }
-}
-
+/// `result()` reads the execution to its end by itself, and gives the connection back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn abort_mid_stream_leaves_an_aborted_message_and_a_consistent_session() {
-    let agent = LlmAgent::builder("a", Slow).build();
-    let mut conn = agent.connect(AgentInit::new().session_id("ab"));
-    let mut stream = execute(&mut conn, user("talk")).await.unwrap();
-    let mut deltas = 0;
-    while let Some(event) = stream.next().await {
-        if let AgentEvent::TextDelta { .. } = event.unwrap() {
-            deltas += 1;
-            if deltas == 3 {
-                break;
-            }
+async fn result_awaits_the_end_of_the_execution() {
+    let (model, tx) = ChannelModel::new();
+    let agent = LlmAgent::builder("a", model).build();
+    let mut conn = agent.connect(AgentInit::new().session_id("r"));
+    let stream = execute(&mut conn, user("hi")).await.unwrap();
+    // Nothing reads the events: `result()` waits for the model, which answers meanwhile.
+    let feed = async {
+        for event in [
+            ModelEvent::TextStart,
+            ModelEvent::TextDelta("late".into()),
+            ModelEvent::TextEnd,
+            ModelEvent::Done {
+                stop_reason: StopReason::Stop,
+                usage: usage(3, 0.5),
+            },
+        ] {
+            tokio::task::yield_now().await;
+            tx.send(event).unwrap();
         }
-    }
-    drop(stream);
-    conn.cancel();
-    assert!(conn.output().await.unwrap_err().is_cancelled());
-    // The agent saves what it had once it sees the cancellation.
-    let mut saved = None;
-    for _ in 0..500 {
-        let state = agent.agent().session("ab").await.unwrap().unwrap().state();
-        if state.messages.len() == 2 {
-            saved = Some(state);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let saved = saved.expect("the aborted execution was saved");
-    let Message::Aborted(aborted) = &saved.messages[1] else {
-        panic!("{saved:?}")
     };
-    assert!(
-        aborted.partial.text().starts_with("w0 w1 w2"),
-        "{}",
-        aborted.partial.text()
-    );
-    assert_eq!(saved.status, Status::Completed);
+    let (result, ()) = tokio::join!(stream.result(), feed);
+    let result = result.unwrap();
+    assert_eq!((result.status, result.cost), (Status::Completed, 0.5));
+    let Some(Message::Assistant(answer)) = result.messages.last() else {
+        panic!("{result:?}")
+    };
+    assert_eq!(answer.text(), "late");
+    // The next execution starts clean: the first one was read to its end.
+    let stream = execute(&mut conn, user("again")).await.unwrap();
+    drop(tx);
+    let failed = stream.result().await.unwrap();
+    assert_eq!(failed.error.unwrap().code, ErrorCode::Model);
+    conn.close();
+    assert_eq!(conn.output().await.unwrap().output, 2);
 }
 
-/// Streams what the test feeds it.
-struct Fed(std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<ModelEvent>>>);
+/// A turn without `execute_complete` (not an agent loop's connection) has no result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_result_without_execute_complete() {
+    let action = bidi_core::BidiAction::new(
+        "not-a-loop",
+        |_ctx,
+         (),
+         mut inbound: bidi_core::Inbound<TurnInput>,
+         out: bidi_core::Outbound<AgentEvent>| async move {
+            while inbound.recv().await.is_some() {
+                out.send(AgentEvent::TextStart).await?;
+                out.end_turn().await?;
+            }
+            Ok::<_, bidi_core::BoxError>(())
+        },
+    );
+    let mut conn = action.connect(());
+    let stream = execute(&mut conn, user("hi")).await.unwrap();
+    assert!(matches!(
+        stream.result().await,
+        Err(ExecuteError::Unfinished)
+    ));
+}
 
-impl Model for Fed {
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        let rx = self.0.lock().unwrap().take().expect("one answer");
-        stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|event| (event, rx))
-        })
-        .boxed()
+/// An execution whose connection is cancelled has no result: `result()` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_execution_has_no_result() {
+    let (model, _tx) = ChannelModel::new();
+    let agent = LlmAgent::builder("a", model).build();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let options = bidi_core::ConnectOptions::new().parent(shutdown.clone());
+    let mut conn = agent.agent().connect_with(AgentInit::new(), options);
+    let mut stream = execute(&mut conn, user("hi")).await.unwrap();
+    assert_eq!(
+        stream.next().await.unwrap().unwrap().kind(),
+        "session_start"
+    );
+    shutdown.cancel();
+    match stream.result().await {
+        Err(ExecuteError::Connection(error)) => assert!(error.is_cancelled(), "{error}"),
+        other => panic!("{other:?}"),
     }
 }
 
@@ -382,8 +446,8 @@ impl Model for Fed {
 /// handed over before it waits for the model. (The timeout only turns a hang into a failure.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_never_held_back_while_the_model_is_silent() {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let agent = LlmAgent::builder("fed", Fed(std::sync::Mutex::new(Some(rx)))).build();
+    let (model, tx) = ChannelModel::new();
+    let agent = LlmAgent::builder("fed", model).build();
     let mut conn = agent.connect(AgentInit::new());
     let mut stream = execute(&mut conn, user("hi")).await.unwrap();
     let mut next = async || stream.next().await.unwrap().unwrap();
@@ -415,55 +479,29 @@ async fn events_are_never_held_back_while_the_model_is_silent() {
         assert_eq!(next().await, AgentEvent::TextDelta { delta: "b".into() });
         tx.send(ModelEvent::TextEnd).unwrap();
         tx.send(ModelEvent::Done {
-            stop_reason: bidi_llm::StopReason::Stop,
+            stop_reason: StopReason::Stop,
             usage: Usage::default(),
         })
         .unwrap();
         let mut rest = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..4 {
             rest.push(next().await.kind());
         }
-        assert_eq!(rest, ["text_end", "message_end", "session_end"]);
+        assert_eq!(
+            rest,
+            ["text_end", "message_end", "session_end", "execute_complete"]
+        );
     };
     tokio::time::timeout(Duration::from_secs(30), body)
         .await
         .expect("an event was held back");
     assert!(stream.next().await.is_none());
-    assert_eq!(stream.result().status, Status::Completed);
-}
-
-/// The model of the resume tests: calls `c1` (local) and `c2` (remote), then answers.
-fn trip_script() -> ScriptedModel {
-    ScriptedModel::new([
-        Scripted::new()
-            .tool_call("c1", "weather", &json!({"city": "Rome"}))
-            .tool_call("c2", "confirm", &json!({"city": "Rome"})),
-        Scripted::new().text("Booked."),
-    ])
-}
-
-/// The trip agent: `weather` local, `confirm` remote.
-fn trip_agent(store: Arc<dyn SessionStore>, model: ScriptedModel) -> LlmAgent {
-    LlmAgent::builder("trip", model)
-        .tool(weather())
-        .tool(Tool::remote::<City>("confirm", "Confirm", "Asks the user"))
-        .store(store)
-        .build()
-}
-
-fn confirmed() -> TurnInput {
-    TurnInput::ToolResults(vec![ToolResultMessage {
-        tool_call_id: "c2".into(),
-        tool_name: "confirm".into(),
-        content: "yes".into(),
-        details: Some(json!({"by": "user"})),
-        is_error: false,
-    }])
+    assert_eq!(stream.result().await.unwrap().status, Status::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_tools_resume_on_the_same_connection() {
-    let agent = trip_agent(Arc::new(bidi_session::MemoryStore::new()), trip_script());
+    let agent = trip_agent(MemoryStore::new(), trip_script());
     let mut conn = agent.connect(AgentInit::new());
     let (_, suspended) = run(&mut conn, user("book Rome")).await;
     assert_eq!(suspended.status, Status::AwaitingToolExecution);
@@ -480,7 +518,7 @@ async fn registers_as_an_agent() {
     let registry = bidi_flow::Registry::new();
     registry
         .register(
-            trip_agent(Arc::new(bidi_session::MemoryStore::new()), trip_script())
+            trip_agent(MemoryStore::new(), trip_script())
                 .agent()
                 .clone()
                 .into_flow(),
@@ -491,8 +529,8 @@ async fn registers_as_an_agent() {
         desc["metadata"]["agent"]["stateSchema"]["title"],
         "LlmSession"
     );
-    assert!(desc["streamSchema"]["oneOf"].as_array().unwrap().len() >= 18);
-    // Over JSON: a user message in, events out.
+    assert!(desc["streamSchema"]["oneOf"].as_array().unwrap().len() >= 19);
+    // Over JSON: a user message in, events out, the last one the result.
     let mut conn = registry
         .connect_json("/agent/trip", json!({"sessionId": "j"}))
         .unwrap();
@@ -501,10 +539,11 @@ async fn registers_as_an_agent() {
         .unwrap();
     let events: Vec<_> = conn.responses().map(Result::unwrap).collect().await;
     assert_eq!(events.first().unwrap()["type"], "session_start");
-    assert!(
-        events
-            .iter()
-            .any(|e| e["type"] == "awaiting_tool_execution")
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type": "execute_complete", "status": "awaiting_tool_execution",
+                "pendingToolCalls": [{"id": "c2", "name": "confirm", "arguments": {"city": "Rome"}}],
+                "cost": 0.0})
     );
 }
 
@@ -517,7 +556,7 @@ async fn resume_child() {
     let Ok(db) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).await.unwrap());
+    let store = SqliteStore::open(&db).await.unwrap();
     // A new process: a model that continues where the first one stopped.
     let model = ScriptedModel::new([Scripted::new().text("Booked.")]);
     let mut conn = trip_agent(store, model).connect(AgentInit::new().session_id("trip"));
@@ -533,7 +572,7 @@ async fn remote_tools_resume_in_a_new_process() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("trip.db");
     {
-        let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).await.unwrap());
+        let store = SqliteStore::open(&db).await.unwrap();
         let mut conn =
             trip_agent(store, trip_script()).connect(AgentInit::new().session_id("trip"));
         let (_, result) = run(&mut conn, user("book Rome")).await;
@@ -541,11 +580,10 @@ async fn remote_tools_resume_in_a_new_process() {
         conn.close();
         conn.output().await.unwrap();
     }
-    let stdout = bidi_session::testing::run_child_test("resume_child", CHILD_ENV, &db);
+    let stdout = bidi_session::testing::run_child_test("agent_loop::resume_child", CHILD_ENV, &db);
     assert!(stdout.contains("status=\"completed\""), "{stdout}");
     let store = SqliteStore::open(&db).await.unwrap();
-    let state: LlmSession =
-        serde_json::from_value(store.load("trip").await.unwrap().unwrap().state).unwrap();
+    let (state, _) = saved(&store, "trip").await;
     assert_eq!(state.status, Status::Completed);
     let Some(Message::Assistant(last)) = state.messages.last() else {
         panic!("{state:?}")

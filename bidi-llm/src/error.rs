@@ -1,0 +1,210 @@
+//! Typed errors: [`Error`] (why an execution failed or its input was refused), [`ModelError`]
+//! (why a model call failed), [`ExecuteError`] (why a caller got no result), and the
+//! [`ErrorCode`] an `error` event carries.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::event::AgentEvent;
+use crate::message::Message;
+use crate::session::Lease;
+
+/// Why an execution failed, or why its input was refused.
+///
+/// The loop reports it to the caller as an [`AgentEvent::Error`](crate::AgentEvent::Error)
+/// carrying its [`code`](Self::code) and its text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A user message came while tool calls await their results. Nothing changed.
+    #[error("the session awaits results for tool calls {}; send those first", ids(.pending))]
+    AwaitingToolResults {
+        /// The ids of the calls waiting for results.
+        pending: Vec<String>,
+    },
+    /// A tool result names a call that is not pending. Nothing changed.
+    #[error("`{id}` is not a pending tool call")]
+    NotPending {
+        /// The id the result named.
+        id: String,
+    },
+    /// A tool result names another tool than its call. Nothing changed.
+    #[error("tool call `{id}` is a call of `{expected}`, not `{found}`")]
+    WrongTool {
+        /// The call.
+        id: String,
+        /// The tool the model called.
+        expected: String,
+        /// The tool the result named.
+        found: String,
+    },
+    /// Two results for one call. Nothing changed.
+    #[error("two results for tool call `{id}`")]
+    DuplicateResult {
+        /// The call.
+        id: String,
+    },
+    /// Results for only some of the pending calls. Nothing changed.
+    #[error("missing results for tool calls {}", ids(.missing))]
+    MissingResults {
+        /// The calls without a result.
+        missing: Vec<String>,
+    },
+    /// Tool results while no calls are pending. Nothing changed.
+    #[error("no tool calls are pending; send a user message")]
+    NothingPending,
+    /// Another execution holds the session (in this process or another). Nothing changed.
+    #[error(
+        "session `{session_id}` is running an execution of connection `{}`; try again once it ended",
+        .lease.owner
+    )]
+    SessionRunning {
+        /// The session.
+        session_id: String,
+        /// Who holds it, since when, and until when.
+        lease: Lease,
+    },
+    /// The model call failed.
+    #[error(transparent)]
+    Model(ModelError),
+    /// The execution made as many model calls as it may.
+    #[error("stopped after {max_turns} model calls (max_turns)")]
+    MaxTurns {
+        /// The limit.
+        max_turns: u32,
+    },
+    /// A tool call's arguments do not fit the tool's argument type.
+    #[error("invalid arguments for `{tool}` at `{path}`: {source}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// Where in the arguments (`.` for the whole).
+        path: String,
+        /// What is wrong there.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The session store failed; a conflict at the end of an execution means another
+    /// execution took the session over after this one's lease expired.
+    #[error("the session store failed: {0}")]
+    Store(#[source] bidi_session::StoreError),
+}
+
+impl Error {
+    /// What the `error` event calls it.
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::AwaitingToolResults { .. }
+            | Self::NotPending { .. }
+            | Self::WrongTool { .. }
+            | Self::DuplicateResult { .. }
+            | Self::MissingResults { .. }
+            | Self::NothingPending
+            | Self::InvalidArguments { .. } => ErrorCode::InvalidInput,
+            Self::SessionRunning { .. } => ErrorCode::SessionRunning,
+            Self::Model(_) => ErrorCode::Model,
+            Self::MaxTurns { .. } => ErrorCode::MaxTurns,
+            Self::Store(_) => ErrorCode::Store,
+        }
+    }
+
+    /// The `error` event reporting it, with the message it left.
+    pub(crate) fn event(&self, message: Option<Message>) -> AgentEvent {
+        AgentEvent::Error {
+            code: self.code(),
+            error: self.to_string(),
+            message: message.map(Box::new),
+        }
+    }
+}
+
+fn ids(ids: &[String]) -> String {
+    ids.iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What kind of failure an `error` event reports: `snake_case` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The input does not fit where the session stands; the session is unchanged.
+    InvalidInput,
+    /// Another execution holds the session; the session is unchanged.
+    SessionRunning,
+    /// The model call failed.
+    Model,
+    /// The execution made as many model calls as it may.
+    MaxTurns,
+    /// The session store failed.
+    Store,
+    /// A code this version does not know (from a newer peer), or none.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// Why a model call failed: what [`ModelEvent::Error`](crate::ModelEvent::Error) carries.
+///
+/// Cheap to clone: sources are shared.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The request could not be sent, or its answer could not be read.
+    #[error("request failed: {0}")]
+    Request(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// The provider answered with an error status.
+    #[error("HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the answer's body.
+        body: String,
+    },
+    /// The provider reported an error inside the stream.
+    #[error("the provider reported an error: {0}")]
+    Provider(String),
+    /// A line of the stream is not JSON.
+    #[error("malformed SSE data line ({source}): {line}")]
+    Malformed {
+        /// The line.
+        line: String,
+        /// Why it does not parse.
+        #[source]
+        source: Arc<serde_json::Error>,
+    },
+    /// The stream breaks the wire format: a tool call without an index or an id, text outside
+    /// any block, ...
+    #[error("invalid model stream: {0}")]
+    Protocol(String),
+    /// The stream ended before the answer was complete (a dropped connection).
+    #[error("the model's stream ended before the answer was complete")]
+    Ended,
+    /// Any other failure: a model of your own, a scripted failure.
+    #[error(transparent)]
+    Other(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl ModelError {
+    /// A failure of a model of your own.
+    pub fn other(error: impl Into<bidi_core::BoxError>) -> Self {
+        Self::Other(Arc::from(error.into()))
+    }
+}
+
+/// Why [`ExecuteStream::result`](crate::ExecuteStream::result) has no result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecuteError {
+    /// The connection failed or was cancelled before the execution ended.
+    #[error("the connection ended before the execution did: {0}")]
+    Connection(#[source] bidi_core::Error),
+    /// The turn ended without an `execute_complete` event: not an agent loop's connection.
+    #[error("the turn ended without an execute_complete event")]
+    Unfinished,
+}

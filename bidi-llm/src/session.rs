@@ -1,0 +1,224 @@
+//! The session side of the agent loop: its persisted state ([`LlmSession`]), where it stands
+//! ([`Status`]), the [`Lease`] of a running execution, and what an execution takes
+//! ([`TurnInput`]), checked against the session before anything changes.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bidi_session::{MAX_UPDATE_ATTEMPTS, Session, StoreError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
+
+/// Where a session stands: `snake_case` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Status {
+    /// An execution is running; the session's [`Lease`] says whose.
+    Running,
+    /// Remote tool calls are pending; the next input must be their results.
+    AwaitingToolExecution,
+    /// Nothing runs and nothing is pending: a new session, or the last execution finished or
+    /// was cancelled.
+    #[default]
+    Completed,
+    /// The last execution failed (the model failed, the turn limit, the store).
+    Error,
+}
+
+/// Who runs an execution on a session, since when, and until when that claim holds.
+///
+/// An execution takes the lease with a compare-and-swap save as it starts and gives it up with
+/// the save that ends it, also when it fails or is cancelled; while it runs it renews the lease
+/// every third of its term. A lease that expired (its process crashed, say) no longer holds: the
+/// next execution takes the session over. Times are the wall clocks of the processes involved,
+/// so keep the term well above the clock skew between them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// The connection running the execution (its
+    /// [`ActionContext::connection_id`](bidi_core::ActionContext::connection_id)).
+    pub owner: String,
+    /// When the execution started, in milliseconds since the Unix epoch.
+    pub started_at: u64,
+    /// When the lease expires unless renewed, in milliseconds since the Unix epoch.
+    pub expires_at: u64,
+}
+
+impl Lease {
+    /// Whether the lease no longer holds at `now` (milliseconds since the Unix epoch).
+    #[must_use]
+    pub fn is_expired_at(&self, now: u64) -> bool {
+        self.expires_at <= now
+    }
+}
+
+/// An agent session's persisted state: `camelCase` JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmSession {
+    /// The whole conversation.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// Where the session stands.
+    #[serde(default)]
+    pub status: Status,
+    /// Who runs the current execution; only while the status is `running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// The calls waiting for remote results; the next input must be their results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_tool_calls: Vec<ToolCall>,
+    /// The model of the session's last model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What the session's model calls cost in all, in the provider's currency.
+    #[serde(default)]
+    pub total_cost: f64,
+}
+
+/// The input of one execution: a user message, or the results of the pending remote tool calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum TurnInput {
+    /// Results for exactly the pending tool calls.
+    ToolResults(Vec<ToolResultMessage>),
+    /// A user message.
+    User(UserMessage),
+}
+
+impl TurnInput {
+    /// The messages the input adds to the conversation.
+    pub(crate) fn into_messages(self) -> Vec<Message> {
+        match self {
+            Self::User(user) => vec![Message::User(user)],
+            Self::ToolResults(results) => results.into_iter().map(Message::ToolResult).collect(),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, by this process's clock.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether `input` fits where `state` stands: tool results must answer exactly the pending
+/// calls, and a user message must wait until there are none.
+fn check(state: &LlmSession, input: &TurnInput) -> Result<(), Error> {
+    let pending = &state.pending_tool_calls;
+    let results = match input {
+        TurnInput::User(_) if pending.is_empty() => return Ok(()),
+        TurnInput::User(_) => {
+            return Err(Error::AwaitingToolResults {
+                pending: pending.iter().map(|call| call.id.clone()).collect(),
+            });
+        }
+        TurnInput::ToolResults(_) if pending.is_empty() => return Err(Error::NothingPending),
+        TurnInput::ToolResults(results) => results,
+    };
+    let mut seen = HashSet::new();
+    for result in results {
+        let id = &result.tool_call_id;
+        let Some(call) = pending.iter().find(|call| &call.id == id) else {
+            return Err(Error::NotPending { id: id.clone() });
+        };
+        if call.name != result.tool_name {
+            return Err(Error::WrongTool {
+                id: id.clone(),
+                expected: call.name.clone(),
+                found: result.tool_name.clone(),
+            });
+        }
+        if !seen.insert(id.as_str()) {
+            return Err(Error::DuplicateResult { id: id.clone() });
+        }
+    }
+    let missing: Vec<String> = pending
+        .iter()
+        .filter(|call| !seen.contains(call.id.as_str()))
+        .map(|call| call.id.clone())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::MissingResults { missing })
+    }
+}
+
+/// Starts an execution of `owner` on `session`: checks `input` against the latest state and
+/// takes the session's lease with a compare-and-swap save. Returns the state as saved.
+///
+/// A session another execution holds is refused with [`Error::SessionRunning`], an input that
+/// does not fit with its own error; either way nothing is written.
+pub(crate) async fn claim(
+    session: &Session<LlmSession>,
+    input: &TurnInput,
+    owner: &str,
+    term: Duration,
+) -> Result<LlmSession, Error> {
+    // The cached state may be stale (another process ran an execution since): a conflicting
+    // save re-reads it, and so does a lease that seems held, before it refuses.
+    let mut reloaded = false;
+    for _ in 0..MAX_UPDATE_ATTEMPTS {
+        let mut state = session.state();
+        let now = now_ms();
+        if state.status == Status::Running
+            && let Some(lease) = &state.lease
+            && lease.owner != owner
+            && !lease.is_expired_at(now)
+        {
+            if reloaded {
+                return Err(Error::SessionRunning {
+                    session_id: session.id().to_owned(),
+                    lease: lease.clone(),
+                });
+            }
+            session.reload().await.map_err(Error::Store)?;
+            reloaded = true;
+            continue;
+        }
+        check(&state, input)?;
+        state.status = Status::Running;
+        state.lease = Some(Lease {
+            owner: owner.to_owned(),
+            started_at: now,
+            expires_at: now.saturating_add(millis(term)),
+        });
+        match session.update_state(state.clone()).await {
+            Ok(()) => return Ok(state),
+            Err(StoreError::Conflict { .. }) => {
+                session.reload().await.map_err(Error::Store)?;
+                reloaded = true;
+            }
+            Err(error) => return Err(Error::Store(error)),
+        }
+    }
+    Err(Error::Store(StoreError::Contended {
+        session_id: session.id().to_owned(),
+        attempts: MAX_UPDATE_ATTEMPTS,
+    }))
+}
+
+/// Extends the lease of the running execution by `term` from now: saves the state as last
+/// saved (not the execution's work in progress, so that a crash leaves the conversation as it
+/// was before the execution) with the new expiry.
+pub(crate) async fn renew(session: &Session<LlmSession>, term: Duration) -> Result<(), StoreError> {
+    let mut saved = session.state();
+    let Some(lease) = &mut saved.lease else {
+        return Ok(());
+    };
+    lease.expires_at = now_ms().saturating_add(millis(term));
+    session.update_state(saved).await
+}

@@ -1,0 +1,305 @@
+//! Test doubles: models that answer without a network, for tests, examples and benchmarks.
+//!
+//! - [`ScriptedModel`] answers each request with the next [`Scripted`] answer.
+//! - [`ChannelModel`] streams what the test sends it, when the test sends it: for tests of
+//!   timing, batching and cancellation.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::StreamExt as _;
+use futures_util::stream::{self, BoxStream};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::error::ModelError;
+use crate::message::{StopReason, Usage};
+use crate::model::{Model, ModelEvent, ModelRequest};
+
+/// A deterministic model: answers each request with the next scripted response. Its
+/// [`name`](Model::name) is `scripted`.
+///
+/// ```
+/// use bidi_llm::testing::{Scripted, ScriptedModel};
+/// use bidi_llm::{Model, ModelRequest};
+/// use futures_util::StreamExt;
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let model = ScriptedModel::new([
+///     Scripted::new().tool_call("call-1", "weather", &json!({"city": "Oslo"})),
+///     Scripted::new().text("It is sunny in Oslo."),
+/// ]);
+/// let events: Vec<_> = model.stream(ModelRequest::new(vec![], vec![])).collect().await;
+/// assert!(matches!(events.last(), Some(bidi_llm::ModelEvent::Done { .. })));
+/// assert_eq!(model.requests().len(), 1);
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct ScriptedModel {
+    script: Arc<Mutex<VecDeque<Scripted>>>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl ScriptedModel {
+    /// A model answering with `responses`, in order. Once they run out, each call fails.
+    pub fn new(responses: impl IntoIterator<Item = Scripted>) -> Self {
+        Self {
+            script: Arc::new(Mutex::new(responses.into_iter().collect())),
+            requests: Arc::default(),
+        }
+    }
+
+    /// Every request received so far.
+    #[must_use]
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Model for ScriptedModel {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+        let next = self
+            .script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let events = next.map_or_else(
+            || {
+                vec![ModelEvent::Error(ModelError::other(
+                    "the scripted model has no response left",
+                ))]
+            },
+            |scripted| scripted.events(),
+        );
+        Box::pin(stream::iter(events))
+    }
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field(
+                "remaining",
+                &self
+                    .script
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .len(),
+            )
+            .finish()
+    }
+}
+
+/// One scripted answer: blocks streamed in pieces, then `Done` (or a failure).
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct Scripted {
+    events: Vec<ModelEvent>,
+    usage: Usage,
+    ending: Option<ModelEvent>,
+    cut: bool,
+}
+
+impl Scripted {
+    /// An empty answer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A text block, streamed word by word.
+    pub fn text(mut self, text: &str) -> Self {
+        self.events.push(ModelEvent::TextStart);
+        self.events.extend(
+            text.split_inclusive(' ')
+                .map(|word| ModelEvent::TextDelta(word.to_owned())),
+        );
+        self.events.push(ModelEvent::TextEnd);
+        self
+    }
+
+    /// A thinking block, streamed word by word.
+    pub fn thinking(mut self, thinking: &str) -> Self {
+        self.events.push(ModelEvent::ThinkingStart);
+        self.events.extend(
+            thinking
+                .split_inclusive(' ')
+                .map(|word| ModelEvent::ThinkingDelta(word.to_owned())),
+        );
+        self.events.push(ModelEvent::ThinkingEnd);
+        self
+    }
+
+    /// A tool call whose arguments are streamed in two pieces.
+    pub fn tool_call(self, id: &str, name: &str, arguments: &Value) -> Self {
+        self.raw_tool_call(id, name, &arguments.to_string())
+    }
+
+    /// A tool call with arguments given as raw text (which may be invalid JSON).
+    pub fn raw_tool_call(mut self, id: &str, name: &str, arguments: &str) -> Self {
+        self.events.push(ModelEvent::ToolCallStart {
+            id: id.to_owned(),
+            name: name.to_owned(),
+        });
+        let middle = arguments
+            .char_indices()
+            .nth(arguments.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        let (first, second) = arguments.split_at(middle);
+        for piece in [first, second]
+            .into_iter()
+            .filter(|piece| !piece.is_empty())
+        {
+            self.events
+                .push(ModelEvent::ToolCallDelta(piece.to_owned()));
+        }
+        self.events.push(ModelEvent::ToolCallEnd);
+        self
+    }
+
+    /// The usage reported with `Done`.
+    pub fn usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// Fails with `error` after the blocks so far (mid-stream, the last block left open).
+    pub fn fail(mut self, error: &str) -> Self {
+        self.ending = Some(ModelEvent::Error(ModelError::other(error.to_owned())));
+        self.cut = true;
+        self
+    }
+
+    /// The model events this answer streams.
+    #[must_use]
+    pub fn events(&self) -> Vec<ModelEvent> {
+        let mut events = self.events.clone();
+        match &self.ending {
+            Some(ending) => {
+                if self.cut {
+                    // Leave the last block open, as a dropped connection would.
+                    if matches!(
+                        events.last(),
+                        Some(
+                            ModelEvent::TextEnd | ModelEvent::ThinkingEnd | ModelEvent::ToolCallEnd
+                        )
+                    ) {
+                        events.pop();
+                    }
+                }
+                events.push(ending.clone());
+            }
+            None => {
+                let stop_reason = if events
+                    .iter()
+                    .any(|e| matches!(e, ModelEvent::ToolCallStart { .. }))
+                {
+                    StopReason::ToolCalls
+                } else {
+                    StopReason::Stop
+                };
+                events.push(ModelEvent::Done {
+                    stop_reason,
+                    usage: self.usage,
+                });
+            }
+        }
+        events
+    }
+}
+
+/// A model that streams what the test sends through its channel, as it comes: each request
+/// takes the events up to and including the next `Done` or `Error`, so one sender scripts
+/// several answers. Requests are answered one at a time, in order; once the sender is dropped,
+/// an answer just ends (which the loop reports as a failed model call). Its
+/// [`name`](Model::name) is `channel`.
+///
+/// ```
+/// use bidi_llm::testing::ChannelModel;
+/// use bidi_llm::{Model, ModelEvent, ModelRequest, StopReason, Usage};
+/// use futures_util::StreamExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (model, tx) = ChannelModel::new();
+/// let mut answer = model.stream(ModelRequest::new(vec![], vec![]));
+/// tx.send(ModelEvent::TextStart).unwrap();
+/// assert!(matches!(answer.next().await, Some(ModelEvent::TextStart)));
+/// // Nothing more is sent yet: the answer waits.
+/// tx.send(ModelEvent::Done { stop_reason: StopReason::Stop, usage: Usage::default() }).unwrap();
+/// assert!(matches!(answer.next().await, Some(ModelEvent::Done { .. })));
+/// assert!(answer.next().await.is_none());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ChannelModel {
+    events: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ModelEvent>>>,
+    requests: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl ChannelModel {
+    /// The model and the sender of its events.
+    #[must_use]
+    pub fn new() -> (Self, mpsc::UnboundedSender<ModelEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let model = Self {
+            events: Arc::new(tokio::sync::Mutex::new(rx)),
+            requests: Arc::default(),
+        };
+        (model, tx)
+    }
+
+    /// Every request received so far.
+    #[must_use]
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Model for ChannelModel {
+    fn name(&self) -> &str {
+        "channel"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+        let events = Arc::clone(&self.events);
+        stream::once(async move { events.lock_owned().await })
+            .flat_map(|events| {
+                stream::unfold((events, false), |(mut events, over)| async move {
+                    if over {
+                        return None;
+                    }
+                    let event = events.recv().await?;
+                    let over = matches!(event, ModelEvent::Done { .. } | ModelEvent::Error(_));
+                    Some((event, (events, over)))
+                })
+            })
+            .boxed()
+    }
+}
+
+impl fmt::Debug for ChannelModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChannelModel").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,468 @@
+//! The loop of one execution: model calls and local tools until the model stops, remote tools
+//! are pending, the turn limit is hit, or the execution is interrupted; then the save that ends
+//! it and its last events.
+
+use std::collections::BTreeMap;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bidi_agent::Responder;
+use bidi_core::{ActionContext, Cause};
+use bidi_session::Session;
+use futures_core::Stream;
+use futures_util::stream::{BoxStream, SelectAll, StreamExt as _};
+use tokio::time::{Instant, Sleep};
+
+use crate::error::Error;
+use crate::event::AgentEvent;
+use crate::message::{
+    AbortedMessage, ErrorMessage, Message, Role, StopReason, ToolCall, ToolResultMessage,
+};
+use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
+use crate::session::{self, LlmSession, Status, TurnInput};
+use crate::tool::{Tool, ToolEvent};
+
+/// What every execution of an agent shares.
+pub(crate) struct Config {
+    pub(crate) model: Arc<dyn Model>,
+    pub(crate) tools: Vec<Tool>,
+    /// The tools as the model sees them.
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) max_turns: u32,
+    /// The term of an execution's lease.
+    pub(crate) lease: Duration,
+}
+
+/// At most this many events wait in the outbox before they are handed over.
+const BATCH: usize = 64;
+
+/// The execution was cancelled, or nobody takes its events any more: it stops where it is.
+struct Interrupted;
+
+/// How an execution waits: for something, unless it is cancelled, renewing its lease meanwhile.
+struct Watch<'a> {
+    session: &'a Session<LlmSession>,
+    /// `None` once the cancellation was seen. One waiter for the whole execution.
+    cancelled: Option<Pin<Box<dyn Future<Output = Cause> + Send + 'a>>>,
+    renewal: Pin<Box<Sleep>>,
+    term: Duration,
+}
+
+enum Step<T> {
+    Ready(T),
+    Cancelled,
+    Renew,
+}
+
+impl<'a> Watch<'a> {
+    fn new(ctx: &'a ActionContext, session: &'a Session<LlmSession>, term: Duration) -> Self {
+        Self {
+            session,
+            cancelled: Some(Box::pin(ctx.cancelled())),
+            renewal: Box::pin(tokio::time::sleep(term / 3)),
+            term,
+        }
+    }
+
+    /// `what`'s output, or [`Interrupted`] as soon as the execution is cancelled.
+    async fn wait<F: Future>(&mut self, what: F) -> Result<F::Output, Interrupted> {
+        let mut what = pin!(what);
+        loop {
+            let step = poll_fn(|cx| {
+                let Some(cancelled) = &mut self.cancelled else {
+                    return Poll::Ready(Step::Cancelled);
+                };
+                if cancelled.as_mut().poll(cx).is_ready() {
+                    self.cancelled = None;
+                    return Poll::Ready(Step::Cancelled);
+                }
+                if let Poll::Ready(output) = what.as_mut().poll(cx) {
+                    return Poll::Ready(Step::Ready(output));
+                }
+                if self.renewal.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Step::Renew);
+                }
+                Poll::Pending
+            })
+            .await;
+            match step {
+                Step::Ready(output) => return Ok(output),
+                Step::Cancelled => return Err(Interrupted),
+                Step::Renew => {
+                    // A failed renewal is tried again a third of a term later; if the lease is
+                    // lost, the save that ends the execution says so.
+                    let _ = session::renew(self.session, self.term).await;
+                    self.renewal.as_mut().reset(Instant::now() + self.term / 3);
+                }
+            }
+        }
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.is_none()
+    }
+}
+
+/// One execution: its events, and the model calls and tools in between.
+///
+/// Events are not handed over one by one: they collect in an outbox that goes to the consumer
+/// as one batch whenever the loop is about to wait (for the model, a tool or the store) or holds
+/// [`BATCH`] of them. What is ready together (a provider's buffered tokens, a scripted answer)
+/// costs one hand-off, and nothing waits longer than it would have.
+pub(crate) struct Turn<'a> {
+    config: &'a Config,
+    out: &'a Responder<AgentEvent>,
+    session: &'a Session<LlmSession>,
+    watch: Watch<'a>,
+    /// Events not handed over yet.
+    outbox: Vec<AgentEvent>,
+    /// What this execution's model calls cost.
+    cost: f64,
+}
+
+impl<'a> Turn<'a> {
+    pub(crate) fn new(
+        config: &'a Config,
+        ctx: &'a ActionContext,
+        session: &'a Session<LlmSession>,
+        out: &'a Responder<AgentEvent>,
+    ) -> Self {
+        Self {
+            config,
+            out,
+            session,
+            watch: Watch::new(ctx, session, config.lease),
+            outbox: Vec::with_capacity(4),
+            cost: 0.0,
+        }
+    }
+
+    /// Runs the execution of `input` on `state` (as [`session::claim`] saved it) to its end,
+    /// saves how it ended, and hands over its last events, `session_end` and `execute_complete`
+    /// (the turn is not ended). Returns whether it was interrupted.
+    pub(crate) async fn run(mut self, mut state: LlmSession, input: TurnInput) -> bool {
+        let session_id = self.session.id().to_owned();
+        self.emit(AgentEvent::SessionStart {
+            session_id: session_id.clone(),
+        });
+        let first = state.messages.len();
+        state.pending_tool_calls.clear();
+        for message in input.into_messages() {
+            self.add(&mut state, message);
+        }
+        let mut interrupted = self.execute(&mut state).await.is_err();
+        // The consumer sees the answer before the store is written.
+        if !interrupted {
+            interrupted = self.flush().await.is_err();
+        }
+        debug_assert_ne!(state.status, Status::Running);
+        state.lease = None;
+        let messages = state.messages[first..].to_vec();
+        let pending_tool_calls = state.pending_tool_calls.clone();
+        let mut status = state.status;
+        if let Err(error) = self.session.update_state(state).await {
+            self.fail(&Error::Store(error), None);
+            status = Status::Error;
+        }
+        self.emit(AgentEvent::SessionEnd {
+            session_id,
+            messages,
+        });
+        self.emit(AgentEvent::ExecuteComplete {
+            status,
+            pending_tool_calls,
+            cost: self.cost,
+        });
+        self.flush().await.is_err() || interrupted
+    }
+
+    fn emit(&mut self, event: AgentEvent) {
+        self.outbox.push(event);
+    }
+
+    /// Reports `error` (and the message it left) in an `error` event.
+    fn fail(&mut self, error: &Error, message: Option<Message>) {
+        self.emit(error.event(message));
+    }
+
+    /// Hands the outbox to the consumer.
+    async fn flush(&mut self) -> Result<(), Interrupted> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        // The next batch is likely the size of this one: a streaming model's events come a
+        // few at a time, a fast producer's fill the batch.
+        let capacity = self.outbox.len().clamp(4, BATCH);
+        let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(capacity));
+        let out = self.out;
+        match self.watch.wait(out.send_batch(batch)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) | Err(Interrupted) => Err(Interrupted),
+        }
+    }
+
+    /// The next item of `stream`; if it is not ready yet, the outbox goes first.
+    async fn next_from<T>(
+        &mut self,
+        stream: &mut (impl Stream<Item = T> + Unpin),
+    ) -> Result<Option<T>, Interrupted> {
+        if self.outbox.len() < BATCH
+            && let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(stream.poll_next_unpin(cx))).await
+        {
+            return Ok(item);
+        }
+        self.flush().await?;
+        self.watch.wait(stream.next()).await
+    }
+
+    /// Appends `message`, with its start and end events.
+    fn add(&mut self, state: &mut LlmSession, message: Message) {
+        self.emit(AgentEvent::MessageStart {
+            role: message.role(),
+        });
+        self.end(state, message);
+    }
+
+    /// Appends `message`, whose start event is out, with its end event.
+    fn end(&mut self, state: &mut LlmSession, message: Message) {
+        self.emit(AgentEvent::MessageEnd {
+            message: Box::new(message.clone()),
+        });
+        state.messages.push(message);
+    }
+
+    /// Model calls and local tools until the model stops, remote tools are pending, the limit,
+    /// or an interruption. Sets the status the execution ends with.
+    async fn execute(&mut self, state: &mut LlmSession) -> Result<(), Interrupted> {
+        for _ in 0..self.config.max_turns {
+            if self.watch.is_cancelled() {
+                state.status = Status::Completed;
+                return Err(Interrupted);
+            }
+            let calls = match self.call_model(state).await {
+                Ok(Some(calls)) => calls,
+                Ok(None) => {
+                    state.status = Status::Error;
+                    return Ok(());
+                }
+                Err(Interrupted) => {
+                    state.status = Status::Completed;
+                    return Err(Interrupted);
+                }
+            };
+            if calls.is_empty() {
+                state.status = Status::Completed;
+                return Ok(());
+            }
+            let (local, remote): (Vec<_>, Vec<_>) = calls
+                .into_iter()
+                .partition(|call| self.tool(&call.name).is_none_or(Tool::is_local));
+            let tools = self.run_tools(state, local).await;
+            if !remote.is_empty() {
+                // Also after an interruption: the remote calls stay pending, for whoever
+                // resumes the session.
+                state.status = Status::AwaitingToolExecution;
+                state.pending_tool_calls.clone_from(&remote);
+                self.emit(AgentEvent::AwaitingToolExecution {
+                    session_id: self.session.id().to_owned(),
+                    tool_calls: remote,
+                });
+                return tools;
+            }
+            if tools.is_err() {
+                state.status = Status::Completed;
+                return tools;
+            }
+        }
+        state.status = Status::Error;
+        let max_turns = self.config.max_turns;
+        self.fail(&Error::MaxTurns { max_turns }, None);
+        Ok(())
+    }
+
+    fn tool(&self, name: &str) -> Option<&Tool> {
+        self.config.tools.iter().find(|tool| tool.name() == name)
+    }
+
+    /// One model call, streamed: the tool calls of its answer, or `None` when it failed (an
+    /// error message is added and reported). An interruption adds an aborted message.
+    async fn call_model(
+        &mut self,
+        state: &mut LlmSession,
+    ) -> Result<Option<Vec<ToolCall>>, Interrupted> {
+        self.emit(AgentEvent::MessageStart {
+            role: Role::Assistant,
+        });
+        let model = &self.config.model;
+        if state.model.as_deref() != Some(model.name()) {
+            state.model = Some(model.name().to_owned());
+        }
+        let mut stream = model.stream(ModelRequest::new(
+            state.messages.clone(),
+            self.config.specs.clone(),
+        ));
+        let mut assembler = Assembler::new();
+        loop {
+            let next = match self.next_from(&mut stream).await {
+                Ok(next) => next,
+                Err(Interrupted) => {
+                    let mut partial = assembler.partial();
+                    partial.stop_reason = StopReason::Aborted;
+                    self.end(state, Message::Aborted(AbortedMessage { partial }));
+                    return Err(Interrupted);
+                }
+            };
+            let assembled = match next {
+                Some(event) => assembler.apply(event, &mut self.outbox),
+                None => assembler.ended(),
+            };
+            match assembled {
+                Assembled::Streaming => {}
+                Assembled::Done(assistant) => {
+                    let cost = assistant.usage.cost.total;
+                    self.cost += cost;
+                    state.total_cost += cost;
+                    let calls = assistant.tool_calls().cloned().collect();
+                    self.end(state, Message::Assistant(assistant));
+                    return Ok(Some(calls));
+                }
+                Assembled::Failed { error, partial } => {
+                    let message = Message::Error(ErrorMessage {
+                        error: error.to_string(),
+                        partial: Some(partial),
+                    });
+                    self.end(state, message.clone());
+                    self.fail(&Error::Model(error), Some(message));
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Runs the local calls concurrently; their deltas stream as they come, their ends and
+    /// results in call order. Every call gets a result: one interrupted, or whose stream ended
+    /// without one, an error result saying so.
+    async fn run_tools(
+        &mut self,
+        state: &mut LlmSession,
+        calls: Vec<ToolCall>,
+    ) -> Result<(), Interrupted> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let mut running = SelectAll::new();
+        for (index, call) in calls.iter().enumerate() {
+            self.emit(AgentEvent::ToolExecutionStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+            });
+            let events = match self.tool(&call.name) {
+                Some(tool) => tool.run(call.id.clone(), call.arguments.clone()),
+                None => futures_util::stream::once({
+                    let name = call.name.clone();
+                    async move { ToolEvent::Failed(format!("there is no tool named `{name}`")) }
+                })
+                .boxed(),
+            };
+            running.push(UntilResult {
+                index,
+                events: Some(events),
+            });
+        }
+        let mut done: BTreeMap<usize, ToolResultMessage> = BTreeMap::new();
+        let mut next_end = 0;
+        let outcome = loop {
+            let (index, event) = match self.next_from(&mut running).await {
+                Ok(Some(item)) => item,
+                Ok(None) => break Ok(()),
+                Err(Interrupted) => break Err(Interrupted),
+            };
+            let call = &calls[index];
+            let (content, details, is_error) = match event {
+                ToolEvent::Delta(delta) => {
+                    self.emit(AgentEvent::ToolExecutionDelta {
+                        tool_call_id: call.id.clone(),
+                        delta,
+                    });
+                    continue;
+                }
+                ToolEvent::Complete { output, details } => (output, details, false),
+                ToolEvent::Failed(error) => (error, None, true),
+            };
+            done.insert(
+                index,
+                ToolResultMessage {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    content,
+                    details,
+                    is_error,
+                },
+            );
+            // Emit every result that is next in call order.
+            while let Some(result) = done.get(&next_end) {
+                self.emit(end_event(result));
+                next_end += 1;
+            }
+        };
+        // Stops the tools still running.
+        drop(running);
+        let unfinished = if outcome.is_err() {
+            "the execution was cancelled before the tool finished"
+        } else {
+            "the tool ended without a result"
+        };
+        for (index, call) in calls.iter().enumerate() {
+            done.entry(index).or_insert_with(|| ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: unfinished.to_owned(),
+                details: None,
+                is_error: true,
+            });
+        }
+        for result in done.range(next_end..).map(|(_, result)| result) {
+            self.emit(end_event(result));
+        }
+        for result in done.into_values() {
+            self.add(state, Message::ToolResult(result));
+        }
+        outcome
+    }
+}
+
+/// A local tool's events, tagged with its call's index, up to its result: its stream is dropped
+/// there, and nothing it does after counts.
+struct UntilResult {
+    index: usize,
+    events: Option<BoxStream<'static, ToolEvent>>,
+}
+
+impl Stream for UntilResult {
+    type Item = (usize, ToolEvent);
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(events) = &mut self.events else {
+            return Poll::Ready(None);
+        };
+        let event = ready!(events.poll_next_unpin(cx));
+        if !matches!(event, Some(ToolEvent::Delta(_))) {
+            self.events = None;
+        }
+        Poll::Ready(event.map(|event| (self.index, event)))
+    }
+}
+
+/// The `tool_execution_end` event of a local call's result.
+fn end_event(result: &ToolResultMessage) -> AgentEvent {
+    AgentEvent::ToolExecutionEnd {
+        tool_call_id: result.tool_call_id.clone(),
+        output: result.content.clone(),
+        details: result.details.clone(),
+        is_error: result.is_error,
+    }
+}

@@ -1,0 +1,12 @@
+//! bidi-llm: the wire shapes, the agent loop, sessions held by one execution at a time (also
+//! across processes), cancellation, and `OpenAiModel` against a local server.
+
+#![allow(clippy::unwrap_used)]
+
+mod agent_loop;
+mod cancel;
+#[cfg(feature = "openai")]
+mod openai;
+mod sessions;
+mod support;
+mod vocabulary;

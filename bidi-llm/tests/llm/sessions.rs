@@ -1,0 +1,457 @@
+//! One execution at a time per session: the `running` status and its lease, taken by
+//! compare-and-swap and given up at the end; a second execution refused, in this process or
+//! another; an expired lease taken over, a live one renewed; the session's last model.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bidi_agent::AgentInit;
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
+use bidi_llm::{
+    AgentEvent, ErrorCode, Lease, LlmAgent, LlmSession, Message, ModelEvent, Status, StopReason,
+    Tool, ToolEvent, Usage, execute,
+};
+use bidi_session::{MemoryStore, SessionStore, SqliteStore};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use crate::support::{kinds, run, saved, user};
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn done() -> ModelEvent {
+    ModelEvent::Done {
+        stop_reason: StopReason::Stop,
+        usage: Usage::default(),
+    }
+}
+
+/// Answers `text` in one block.
+fn answer(tx: &tokio::sync::mpsc::UnboundedSender<ModelEvent>, text: &str) {
+    for event in [
+        ModelEvent::TextStart,
+        ModelEvent::TextDelta(text.into()),
+        ModelEvent::TextEnd,
+        done(),
+    ] {
+        tx.send(event).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_holds_its_session_running_until_its_end() {
+    let (model, tx) = ChannelModel::new();
+    let agent = LlmAgent::builder("a", model)
+        .lease(Duration::from_secs(60))
+        .build();
+    let store = agent.agent().store().clone();
+    let mut conn = agent.connect(AgentInit::new().session_id("held"));
+    let owner = conn.id().to_string();
+    let mut stream = execute(&mut conn, user("hi")).await.unwrap();
+    // The model is asked: the execution has started.
+    while stream.next().await.unwrap().unwrap()
+        != (AgentEvent::MessageStart {
+            role: bidi_llm::Role::Assistant,
+        })
+    {}
+    let (running, _) = saved(&*store, "held").await;
+    assert_eq!(running.status, Status::Running);
+    let lease = running.lease.clone().unwrap();
+    assert_eq!(lease.owner, owner);
+    assert!(lease.started_at <= now_ms());
+    assert!(lease.expires_at >= lease.started_at + 59_000, "{lease:?}");
+    // Saved as it was before the execution: nothing of its work in progress.
+    assert!(running.messages.is_empty(), "{running:?}");
+
+    answer(&tx, "hello");
+    assert_eq!(stream.result().await.unwrap().status, Status::Completed);
+    let (ended, _) = saved(&*store, "held").await;
+    assert_eq!((ended.status, ended.lease), (Status::Completed, None));
+    assert_eq!(ended.messages.len(), 2);
+}
+
+/// Two agents, each with its own store on one SQLite file: a real two-writer setup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_never_run_one_session_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    let (model, tx) = ChannelModel::new();
+    let first = LlmAgent::builder("first", model)
+        .store(SqliteStore::open(&db).await.unwrap())
+        .build();
+    let second_model = ScriptedModel::new([Scripted::new().text("second answer")]);
+    let second = LlmAgent::builder("second", second_model.clone())
+        .store(SqliteStore::open(&db).await.unwrap())
+        .build();
+    let store = first.agent().store().clone();
+
+    // The second connects before the first starts: its view of the session is stale.
+    let mut early = second.connect(AgentInit::new().session_id("shared"));
+    let mut conn = first.connect(AgentInit::new().session_id("shared"));
+    let mut running = execute(&mut conn, user("from the first")).await.unwrap();
+    assert_eq!(
+        running.next().await.unwrap().unwrap().kind(),
+        "session_start"
+    );
+    let (_, version) = saved(&*store, "shared").await;
+
+    // Refused, from a stale view and from a fresh one; nothing written.
+    let mut late = second.connect(AgentInit::new().session_id("shared"));
+    for conn in [&mut early, &mut late] {
+        let (events, result) = run(conn, user("from the second")).await;
+        assert_eq!(kinds(&events), ["error", "execute_complete"]);
+        assert_eq!(result.status, Status::Error);
+        let error = result.error.unwrap();
+        assert_eq!(error.code, ErrorCode::SessionRunning);
+        assert!(error.error.contains("shared"), "{error:?}");
+    }
+    assert_eq!(saved(&*store, "shared").await.1, version);
+    assert!(second_model.requests().is_empty(), "the second never ran");
+
+    answer(&tx, "first answer");
+    assert_eq!(running.result().await.unwrap().status, Status::Completed);
+
+    // Now the second runs, on the whole conversation: no update was lost.
+    let (_, result) = run(&mut early, user("from the second")).await;
+    assert_eq!(result.status, Status::Completed);
+    let asked = &second_model.requests()[0].messages;
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    let (state, _) = saved(&*store, "shared").await;
+    let texts: Vec<String> = state
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User(u) => u.content.clone(),
+            Message::Assistant(a) => a.text(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "from the first",
+            "first answer",
+            "from the second",
+            "second answer"
+        ]
+    );
+    assert_eq!((state.status, state.lease), (Status::Completed, None));
+}
+
+/// Writers race for one session from several stores on one file: each execution either runs
+/// or is refused, and every execution that ran is in the session exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_executions_lose_no_update() {
+    const WRITERS: usize = 4;
+    const ROUNDS: usize = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("race.db");
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let store = SqliteStore::open(&db).await.unwrap();
+        let answers = (0..ROUNDS).map(|round| Scripted::new().text(&format!("a{writer}-{round}")));
+        let agent = LlmAgent::builder("racer", ScriptedModel::new(answers))
+            .store(store)
+            .build();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = agent.connect(AgentInit::new().session_id("race"));
+            let mut refused = 0;
+            for round in 0..ROUNDS {
+                loop {
+                    let (_, result) = run(&mut conn, user(&format!("u{writer}-{round}"))).await;
+                    if result.status == Status::Completed {
+                        break;
+                    }
+                    assert_eq!(result.error.unwrap().code, ErrorCode::SessionRunning);
+                    refused += 1;
+                    tokio::task::yield_now().await;
+                }
+            }
+            refused
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let store = SqliteStore::open(&db).await.unwrap();
+    let (state, _) = saved(&store, "race").await;
+    assert_eq!(state.messages.len(), 2 * WRITERS * ROUNDS);
+    let mut seen = BTreeMap::new();
+    for pair in state.messages.chunks(2) {
+        let [Message::User(question), Message::Assistant(reply)] = pair else {
+            panic!("an execution was interleaved with another: {pair:?}")
+        };
+        // Each answer follows its own question.
+        assert_eq!(question.content[1..], reply.text()[1..], "{pair:?}");
+        *seen.entry(question.content.clone()).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), WRITERS * ROUNDS);
+    assert!(seen.values().all(|n| *n == 1));
+    assert_eq!((state.status, state.lease), (Status::Completed, None));
+}
+
+/// Writes `state` over the latest version of `id`.
+async fn overwrite(store: &dyn SessionStore, id: &str, state: &LlmSession) -> u64 {
+    let (_, version) = saved(store, id).await;
+    store
+        .save(id, Some(version), serde_json::to_value(state).unwrap())
+        .await
+        .unwrap()
+        .version
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_taken_over_and_a_live_one_is_not() {
+    let model = ScriptedModel::new([Scripted::new().text("one"), Scripted::new().text("two")]);
+    let agent = LlmAgent::builder("a", model)
+        .store(MemoryStore::new())
+        .build();
+    let store = agent.agent().store().clone();
+    let mut conn = agent.connect(AgentInit::new().session_id("s"));
+    let (_, result) = run(&mut conn, user("first")).await;
+    assert_eq!(result.status, Status::Completed);
+
+    // Another process holds the session, for an hour more.
+    let (mut state, _) = saved(&*store, "s").await;
+    state.status = Status::Running;
+    state.lease = Some(Lease {
+        owner: "elsewhere".into(),
+        started_at: now_ms(),
+        expires_at: now_ms() + 3_600_000,
+    });
+    let version = overwrite(&*store, "s", &state).await;
+    let (_, refused) = run(&mut conn, user("second")).await;
+    let error = refused.error.unwrap();
+    assert_eq!(error.code, ErrorCode::SessionRunning);
+    assert!(error.error.contains("elsewhere"), "{error:?}");
+    assert_eq!(saved(&*store, "s").await.1, version);
+
+    // Its process died: the lease ran out, and the next execution takes the session over.
+    state.lease.as_mut().unwrap().expires_at = now_ms() - 1;
+    overwrite(&*store, "s", &state).await;
+    let (_, result) = run(&mut conn, user("second")).await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let (state, _) = saved(&*store, "s").await;
+    assert_eq!(
+        (state.status, state.lease.clone()),
+        (Status::Completed, None)
+    );
+    assert_eq!(state.messages.len(), 4);
+
+    // A `running` without a lease (written by something else) holds nothing either.
+    let mut legacy = state.clone();
+    legacy.status = Status::Running;
+    overwrite(&*store, "s", &legacy).await;
+    let (_, result) = run(&mut conn, user("third")).await;
+    assert_eq!(
+        result.error.unwrap().code,
+        ErrorCode::Model,
+        "ran: the script is out"
+    );
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_long_execution_renews_its_lease() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("c1", "slow", &json!({})),
+        Scripted::new().text("done"),
+    ]);
+    let slow = Tool::local(
+        "slow",
+        "Slow",
+        "Takes a minute",
+        |_id, _args: serde_json::Value| {
+            futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                ToolEvent::Complete {
+                    output: "finally".into(),
+                    details: None,
+                }
+            })
+        },
+    );
+    // Every version is kept: the renewals can be counted.
+    let agent = LlmAgent::builder("a", model)
+        .tool(slow)
+        .lease(Duration::from_secs(6))
+        .store(MemoryStore::new())
+        .build();
+    let store = agent.agent().store().clone();
+    let mut conn = agent.connect(AgentInit::new().session_id("long"));
+    let (_, result) = run(&mut conn, user("go")).await;
+    assert_eq!(result.status, Status::Completed);
+    let (last, latest) = saved(&*store, "long").await;
+    assert_eq!((last.status, last.lease), (Status::Completed, None));
+    let mut leases = Vec::new();
+    for version in 1..=latest {
+        let snapshot = store.load_version("long", version).await.unwrap().unwrap();
+        let state: LlmSession = serde_json::from_value(snapshot.state).unwrap();
+        if let Some(lease) = state.lease.clone() {
+            assert_eq!(state.status, Status::Running);
+            // A renewal saves the session as it was before the execution.
+            assert!(state.messages.is_empty(), "{state:?}");
+            leases.push(lease);
+        }
+    }
+    // Taken, then renewed every 2 s of the minute.
+    assert!(leases.len() >= 20, "{} leases", leases.len());
+    assert!(leases.windows(2).all(|w| w[0].owner == w[1].owner
+        && w[0].started_at == w[1].started_at
+        && w[0].expires_at <= w[1].expires_at));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_records_its_last_model_and_total_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("models.db");
+    let priced = |cost| Usage {
+        cost: bidi_llm::Cost {
+            total: cost,
+            ..bidi_llm::Cost::default()
+        },
+        ..Usage::default()
+    };
+    let scripted = LlmAgent::builder(
+        "a",
+        ScriptedModel::new([Scripted::new().text("one").usage(priced(0.5))]),
+    )
+    .store(SqliteStore::open(&db).await.unwrap())
+    .build();
+    let (channel, tx) = ChannelModel::new();
+    let fed = LlmAgent::builder("b", channel)
+        .store(SqliteStore::open(&db).await.unwrap())
+        .build();
+    let store = scripted.agent().store().clone();
+    let mut conn = scripted.connect(AgentInit::new().session_id("m"));
+    run(&mut conn, user("one")).await;
+    assert_eq!(
+        saved(&*store, "m").await.0.model.as_deref(),
+        Some("scripted")
+    );
+    let mut conn = fed.connect(AgentInit::new().session_id("m"));
+    for event in [
+        ModelEvent::TextStart,
+        ModelEvent::TextEnd,
+        ModelEvent::Done {
+            stop_reason: StopReason::Stop,
+            usage: priced(0.25),
+        },
+    ] {
+        tx.send(event).unwrap();
+    }
+    let (_, result) = run(&mut conn, user("two")).await;
+    assert_eq!(result.cost, 0.25);
+    let (state, _) = saved(&*store, "m").await;
+    assert_eq!(state.model.as_deref(), Some("channel"));
+    assert_eq!(state.total_cost, 0.75);
+}
+
+const CRASH_ENV: &str = "BIDI_LLM_LEASE_CHILD_DB";
+
+/// The child process: starts an execution whose tool never ends, says so, and waits to be
+/// killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_child() {
+    let Ok(db) = std::env::var(CRASH_ENV) else {
+        return;
+    };
+    let hang = Tool::local(
+        "hang",
+        "Hang",
+        "Never ends",
+        |_id, _args: serde_json::Value| futures_util::stream::pending(),
+    );
+    let agent = LlmAgent::builder(
+        "crashy",
+        ScriptedModel::new([Scripted::new().tool_call("c1", "hang", &json!({}))]),
+    )
+    .tool(hang)
+    .lease(Duration::from_secs(5))
+    .store(SqliteStore::open(&db).await.unwrap())
+    .build();
+    let mut conn = agent.connect(AgentInit::new().session_id("crash"));
+    let mut stream = execute(&mut conn, user("lost with the process"))
+        .await
+        .unwrap();
+    while let Some(event) = stream.next().await {
+        if event.unwrap().kind() == "tool_execution_start" {
+            println!("\nholding");
+        }
+    }
+    unreachable!("the tool never ends");
+}
+
+/// A process that dies mid-execution leaves its session `running`: another process is refused
+/// while the lease holds, then takes the session over, from the conversation as it was before
+/// the lost execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let mut child = bidi_session::testing::child_test("sessions::lease_child")
+        .env(CRASH_ENV, &db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let holding = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .any(|line| line.unwrap() == "holding")
+    });
+    assert!(holding.await.unwrap(), "the child started its execution");
+
+    let agent = LlmAgent::builder(
+        "survivor",
+        ScriptedModel::new([Scripted::new().text("taken over")]),
+    )
+    .store(SqliteStore::open(&db).await.unwrap())
+    .build();
+    let mut conn = agent.connect(AgentInit::new().session_id("crash"));
+    // The child lives and renews its lease.
+    let (_, refused) = run(&mut conn, user("mine now?")).await;
+    assert_eq!(refused.error.unwrap().code, ErrorCode::SessionRunning);
+
+    child.kill().unwrap(); // SIGKILL on Unix: no clean-up runs
+    child.wait().unwrap();
+    let store = SqliteStore::open(&db).await.unwrap();
+    assert_eq!(saved(&store, "crash").await.0.status, Status::Running);
+
+    // Refused until the lease runs out, then taken over. (The bound only turns a session
+    // locked for good into a failure.)
+    let mut result = None;
+    for _ in 0..600 {
+        let (_, attempt) = run(&mut conn, user("mine now?")).await;
+        if attempt.status == Status::Completed {
+            result = Some(attempt);
+            break;
+        }
+        assert_eq!(attempt.error.unwrap().code, ErrorCode::SessionRunning);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let result = result.expect("the session was taken over");
+    assert_eq!(result.messages.len(), 2);
+    let (state, _) = saved(&store, "crash").await;
+    assert_eq!((state.status, state.lease), (Status::Completed, None));
+    let texts: Vec<_> = state
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User(u) => u.content.clone(),
+            Message::Assistant(a) => a.text(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["mine now?", "taken over"]);
+}
