@@ -95,7 +95,7 @@ pub struct Assembler {
     tool_calls: usize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Open {
     Text(String),
     Thinking(String),
@@ -135,7 +135,7 @@ impl Assembler {
     pub fn partial(&self) -> AssistantMessage {
         let mut message = self.message.clone();
         if let Some(open) = &self.open {
-            message.content.push(close(open));
+            message.content.push(close(open.clone()));
         }
         message
     }
@@ -216,7 +216,7 @@ impl Assembler {
 
     fn finish_open(&mut self, out: &mut Vec<AgentEvent>) {
         let Some(open) = self.open.take() else { return };
-        let block = close(&open);
+        let block = close(open);
         match &block {
             AssistantContent::Text { text } => out.push(AgentEvent::TextEnd { text: text.clone() }),
             AssistantContent::Thinking { thinking } => out.push(AgentEvent::ThinkingEnd {
@@ -236,23 +236,21 @@ impl Assembler {
 
 /// A block as it stands. Tool-call arguments that are not valid JSON are kept as a string, so
 /// that the tool's validation reports them instead of the loop failing.
-fn close(open: &Open) -> AssistantContent {
+fn close(open: Open) -> AssistantContent {
     match open {
-        Open::Text(text) => AssistantContent::Text { text: text.clone() },
-        Open::Thinking(thinking) => AssistantContent::Thinking {
-            thinking: thinking.clone(),
-        },
+        Open::Text(text) => AssistantContent::Text { text },
+        Open::Thinking(thinking) => AssistantContent::Thinking { thinking },
         Open::ToolCall {
             id,
             name,
             arguments,
         } => AssistantContent::ToolCall(ToolCall {
-            id: id.clone(),
-            name: name.clone(),
+            id,
+            name,
             arguments: if arguments.trim().is_empty() {
                 Value::Object(serde_json::Map::new())
             } else {
-                serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.clone()))
+                serde_json::from_str(&arguments).unwrap_or(Value::String(arguments))
             },
         }),
     }

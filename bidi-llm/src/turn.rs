@@ -44,8 +44,9 @@ struct Interrupted;
 
 /// How an execution waits: for something, unless it is cancelled, renewing its lease meanwhile.
 struct Watch<'a> {
+    ctx: &'a ActionContext,
     session: &'a Session<LlmSession>,
-    /// `None` once the cancellation was seen. One waiter for the whole execution.
+    /// Made the first time the execution waits for the model or a tool; then kept.
     cancelled: Option<Pin<Box<dyn Future<Output = Cause> + Send + 'a>>>,
     renewal: Pin<Box<Sleep>>,
     term: Duration,
@@ -57,30 +58,46 @@ enum Step<T> {
     Renew,
 }
 
+/// What a wait is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum For {
+    /// The model or a tool: only the cancellation ends the wait early.
+    Work,
+    /// A hand-off to the consumer, which ends by itself when the connection is cancelled.
+    Consumer,
+}
+
 impl<'a> Watch<'a> {
     fn new(ctx: &'a ActionContext, session: &'a Session<LlmSession>, term: Duration) -> Self {
         Self {
+            ctx,
             session,
-            cancelled: Some(Box::pin(ctx.cancelled())),
+            cancelled: None,
             renewal: Box::pin(tokio::time::sleep(term / 3)),
             term,
         }
     }
 
     /// `what`'s output, or [`Interrupted`] as soon as the execution is cancelled.
-    async fn wait<F: Future>(&mut self, what: F) -> Result<F::Output, Interrupted> {
+    async fn wait<F: Future>(&mut self, what: F, waiting: For) -> Result<F::Output, Interrupted> {
         let mut what = pin!(what);
         loop {
+            // The cheap checks first; the cancellation's waiter only when it is needed.
             let step = poll_fn(|cx| {
-                let Some(cancelled) = &mut self.cancelled else {
-                    return Poll::Ready(Step::Cancelled);
-                };
-                if cancelled.as_mut().poll(cx).is_ready() {
-                    self.cancelled = None;
+                if self.ctx.is_cancelled() {
                     return Poll::Ready(Step::Cancelled);
                 }
                 if let Poll::Ready(output) = what.as_mut().poll(cx) {
                     return Poll::Ready(Step::Ready(output));
+                }
+                if waiting == For::Work {
+                    let ctx = self.ctx;
+                    let cancelled = self
+                        .cancelled
+                        .get_or_insert_with(|| Box::pin(ctx.cancelled()));
+                    if cancelled.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Step::Cancelled);
+                    }
                 }
                 if self.renewal.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Step::Renew);
@@ -93,8 +110,9 @@ impl<'a> Watch<'a> {
                 Step::Cancelled => return Err(Interrupted),
                 Step::Renew => {
                     // A failed renewal is tried again a third of a term later; if the lease is
-                    // lost, the save that ends the execution says so.
-                    let _ = session::renew(self.session, self.term).await;
+                    // lost, the save that ends the execution says so. Boxed: it is rare, and
+                    // it would make the future of every wait larger.
+                    let _ = Box::pin(session::renew(self.session, self.term)).await;
                     self.renewal.as_mut().reset(Instant::now() + self.term / 3);
                 }
             }
@@ -102,7 +120,7 @@ impl<'a> Watch<'a> {
     }
 
     fn is_cancelled(&self) -> bool {
-        self.cancelled.is_none()
+        self.ctx.is_cancelled()
     }
 }
 
@@ -198,24 +216,19 @@ impl<'a> Turn<'a> {
         let capacity = self.outbox.len().clamp(4, BATCH);
         let batch = std::mem::replace(&mut self.outbox, Vec::with_capacity(capacity));
         let out = self.out;
-        match self.watch.wait(out.send_batch(batch)).await {
+        match self.watch.wait(out.send_batch(batch), For::Consumer).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(Interrupted) => Err(Interrupted),
         }
     }
 
-    /// The next item of `stream`; if it is not ready yet, the outbox goes first.
-    async fn next_from<T>(
+    /// The next item of `stream`, once the outbox went to the consumer.
+    async fn wait_from<T>(
         &mut self,
         stream: &mut (impl Stream<Item = T> + Unpin),
     ) -> Result<Option<T>, Interrupted> {
-        if self.outbox.len() < BATCH
-            && let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(stream.poll_next_unpin(cx))).await
-        {
-            return Ok(item);
-        }
         self.flush().await?;
-        self.watch.wait(stream.next()).await
+        self.watch.wait(stream.next(), For::Work).await
     }
 
     /// Appends `message`, with its start and end events.
@@ -306,14 +319,18 @@ impl<'a> Turn<'a> {
         ));
         let mut assembler = Assembler::new();
         loop {
-            let next = match self.next_from(&mut stream).await {
-                Ok(next) => next,
-                Err(Interrupted) => {
-                    let mut partial = assembler.partial();
-                    partial.stop_reason = StopReason::Aborted;
-                    self.end(state, Message::Aborted(AbortedMessage { partial }));
-                    return Err(Interrupted);
-                }
+            let room = self.outbox.len() < BATCH;
+            let next = match poll_fn(|cx| ready_from(room, &mut stream, cx)).await {
+                Some(next) => next,
+                None => match self.wait_from(&mut stream).await {
+                    Ok(next) => next,
+                    Err(Interrupted) => {
+                        let mut partial = assembler.partial();
+                        partial.stop_reason = StopReason::Aborted;
+                        self.end(state, Message::Aborted(AbortedMessage { partial }));
+                        return Err(Interrupted);
+                    }
+                },
             };
             let assembled = match next {
                 Some(event) => assembler.apply(event, &mut self.outbox),
@@ -376,7 +393,13 @@ impl<'a> Turn<'a> {
         let mut done: BTreeMap<usize, ToolResultMessage> = BTreeMap::new();
         let mut next_end = 0;
         let outcome = loop {
-            let (index, event) = match self.next_from(&mut running).await {
+            let room = self.outbox.len() < BATCH;
+            let ready = poll_fn(|cx| ready_from(room, &mut running, cx)).await;
+            let next = match ready {
+                Some(next) => Ok(next),
+                None => self.wait_from(&mut running).await,
+            };
+            let (index, event) = match next {
                 Ok(Some(item)) => item,
                 Ok(None) => break Ok(()),
                 Err(Interrupted) => break Err(Interrupted),
@@ -433,6 +456,25 @@ impl<'a> Turn<'a> {
         }
         outcome
     }
+}
+
+/// The next item of `stream` if the outbox has `room` and the item is ready now.
+///
+/// The loop asks this for every event, through a `poll_fn`, and calls the async
+/// [`Turn::wait_from`] only when it says `None`: that future is large, and making one per event
+/// would cost more than the event itself.
+fn ready_from<T>(
+    room: bool,
+    stream: &mut (impl Stream<Item = T> + Unpin),
+    cx: &mut Context<'_>,
+) -> Poll<Option<Option<T>>> {
+    if !room {
+        return Poll::Ready(None);
+    }
+    Poll::Ready(match stream.poll_next_unpin(cx) {
+        Poll::Ready(item) => Some(item),
+        Poll::Pending => None,
+    })
 }
 
 /// A local tool's events, tagged with its call's index, up to its result: its stream is dropped
