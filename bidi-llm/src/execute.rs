@@ -86,6 +86,9 @@ pub struct ExecuteStream<'a> {
 
 /// Sends `input` on `conn` and returns the execution's event stream.
 ///
+/// Read the previous execution on `conn` to its end first ([`ExecuteStream::result`] does): the
+/// events of a turn nobody read stay on the connection, ahead of the next one's.
+///
 /// # Errors
 ///
 /// The input back, if the connection no longer takes inputs.

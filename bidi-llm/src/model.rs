@@ -86,7 +86,29 @@ pub trait Model: Send + Sync + 'static {
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
 }
 
-/// Builds an [`AssistantMessage`] from model events, and says which [`AgentEvent`]s they are.
+/// Builds an [`AssistantMessage`] from model events, and says which [`AgentEvent`]s they are:
+/// what the agent loop does with each answer, for loops of your own.
+///
+/// ```
+/// use bidi_llm::testing::{Scripted, ScriptedModel};
+/// use bidi_llm::{AgentEvent, Assembled, Assembler, Model, ModelRequest};
+/// use futures_util::StreamExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let model = ScriptedModel::new([Scripted::new().thinking("easy").text("Hello there")]);
+/// let mut answer = model.stream(ModelRequest::new(vec![], vec![]));
+/// let (mut assembler, mut events) = (Assembler::new(), Vec::new());
+/// let mut message = None;
+/// while let Some(event) = answer.next().await {
+///     if let Assembled::Done(done) = assembler.apply(event, &mut events) {
+///         message = Some(done);
+///     }
+/// }
+/// assert_eq!(message.unwrap().text(), "Hello there");
+/// assert_eq!(events.last(), Some(&AgentEvent::TextEnd { text: "Hello there".into() }));
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct Assembler {
     message: AssistantMessage,
