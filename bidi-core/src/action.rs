@@ -2,13 +2,14 @@
 
 use std::any::Any;
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
-use futures_util::future::{Either, select};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
@@ -104,6 +105,7 @@ where
             parent,
             extensions,
             observer,
+            grace,
         } = options;
         let watch_parent = parent.is_some();
         let token = parent.map_or_else(CancellationToken::new, |parent| parent.child_token());
@@ -114,40 +116,37 @@ where
             token,
             extensions,
             observer,
+            grace,
         ));
         let ctx = ActionContext::new(core.clone());
         let inbound = Inbound::new(core.clone());
         let outbound = Outbound::new(core.clone());
         let f = Arc::clone(&self.f);
-        let task_core = Arc::clone(&core);
+        // The function is called in the task, under `catch_unwind` like the future it returns.
+        let run =
+            AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
+        // Made here, not in the task: a task dropped before its first poll still reports done.
+        let done = DoneOnDrop(core.clone());
         tokio::spawn(async move {
-            let mut run = std::pin::pin!(
-                AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await })
-                    .catch_unwind()
-            );
-            let result = if watch_parent {
-                let token = task_core.control().token.clone();
-                let cancelled = std::pin::pin!(token.cancelled());
-                let result = match select(cancelled, run.as_mut()).await {
-                    Either::Left(((), _)) => {
-                        task_core.cancel(Cause::parent());
-                        run.await
+            let core = &done.0;
+            let outcome = supervise(&**core, std::pin::pin!(run), watch_parent).await;
+            match outcome {
+                Some(result) => {
+                    // An action that returned because it saw the parent's cancellation was
+                    // cancelled.
+                    if watch_parent && core.control().token.is_cancelled() {
+                        core.cancel(Cause::parent());
                     }
-                    Either::Right((result, _)) => result,
-                };
-                // An action that returned because it saw the parent's cancellation was cancelled.
-                if token.is_cancelled() {
-                    task_core.cancel(Cause::parent());
+                    core.complete(match result {
+                        Ok(Ok(out)) => Ok(out),
+                        Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
+                        Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
+                    });
                 }
-                result
-            } else {
-                run.await
-            };
-            task_core.complete(match result {
-                Ok(Ok(out)) => Ok(out),
-                Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
-                Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
-            });
+                // Cancelled, and the grace period ran out: the future is already dropped.
+                None => {}
+            }
+            drop(done);
         });
         Connection::new(core)
     }
@@ -207,6 +206,65 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Marks the action done (its future finished or dropped) when the task lets go of it, however
+/// that happens: completion, the grace period running out, or the runtime shutting down.
+struct DoneOnDrop<L: ?Sized + Link>(Arc<L>);
+
+impl<L: ?Sized + Link> Drop for DoneOnDrop<L> {
+    fn drop(&mut self) {
+        self.0.control().set_done();
+    }
+}
+
+/// Drives the action's future: to its end, or, once the connection is cancelled, for at most
+/// the grace period; `None` when the grace ran out and the future was dropped.
+///
+/// The connection's cancel wakes this task (`Control::task`), so the grace starts even while the
+/// action waits on something that knows nothing of the cancel.
+async fn supervise<T>(
+    core: &(impl Link + ?Sized),
+    mut run: impl Future<Output = T> + Unpin,
+    watch_parent: bool,
+) -> Option<T> {
+    let control = core.control();
+    let mut parent = watch_parent.then(|| Box::pin(control.token.clone().cancelled_owned()));
+    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut registered = false;
+    let outcome = poll_fn(|cx| {
+        if !registered {
+            // A task's waker stays the same for its life: registering it once is enough.
+            control.task.register(cx.waker());
+            registered = true;
+        }
+        if let Some(cancelled) = &mut parent
+            && cancelled.as_mut().poll(cx).is_ready()
+        {
+            parent = None;
+            core.cancel(Cause::parent());
+        }
+        if let Poll::Ready(result) = Pin::new(&mut run).poll(cx) {
+            return Poll::Ready(Some(result));
+        }
+        if control.was_cancelled() {
+            if control.grace.is_zero() {
+                return Poll::Ready(None);
+            }
+            let sleep = grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(control.grace)));
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        Poll::Pending
+    })
+    .await;
+    drop(run);
+    outcome
+}
+
+/// How long a cancelled action may take to finish before its future is dropped, unless
+/// [`ConnectOptions::grace`] says otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+
 /// Options for [`BidiAction::connect_with`].
 ///
 /// ```
@@ -231,7 +289,6 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Default)]
 #[must_use]
 pub struct ConnectOptions {
     input_buffer: usize,
@@ -239,12 +296,42 @@ pub struct ConnectOptions {
     parent: Option<CancellationToken>,
     extensions: Extensions,
     observer: Option<Arc<dyn Observer>>,
+    grace: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            input_buffer: 0,
+            output_buffer: 0,
+            parent: None,
+            extensions: Extensions::default(),
+            observer: None,
+            grace: DEFAULT_GRACE,
+        }
+    }
 }
 
 impl ConnectOptions {
-    /// Unbuffered both ways, no parent, no extensions.
+    /// Unbuffered both ways, no parent, no extensions, a grace of [`DEFAULT_GRACE`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long a cancelled action may take to finish cooperatively (default
+    /// [`DEFAULT_GRACE`], one second).
+    ///
+    /// Once the connection is cancelled, the action sees it: [`ActionContext::cancelled`]
+    /// resolves, its pending and later sends fail and its inbound ends. Whatever it still does
+    /// then (saving a session, say) may take up to `grace`; after that its future is dropped,
+    /// wherever it is waiting. [`Connection::output`] and [`Connection::done`] return only once
+    /// the future has finished or been dropped. `Duration::ZERO` drops it at the cancel.
+    ///
+    /// A grace period needs the runtime's time driver (`enable_time`, part of `enable_all` and
+    /// of `#[tokio::main]`) when the action does not return as soon as it is cancelled.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// How many inputs [`Connection::send`] may hand over before the action takes them.
@@ -295,6 +382,7 @@ impl fmt::Debug for ConnectOptions {
             .field("parent", &self.parent)
             .field("extensions", &self.extensions)
             .field("observer", &self.observer.is_some())
+            .field("grace", &self.grace)
             .finish()
     }
 }

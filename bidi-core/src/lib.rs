@@ -76,11 +76,11 @@ mod extensions;
 mod link;
 mod observer;
 
-pub use action::{BidiAction, ConnectOptions};
+pub use action::{BidiAction, ConnectOptions, DEFAULT_GRACE};
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
 pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
-pub use error::{BoxError, Cause, Error, SendError};
+pub use error::{BoxError, Cause, CauseKind, Error, NotFound, SendError};
 pub use extensions::Extensions;
 pub use observer::Observer;
 

@@ -5,9 +5,12 @@
 //! parameters (an [`Inbound<In>`](crate::Inbound) knows nothing of `Out`), so handles hold it
 //! through the object-safe views below.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -47,9 +50,45 @@ pub(crate) struct Control {
     /// Sending halves alive.
     senders: AtomicUsize,
     pub(crate) observer: Option<Arc<dyn Observer>>,
+    /// How long a cancelled action may run on before its future is dropped.
+    pub(crate) grace: Duration,
+    /// The task driving the action, woken when the connection is cancelled so that it starts
+    /// the grace period even if the action waits on something else.
+    pub(crate) task: AtomicWaker,
+    /// The action's future has finished or been dropped: nothing of it runs any more.
+    done: AtomicBool,
+    done_waiters: Notify,
 }
 
 impl Control {
+    /// Whether the action's future has finished or been dropped.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Records that the action's future has finished or been dropped.
+    pub(crate) fn set_done(&self) {
+        self.done.store(true, Ordering::Release);
+        self.done_waiters.notify_waiters();
+    }
+
+    /// Waits until the action's future has finished or been dropped.
+    pub(crate) async fn done(&self) {
+        let notified = self.done_waiters.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the flag is read, so a `set_done` in between is not missed.
+        notified.as_mut().enable();
+        if self.is_done() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Whether the connection ended by a cancel (not by the action completing first).
+    pub(crate) fn was_cancelled(&self) -> bool {
+        matches!(self.terminal.get(), Some(Terminal::Cancelled(_)))
+    }
+
     /// The connection id, made on first use.
     pub(crate) fn id(&self) -> Uuid {
         *self.id.get_or_init(Uuid::new_v4)
@@ -78,6 +117,8 @@ pub(crate) trait Link: Send + Sync {
     fn control(&self) -> &Control;
     /// Cancels unless the connection already ended; returns whether this call cancelled it.
     fn cancel(&self, cause: Cause) -> bool;
+    /// The error the action ended with, once it completed with one (not for a cancel).
+    fn failure(&self) -> Option<Error>;
 }
 
 /// A connection seen from the input side.
@@ -113,6 +154,7 @@ impl<In, Out, S> Core<In, Out, S> {
         token: CancellationToken,
         extensions: Extensions,
         observer: Option<Arc<dyn Observer>>,
+        grace: Duration,
     ) -> Self {
         Self {
             input: Chan::new(input_buffer),
@@ -127,6 +169,10 @@ impl<In, Out, S> Core<In, Out, S> {
                 handles: AtomicUsize::new(2),
                 senders: AtomicUsize::new(1),
                 observer,
+                grace,
+                task: AtomicWaker::new(),
+                done: AtomicBool::new(false),
+                done_waiters: Notify::new(),
             },
         }
     }
@@ -164,7 +210,21 @@ where
         self.input.close(Reason::Cancelled);
         self.output.close(Reason::Cancelled);
         self.control.token.cancel();
+        // The task starts the grace period, whatever the action is waiting for.
+        self.control.task.wake();
         true
+    }
+
+    fn failure(&self) -> Option<Error> {
+        match self.control.terminal.get()? {
+            Terminal::Cancelled(_) => None,
+            Terminal::Completed => {
+                match &*self.result.lock().unwrap_or_else(PoisonError::into_inner) {
+                    Some(Err(error)) => Some(error.clone()),
+                    _ => None,
+                }
+            }
+        }
     }
 }
 
@@ -199,12 +259,7 @@ where
     fn error(&self) -> Option<Error> {
         match self.control.terminal.get()? {
             Terminal::Cancelled(cause) => Some(Error::Cancelled(cause.clone())),
-            Terminal::Completed => {
-                match &*self.result.lock().unwrap_or_else(PoisonError::into_inner) {
-                    Some(Err(error)) => Some(error.clone()),
-                    _ => None,
-                }
-            }
+            Terminal::Completed => self.failure(),
         }
     }
 
