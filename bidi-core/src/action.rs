@@ -129,22 +129,19 @@ where
         let done = DoneOnDrop(core.clone());
         tokio::spawn(async move {
             let core = &done.0;
-            let outcome = supervise(&**core, std::pin::pin!(run), watch_parent).await;
-            match outcome {
-                Some(result) => {
-                    // An action that returned because it saw the parent's cancellation was
-                    // cancelled.
-                    if watch_parent && core.control().token.is_cancelled() {
-                        core.cancel(Cause::parent());
-                    }
-                    core.complete(match result {
-                        Ok(Ok(out)) => Ok(out),
-                        Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
-                        Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
-                    });
+            let outcome = supervise(&**core, run, watch_parent).await;
+            // `None`: cancelled, and the grace ran out; the future is already dropped.
+            if let Some(result) = outcome {
+                // An action that returned because it saw the parent's cancellation was
+                // cancelled.
+                if watch_parent && core.control().token.is_cancelled() {
+                    core.cancel(Cause::parent());
                 }
-                // Cancelled, and the grace period ran out: the future is already dropped.
-                None => {}
+                core.complete(match result {
+                    Ok(Ok(out)) => Ok(out),
+                    Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
+                    Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
+                });
             }
             drop(done);
         });
@@ -223,10 +220,12 @@ impl<L: ?Sized + Link> Drop for DoneOnDrop<L> {
 /// action waits on something that knows nothing of the cancel.
 async fn supervise<T>(
     core: &(impl Link + ?Sized),
-    mut run: impl Future<Output = T> + Unpin,
+    run: impl Future<Output = T>,
     watch_parent: bool,
 ) -> Option<T> {
     let control = core.control();
+    // In an `Option` so that it can be dropped in place, before the caller reports it done.
+    let mut run = std::pin::pin!(Some(run));
     let mut parent = watch_parent.then(|| Box::pin(control.token.clone().cancelled_owned()));
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let mut registered = false;
@@ -242,7 +241,9 @@ async fn supervise<T>(
             parent = None;
             core.cancel(Cause::parent());
         }
-        if let Poll::Ready(result) = Pin::new(&mut run).poll(cx) {
+        if let Some(fut) = run.as_mut().as_pin_mut()
+            && let Poll::Ready(result) = fut.poll(cx)
+        {
             return Poll::Ready(Some(result));
         }
         if control.was_cancelled() {
@@ -257,7 +258,7 @@ async fn supervise<T>(
         Poll::Pending
     })
     .await;
-    drop(run);
+    run.set(None);
     outcome
 }
 
