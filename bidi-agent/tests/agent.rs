@@ -248,6 +248,7 @@ const CHILD_ENV: &str = "BIDI_AGENT_RESUME_CHILD";
 /// The child process: connects to the session named in the environment, runs two turns, prints
 /// the output's state, exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of `resume_across_processes`, which runs it"]
 async fn resume_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;

@@ -51,8 +51,33 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
 }
 
 /// Test `name` of the running test binary, as a command for a new process (`--exact`,
-/// `--nocapture`, one test thread): how the crash and resume tests get a second process. Set an
-/// environment variable on it so the child test knows it is the child.
+/// `--include-ignored`, `--nocapture`, one test thread): how the crash and resume tests get a
+/// second process. Set an environment variable on it so the child test knows it is the child.
+///
+/// Mark the child's entry `#[ignore]`, so that a normal run does not count it as a test of its
+/// own (it runs only with `--ignored` or `--include-ignored`, as its parent runs it), and have
+/// it return at once when the variable is not set:
+///
+/// ```no_run
+/// use bidi_session::testing;
+///
+/// const CHILD_ENV: &str = "MY_CRATE_RESUME_CHILD";
+///
+/// #[test]
+/// #[ignore = "the second process of `resume_in_a_new_process`, which runs it"]
+/// fn resume_child() {
+///     let Ok(db) = std::env::var(CHILD_ENV) else {
+///         return;
+///     };
+///     println!("resumed from {db}");
+/// }
+///
+/// #[test]
+/// fn resume_in_a_new_process() {
+///     let stdout = testing::run_child_test("resume_child", CHILD_ENV, "/tmp/sessions.db");
+///     assert!(stdout.contains("resumed from /tmp/sessions.db"));
+/// }
+/// ```
 ///
 /// # Panics
 ///
@@ -61,7 +86,13 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
 pub fn child_test(name: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut command = Command::new(exe);
-    command.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        name,
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     command
 }
 
@@ -70,18 +101,25 @@ pub fn child_test(name: &str) -> Command {
 ///
 /// # Panics
 ///
-/// If it cannot start or it fails (the panic shows its standard error).
+/// If it cannot start, it fails (the panic shows its standard error), or the binary has no test
+/// named `name`.
 pub fn run_child_test(name: &str, key: &str, value: impl AsRef<OsStr>) -> String {
     let output = child_test(name)
         .env(key, value)
         .output()
         .expect("the child test starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "child test {name} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    // libtest's own line: a name that matches nothing runs nothing, and succeeds.
+    assert!(
+        stdout.contains("running 1 test"),
+        "child test {name}: the binary ran no such test: {stdout}"
+    );
+    stdout
 }
 
 fn prefix() -> String {
