@@ -12,11 +12,21 @@
 //!
 //! Each check panics with a message naming what the store got wrong. The checks use session ids
 //! of their own (with a per-run prefix), so they can run against a store that holds other data,
-//! but they need every version of a session kept (no retention limit below 4) and a
-//! multi-thread tokio runtime for the concurrency check to mean anything.
+//! but they need every version of a session kept (no retention limit below 4), room for a dozen
+//! sessions (no capacity below that), and a multi-thread tokio runtime for the concurrency check
+//! to mean anything.
 //!
-//! With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to
-//! run them against.
+//! [`child_test`] and [`run_child_test`] run a test of the running binary in a second process,
+//! for tests that kill a writer or resume a session elsewhere.
+//!
+#![cfg_attr(
+    feature = "postgres",
+    doc = "With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to run them against."
+)]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "With the `postgres` feature too, `PostgresServer` starts a private PostgreSQL server to run them against."
+)]
 
 use std::ffi::OsStr;
 use std::process::Command;
@@ -47,7 +57,7 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     large_state(&*store, &prefix).await;
     unicode_ids(&*store, &prefix).await;
     missing_ids(&*store, &prefix).await;
-    delete(&*store, &prefix).await;
+    delete(store, &prefix).await;
 }
 
 /// Test `name` of the running test binary, as a command for a new process (`--exact`,
@@ -59,6 +69,7 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
 /// it return at once when the variable is not set:
 ///
 /// ```no_run
+/// # #![allow(unused)] // a doctest is no test binary: its `#[test]`s are left out
 /// use bidi_session::testing;
 ///
 /// const CHILD_ENV: &str = "MY_CRATE_RESUME_CHILD";
@@ -144,6 +155,19 @@ fn expect_conflict(
             assert_eq!((e, a), (expected, actual), "{what}: conflict versions");
         }
         other => panic!("{what}: expected a conflict, got {other:?}"),
+    }
+}
+
+fn expect_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>, id: &str, what: &str) {
+    match result {
+        Err(StoreError::NotFound(missing)) => {
+            assert_eq!(
+                (missing.kind, missing.name.as_str()),
+                ("session", id),
+                "{what}"
+            );
+        }
+        other => panic!("{what}: expected StoreError::NotFound, got {other:?}"),
     }
 }
 
@@ -358,17 +382,29 @@ async fn assert_absent(store: &dyn SessionStore, id: &str) {
     );
 }
 
-/// Delete removes every version; the id can then start over at version 1.
+/// Delete removes every version; a [`Session`] still open on it then gets
+/// [`StoreError::NotFound`] naming the session; the id can start over at version 1.
 ///
 /// # Panics
 ///
 /// When the store breaks the contract.
-pub async fn delete(store: &dyn SessionStore, prefix: &str) {
+pub async fn delete(store: Arc<dyn SessionStore>, prefix: &str) {
     let id = format!("{prefix}deleted");
     store.save(&id, None, json!(1)).await.expect("create");
     store.save(&id, Some(1), json!(2)).await.expect("v2");
+    let session = Session::<u64>::load(Arc::clone(&store), &id)
+        .await
+        .expect("load")
+        .expect("exists");
     assert!(store.delete(&id).await.expect("delete"));
-    assert_absent(store, &id).await;
+    assert_absent(&*store, &id).await;
+    expect_not_found(session.reload().await, &id, "reload of a deleted session");
+    expect_not_found(
+        session.update(|n| *n += 1).await,
+        &id,
+        "update of a deleted session",
+    );
+    assert_absent(&*store, &id).await;
     let again = store
         .save(&id, None, json!("new"))
         .await

@@ -7,12 +7,71 @@ use std::process::Stdio;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bidi_session::{MemoryStore, SessionStore, SqliteStore, testing};
+use bidi_session::{MemoryStore, Session, SessionStore, SqliteStore, StoreError, testing};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_conforms() {
     testing::conformance(Arc::new(MemoryStore::new())).await;
+}
+
+/// A capacity well above what the suite creates changes nothing the suite can see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_memory_store_conforms() {
+    testing::conformance(Arc::new(MemoryStore::new().with_capacity(64))).await;
+}
+
+/// A store shared as `Arc<dyn SessionStore>`, or boxed, is a store: it goes where any does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_and_boxed_stores_conform() {
+    let shared: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    testing::conformance(Arc::new(Arc::clone(&shared))).await;
+    let boxed: Box<dyn SessionStore> = Box::new(SqliteStore::in_memory().await.unwrap());
+    testing::conformance(Arc::new(boxed)).await;
+    assert!(
+        !shared.list().await.unwrap().is_empty(),
+        "the Arc forwarded to the store"
+    );
+}
+
+/// With a capacity, creating one session too many drops the least recently used one (loads
+/// and saves count as uses); a deleted session frees its place.
+#[tokio::test]
+async fn memory_store_capacity_drops_the_least_recently_used() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new().with_capacity(3));
+    for id in ["a", "b", "c"] {
+        store.save(id, None, json!(id)).await.unwrap();
+    }
+    let c = Session::<String>::load(store.clone(), "c")
+        .await
+        .unwrap()
+        .unwrap();
+    store.load("a").await.unwrap();
+    store.load_version("b", 1).await.unwrap();
+    store.save("d", None, json!("d")).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["a", "b", "d"]);
+    // Saving an existing session drops nothing.
+    store.save("a", Some(1), json!("a2")).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["a", "b", "d"]);
+    // The dropped session is gone as if deleted: a CAS save on it is a conflict with no
+    // session, and a Session still open on it reports it not found.
+    match store.save("c", Some(1), json!("c2")).await {
+        Err(StoreError::Conflict { actual, .. }) => assert_eq!(actual, None),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    match c.update(|s| s.push('!')).await {
+        Err(StoreError::NotFound(missing)) => {
+            assert_eq!((missing.kind, missing.name.as_str()), ("session", "c"));
+        }
+        other => panic!("expected not found, got {other:?}"),
+    }
+    assert!(store.delete("b").await.unwrap());
+    store.save("e", None, json!("e")).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["a", "d", "e"]);
+    // Least recently used now: d (a was saved after it).
+    store.save("f", None, json!("f")).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["a", "e", "f"]);
+    assert_eq!(store.load("a").await.unwrap().unwrap().state, json!("a2"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
