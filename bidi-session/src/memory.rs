@@ -15,7 +15,7 @@ use crate::store::{SessionStore, Snapshot, StoreError};
 /// Unbounded unless told otherwise: every version of every session is kept. A store that lives
 /// as long as a server should bound both, or its memory grows with every save:
 /// [`with_retention`](Self::with_retention) keeps the latest versions of each session,
-/// [`with_capacity`](Self::with_capacity) the most recently used sessions.
+/// [`with_max_sessions`](Self::with_max_sessions) the most recently used sessions.
 ///
 /// ```
 /// use bidi_session::{MemoryStore, SessionStore};
@@ -23,7 +23,7 @@ use crate::store::{SessionStore, Snapshot, StoreError};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), bidi_session::StoreError> {
-/// let store = MemoryStore::new().with_retention(1).with_capacity(2);
+/// let store = MemoryStore::new().with_retention(1).with_max_sessions(2);
 /// store.save("a", None, json!(1)).await?;
 /// store.save("b", None, json!(2)).await?;
 /// store.load("a").await?; // "a" is now used more recently than "b"
@@ -36,13 +36,13 @@ use crate::store::{SessionStore, Snapshot, StoreError};
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     retention: Option<usize>,
-    capacity: Option<usize>,
+    max_sessions: Option<usize>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     sessions: BTreeMap<String, History>,
-    /// With a capacity: the sessions by their last use (a tick), least recent first.
+    /// With a session limit: the sessions by their last use (a tick), least recent first.
     by_use: BTreeMap<u64, String>,
     tick: u64,
 }
@@ -50,7 +50,7 @@ struct Inner {
 #[derive(Debug, Default)]
 struct History {
     snapshots: Vec<Snapshot>,
-    /// The tick of its last use, with a capacity.
+    /// The tick of its last use, with a session limit.
     used: u64,
 }
 
@@ -72,12 +72,12 @@ impl MemoryStore {
     /// Keeps at most `sessions` sessions (at least 1): creating one more drops the least
     /// recently used (loaded or saved) with all its versions, as if it had been deleted.
     ///
-    /// A connection still working on a dropped session finds it gone: its next save is a
+    /// A writer still holding a dropped session finds it gone: its next save is a
     /// [`StoreError::Conflict`] with `actual: None`, which
     /// [`Session::update`](crate::Session::update) reports as [`StoreError::NotFound`].
     #[must_use]
-    pub fn with_capacity(mut self, sessions: usize) -> Self {
-        self.capacity = Some(sessions.max(1));
+    pub fn with_max_sessions(mut self, sessions: usize) -> Self {
+        self.max_sessions = Some(sessions.max(1));
         self
     }
 
@@ -85,9 +85,9 @@ impl MemoryStore {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Marks `session_id` used now, when the store has a capacity.
+    /// Marks `session_id` used now, when the store has a session limit.
     fn touch(&self, inner: &mut Inner, session_id: &str) {
-        if self.capacity.is_none() {
+        if self.max_sessions.is_none() {
             return;
         }
         let Some(history) = inner.sessions.get_mut(session_id) else {
@@ -174,9 +174,9 @@ impl SessionStore for MemoryStore {
                 history.snapshots.drain(..excess);
             }
             self.touch(inner, session_id);
-            if let Some(capacity) = self.capacity {
+            if let Some(max) = self.max_sessions {
                 // The session just saved is the most recently used: never the one dropped.
-                while inner.sessions.len() > capacity {
+                while inner.sessions.len() > max {
                     let Some((_, oldest)) = inner.by_use.pop_first() else {
                         break;
                     };

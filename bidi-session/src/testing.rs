@@ -13,7 +13,7 @@
 //! Each check panics with a message naming what the store got wrong. The checks use session ids
 //! of their own (with a per-run prefix), so they can run against a store that holds other data,
 //! but they need every version of a session kept (no retention limit below 4), room for a dozen
-//! sessions (no capacity below that), and a multi-thread tokio runtime for the concurrency check
+//! sessions (no session limit below that), and a multi-thread tokio runtime for the concurrency check
 //! to mean anything.
 //!
 //! [`child_test`] and [`run_child_test`] run a test of the running binary in a second process,

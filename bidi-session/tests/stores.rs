@@ -15,10 +15,10 @@ async fn memory_store_conforms() {
     testing::conformance(Arc::new(MemoryStore::new())).await;
 }
 
-/// A capacity well above what the suite creates changes nothing the suite can see.
+/// A session limit well above what the suite creates changes nothing the suite can see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_memory_store_conforms() {
-    testing::conformance(Arc::new(MemoryStore::new().with_capacity(64))).await;
+    testing::conformance(Arc::new(MemoryStore::new().with_max_sessions(64))).await;
 }
 
 /// A store shared as `Arc<dyn SessionStore>`, or boxed, is a store: it goes where any does.
@@ -34,11 +34,11 @@ async fn shared_and_boxed_stores_conform() {
     );
 }
 
-/// With a capacity, creating one session too many drops the least recently used one (loads
+/// With a session limit, creating one session too many drops the least recently used one (loads
 /// and saves count as uses); a deleted session frees its place.
 #[tokio::test]
-async fn memory_store_capacity_drops_the_least_recently_used() {
-    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new().with_capacity(3));
+async fn memory_store_limit_drops_the_least_recently_used() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new().with_max_sessions(3));
     for id in ["a", "b", "c"] {
         store.save(id, None, json!(id)).await.unwrap();
     }
