@@ -603,27 +603,25 @@ where
     fn responses(&mut self) -> BoxStream<'_, Result<Value, JsonError>> {
         // One step per chunk, each on a fresh `Responses` of the typed half (cheap: no
         // allocation) so that a chunk that fails to serialize can cancel through that half.
-        Box::pin(stream::unfold(Some(self), |this| async move {
-            let this = this?;
+        Box::pin(stream::unfold(self, |this| async move {
             if this.poisoned.is_some() {
                 return None;
             }
             let item = this.rx.responses().next().await?;
-            match item {
-                Ok(chunk) => match serde_json::to_value(chunk) {
-                    Ok(chunk) => Some((Ok(chunk), Some(this))),
-                    Err(error) => {
-                        let error = JsonError::Serialize {
-                            what: "chunk",
-                            reason: error.to_string(),
-                        };
-                        this.rx.cancel_with(error.clone());
-                        this.poisoned = Some(error.clone());
-                        Some((Err(error), None))
-                    }
-                },
-                Err(error) => Some((Err(JsonError::Connection(error)), Some(this))),
-            }
+            let item = match item {
+                Ok(chunk) => serde_json::to_value(chunk).map_err(|error| {
+                    let error = JsonError::Serialize {
+                        what: "chunk",
+                        reason: error.to_string(),
+                    };
+                    this.rx.cancel_with(error.clone());
+                    // The next step ends the stream.
+                    this.poisoned = Some(error.clone());
+                    error
+                }),
+                Err(error) => Err(JsonError::Connection(error)),
+            };
+            Some((item, this))
         }))
     }
 
