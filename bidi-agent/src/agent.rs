@@ -299,7 +299,7 @@ impl AgentBuilder {
                 }
             },
         )
-        .with_action_type(ActionType::Agent)
+        .with_action_type(ActionType::AGENT)
         .with_metadata("agent", json!({ "stateSchema": state_schema::<State>() }));
         let flow = match self.description {
             Some(description) => flow.with_description(description),

@@ -37,6 +37,17 @@
 //! # }
 //! ```
 //!
+//! # Transports
+//!
+//! A transport (HTTP, WebSocket, stdio, ...) serves a [`Registry`] through
+//! [`Registry::connect_json`]: a bad key is refused with a [`bidi_core::NotFound`] naming the
+//! registered key it resembles, a bad init or input with the JSON Pointer of the problem (errors
+//! quote at most a few hundred bytes of what the peer sent). [`JsonConnection::into_split`] gives
+//! an input half (cloneable) for the task that reads the peer and an output half for the task
+//! that writes chunks; backpressure runs end to end, and `done()` on either half waits for the
+//! connection's end without consuming anything. A protocol crate registers its flows under its
+//! own [`ActionType`] (`/acp-agent/{name}`, `/ndjson/{name}`).
+//!
 //! # Tracing
 //!
 //! Each connection of a flow gets one span, named after the flow and open for the connection's
@@ -61,9 +72,10 @@
 mod flow;
 mod json;
 mod registry;
+mod text;
 mod trace;
 
 pub use flow::{ActionType, BidiFlow};
-pub use json::{JsonConnection, JsonError, JsonResponses};
+pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use registry::{ActionDesc, Registry, RegistryError};
 pub use trace::{JSON_ATTRIBUTE_LIMIT, run};
