@@ -145,7 +145,6 @@ impl LlmAgent {
     /// # Panics
     ///
     /// Panics if called outside a tokio runtime.
-    #[must_use]
     pub fn connect(
         &self,
         init: AgentInit<LlmSession>,
@@ -183,7 +182,7 @@ impl LlmAgentBuilder {
         });
         let builder = Agent::builder(self.name).description("An LLM agent loop with tools");
         let builder = match self.store {
-            Some(store) => builder.shared_store(store),
+            Some(store) => builder.store(store),
             None => builder,
         };
         let agent = builder.build(move |ctx, session, inbound, out| {
