@@ -317,6 +317,7 @@ impl<Out, S> RecvHalf<Out, S> {
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner),
             done: false,
+            turn_ended: false,
             waiting: false,
         }
     }
@@ -409,13 +410,34 @@ pub struct Responses<'a, S> {
     /// The rest of a batch, read before the channel.
     backlog: &'a mut std::vec::IntoIter<S>,
     done: bool,
+    /// The stream ended at an `end_turn`, not at the connection's end.
+    turn_ended: bool,
     waiting: bool,
+}
+
+impl<S> Responses<'_, S> {
+    /// Whether the stream ended at the action's [`end_turn`](crate::Outbound::end_turn):
+    /// `false` while it still streams, and when it ended because the connection ended.
+    ///
+    /// How a transport tells a peer "this turn is over" apart from "this connection is over".
+    #[must_use]
+    pub fn turn_ended(&self) -> bool {
+        self.turn_ended
+    }
+
+    /// Cancels the connection with `cause`, unless it already ended, as
+    /// [`Connection::cancel_with`]: for a consumer that cannot use what it read (a chunk its
+    /// transport cannot encode, say) while this stream holds the connection borrowed.
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.source.cancel(Cause::new(cause));
+    }
 }
 
 /// What `Responses` needs of its half, without the `Out` type.
 trait ResponsesSource<S>: Send + Sync {
     fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>>;
     fn stop_waiting(&self);
+    fn cancel(&self, cause: Cause);
     /// The connection's error, the first time it is asked for.
     fn take_error(&mut self) -> Option<Error>;
 }
@@ -427,6 +449,10 @@ impl<Out, S> ResponsesSource<S> for Source<Out, S> {
 
     fn stop_waiting(&self) {
         self.link.output().stop_waiting();
+    }
+
+    fn cancel(&self, cause: Cause) {
+        self.link.cancel(cause);
     }
 
     fn take_error(&mut self) -> Option<Error> {
@@ -468,6 +494,7 @@ impl<S> Stream for Responses<'_, S> {
                 }
                 Some(Frame::EndTurn) => {
                     this.done = true;
+                    this.turn_ended = true;
                     Poll::Ready(None)
                 }
                 None => {
@@ -497,6 +524,7 @@ impl<S> fmt::Debug for Responses<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Responses")
             .field("done", &self.done)
+            .field("turn_ended", &self.turn_ended)
             .finish_non_exhaustive()
     }
 }

@@ -6,11 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bidi_core::{BoxError, ConnectOptions, Error, NotFound, RecvHalf, SendError, SendHalf};
+use bidi_core::{
+    BoxError, ConnectOptions, Error, NotFound, RecvHalf, Responses, SendError, SendHalf,
+};
 use futures_core::{FusedStream, Stream};
 use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
-use futures_util::stream::{self, BoxStream};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -389,7 +390,6 @@ impl JsonRecvHalf {
     pub fn responses(&mut self) -> JsonResponses<'_> {
         JsonResponses {
             inner: self.inner.responses(),
-            done: false,
         }
     }
 
@@ -450,34 +450,86 @@ impl fmt::Debug for JsonRecvHalf {
 ///
 /// Dropping it cancels nothing; the next `responses()` call continues with the next chunk.
 pub struct JsonResponses<'a> {
-    inner: BoxStream<'a, Result<Value, JsonError>>,
-    done: bool,
+    inner: Box<dyn ErasedResponses + 'a>,
+}
+
+impl JsonResponses<'_> {
+    /// Whether the stream ended at the action's end of the turn, as
+    /// [`Responses::turn_ended`](bidi_core::Responses::turn_ended): `false` while it streams
+    /// and when it ended because the connection ended.
+    #[must_use]
+    pub fn turn_ended(&self) -> bool {
+        self.inner.turn_ended()
+    }
 }
 
 impl Stream for JsonResponses<'_> {
     type Item = Result<Value, JsonError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        let item = std::task::ready!(self.inner.as_mut().poll_next(cx));
-        self.done = item.is_none();
-        Poll::Ready(item)
+        self.inner.poll_chunk(cx)
     }
 }
 
 impl FusedStream for JsonResponses<'_> {
     fn is_terminated(&self) -> bool {
-        self.done
+        self.inner.is_terminated()
     }
 }
 
 impl fmt::Debug for JsonResponses<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonResponses")
-            .field("done", &self.done)
+            .field("done", &self.inner.is_terminated())
+            .field("turn_ended", &self.inner.turn_ended())
             .finish_non_exhaustive()
+    }
+}
+
+/// A typed turn's chunks seen as JSON.
+trait ErasedResponses: Send {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>>;
+    fn turn_ended(&self) -> bool;
+    fn is_terminated(&self) -> bool;
+}
+
+/// One turn of a [`TypedRecv`]: serializes each chunk as it is read.
+struct Chunks<'a, S> {
+    inner: Responses<'a, S>,
+    /// Where a chunk that fails to serialize is recorded: the connection then ends with it.
+    poisoned: &'a mut Option<JsonError>,
+    done: bool,
+}
+
+impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let item = match std::task::ready!(self.inner.poll_next_unpin(cx)) {
+            None => None,
+            Some(Err(error)) => Some(Err(JsonError::Connection(error))),
+            Some(Ok(chunk)) => Some(serde_json::to_value(chunk).map_err(|error| {
+                let error = JsonError::Serialize {
+                    what: "chunk",
+                    reason: error.to_string(),
+                };
+                self.inner.cancel_with(error.clone());
+                *self.poisoned = Some(error.clone());
+                self.done = true;
+                error
+            })),
+        };
+        self.done |= item.is_none();
+        Poll::Ready(item)
+    }
+
+    fn turn_ended(&self) -> bool {
+        self.inner.turn_ended()
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.done
     }
 }
 
@@ -539,7 +591,7 @@ trait ErasedSend: Send + Sync {
 }
 
 trait ErasedRecv: Send + Sync {
-    fn responses(&mut self) -> BoxStream<'_, Result<Value, JsonError>>;
+    fn responses(&mut self) -> Box<dyn ErasedResponses + '_>;
     fn output(self: Box<Self>) -> BoxFuture<'static, Result<Value, JsonError>>;
     fn cancel(&self, cause: Option<BoxError>);
     fn is_finished(&self) -> bool;
@@ -600,29 +652,13 @@ where
     Out: Serialize + Send + 'static,
     S: Serialize + Send + 'static,
 {
-    fn responses(&mut self) -> BoxStream<'_, Result<Value, JsonError>> {
-        // One step per chunk, each on a fresh `Responses` of the typed half (cheap: no
-        // allocation) so that a chunk that fails to serialize can cancel through that half.
-        Box::pin(stream::unfold(self, |this| async move {
-            if this.poisoned.is_some() {
-                return None;
-            }
-            let item = this.rx.responses().next().await?;
-            let item = match item {
-                Ok(chunk) => serde_json::to_value(chunk).map_err(|error| {
-                    let error = JsonError::Serialize {
-                        what: "chunk",
-                        reason: error.to_string(),
-                    };
-                    this.rx.cancel_with(error.clone());
-                    // The next step ends the stream.
-                    this.poisoned = Some(error.clone());
-                    error
-                }),
-                Err(error) => Err(JsonError::Connection(error)),
-            };
-            Some((item, this))
-        }))
+    fn responses(&mut self) -> Box<dyn ErasedResponses + '_> {
+        let Self { rx, poisoned } = self;
+        Box::new(Chunks {
+            done: poisoned.is_some(),
+            inner: rx.responses(),
+            poisoned,
+        })
     }
 
     fn output(self: Box<Self>) -> BoxFuture<'static, Result<Value, JsonError>> {

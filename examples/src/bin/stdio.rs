@@ -28,7 +28,7 @@
 //! | frame | what it says |
 //! |---|---|
 //! | `{"type":"chunk","id":"a","chunk":"> hello"}` | one chunk of the current turn |
-//! | `{"type":"turn_end","id":"a"}` | the turn is over (also sent before `output` if the action returned mid-turn) |
+//! | `{"type":"turn_end","id":"a"}` | the action ended the turn |
 //! | `{"type":"output","id":"a","output":1}` | the connection's output: its last frame; the id is free again |
 //! | `{"type":"error","id":"a","code":"invalid_input","message":"..","path":"/text"}` | a refused frame: everything else goes on. With code `connection_failed`, the connection's last frame |
 //!
@@ -665,7 +665,6 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
 ) {
     let mut line = Vec::new();
     'turns: loop {
-        let mut chunks = 0usize;
         let mut turn = output.responses();
         while let Some(item) = turn.next().await {
             // An error is the connection's end: `output()` below returns it.
@@ -680,12 +679,12 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
             if peer.write(&line).await.is_err() {
                 break 'turns;
             }
-            chunks += 1;
         }
-        drop(turn);
-        if chunks == 0 && output.is_finished() {
+        // A turn's end, not the connection's: the action returned mid-turn otherwise.
+        if !turn.turn_ended() {
             break;
         }
+        drop(turn);
         codec::encode(&Frame::TurnEnd { id: &id }, &mut line);
         if peer.write(&line).await.is_err() {
             break;
