@@ -2,10 +2,12 @@
 
 use std::any::Any;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
-use bidi_core::{ActionContext, BoxError, ConnectOptions, Connection, Error, Inbound, Outbound};
+use bidi_core::{
+    ActionContext, ActionFn, ActionFuture, BoxError, ConnectOptions, Connection, Error, Inbound,
+    Outbound,
+};
 use bidi_flow::{ActionType, BidiFlow};
 use bidi_session::{MemoryStore, Session, SessionStore, StoreError};
 use opentelemetry::KeyValue;
@@ -248,18 +250,14 @@ impl AgentBuilder {
 
     /// Builds the agent around `f`, which runs once per connection with the connection's
     /// session, its inputs and a [`Responder`].
-    pub fn build<State, In, Out, Stream, F, Fut, E>(self, f: F) -> Agent<State, In, Out, Stream>
+    pub fn build<State, In, Out, Stream, F, Fut>(self, f: F) -> Agent<State, In, Out, Stream>
     where
         State: Serialize + DeserializeOwned + JsonSchema + Default + Clone + Send + Sync + 'static,
         In: Send + 'static,
         Out: Serialize + Send + 'static,
         Stream: Send + 'static,
-        F: Fn(ActionContext, Session<State>, Inbound<In>, Responder<Stream>) -> Fut
-            + Send
-            + Sync
-            + 'static,
-        Fut: Future<Output = Result<AgentResult<Out>, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Session<State>, In, Responder<Stream>, Fut>,
+        Fut: ActionFuture<AgentResult<Out>>,
     {
         let store = self.store.unwrap_or_else(|| {
             Arc::new(

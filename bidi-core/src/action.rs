@@ -26,6 +26,66 @@ type ErasedFn<Init, In, Out, S> = dyn Fn(ActionContext, Init, Inbound<In>, Outbo
     + Send
     + Sync;
 
+/// An action's function: `Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut`, shareable between
+/// tasks. `Sink` is where it streams: an [`Outbound`] for a plain action, an agent's responder
+/// for an agent. Implemented for every such `async fn` and closure; it is the one bound that
+/// [`BidiAction::new`] and the layers above (flows, agents) put on the functions they take.
+///
+/// ```
+/// use bidi_core::{ActionContext, ActionFn, ActionFuture, BoxError, Inbound, Outbound};
+///
+/// async fn count(_ctx: ActionContext, _init: (), mut inbound: Inbound<u8>, _out: Outbound<()>)
+///     -> Result<usize, BoxError>
+/// {
+///     let mut n = 0;
+///     while inbound.recv().await.is_some() {
+///         n += 1;
+///     }
+///     Ok(n)
+/// }
+///
+/// fn takes<F, Fut>(_f: F)
+/// where
+///     F: ActionFn<(), u8, Outbound<()>, Fut>,
+///     Fut: ActionFuture<usize>,
+/// {
+/// }
+/// takes(count);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an action function taking `{Init}`, `Inbound<{In}>` and `{Sink}`",
+    label = "not an action function for these types",
+    note = "an action function is `Fn(ActionContext, Init, Inbound<In>, Sink) -> impl Future<Output = Result<Out, E>>`, `Send + Sync + 'static`, with a `Send + 'static` future and `E: Into<BoxError>`"
+)]
+pub trait ActionFn<Init, In, Sink, Fut>:
+    Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut + Send + Sync + 'static
+{
+}
+
+impl<F, Init, In, Sink, Fut> ActionFn<Init, In, Sink, Fut> for F where
+    F: Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut + Send + Sync + 'static
+{
+}
+
+/// The future an [`ActionFn`] returns: `Send + 'static`, resolving to `Result<Out, E>` with an
+/// error convertible into [`BoxError`]. Implemented for every such future.
+#[diagnostic::on_unimplemented(
+    message = "an action function's future must be `Send + 'static` and resolve to `Result<{Out}, E>` with `E: Into<BoxError>`",
+    label = "not an action's future"
+)]
+pub trait ActionFuture<Out>: Future<Output = Result<Out, Self::Error>> + Send + 'static {
+    /// The function's own error type.
+    type Error: Into<BoxError>;
+}
+
+impl<Fut, Out, E> ActionFuture<Out> for Fut
+where
+    Fut: Future<Output = Result<Out, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    type Error = E;
+}
+
 /// A typed bidirectional streaming action: `Init` configures a connection, `In` is one inbound
 /// message, `Stream` one streamed chunk, `Out` the final output.
 ///
@@ -48,11 +108,10 @@ where
     /// `f` gets the connection's [`ActionContext`], its `Init` value, the [`Inbound`] inputs and
     /// the [`Outbound`] chunk sink. Its error, of any type convertible into [`BoxError`], reaches
     /// the caller as [`Error::Action`] with the error as its source.
-    pub fn new<F, Fut, E>(name: impl Into<Arc<str>>, f: F) -> Self
+    pub fn new<F, Fut>(name: impl Into<Arc<str>>, f: F) -> Self
     where
-        F: Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Out, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Init, In, Outbound<Stream>, Fut>,
+        Fut: ActionFuture<Out>,
     {
         Self {
             name: name.into(),

@@ -76,7 +76,7 @@ mod extensions;
 mod link;
 mod observer;
 
-pub use action::{BidiAction, ConnectOptions, DEFAULT_GRACE};
+pub use action::{ActionFn, ActionFuture, BidiAction, ConnectOptions, DEFAULT_GRACE};
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
 pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};

@@ -2,11 +2,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 use bidi_core::{
-    ActionContext, BidiAction, BoxError, ConnectOptions, Connection, Error, Inbound, Outbound,
+    ActionContext, ActionFn, ActionFuture, BidiAction, ConnectOptions, Connection, Error, Inbound,
+    Outbound,
 };
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
@@ -165,11 +165,10 @@ where
     Stream: Send + 'static,
 {
     /// A flow named `name` running `f` once per connection; `f` is as for [`BidiAction::new`].
-    pub fn new<F, Fut, E>(name: impl Into<Arc<str>>, f: F) -> Self
+    pub fn new<F, Fut>(name: impl Into<Arc<str>>, f: F) -> Self
     where
-        F: Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Out, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Init, In, Outbound<Stream>, Fut>,
+        Fut: ActionFuture<Out>,
     {
         Self::from_action(BidiAction::new(name, f))
     }
