@@ -167,7 +167,7 @@ where
             grace,
         } = options;
         let watch_parent = parent.is_some();
-        let token = parent.map_or_else(CancellationToken::new, |parent| parent.child_token());
+        let token = parent.map(|parent| parent.child_token());
         let core = Arc::new(Core::<In, Out, Stream>::new(
             Arc::clone(&self.name),
             input_buffer,
@@ -193,7 +193,7 @@ where
             if let Some(result) = outcome {
                 // An action that returned because it saw the parent's cancellation was
                 // cancelled.
-                if watch_parent && core.control().token.is_cancelled() {
+                if watch_parent && core.control().parent_cancelled() {
                     core.cancel(Cause::parent());
                 }
                 core.complete(match result {
@@ -268,7 +268,10 @@ struct DoneOnDrop<L: ?Sized + Link>(Arc<L>);
 
 impl<L: ?Sized + Link> Drop for DoneOnDrop<L> {
     fn drop(&mut self) {
-        self.0.control().set_done();
+        let control = self.0.control();
+        // The connection no longer holds on to the task.
+        drop(control.task.take());
+        control.set_done();
     }
 }
 
@@ -285,7 +288,7 @@ async fn supervise<T>(
     let control = core.control();
     // In an `Option` so that it can be dropped in place, before the caller reports it done.
     let mut run = std::pin::pin!(Some(run));
-    let mut parent = watch_parent.then(|| Box::pin(control.token.clone().cancelled_owned()));
+    let mut parent = watch_parent.then(|| Box::pin(control.token().clone().cancelled_owned()));
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let mut registered = false;
     let outcome = poll_fn(|cx| {

@@ -5,7 +5,7 @@
 //! parameters (an [`Inbound<In>`](crate::Inbound) knows nothing of `Out`), so handles hold it
 //! through the object-safe views below.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -42,7 +42,8 @@ enum Terminal {
 pub(crate) struct Control {
     pub(crate) name: Arc<str>,
     id: OnceLock<Uuid>,
-    pub(crate) token: CancellationToken,
+    /// Made on first use (most connections never need one), or at connect with a parent.
+    token: OnceLock<CancellationToken>,
     terminal: OnceLock<Terminal>,
     pub(crate) extensions: Extensions,
     /// Caller-side handles alive (sending halves and the receiving half).
@@ -98,17 +99,34 @@ impl Control {
         self.terminal.get().is_some()
     }
 
+    /// The connection's cancellation token, cancelled with it.
+    pub(crate) fn token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        // Pairs with the fence in `cancel`: either the canceller sees this token, or this sees
+        // the cancel.
+        fence(Ordering::SeqCst);
+        if self.was_cancelled() {
+            token.cancel();
+        }
+        token
+    }
+
+    /// Whether the parent token (if any) was cancelled.
+    pub(crate) fn parent_cancelled(&self) -> bool {
+        self.token.get().is_some_and(CancellationToken::is_cancelled)
+    }
+
     /// The cancellation cause, if the connection was cancelled (or its parent token was).
     pub(crate) fn cause(&self) -> Option<Cause> {
         match self.terminal.get() {
             Some(Terminal::Cancelled(cause)) => Some(cause.clone()),
-            _ if self.token.is_cancelled() => Some(Cause::parent()),
+            _ if self.parent_cancelled() => Some(Cause::parent()),
             _ => None,
         }
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
-        matches!(self.terminal.get(), Some(Terminal::Cancelled(_))) || self.token.is_cancelled()
+        self.was_cancelled() || self.parent_cancelled()
     }
 }
 
@@ -151,7 +169,7 @@ impl<In, Out, S> Core<In, Out, S> {
         name: Arc<str>,
         input_buffer: usize,
         output_buffer: usize,
-        token: CancellationToken,
+        token: Option<CancellationToken>,
         extensions: Extensions,
         observer: Option<Arc<dyn Observer>>,
         grace: Duration,
@@ -163,7 +181,7 @@ impl<In, Out, S> Core<In, Out, S> {
             control: Control {
                 name,
                 id: OnceLock::new(),
-                token,
+                token: token.map_or_else(OnceLock::new, OnceLock::from),
                 terminal: OnceLock::new(),
                 extensions,
                 handles: AtomicUsize::new(2),
@@ -209,7 +227,11 @@ where
         }
         self.input.close(Reason::Cancelled);
         self.output.close(Reason::Cancelled);
-        self.control.token.cancel();
+        // Pairs with the fence in `Control::token`.
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.control.token.get() {
+            token.cancel();
+        }
         // The task starts the grace period, whatever the action is waiting for.
         self.control.task.wake();
         true
