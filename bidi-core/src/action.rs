@@ -93,8 +93,13 @@ where
 /// clone: clones share the function.
 pub struct BidiAction<Init, In, Out, Stream> {
     name: Arc<str>,
+    /// The function, its future boxed: for [`call`](Self::call).
     f: Arc<ErasedFn<Init, In, Out, Stream>>,
+    /// Spawns a connection's task with the function's future inline (no box per connection).
+    start: Arc<ErasedStart<Init, In, Out, Stream>>,
 }
+
+type ErasedStart<Init, In, Out, S> = dyn Fn(Arc<Core<In, Out, S>>, Init, bool) + Send + Sync;
 
 impl<Init, In, Out, Stream> BidiAction<Init, In, Out, Stream>
 where
@@ -113,6 +118,8 @@ where
         F: ActionFn<Init, In, Outbound<Stream>, Fut>,
         Fut: ActionFuture<Out>,
     {
+        let f = Arc::new(f);
+        let boxed = Arc::clone(&f);
         Self {
             name: name.into(),
             f: Arc::new(
@@ -120,10 +127,13 @@ where
                       init: Init,
                       inbound: Inbound<In>,
                       outbound: Outbound<Stream>| {
-                    let fut = f(ctx, init, inbound, outbound);
-                    Box::pin(async move { fut.await.map_err(Into::into) })
+                    let fut = boxed(ctx, init, inbound, outbound);
+                    Box::pin(async move { fut.await.map_err(Into::into) }) as BoxFuture<_>
                 },
             ),
+            start: Arc::new(move |core, init, watch_parent| {
+                spawn(core, watch_parent, Arc::clone(&f), init);
+            }),
         }
     }
 
@@ -177,33 +187,7 @@ where
             observer,
             grace,
         ));
-        let ctx = ActionContext::new(core.clone());
-        let inbound = Inbound::new(core.clone());
-        let outbound = Outbound::new(core.clone());
-        let f = Arc::clone(&self.f);
-        // The function is called in the task, under `catch_unwind` like the future it returns.
-        let run =
-            AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
-        // Made here, not in the task: a task dropped before its first poll still reports done.
-        let done = DoneOnDrop(core.clone());
-        tokio::spawn(async move {
-            let core = &done.0;
-            let outcome = supervise(&**core, run, watch_parent).await;
-            // `None`: cancelled, and the grace ran out; the future is already dropped.
-            if let Some(result) = outcome {
-                // An action that returned because it saw the parent's cancellation was
-                // cancelled.
-                if watch_parent && core.control().parent_cancelled() {
-                    core.cancel(Cause::parent());
-                }
-                core.complete(match result {
-                    Ok(Ok(out)) => Ok(out),
-                    Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
-                    Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
-                });
-            }
-            drop(done);
-        });
+        (self.start)(Arc::clone(&core), init, watch_parent);
         Connection::new(core)
     }
 
@@ -240,6 +224,7 @@ impl<Init, In, Out, Stream> Clone for BidiAction<Init, In, Out, Stream> {
         Self {
             name: Arc::clone(&self.name),
             f: Arc::clone(&self.f),
+            start: Arc::clone(&self.start),
         }
     }
 }
@@ -260,6 +245,48 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "a panic with a non-string payload".to_owned()
     }
+}
+
+/// Spawns the task of the connection `core`: runs `f` on its ends under the connection's
+/// supervision (the grace period after a cancel, the parent token), catches a panic, and records
+/// the result.
+fn spawn<Init, In, Out, S, F, Fut>(
+    core: Arc<Core<In, Out, S>>,
+    watch_parent: bool,
+    f: Arc<F>,
+    init: Init,
+) where
+    Init: Send + 'static,
+    In: Send + 'static,
+    Out: Send + 'static,
+    S: Send + 'static,
+    F: ActionFn<Init, In, Outbound<S>, Fut>,
+    Fut: ActionFuture<Out>,
+{
+    let ctx = ActionContext::new(core.clone());
+    let inbound = Inbound::new(core.clone());
+    let outbound = Outbound::new(core.clone());
+    // The function is called in the task, under `catch_unwind` like the future it returns.
+    let run = AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
+    // Made here, not in the task: a task dropped before its first poll still reports done.
+    let done = DoneOnDrop(core);
+    tokio::spawn(async move {
+        let core = &done.0;
+        let outcome = supervise(&**core, run, watch_parent).await;
+        // `None`: cancelled, and the grace ran out; the future is already dropped.
+        if let Some(result) = outcome {
+            // An action that returned because it saw the parent's cancellation was cancelled.
+            if watch_parent && core.control().parent_cancelled() {
+                core.cancel(Cause::parent());
+            }
+            core.complete(match result {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(error)) => Err(Error::Action(Arc::from(error.into()))),
+                Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
+            });
+        }
+        drop(done);
+    });
 }
 
 /// Marks the action done (its future finished or dropped) when the task lets go of it, however

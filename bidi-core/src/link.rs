@@ -58,6 +58,8 @@ pub(crate) struct Control {
     pub(crate) task: AtomicWaker,
     /// The action's future has finished or been dropped: nothing of it runs any more.
     done: AtomicBool,
+    /// Someone waits (or waited) in `done()`: `set_done` must notify.
+    done_awaited: AtomicBool,
     done_waiters: Notify,
 }
 
@@ -69,17 +71,25 @@ impl Control {
 
     /// Records that the action's future has finished or been dropped.
     pub(crate) fn set_done(&self) {
-        self.done.store(true, Ordering::Release);
-        self.done_waiters.notify_waiters();
+        self.done.store(true, Ordering::SeqCst);
+        // Most connections end with nobody waiting: skip the notifier's lock then.
+        if self.done_awaited.load(Ordering::SeqCst) {
+            self.done_waiters.notify_waiters();
+        }
     }
 
     /// Waits until the action's future has finished or been dropped.
     pub(crate) async fn done(&self) {
+        if self.is_done() {
+            return;
+        }
         let notified = self.done_waiters.notified();
         let mut notified = std::pin::pin!(notified);
-        // Registered before the flag is read, so a `set_done` in between is not missed.
+        // Registered, and said so, before the flag is read again: a `set_done` in between
+        // either sees the waiter or is seen here.
         notified.as_mut().enable();
-        if self.is_done() {
+        self.done_awaited.store(true, Ordering::SeqCst);
+        if self.done.load(Ordering::SeqCst) {
             return;
         }
         notified.await;
@@ -113,7 +123,9 @@ impl Control {
 
     /// Whether the parent token (if any) was cancelled.
     pub(crate) fn parent_cancelled(&self) -> bool {
-        self.token.get().is_some_and(CancellationToken::is_cancelled)
+        self.token
+            .get()
+            .is_some_and(CancellationToken::is_cancelled)
     }
 
     /// The cancellation cause, if the connection was cancelled (or its parent token was).
@@ -190,6 +202,7 @@ impl<In, Out, S> Core<In, Out, S> {
                 grace,
                 task: AtomicWaker::new(),
                 done: AtomicBool::new(false),
+                done_awaited: AtomicBool::new(false),
                 done_waiters: Notify::new(),
             },
         }

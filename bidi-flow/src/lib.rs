@@ -63,6 +63,24 @@
 //! Spans come from the global tracer provider (a no-op until the application installs one, in
 //! which case a flow costs what a bare action does) or from [`BidiFlow::with_tracer`].
 //!
+//! # Transports
+//!
+//! A transport serves a registry through [`JsonConnection`]s: it splits each one
+//! ([`JsonConnection::into_split`]) into a cloneable [`JsonSendHalf`] for the task that reads
+//! the peer and a [`JsonRecvHalf`] for the task that writes chunks, turn ends
+//! ([`JsonResponses::turn_ended`]) and the output; it waits for a connection's end with
+//! `done()` and cancels with a cause of its own when the peer goes away. Protocol crates
+//! register flows under kinds of their own ([`ActionType::from_static`]).
+//!
+//! # Tokio
+//!
+//! Flows run on a tokio runtime with its time driver (`#[tokio::main]`, or a runtime built with
+//! `enable_all()`). For `#[tokio::main]` as in the examples, your `Cargo.toml` needs:
+//!
+//! ```toml
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
 //! # Feature flags
 //!
 //! `bidi-flow` has no optional features.

@@ -1,4 +1,4 @@
-//! The action [`Registry`] (F3) and its [`ActionDesc`] descriptors with JSON Schemas.
+//! The action [`Registry`] and its [`ActionDesc`] descriptors with JSON Schemas.
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::BTreeMap;
@@ -316,7 +316,7 @@ impl Registry {
         entries.get(key).map(|entry| entry.desc.clone())
     }
 
-    /// Opens a JSON connection to the action under `key` (F4). `init` is checked against the
+    /// Opens a JSON connection to the action under `key`. `init` is checked against the
     /// action's `Init` type first: a bad one is refused before the action starts.
     ///
     /// # Errors
