@@ -139,7 +139,7 @@ fn two_connections_are_multiplexed() {
         replies,
         [
             "Nice to meet you. You said \"hi\".",
-            "You first said \"hi\", now \"again\"."
+            "Message 2 of this session. You first said \"hi\", and last \"hi\"."
         ]
     );
     assert_eq!(output["output"], 2);

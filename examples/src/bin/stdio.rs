@@ -59,10 +59,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bidi_agent::{Agent, AgentResult, Responder};
+use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, ConnectOptions, Inbound, Outbound};
 use bidi_flow::{BidiFlow, JsonRecvHalf, JsonSendHalf, Registry};
-use bidi_session::Session;
 use clap::Parser;
 use futures_util::StreamExt as _;
 use schemars::JsonSchema;
@@ -72,6 +71,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use codec::{Code, Frame, Line, Op};
+use examples::{chat, echo};
 
 /// Serves the example flows over NDJSON on stdin and stdout.
 #[derive(Debug, Parser)]
@@ -93,54 +93,6 @@ macro_rules! log {
 
 // ---------------------------------------------------------------------------------------------
 // The flows served.
-
-/// Streams each message back word by word, then ends the turn. Returns the number of turns.
-async fn echo(
-    _ctx: ActionContext,
-    prefix: String,
-    mut inbound: Inbound<String>,
-    out: Outbound<String>,
-) -> Result<usize, BoxError> {
-    let mut turns = 0;
-    while let Some(msg) = inbound.recv().await {
-        for word in msg.split_whitespace() {
-            out.send(format!("{prefix}{word}")).await?;
-        }
-        out.end_turn().await?;
-        turns += 1;
-    }
-    Ok(turns)
-}
-
-/// What the chat agent remembers of a conversation.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-struct Chat {
-    /// Every line the user sent, in order.
-    heard: Vec<String>,
-}
-
-/// Answers each line from what it remembers, word by word, and saves the line.
-async fn chat(
-    _ctx: ActionContext,
-    session: Session<Chat>,
-    mut inbound: Inbound<String>,
-    out: Responder<String>,
-) -> Result<AgentResult<u32>, BoxError> {
-    let mut turns = 0;
-    while let Some(line) = inbound.recv().await {
-        let reply = match session.state().heard.first() {
-            None => format!("Nice to meet you. You said \"{line}\"."),
-            Some(first) => format!("You first said \"{first}\", now \"{line}\"."),
-        };
-        for word in reply.split_inclusive(' ') {
-            out.send(word.to_owned()).await?;
-        }
-        session.update(|chat| chat.heard.push(line.clone())).await?;
-        out.end_turn().await?;
-        turns += 1;
-    }
-    Ok(AgentResult::new(turns))
-}
 
 /// How often the clock ticks.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
