@@ -1,12 +1,15 @@
-//! [`Agent`]: a [`BidiFlow`] over a [`Session`] (A1–A4).
+//! [`Agent`]: a [`BidiFlow`] over a [`Session`].
 
+use std::any::Any;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
-use bidi_core::{ActionContext, BoxError, ConnectOptions, Connection, Error, Inbound, Outbound};
+use bidi_core::{
+    ActionContext, ActionFn, ActionFuture, BoxError, ConnectOptions, Connection, Error, Inbound,
+    Outbound,
+};
 use bidi_flow::{ActionType, BidiFlow};
-use bidi_session::{MemoryStore, Session, SessionStore};
+use bidi_session::{MemoryStore, Session, SessionStore, StoreError};
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TraceContextExt as _;
@@ -18,27 +21,50 @@ use serde_json::json;
 
 use crate::responder::{Artifact, Responder, put};
 
-/// How a connection to an agent picks its session (A2).
+/// How a connection to an agent picks its session.
+///
+/// - no session id: a new session under a fresh UUID, starting from [`init`](Self::init)
+///   (or `State::default()`);
+/// - [`session_id`](Self::session_id): that session if it exists (the init state is ignored),
+///   else a new one under this id;
+/// - [`resume`](Self::resume): that session, which must exist: if it does not, the connection
+///   fails with [`StoreError::NotFound`] and nothing is created.
+///
+/// A transport sends it as camelCase JSON, the init of a JSON connection:
 ///
 /// ```
 /// use bidi_agent::AgentInit;
 ///
-/// let resume = AgentInit::<Vec<String>>::new().session_id("chat-42");
 /// let fresh = AgentInit::new().init(vec!["system: be brief".to_owned()]);
-/// // What a transport sends as the init of a JSON connection:
-/// assert_eq!(serde_json::to_string(&resume).unwrap(), r#"{"sessionId":"chat-42"}"#);
+/// let open = AgentInit::<Vec<String>>::new().session_id("chat-42");
+/// let resume = AgentInit::<Vec<String>>::new().resume("chat-42");
 /// assert_eq!(serde_json::to_string(&fresh).unwrap(), r#"{"state":["system: be brief"]}"#);
+/// assert_eq!(serde_json::to_string(&open).unwrap(), r#"{"sessionId":"chat-42"}"#);
+/// assert_eq!(
+///     serde_json::to_string(&resume).unwrap(),
+///     r#"{"sessionId":"chat-42","resume":true}"#
+/// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "AgentInit_for_{State}")]
 pub struct AgentInit<State> {
-    /// The session to resume, or to create under this id if it does not exist.
+    /// The session to resume, or to create under this id if it does not exist (unless
+    /// `resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// The state a new session starts with (ignored when resuming); `State::default()` if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
+    /// Only resume: the session `session_id` names must exist; if it does not, the connection
+    /// fails with [`StoreError::NotFound`] instead of creating it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub resume: bool,
+}
+
+// `skip_serializing_if` takes a path to a fn of `&T`.
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl<State> Default for AgentInit<State> {
@@ -46,6 +72,7 @@ impl<State> Default for AgentInit<State> {
         Self {
             session_id: None,
             state: None,
+            resume: false,
         }
     }
 }
@@ -57,10 +84,20 @@ impl<State> AgentInit<State> {
         Self::default()
     }
 
-    /// Resumes session `id`, or creates it under this id.
+    /// Resumes session `id`, or creates it under this id if it does not exist.
     #[must_use]
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
+        self.resume = false;
+        self
+    }
+
+    /// Resumes session `id`, which must exist: if it does not, the connection fails with
+    /// [`StoreError::NotFound`] (before it takes any input) and nothing is created.
+    #[must_use]
+    pub fn resume(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self.resume = true;
         self
     }
 
@@ -72,7 +109,19 @@ impl<State> AgentInit<State> {
     }
 }
 
-/// What an agent function returns (A1).
+/// An [`AgentInit`] an agent refuses: the connection fails with it before it takes any input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitError {
+    /// The session id is the empty string.
+    #[error("the session id is empty")]
+    EmptySessionId,
+    /// `resume` without a session id: there is no session to resume.
+    #[error("`resume` needs a session id: there is no session to resume")]
+    ResumeWithoutSessionId,
+}
+
+/// What an agent function returns.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct AgentResult<Out> {
@@ -99,7 +148,7 @@ impl<Out> AgentResult<Out> {
     }
 }
 
-/// What a connection to an agent ends with (A2): camelCase JSON.
+/// What a connection to an agent ends with: camelCase JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "AgentOutput_for_{State}_and_{Out}")]
@@ -150,16 +199,40 @@ impl Agent<(), (), (), ()> {
 }
 
 impl AgentBuilder {
-    /// Keeps sessions in `store` (default: a new [`MemoryStore`] keeping the latest version of
-    /// each session).
+    /// Keeps sessions in `store`: a store of its own, or one shared with others as an
+    /// `Arc<dyn SessionStore>` (used as it is, not wrapped again).
+    ///
+    /// Without a store, sessions live in a [`MemoryStore`] of the agent's own, bounded: the
+    /// latest version of at most 1024 sessions (`MemoryStore::new().with_retention(1)
+    /// .with_max_sessions(1024)`). Creating one more drops the least recently used (loaded or
+    /// saved), so memory stays bounded however many sessions come and go; a connection still
+    /// open on a dropped session fails its next [`Session::update`] with
+    /// [`StoreError::NotFound`]. Nothing survives the process: give a [`SqliteStore`] (or
+    /// another persistent store) to keep sessions.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bidi_agent::{Agent, AgentResult, Responder};
+    /// use bidi_core::{ActionContext, BoxError, Inbound};
+    /// use bidi_session::{MemoryStore, Session, SessionStore};
+    ///
+    /// async fn quiet(
+    ///     _ctx: ActionContext,
+    ///     _session: Session<u32>,
+    ///     _inbound: Inbound<String>,
+    ///     _out: Responder<String>,
+    /// ) -> Result<AgentResult<()>, BoxError> {
+    ///     Ok(AgentResult::new(()))
+    /// }
+    ///
+    /// let shared: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    /// let agent = Agent::builder("quiet").store(Arc::clone(&shared)).build(quiet);
+    /// assert!(Arc::ptr_eq(agent.store(), &shared));
+    /// ```
+    ///
+    /// [`SqliteStore`]: bidi_session::SqliteStore
     pub fn store(mut self, store: impl SessionStore) -> Self {
-        self.store = Some(Arc::new(store));
-        self
-    }
-
-    /// Keeps sessions in a store shared with others.
-    pub fn shared_store(mut self, store: Arc<dyn SessionStore>) -> Self {
-        self.store = Some(store);
+        self.store = Some(shared(store));
         self
     }
 
@@ -177,22 +250,22 @@ impl AgentBuilder {
 
     /// Builds the agent around `f`, which runs once per connection with the connection's
     /// session, its inputs and a [`Responder`].
-    pub fn build<State, In, Out, Stream, F, Fut, E>(self, f: F) -> Agent<State, In, Out, Stream>
+    pub fn build<State, In, Out, Stream, F, Fut>(self, f: F) -> Agent<State, In, Out, Stream>
     where
         State: Serialize + DeserializeOwned + JsonSchema + Default + Clone + Send + Sync + 'static,
         In: Send + 'static,
         Out: Serialize + Send + 'static,
         Stream: Send + 'static,
-        F: Fn(ActionContext, Session<State>, Inbound<In>, Responder<Stream>) -> Fut
-            + Send
-            + Sync
-            + 'static,
-        Fut: Future<Output = Result<AgentResult<Out>, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Session<State>, In, Responder<Stream>, Fut>,
+        Fut: ActionFuture<AgentResult<Out>>,
     {
-        let store = self
-            .store
-            .unwrap_or_else(|| Arc::new(MemoryStore::new().with_retention(1)));
+        let store = self.store.unwrap_or_else(|| {
+            Arc::new(
+                MemoryStore::new()
+                    .with_retention(1)
+                    .with_max_sessions(DEFAULT_SESSIONS),
+            )
+        });
         let sessions = Arc::clone(&store);
         let f = Arc::new(f);
         let flow = BidiFlow::new(
@@ -203,17 +276,10 @@ impl AgentBuilder {
                   out: Outbound<Stream>| {
                 let (store, f) = (Arc::clone(&sessions), Arc::clone(&f));
                 async move {
-                    let AgentInit { session_id, state } = init;
-                    let id = match session_id {
-                        Some(id) if id.is_empty() => return Err("the session id is empty".into()),
-                        Some(id) => id,
-                        None => uuid::Uuid::new_v4().to_string(),
-                    };
-                    opentelemetry::Context::current()
-                        .span()
-                        .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
-                    let session =
-                        Session::load_or_create(store, &id, || state.unwrap_or_default()).await?;
+                    // Before any input is taken: a session that cannot be opened fails the
+                    // first send with the error, not just with "completed".
+                    let session = open_session(store, init).await?;
+                    let id = session.id().to_owned();
                     let responder = Responder::new(out);
                     let result = f(ctx, session.clone(), inbound, responder.clone())
                         .await
@@ -231,7 +297,7 @@ impl AgentBuilder {
                 }
             },
         )
-        .with_action_type(ActionType::Agent)
+        .with_action_type(ActionType::AGENT)
         .with_metadata("agent", json!({ "stateSchema": state_schema::<State>() }));
         let flow = match self.description {
             Some(description) => flow.with_description(description),
@@ -243,6 +309,49 @@ impl AgentBuilder {
         };
         Agent { flow, store }
     }
+}
+
+/// `store` as an `Arc<dyn SessionStore>`: an `Arc<dyn SessionStore>` as it is, so the agent
+/// shares it with whoever else holds it; anything else in an `Arc` of its own.
+fn shared<S: SessionStore>(store: S) -> Arc<dyn SessionStore> {
+    let store = Arc::new(store);
+    match (&*store as &dyn Any).downcast_ref::<Arc<dyn SessionStore>>() {
+        Some(shared) => Arc::clone(shared),
+        None => store,
+    }
+}
+
+/// The agents' default store: the latest version of at most this many sessions.
+const DEFAULT_SESSIONS: usize = 1024;
+
+/// Opens the session `init` names: resumes it, creates it, or fails as [`AgentInit`] says.
+async fn open_session<State>(
+    store: Arc<dyn SessionStore>,
+    init: AgentInit<State>,
+) -> Result<Session<State>, BoxError>
+where
+    State: Serialize + DeserializeOwned + Default + Clone + Send + 'static,
+{
+    let AgentInit {
+        session_id,
+        state,
+        resume,
+    } = init;
+    let id = match session_id {
+        Some(id) if id.is_empty() => return Err(InitError::EmptySessionId.into()),
+        Some(id) => id,
+        None if resume => return Err(InitError::ResumeWithoutSessionId.into()),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    opentelemetry::Context::current()
+        .span()
+        .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
+    if resume {
+        return Session::load(store, &id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(id).into());
+    }
+    Ok(Session::load_or_create(store, &id, || state.unwrap_or_default()).await?)
 }
 
 fn state_schema<State: JsonSchema>() -> serde_json::Value {
@@ -266,7 +375,14 @@ where
         self.flow.name()
     }
 
-    /// Connects: the session is resumed or created as `init` says (A2).
+    /// Connects: the session is resumed or created as `init` says.
+    ///
+    /// The session is opened before the connection takes any input. If it cannot be (the store
+    /// fails, a session to [`resume`](AgentInit::resume) is missing, the init is refused with
+    /// an [`InitError`]), the first [`send`](Connection::send) fails with
+    /// [`SendError::Failed`](bidi_core::SendError::Failed) carrying that error, and
+    /// [`output`](Connection::output) returns it: [`Error::Action`], whose source is the
+    /// [`StoreError`] or the [`InitError`].
     ///
     /// # Panics
     ///
@@ -278,7 +394,7 @@ where
         self.flow.connect(init)
     }
 
-    /// Connects with options (buffers, a parent token, extensions).
+    /// Connects with options (buffers, a parent token, extensions), as [`connect`](Self::connect).
     ///
     /// # Panics
     ///
@@ -295,8 +411,8 @@ where
     ///
     /// # Errors
     ///
-    /// As [`Connection::output`]: a store failure while opening the session is
-    /// [`Error::Action`] with the [`StoreError`](bidi_session::StoreError) as source.
+    /// As [`Connection::output`]: a session that cannot be opened is [`Error::Action`] with
+    /// the [`StoreError`] (or the [`InitError`]) as source.
     ///
     /// # Panics
     ///
@@ -318,10 +434,7 @@ where
     /// # Errors
     ///
     /// The store's error.
-    pub async fn session(
-        &self,
-        id: &str,
-    ) -> Result<Option<Session<State>>, bidi_session::StoreError> {
+    pub async fn session(&self, id: &str) -> Result<Option<Session<State>>, StoreError> {
         Session::load(Arc::clone(&self.store), id).await
     }
 

@@ -25,7 +25,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), BoxError> {
-//! let agent = Agent::builder("notes").build(notes); // no store given: a MemoryStore
+//! let agent = Agent::builder("notes").build(notes); // no store given: bounded, in memory
 //!
 //! let mut conn = agent.connect(AgentInit::new().session_id("s-1"));
 //! conn.send("buy milk".into()).await?;
@@ -44,12 +44,32 @@
 //! # }
 //! ```
 //!
-//! # Sessions (A2)
+//! # Sessions
 //!
-//! [`AgentInit::session_id`] names the session: if it exists it is resumed (the init state is
-//! ignored), if not it is created from [`AgentInit::init`] (or `State::default()`). Without an id
-//! a new session gets a fresh UUID. The output, [`AgentOutput`], carries the session id, the
-//! function's output, the final state and the artifacts.
+//! [`AgentInit`] picks the connection's session. [`AgentInit::session_id`] names it: if it
+//! exists it is resumed (the init state is ignored), if not it is created from
+//! [`AgentInit::init`] (or `State::default()`). [`AgentInit::resume`] names a session that must
+//! exist: a missing one fails the connection with
+//! [`StoreError::NotFound`](bidi_session::StoreError::NotFound). Without an id a new session
+//! gets a fresh UUID. The session is opened before the connection takes any input, so a store
+//! that fails fails the first `send` with the store's error. The output, [`AgentOutput`],
+//! carries the session id, the function's output, the final state and the artifacts.
+//!
+//! Sessions live in the store given to [`AgentBuilder::store`]. Without one, they live in a
+//! bounded memory store of the agent's own: the latest version of at most 1024 sessions, the
+//! least recently used dropped first, nothing kept past the process. Give a
+//! [`SqliteStore`](bidi_session::SqliteStore) to keep them.
+//!
+//! # Tokio
+//!
+//! Agents run on a tokio runtime with its time driver (`#[tokio::main]`, or a runtime built
+//! with `enable_all()`): each connection is a task, a cancelled one gets a grace period, and
+//! [`Session::update`] waits between retries. For `#[tokio::main]` as in the examples, your
+//! `Cargo.toml` needs:
+//!
+//! ```toml
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 //!
 //! # Feature flags
 //!
@@ -60,7 +80,7 @@
 mod agent;
 mod responder;
 
-pub use agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult};
+pub use agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError};
 pub use responder::{Artifact, Responder};
 
 pub use bidi_flow::BidiFlow;

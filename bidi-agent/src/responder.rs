@@ -36,7 +36,7 @@ pub(crate) fn put(list: &mut Vec<Artifact>, artifact: Artifact) {
     }
 }
 
-/// The agent's side of a turn (A3): stream chunks, end the turn, publish artifacts.
+/// The agent's side of a turn: stream chunks, end the turn, publish artifacts.
 ///
 /// Cheap to clone; clones share the connection and the artifacts.
 pub struct Responder<Stream> {

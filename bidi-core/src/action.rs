@@ -2,13 +2,14 @@
 
 use std::any::Any;
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
-use futures_util::future::{Either, select};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
@@ -25,6 +26,66 @@ type ErasedFn<Init, In, Out, S> = dyn Fn(ActionContext, Init, Inbound<In>, Outbo
     + Send
     + Sync;
 
+/// An action's function: `Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut`, shareable between
+/// tasks. `Sink` is where it streams: an [`Outbound`] for a plain action, an agent's responder
+/// for an agent. Implemented for every such `async fn` and closure; it is the one bound that
+/// [`BidiAction::new`] and the layers above (flows, agents) put on the functions they take.
+///
+/// ```
+/// use bidi_core::{ActionContext, ActionFn, ActionFuture, BoxError, Inbound, Outbound};
+///
+/// async fn count(_ctx: ActionContext, _init: (), mut inbound: Inbound<u8>, _out: Outbound<()>)
+///     -> Result<usize, BoxError>
+/// {
+///     let mut n = 0;
+///     while inbound.recv().await.is_some() {
+///         n += 1;
+///     }
+///     Ok(n)
+/// }
+///
+/// fn takes<F, Fut>(_f: F)
+/// where
+///     F: ActionFn<(), u8, Outbound<()>, Fut>,
+///     Fut: ActionFuture<usize>,
+/// {
+/// }
+/// takes(count);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an action function taking `{Init}`, `Inbound<{In}>` and `{Sink}`",
+    label = "not an action function for these types",
+    note = "an action function is `Fn(ActionContext, Init, Inbound<In>, Sink) -> impl Future<Output = Result<Out, E>>`, `Send + Sync + 'static`, with a `Send + 'static` future and `E: Into<BoxError>`"
+)]
+pub trait ActionFn<Init, In, Sink, Fut>:
+    Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut + Send + Sync + 'static
+{
+}
+
+impl<F, Init, In, Sink, Fut> ActionFn<Init, In, Sink, Fut> for F where
+    F: Fn(ActionContext, Init, Inbound<In>, Sink) -> Fut + Send + Sync + 'static
+{
+}
+
+/// The future an [`ActionFn`] returns: `Send + 'static`, resolving to `Result<Out, E>` with an
+/// error convertible into [`BoxError`]. Implemented for every such future.
+#[diagnostic::on_unimplemented(
+    message = "an action function's future must be `Send + 'static` and resolve to `Result<{Out}, E>` with `E: Into<BoxError>`",
+    label = "not an action's future"
+)]
+pub trait ActionFuture<Out>: Future<Output = Result<Out, Self::Error>> + Send + 'static {
+    /// The function's own error type.
+    type Error: Into<BoxError>;
+}
+
+impl<Fut, Out, E> ActionFuture<Out> for Fut
+where
+    Fut: Future<Output = Result<Out, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    type Error = E;
+}
+
 /// A typed bidirectional streaming action: `Init` configures a connection, `In` is one inbound
 /// message, `Stream` one streamed chunk, `Out` the final output.
 ///
@@ -32,8 +93,13 @@ type ErasedFn<Init, In, Out, S> = dyn Fn(ActionContext, Init, Inbound<In>, Outbo
 /// clone: clones share the function.
 pub struct BidiAction<Init, In, Out, Stream> {
     name: Arc<str>,
+    /// The function, its future boxed: for [`call`](Self::call).
     f: Arc<ErasedFn<Init, In, Out, Stream>>,
+    /// Spawns a connection's task with the function's future inline (no box per connection).
+    start: Arc<ErasedStart<Init, In, Out, Stream>>,
 }
+
+type ErasedStart<Init, In, Out, S> = dyn Fn(Arc<Core<In, Out, S>>, Init, bool) + Send + Sync;
 
 impl<Init, In, Out, Stream> BidiAction<Init, In, Out, Stream>
 where
@@ -47,12 +113,13 @@ where
     /// `f` gets the connection's [`ActionContext`], its `Init` value, the [`Inbound`] inputs and
     /// the [`Outbound`] chunk sink. Its error, of any type convertible into [`BoxError`], reaches
     /// the caller as [`Error::Action`] with the error as its source.
-    pub fn new<F, Fut, E>(name: impl Into<Arc<str>>, f: F) -> Self
+    pub fn new<F, Fut>(name: impl Into<Arc<str>>, f: F) -> Self
     where
-        F: Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Out, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Init, In, Outbound<Stream>, Fut>,
+        Fut: ActionFuture<Out>,
     {
+        let f = Arc::new(f);
+        let boxed = Arc::clone(&f);
         Self {
             name: name.into(),
             f: Arc::new(
@@ -60,10 +127,13 @@ where
                       init: Init,
                       inbound: Inbound<In>,
                       outbound: Outbound<Stream>| {
-                    let fut = f(ctx, init, inbound, outbound);
-                    Box::pin(async move { fut.await.map_err(Into::into) })
+                    let fut = boxed(ctx, init, inbound, outbound);
+                    Box::pin(async move { fut.await.map_err(Into::into) }) as BoxFuture<_>
                 },
             ),
+            start: Arc::new(move |core, init, watch_parent| {
+                spawn(core, watch_parent, Arc::clone(&f), init);
+            }),
         }
     }
 
@@ -104,9 +174,10 @@ where
             parent,
             extensions,
             observer,
+            grace,
         } = options;
         let watch_parent = parent.is_some();
-        let token = parent.map_or_else(CancellationToken::new, |parent| parent.child_token());
+        let token = parent.map(|parent| parent.child_token());
         let core = Arc::new(Core::<In, Out, Stream>::new(
             Arc::clone(&self.name),
             input_buffer,
@@ -114,41 +185,9 @@ where
             token,
             extensions,
             observer,
+            grace,
         ));
-        let ctx = ActionContext::new(core.clone());
-        let inbound = Inbound::new(core.clone());
-        let outbound = Outbound::new(core.clone());
-        let f = Arc::clone(&self.f);
-        let task_core = Arc::clone(&core);
-        tokio::spawn(async move {
-            let mut run = std::pin::pin!(
-                AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await })
-                    .catch_unwind()
-            );
-            let result = if watch_parent {
-                let token = task_core.control().token.clone();
-                let cancelled = std::pin::pin!(token.cancelled());
-                let result = match select(cancelled, run.as_mut()).await {
-                    Either::Left(((), _)) => {
-                        task_core.cancel(Cause::parent());
-                        run.await
-                    }
-                    Either::Right((result, _)) => result,
-                };
-                // An action that returned because it saw the parent's cancellation was cancelled.
-                if token.is_cancelled() {
-                    task_core.cancel(Cause::parent());
-                }
-                result
-            } else {
-                run.await
-            };
-            task_core.complete(match result {
-                Ok(Ok(out)) => Ok(out),
-                Ok(Err(error)) => Err(Error::Action(Arc::from(error))),
-                Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
-            });
-        });
+        (self.start)(Arc::clone(&core), init, watch_parent);
         Connection::new(core)
     }
 
@@ -185,6 +224,7 @@ impl<Init, In, Out, Stream> Clone for BidiAction<Init, In, Out, Stream> {
         Self {
             name: Arc::clone(&self.name),
             f: Arc::clone(&self.f),
+            start: Arc::clone(&self.start),
         }
     }
 }
@@ -206,6 +246,114 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         "a panic with a non-string payload".to_owned()
     }
 }
+
+/// Spawns the task of the connection `core`: runs `f` on its ends under the connection's
+/// supervision (the grace period after a cancel, the parent token), catches a panic, and records
+/// the result.
+fn spawn<Init, In, Out, S, F, Fut>(
+    core: Arc<Core<In, Out, S>>,
+    watch_parent: bool,
+    f: Arc<F>,
+    init: Init,
+) where
+    Init: Send + 'static,
+    In: Send + 'static,
+    Out: Send + 'static,
+    S: Send + 'static,
+    F: ActionFn<Init, In, Outbound<S>, Fut>,
+    Fut: ActionFuture<Out>,
+{
+    let ctx = ActionContext::new(core.clone());
+    let inbound = Inbound::new(core.clone());
+    let outbound = Outbound::new(core.clone());
+    // The function is called in the task, under `catch_unwind` like the future it returns.
+    let run = AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
+    // Made here, not in the task: a task dropped before its first poll still reports done.
+    let done = DoneOnDrop(core);
+    tokio::spawn(async move {
+        let core = &done.0;
+        let outcome = supervise(&**core, run, watch_parent).await;
+        // `None`: cancelled, and the grace ran out; the future is already dropped.
+        if let Some(result) = outcome {
+            // An action that returned because it saw the parent's cancellation was cancelled.
+            if watch_parent && core.control().parent_cancelled() {
+                core.cancel(Cause::parent());
+            }
+            core.complete(match result {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(error)) => Err(Error::Action(Arc::from(error.into()))),
+                Err(payload) => Err(Error::Panicked(panic_message(&*payload))),
+            });
+        }
+        drop(done);
+    });
+}
+
+/// Marks the action done (its future finished or dropped) when the task lets go of it, however
+/// that happens: completion, the grace period running out, or the runtime shutting down.
+struct DoneOnDrop<L: ?Sized + Link>(Arc<L>);
+
+impl<L: ?Sized + Link> Drop for DoneOnDrop<L> {
+    fn drop(&mut self) {
+        let control = self.0.control();
+        // The connection no longer holds on to the task.
+        drop(control.task.take());
+        control.set_done();
+    }
+}
+
+/// Drives the action's future: to its end, or, once the connection is cancelled, for at most
+/// the grace period; `None` when the grace ran out and the future was dropped.
+///
+/// The connection's cancel wakes this task (`Control::task`), so the grace starts even while the
+/// action waits on something that knows nothing of the cancel.
+async fn supervise<T>(
+    core: &(impl Link + ?Sized),
+    run: impl Future<Output = T>,
+    watch_parent: bool,
+) -> Option<T> {
+    let control = core.control();
+    // In an `Option` so that it can be dropped in place, before the caller reports it done.
+    let mut run = std::pin::pin!(Some(run));
+    let mut parent = watch_parent.then(|| Box::pin(control.token().clone().cancelled_owned()));
+    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut registered = false;
+    let outcome = poll_fn(|cx| {
+        if !registered {
+            // A task's waker stays the same for its life: registering it once is enough.
+            control.task.register(cx.waker());
+            registered = true;
+        }
+        if let Some(cancelled) = &mut parent
+            && cancelled.as_mut().poll(cx).is_ready()
+        {
+            parent = None;
+            core.cancel(Cause::parent());
+        }
+        if let Some(fut) = run.as_mut().as_pin_mut()
+            && let Poll::Ready(result) = fut.poll(cx)
+        {
+            return Poll::Ready(Some(result));
+        }
+        if control.was_cancelled() {
+            if control.grace.is_zero() {
+                return Poll::Ready(None);
+            }
+            let sleep = grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(control.grace)));
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        Poll::Pending
+    })
+    .await;
+    run.set(None);
+    outcome
+}
+
+/// How long a cancelled action may take to finish before its future is dropped, unless
+/// [`ConnectOptions::grace`] says otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 
 /// Options for [`BidiAction::connect_with`].
 ///
@@ -231,7 +379,6 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Default)]
 #[must_use]
 pub struct ConnectOptions {
     input_buffer: usize,
@@ -239,12 +386,42 @@ pub struct ConnectOptions {
     parent: Option<CancellationToken>,
     extensions: Extensions,
     observer: Option<Arc<dyn Observer>>,
+    grace: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            input_buffer: 0,
+            output_buffer: 0,
+            parent: None,
+            extensions: Extensions::default(),
+            observer: None,
+            grace: DEFAULT_GRACE,
+        }
+    }
 }
 
 impl ConnectOptions {
-    /// Unbuffered both ways, no parent, no extensions.
+    /// Unbuffered both ways, no parent, no extensions, a grace of [`DEFAULT_GRACE`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long a cancelled action may take to finish cooperatively (default
+    /// [`DEFAULT_GRACE`], one second).
+    ///
+    /// Once the connection is cancelled, the action sees it: [`ActionContext::cancelled`]
+    /// resolves, its pending and later sends fail and its inbound ends. Whatever it still does
+    /// then (saving a session, say) may take up to `grace`; after that its future is dropped,
+    /// wherever it is waiting. [`Connection::output`] and [`Connection::done`] return only once
+    /// the future has finished or been dropped. `Duration::ZERO` drops it at the cancel.
+    ///
+    /// A grace period needs the runtime's time driver (`enable_time`, part of `enable_all` and
+    /// of `#[tokio::main]`) when the action does not return as soon as it is cancelled.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// How many inputs [`Connection::send`] may hand over before the action takes them.
@@ -295,6 +472,7 @@ impl fmt::Debug for ConnectOptions {
             .field("parent", &self.parent)
             .field("extensions", &self.extensions)
             .field("observer", &self.observer.is_some())
+            .field("grace", &self.grace)
             .finish()
     }
 }

@@ -19,6 +19,7 @@ use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
 /// Dropping it (and every half split from it) cancels the action. Drive it from a task: with
 /// unbuffered channels every hand-off between the caller and the action is a task switch, and a
 /// runtime worker makes those far cheaper than the thread that runs `block_on` does.
+#[must_use = "dropping a connection cancels its action"]
 pub struct Connection<In, Out, Stream> {
     // Declared first so it drops first: dropping an unconsumed connection cancels the action
     // before the halves' drops close the input gracefully.
@@ -80,6 +81,10 @@ where
     /// Waits for the action's output, discarding chunks nobody read, so a streaming action can
     /// never deadlock it. Closes the input first.
     ///
+    /// After a cancel it returns once the action's future has finished or been dropped (see
+    /// [`ConnectOptions::grace`](crate::ConnectOptions::grace)): whatever the action does on
+    /// its way out has happened by then.
+    ///
     /// # Errors
     ///
     /// [`Error::Action`] with the action's error as source, [`Error::Panicked`], or
@@ -127,9 +132,26 @@ where
     }
 
     /// Whether the connection ended: the action returned or the connection was cancelled.
+    ///
+    /// A cancelled action may still be finishing (within its grace period, see
+    /// [`ConnectOptions::grace`](crate::ConnectOptions::grace)); [`done`](Self::done) waits
+    /// for that.
     #[must_use]
     pub fn is_finished(&self) -> bool {
         self.tx.is_finished()
+    }
+
+    /// Waits until the connection is over: the action's future has finished, or, after a
+    /// cancel, finished or been dropped at the end of its grace period. Nothing of the action
+    /// runs once this returns. Consumes nothing: chunks and the output stay readable.
+    ///
+    /// How a transport waits for "this connection is over" while other tasks read and write.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.tx.done().await;
     }
 
     /// The connection's id (a UUID), the same as the action's
@@ -196,7 +218,14 @@ impl<In> SendHalf<In> {
             .input()
             .send(input)
             .await
-            .map_err(|(reason, input)| SendError::new(reason, input))
+            .map_err(|(reason, input)| match reason {
+                // Say why it completed when it failed: the action's error, not just "completed".
+                Reason::Completed => match self.link.failure() {
+                    Some(error) => SendError::Failed(input, error),
+                    None => SendError::Completed(input),
+                },
+                reason => SendError::new(reason, input),
+            })
     }
 
     /// As [`Connection::close`].
@@ -218,6 +247,15 @@ impl<In> SendHalf<In> {
     #[must_use]
     pub fn is_finished(&self) -> bool {
         self.link.control().is_finished()
+    }
+
+    /// As [`Connection::done`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.link.control().done().await;
     }
 
     /// As [`Connection::id`].
@@ -279,6 +317,7 @@ impl<Out, S> RecvHalf<Out, S> {
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner),
             done: false,
+            turn_ended: false,
             waiting: false,
         }
     }
@@ -304,6 +343,11 @@ impl<Out, S> RecvHalf<Out, S> {
             }
         })
         .await;
+        let control = self.source.link.control();
+        if control.was_cancelled() {
+            // Nothing of the action may still run when the caller learns it was cancelled.
+            control.done().await;
+        }
         self.source.link.take_result()
     }
 
@@ -321,6 +365,15 @@ impl<Out, S> RecvHalf<Out, S> {
     #[must_use]
     pub fn is_finished(&self) -> bool {
         self.source.link.control().is_finished()
+    }
+
+    /// As [`Connection::done`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.source.link.control().done().await;
     }
 
     /// As [`Connection::id`].
@@ -357,13 +410,34 @@ pub struct Responses<'a, S> {
     /// The rest of a batch, read before the channel.
     backlog: &'a mut std::vec::IntoIter<S>,
     done: bool,
+    /// The stream ended at an `end_turn`, not at the connection's end.
+    turn_ended: bool,
     waiting: bool,
+}
+
+impl<S> Responses<'_, S> {
+    /// Whether the stream ended at the action's [`end_turn`](crate::Outbound::end_turn):
+    /// `false` while it still streams, and when it ended because the connection ended.
+    ///
+    /// How a transport tells a peer "this turn is over" apart from "this connection is over".
+    #[must_use]
+    pub fn turn_ended(&self) -> bool {
+        self.turn_ended
+    }
+
+    /// Cancels the connection with `cause`, unless it already ended, as
+    /// [`Connection::cancel_with`]: for a consumer that cannot use what it read (a chunk its
+    /// transport cannot encode, say) while this stream holds the connection borrowed.
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.source.cancel(Cause::new(cause));
+    }
 }
 
 /// What `Responses` needs of its half, without the `Out` type.
 trait ResponsesSource<S>: Send + Sync {
     fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>>;
     fn stop_waiting(&self);
+    fn cancel(&self, cause: Cause);
     /// The connection's error, the first time it is asked for.
     fn take_error(&mut self) -> Option<Error>;
 }
@@ -375,6 +449,10 @@ impl<Out, S> ResponsesSource<S> for Source<Out, S> {
 
     fn stop_waiting(&self) {
         self.link.output().stop_waiting();
+    }
+
+    fn cancel(&self, cause: Cause) {
+        self.link.cancel(cause);
     }
 
     fn take_error(&mut self) -> Option<Error> {
@@ -416,6 +494,7 @@ impl<S> Stream for Responses<'_, S> {
                 }
                 Some(Frame::EndTurn) => {
                     this.done = true;
+                    this.turn_ended = true;
                     Poll::Ready(None)
                 }
                 None => {
@@ -445,6 +524,7 @@ impl<S> fmt::Debug for Responses<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Responses")
             .field("done", &self.done)
+            .field("turn_ended", &self.turn_ended)
             .finish_non_exhaustive()
     }
 }

@@ -66,7 +66,7 @@ impl ActionContext {
     /// Cancel safe: dropping the future loses nothing.
     pub async fn cancelled(&self) -> Cause {
         let control = self.link.control();
-        control.token.cancelled().await;
+        control.token().cancelled().await;
         control.cause().unwrap_or_else(Cause::parent)
     }
 
@@ -75,7 +75,7 @@ impl ActionContext {
     /// returned token does not cancel this connection.
     #[must_use]
     pub fn child_token(&self) -> CancellationToken {
-        self.link.control().token.child_token()
+        self.link.control().token().child_token()
     }
 }
 

@@ -79,50 +79,114 @@ impl StdError for Error {
 /// Why a connection was cancelled. The first cause given wins.
 ///
 /// Given with [`Connection::cancel_with`](crate::Connection::cancel_with), or one of the built-in
-/// causes: cancelled by the caller, every handle dropped, the parent token cancelled.
+/// causes: cancelled by the caller, every handle dropped, the parent token cancelled. Where it
+/// came from is [`kind`](Self::kind); what it says is the error inside.
+///
+/// ```
+/// use bidi_core::{BidiAction, BoxError, CauseKind, Error, Inbound, Outbound};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let idle = BidiAction::new("idle", |ctx, (), _: Inbound<()>, _: Outbound<()>| async move {
+///     ctx.cancelled().await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let conn = idle.connect(());
+/// conn.cancel_with("the peer went away");
+/// match conn.output().await {
+///     Err(Error::Cancelled(cause)) => {
+///         assert_eq!(cause.kind(), CauseKind::Requested);
+///         assert_eq!(cause.to_string(), "the peer went away");
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # }
+/// ```
 #[derive(Clone)]
-pub struct Cause(Arc<dyn StdError + Send + Sync>);
+pub struct Cause {
+    kind: CauseKind,
+    error: Arc<dyn StdError + Send + Sync>,
+}
+
+/// Where a [`Cause`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CauseKind {
+    /// A handle asked for it: [`cancel`](crate::Connection::cancel) or
+    /// [`cancel_with`](crate::Connection::cancel_with) (a transport whose peer went away, say).
+    Requested,
+    /// The parent token given with [`ConnectOptions::parent`](crate::ConnectOptions::parent)
+    /// was cancelled.
+    Parent,
+    /// Every handle of the connection was dropped.
+    Dropped,
+}
 
 impl Cause {
-    /// A cause from any error or message.
+    /// A cause from any error or message, of kind [`CauseKind::Requested`].
     pub fn new(cause: impl Into<BoxError>) -> Self {
-        Self(Arc::from(cause.into()))
+        Self {
+            kind: CauseKind::Requested,
+            error: Arc::from(cause.into()),
+        }
+    }
+
+    fn builtin(kind: CauseKind, message: &'static str) -> Self {
+        Self {
+            kind,
+            error: Arc::new(Builtin(message)),
+        }
     }
 
     pub(crate) fn requested() -> Self {
-        Self::new(Builtin("cancelled by the caller"))
+        Self::builtin(CauseKind::Requested, "cancelled by the caller")
     }
 
     pub(crate) fn dropped() -> Self {
-        Self::new(Builtin("every handle of the connection was dropped"))
+        Self::builtin(
+            CauseKind::Dropped,
+            "every handle of the connection was dropped",
+        )
     }
 
     pub(crate) fn parent() -> Self {
-        Self::new(Builtin("the parent cancellation token was cancelled"))
+        Self::builtin(
+            CauseKind::Parent,
+            "the parent cancellation token was cancelled",
+        )
+    }
+
+    /// Where the cause came from.
+    #[must_use]
+    pub fn kind(&self) -> CauseKind {
+        self.kind
     }
 
     /// The cause as an error.
     #[must_use]
     pub fn get_ref(&self) -> &(dyn StdError + Send + Sync + 'static) {
-        &*self.0
+        &*self.error
     }
 
     /// The cause as `T`, if it is one.
     #[must_use]
     pub fn downcast_ref<T: StdError + 'static>(&self) -> Option<&T> {
-        self.0.downcast_ref()
+        self.error.downcast_ref()
     }
 }
 
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.error, f)
     }
 }
 
 impl fmt::Debug for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Cause").field(&self.0).finish()
+        f.debug_struct("Cause")
+            .field("kind", &self.kind)
+            .field("error", &self.error)
+            .finish()
     }
 }
 
@@ -141,13 +205,18 @@ impl StdError for Builtin {}
 ///
 /// Returned by [`Connection::send`](crate::Connection::send) (the value is an input) and by
 /// [`Outbound::send`](crate::Outbound::send) (the value is a chunk).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
+#[non_exhaustive]
 pub enum SendError<T> {
     /// The receiving side is closed: for inputs, [`close`](crate::Connection::close) was called
     /// (or every sending half was dropped); for chunks, the consumer dropped its receiving half.
     Closed(T),
-    /// The action has completed.
+    /// The action has completed with an output.
     Completed(T),
+    /// The action has ended with this error (its own error or a panic) before taking the
+    /// input: an agent whose session store is down, say. The error is also this error's
+    /// [`source`](StdError::source), and what [`output`](crate::Connection::output) returns.
+    Failed(T, Error),
     /// The connection was cancelled.
     Cancelled(T),
 }
@@ -156,7 +225,10 @@ impl<T> SendError<T> {
     /// The value that was not sent.
     pub fn into_inner(self) -> T {
         match self {
-            Self::Closed(value) | Self::Completed(value) | Self::Cancelled(value) => value,
+            Self::Closed(value)
+            | Self::Completed(value)
+            | Self::Failed(value, _)
+            | Self::Cancelled(value) => value,
         }
     }
 
@@ -165,7 +237,17 @@ impl<T> SendError<T> {
         match self {
             Self::Closed(value) => SendError::Closed(f(value)),
             Self::Completed(value) => SendError::Completed(f(value)),
+            Self::Failed(value, error) => SendError::Failed(f(value), error),
             Self::Cancelled(value) => SendError::Cancelled(f(value)),
+        }
+    }
+
+    /// The error the action ended with, for [`Failed`](Self::Failed).
+    #[must_use]
+    pub fn error(&self) -> Option<&Error> {
+        match self {
+            Self::Failed(_, error) => Some(error),
+            _ => None,
         }
     }
 
@@ -180,23 +262,83 @@ impl<T> SendError<T> {
 
 impl<T> fmt::Debug for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            Self::Closed(_) => "Closed",
-            Self::Completed(_) => "Completed",
-            Self::Cancelled(_) => "Cancelled",
-        };
-        write!(f, "{name}(..)")
+        match self {
+            Self::Closed(_) => f.write_str("Closed(..)"),
+            Self::Completed(_) => f.write_str("Completed(..)"),
+            Self::Failed(_, error) => write!(f, "Failed(.., {error:?})"),
+            Self::Cancelled(_) => f.write_str("Cancelled(..)"),
+        }
     }
 }
 
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Closed(_) => "send failed: the receiving side is closed",
-            Self::Completed(_) => "send failed: the action has completed",
-            Self::Cancelled(_) => "send failed: the connection was cancelled",
-        })
+        match self {
+            Self::Closed(_) => f.write_str("send failed: the receiving side is closed"),
+            Self::Completed(_) => f.write_str("send failed: the action has completed"),
+            Self::Failed(_, error) => write!(f, "send failed: {error}"),
+            Self::Cancelled(_) => f.write_str("send failed: the connection was cancelled"),
+        }
     }
 }
 
-impl<T> StdError for SendError<T> {}
+impl<T> StdError for SendError<T> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Failed(_, error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Something looked up by name does not exist: an action key, a session id.
+///
+/// One type wherever a lookup can miss, so callers match one thing. When a close match exists
+/// (a registered key that ends the same way, say), it is the [`suggestion`](Self::suggestion).
+///
+/// ```
+/// use bidi_core::NotFound;
+///
+/// let missing = NotFound::new("action", "echo").with_suggestion("/bidi-flow/echo");
+/// assert_eq!(missing.to_string(), "no action `echo`; did you mean `/bidi-flow/echo`?");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct NotFound {
+    /// What was looked up: `action`, `session`, ...
+    pub kind: &'static str,
+    /// The name or id asked for.
+    pub name: String,
+    /// An existing name close to it, if there is one.
+    pub suggestion: Option<String>,
+}
+
+impl NotFound {
+    /// No `kind` named `name`.
+    pub fn new(kind: &'static str, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            name: name.into(),
+            suggestion: None,
+        }
+    }
+
+    /// Names an existing `name` the caller may have meant.
+    #[must_use]
+    pub fn with_suggestion(mut self, name: impl Into<String>) -> Self {
+        self.suggestion = Some(name.into());
+        self
+    }
+}
+
+impl fmt::Display for NotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no {} `{}`", self.kind, self.name)?;
+        if let Some(suggestion) = &self.suggestion {
+            write!(f, "; did you mean `{suggestion}`?")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for NotFound {}

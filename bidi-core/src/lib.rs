@@ -60,6 +60,24 @@
 //! Drive connections from tasks rather than from the thread running `block_on`: each unbuffered
 //! hand-off is a task switch, which is much cheaper between runtime workers.
 //!
+//! # Cancellation
+//!
+//! [`cancel`](Connection::cancel), a parent token, or dropping every handle cancels a
+//! connection. The action sees it at once ([`ActionContext::cancelled`], failing sends, an ended
+//! inbound) and has a grace period ([`ConnectOptions::grace`], one second by default) to finish;
+//! then its future is dropped. [`Connection::output`] and [`Connection::done`] return only when
+//! nothing of the action runs any more, and [`Cause::kind`] says where the cancel came from.
+//!
+//! # Tokio
+//!
+//! Connections run on a tokio runtime with its time driver (for the grace period):
+//! `#[tokio::main]`, or a runtime built with `enable_all()` or `enable_time()`. For
+//! `#[tokio::main]` as in the examples, your `Cargo.toml` needs:
+//!
+//! ```toml
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
 //! # Feature flags
 //!
 //! `bidi-core` has no optional features. Tracing, schemas and registries live in `bidi-flow`.
@@ -76,11 +94,11 @@ mod extensions;
 mod link;
 mod observer;
 
-pub use action::{BidiAction, ConnectOptions};
+pub use action::{ActionFn, ActionFuture, BidiAction, ConnectOptions, DEFAULT_GRACE};
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
 pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
-pub use error::{BoxError, Cause, Error, SendError};
+pub use error::{BoxError, Cause, CauseKind, Error, NotFound, SendError};
 pub use extensions::Extensions;
 pub use observer::Observer;
 

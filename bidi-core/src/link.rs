@@ -5,9 +5,12 @@
 //! parameters (an [`Inbound<In>`](crate::Inbound) knows nothing of `Out`), so handles hold it
 //! through the object-safe views below.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -39,7 +42,8 @@ enum Terminal {
 pub(crate) struct Control {
     pub(crate) name: Arc<str>,
     id: OnceLock<Uuid>,
-    pub(crate) token: CancellationToken,
+    /// Made on first use (most connections never need one), or at connect with a parent.
+    token: OnceLock<CancellationToken>,
     terminal: OnceLock<Terminal>,
     pub(crate) extensions: Extensions,
     /// Caller-side handles alive (sending halves and the receiving half).
@@ -47,9 +51,55 @@ pub(crate) struct Control {
     /// Sending halves alive.
     senders: AtomicUsize,
     pub(crate) observer: Option<Arc<dyn Observer>>,
+    /// How long a cancelled action may run on before its future is dropped.
+    pub(crate) grace: Duration,
+    /// The task driving the action, woken when the connection is cancelled so that it starts
+    /// the grace period even if the action waits on something else.
+    pub(crate) task: AtomicWaker,
+    /// The action's future has finished or been dropped: nothing of it runs any more.
+    done: AtomicBool,
+    /// Someone waits (or waited) in `done()`: `set_done` must notify.
+    done_awaited: AtomicBool,
+    done_waiters: Notify,
 }
 
 impl Control {
+    /// Whether the action's future has finished or been dropped.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Records that the action's future has finished or been dropped.
+    pub(crate) fn set_done(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        // Most connections end with nobody waiting: skip the notifier's lock then.
+        if self.done_awaited.load(Ordering::SeqCst) {
+            self.done_waiters.notify_waiters();
+        }
+    }
+
+    /// Waits until the action's future has finished or been dropped.
+    pub(crate) async fn done(&self) {
+        if self.is_done() {
+            return;
+        }
+        let notified = self.done_waiters.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered, and said so, before the flag is read again: a `set_done` in between
+        // either sees the waiter or is seen here.
+        notified.as_mut().enable();
+        self.done_awaited.store(true, Ordering::SeqCst);
+        if self.done.load(Ordering::SeqCst) {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Whether the connection ended by a cancel (not by the action completing first).
+    pub(crate) fn was_cancelled(&self) -> bool {
+        matches!(self.terminal.get(), Some(Terminal::Cancelled(_)))
+    }
+
     /// The connection id, made on first use.
     pub(crate) fn id(&self) -> Uuid {
         *self.id.get_or_init(Uuid::new_v4)
@@ -59,17 +109,36 @@ impl Control {
         self.terminal.get().is_some()
     }
 
+    /// The connection's cancellation token, cancelled with it.
+    pub(crate) fn token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        // Pairs with the fence in `cancel`: either the canceller sees this token, or this sees
+        // the cancel.
+        fence(Ordering::SeqCst);
+        if self.was_cancelled() {
+            token.cancel();
+        }
+        token
+    }
+
+    /// Whether the parent token (if any) was cancelled.
+    pub(crate) fn parent_cancelled(&self) -> bool {
+        self.token
+            .get()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+
     /// The cancellation cause, if the connection was cancelled (or its parent token was).
     pub(crate) fn cause(&self) -> Option<Cause> {
         match self.terminal.get() {
             Some(Terminal::Cancelled(cause)) => Some(cause.clone()),
-            _ if self.token.is_cancelled() => Some(Cause::parent()),
+            _ if self.parent_cancelled() => Some(Cause::parent()),
             _ => None,
         }
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
-        matches!(self.terminal.get(), Some(Terminal::Cancelled(_))) || self.token.is_cancelled()
+        self.was_cancelled() || self.parent_cancelled()
     }
 }
 
@@ -78,6 +147,8 @@ pub(crate) trait Link: Send + Sync {
     fn control(&self) -> &Control;
     /// Cancels unless the connection already ended; returns whether this call cancelled it.
     fn cancel(&self, cause: Cause) -> bool;
+    /// The error the action ended with, once it completed with one (not for a cancel).
+    fn failure(&self) -> Option<Error>;
 }
 
 /// A connection seen from the input side.
@@ -110,9 +181,10 @@ impl<In, Out, S> Core<In, Out, S> {
         name: Arc<str>,
         input_buffer: usize,
         output_buffer: usize,
-        token: CancellationToken,
+        token: Option<CancellationToken>,
         extensions: Extensions,
         observer: Option<Arc<dyn Observer>>,
+        grace: Duration,
     ) -> Self {
         Self {
             input: Chan::new(input_buffer),
@@ -121,12 +193,17 @@ impl<In, Out, S> Core<In, Out, S> {
             control: Control {
                 name,
                 id: OnceLock::new(),
-                token,
+                token: token.map_or_else(OnceLock::new, OnceLock::from),
                 terminal: OnceLock::new(),
                 extensions,
                 handles: AtomicUsize::new(2),
                 senders: AtomicUsize::new(1),
                 observer,
+                grace,
+                task: AtomicWaker::new(),
+                done: AtomicBool::new(false),
+                done_awaited: AtomicBool::new(false),
+                done_waiters: Notify::new(),
             },
         }
     }
@@ -163,8 +240,26 @@ where
         }
         self.input.close(Reason::Cancelled);
         self.output.close(Reason::Cancelled);
-        self.control.token.cancel();
+        // Pairs with the fence in `Control::token`.
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.control.token.get() {
+            token.cancel();
+        }
+        // The task starts the grace period, whatever the action is waiting for.
+        self.control.task.wake();
         true
+    }
+
+    fn failure(&self) -> Option<Error> {
+        match self.control.terminal.get()? {
+            Terminal::Cancelled(_) => None,
+            Terminal::Completed => {
+                match &*self.result.lock().unwrap_or_else(PoisonError::into_inner) {
+                    Some(Err(error)) => Some(error.clone()),
+                    _ => None,
+                }
+            }
+        }
     }
 }
 
@@ -199,12 +294,7 @@ where
     fn error(&self) -> Option<Error> {
         match self.control.terminal.get()? {
             Terminal::Cancelled(cause) => Some(Error::Cancelled(cause.clone())),
-            Terminal::Completed => {
-                match &*self.result.lock().unwrap_or_else(PoisonError::into_inner) {
-                    Some(Err(error)) => Some(error.clone()),
-                    _ => None,
-                }
-            }
+            Terminal::Completed => self.failure(),
         }
     }
 

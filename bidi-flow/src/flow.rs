@@ -1,39 +1,109 @@
 //! [`BidiFlow`]: a [`BidiAction`] with OpenTelemetry spans, a description and metadata.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 use bidi_core::{
-    ActionContext, BidiAction, BoxError, ConnectOptions, Connection, Error, Inbound, Outbound,
+    ActionContext, ActionFn, ActionFuture, BidiAction, ConnectOptions, Connection, Error, Inbound,
+    Outbound,
 };
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::registry::RegistryError;
+use crate::text::cap;
 use crate::trace::{ConnectionTrace, FlowTracer, traced};
 
-/// What kind of action a flow registers as: the `{type}` of its `/{type}/{name}` key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ActionType {
-    /// A plain bidirectional flow: `/bidi-flow/{name}`.
-    BidiFlow,
-    /// A turn-aware agent over a session: `/agent/{name}`.
-    Agent,
-}
+/// What kind of action a flow registers as: the `{type}` of its `/{type}/{name}` key and the
+/// `type` of its [`ActionDesc`](crate::ActionDesc).
+///
+/// Kinds are open: besides [`BIDI_FLOW`](Self::BIDI_FLOW) and [`AGENT`](Self::AGENT), a
+/// protocol crate registers its own (`/acp-agent/..`, `/ndjson/..`). A kind is made of
+/// lowercase ASCII letters, digits and `-`, and is not empty.
+///
+/// ```
+/// use bidi_core::{BoxError, Inbound, Outbound};
+/// use bidi_flow::{ActionType, BidiFlow, Registry};
+///
+/// // Checked at compile time when used in a `const`.
+/// const ACP_AGENT: ActionType = ActionType::from_static("acp-agent");
+///
+/// let registry = Registry::new();
+/// let flow = BidiFlow::new("claude", |_ctx, (), _: Inbound<String>, _: Outbound<String>| async {
+///     Ok::<_, BoxError>(())
+/// });
+/// registry.register(flow.with_action_type(ACP_AGENT))?;
+/// assert_eq!(registry.actions()[0].key, "/acp-agent/claude");
+///
+/// // Checked at run time, for kinds that come from configuration.
+/// assert!(ActionType::new("ndjson").is_ok());
+/// assert!(ActionType::new("NDJSON/x").is_err());
+/// # Ok::<_, bidi_flow::RegistryError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActionType(Cow<'static, str>);
 
 impl ActionType {
-    /// The type as it appears in keys and descriptors.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BidiFlow => "bidi-flow",
-            Self::Agent => "agent",
+    /// A plain bidirectional flow: `/bidi-flow/{name}`, the default.
+    pub const BIDI_FLOW: Self = Self::from_static("bidi-flow");
+    /// A turn-aware agent over a session: `/agent/{name}`.
+    pub const AGENT: Self = Self::from_static("agent");
+
+    /// The kind `kind`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::InvalidActionType`] if `kind` is empty or has anything but lowercase
+    /// ASCII letters, digits and `-`.
+    pub fn new(kind: impl Into<Cow<'static, str>>) -> Result<Self, RegistryError> {
+        let kind = kind.into();
+        if is_valid(kind.as_bytes()) {
+            Ok(Self(kind))
+        } else {
+            Err(RegistryError::InvalidActionType {
+                kind: cap(&kind).into_owned(),
+            })
         }
     }
+
+    /// The kind `kind`, checked at compile time when used in a `const`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `kind` is empty or has anything but lowercase ASCII letters, digits and `-`.
+    #[must_use]
+    pub const fn from_static(kind: &'static str) -> Self {
+        assert!(
+            is_valid(kind.as_bytes()),
+            "an action type is lowercase ASCII letters, digits and `-`, and not empty"
+        );
+        Self(Cow::Borrowed(kind))
+    }
+
+    /// The kind as it appears in keys and descriptors.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Whether `kind` is a valid action type: non-empty, `[a-z0-9-]` only.
+const fn is_valid(kind: &[u8]) -> bool {
+    if kind.is_empty() {
+        return false;
+    }
+    let mut i = 0;
+    while i < kind.len() {
+        let b = kind[i];
+        if !(b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl fmt::Display for ActionType {
@@ -42,12 +112,35 @@ impl fmt::Display for ActionType {
     }
 }
 
-#[derive(Clone, Default)]
+impl AsRef<str> for ActionType {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Serialize for ActionType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+#[derive(Clone)]
 struct Info {
-    action_type: Option<ActionType>,
+    action_type: ActionType,
     description: Option<String>,
     metadata: Map<String, Value>,
     tracer: FlowTracer,
+}
+
+impl Default for Info {
+    fn default() -> Self {
+        Self {
+            action_type: ActionType::BIDI_FLOW,
+            description: None,
+            metadata: Map::new(),
+            tracer: FlowTracer::default(),
+        }
+    }
 }
 
 /// A traced bidirectional flow: the same connect, run and [`Connection`] API as [`BidiAction`],
@@ -72,11 +165,10 @@ where
     Stream: Send + 'static,
 {
     /// A flow named `name` running `f` once per connection; `f` is as for [`BidiAction::new`].
-    pub fn new<F, Fut, E>(name: impl Into<Arc<str>>, f: F) -> Self
+    pub fn new<F, Fut>(name: impl Into<Arc<str>>, f: F) -> Self
     where
-        F: Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Out, E>> + Send + 'static,
-        E: Into<BoxError>,
+        F: ActionFn<Init, In, Outbound<Stream>, Fut>,
+        Fut: ActionFuture<Out>,
     {
         Self::from_action(BidiAction::new(name, f))
     }
@@ -124,10 +216,10 @@ where
         self
     }
 
-    /// Sets what the flow registers as (default [`ActionType::BidiFlow`]).
+    /// Sets what the flow registers as (default [`ActionType::BIDI_FLOW`]).
     #[must_use]
     pub fn with_action_type(mut self, action_type: ActionType) -> Self {
-        Arc::make_mut(&mut self.info).action_type = Some(action_type);
+        Arc::make_mut(&mut self.info).action_type = action_type;
         self
     }
 
@@ -159,8 +251,8 @@ where
 
     /// What the flow registers as.
     #[must_use]
-    pub fn action_type(&self) -> ActionType {
-        self.info.action_type.unwrap_or(ActionType::BidiFlow)
+    pub fn action_type(&self) -> &ActionType {
+        &self.info.action_type
     }
 
     /// The description, if any.
@@ -240,10 +332,7 @@ impl<Init, In, Out, Stream> fmt::Debug for BidiFlow<Init, In, Out, Stream> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BidiFlow")
             .field("name", &self.plain.name())
-            .field(
-                "type",
-                &self.info.action_type.unwrap_or(ActionType::BidiFlow),
-            )
+            .field("type", &self.info.action_type)
             .field("description", &self.info.description)
             .field("tracer", &self.info.tracer)
             .finish_non_exhaustive()

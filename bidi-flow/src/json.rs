@@ -1,44 +1,52 @@
-//! JSON connections (F4): a typed connection seen through `serde_json::Value`s, for transports.
+//! JSON connections: a typed connection seen through `serde_json::Value`s, for transports, and
+//! its owned halves.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bidi_core::{ConnectOptions, Error, RecvHalf, Responses, SendError, SendHalf};
-use futures_core::Stream;
+use bidi_core::{
+    BoxError, ConnectOptions, Error, NotFound, RecvHalf, Responses, SendError, SendHalf,
+};
+use futures_core::{FusedStream, Stream};
+use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_path_to_error::Segment;
 use uuid::Uuid;
 
 use crate::flow::BidiFlow;
+use crate::text::{cap, cap_owned};
 
 /// Why a JSON connection, or one of its messages, failed.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// Messages quote at most a few hundred bytes of what the peer sent: a long reason, key or path
+/// keeps its start and its end around a marker saying how many bytes were cut. The `Debug`
+/// output of an input handed back is capped the same way.
+#[derive(Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum JsonError {
-    /// No action is registered under the key.
-    #[error("no action is registered as `{key}`")]
-    NotFound {
-        /// The key asked for.
-        key: String,
-    },
+    /// No action is registered under the key. Names a registered key it resembles, if one does.
+    #[error(transparent)]
+    NotFound(#[from] NotFound),
     /// The init value does not fit the action's `Init` type; the action was not started.
-    #[error("invalid init at `{path}`: {reason}")]
+    #[error("invalid init {}: {reason}", Location(.path))]
     InvalidInit {
-        /// Where in the value: `.` for the root, `messages[0].text` inside it.
+        /// Where in the value, as a JSON Pointer (RFC 6901): empty for the whole value,
+        /// `/messages/0/text` inside it, with `~` and `/` in keys written `~0` and `~1`.
         path: String,
-        /// What is wrong there.
+        /// What is wrong there, capped to a few hundred bytes.
         reason: String,
     },
     /// An input does not fit the action's `In` type. It was not sent; the connection goes on.
-    #[error("invalid input at `{path}`: {reason}")]
+    #[error("invalid input {}: {reason}", Location(.path))]
     InvalidInput {
-        /// Where in the value.
+        /// Where in the value, as a JSON Pointer, as for [`InvalidInit`](Self::InvalidInit).
         path: String,
-        /// What is wrong there.
+        /// What is wrong there, capped to a few hundred bytes.
         reason: String,
         /// The input, handed back.
         input: Value,
@@ -59,12 +67,91 @@ pub enum JsonError {
     Connection(#[from] Error),
 }
 
-/// Deserializes `value` as `T` (without copying it), naming the path of the first problem.
+/// Where a JSON Pointer points, for messages: `at the root` or `` at `/a/b` `` (capped).
+struct Location<'a>(&'a str);
+
+impl fmt::Display for Location<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("at the root")
+        } else {
+            write!(f, "at `{}`", cap(self.0))
+        }
+    }
+}
+
+/// A value in a `Debug` output, as capped JSON.
+struct Quoted<'a>(&'a Value);
+
+impl fmt::Debug for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&cap(&self.0.to_string()))
+    }
+}
+
+// By hand: a derived `Debug` would print a 10 MiB input handed back in full.
+impl fmt::Debug for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotFound(missing) => f.debug_tuple("NotFound").field(missing).finish(),
+            Self::InvalidInit { path, reason } => f
+                .debug_struct("InvalidInit")
+                .field("path", &cap(path))
+                .field("reason", reason)
+                .finish(),
+            Self::InvalidInput {
+                path,
+                reason,
+                input,
+            } => f
+                .debug_struct("InvalidInput")
+                .field("path", &cap(path))
+                .field("reason", reason)
+                .field("input", &Quoted(input))
+                .finish(),
+            Self::Send(error) => f.debug_tuple("Send").field(error).finish(),
+            Self::Serialize { what, reason } => f
+                .debug_struct("Serialize")
+                .field("what", what)
+                .field("reason", reason)
+                .finish(),
+            Self::Connection(error) => f.debug_tuple("Connection").field(error).finish(),
+        }
+    }
+}
+
+/// Deserializes `value` as `T` (without copying it), naming the JSON Pointer of the first
+/// problem and a capped reason.
 pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        (path, error.into_inner().to_string())
+        let path = pointer(error.path());
+        (path, cap_owned(error.into_inner().to_string()))
     })
+}
+
+/// `path` as a JSON Pointer (RFC 6901). A segment serde cannot name (inside an untagged enum,
+/// say) ends the pointer there: it points at the closest value it can name.
+fn pointer(path: &serde_path_to_error::Path) -> String {
+    let mut pointer = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => {
+                let _ = write!(pointer, "/{index}");
+            }
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                pointer.push('/');
+                for c in key.chars() {
+                    match c {
+                        '~' => pointer.push_str("~0"),
+                        '/' => pointer.push_str("~1"),
+                        c => pointer.push(c),
+                    }
+                }
+            }
+            Segment::Unknown => break,
+        }
+    }
+    pointer
 }
 
 /// A connection over `serde_json::Value`s, from [`Registry::connect_json`](crate::Registry::connect_json).
@@ -72,8 +159,14 @@ pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (Strin
 /// The same semantics as [`Connection`](bidi_core::Connection): inputs are checked against the
 /// action's input type before they are sent (a bad one is refused and the connection goes on),
 /// chunks and the output are serialized as they arrive. Dropping it cancels the action.
+///
+/// A transport splits it with [`into_split`](Self::into_split): one task reads the peer and
+/// sends inputs, another writes the chunks, and either can wait for the end with `done()`.
 pub struct JsonConnection {
-    inner: Box<dyn Erased>,
+    // Declared before `send`: dropped first, so a dropped connection stops the action's chunks
+    // at once and the sending half's drop then cancels it.
+    recv: JsonRecvHalf,
+    send: JsonSendHalf,
 }
 
 impl JsonConnection {
@@ -89,24 +182,23 @@ impl JsonConnection {
     ///
     /// If the future is dropped before it completes, the input is not delivered.
     pub async fn send(&self, input: Value) -> Result<(), JsonError> {
-        self.inner.send(input).await
+        self.send.send(input).await
     }
 
     /// As [`Connection::close`](bidi_core::Connection::close).
     pub fn close(&self) {
-        self.inner.close();
+        self.send.close();
     }
 
     /// The current turn's chunks as JSON, as [`Connection::responses`](bidi_core::Connection::responses).
     /// A chunk that cannot be serialized ends the connection: its [`JsonError::Serialize`] is the
     /// last item, and [`output`](Self::output) returns it too.
     pub fn responses(&mut self) -> JsonResponses<'_> {
-        JsonResponses {
-            inner: self.inner.responses(),
-        }
+        self.recv.responses()
     }
 
-    /// The output as JSON, as [`Connection::output`](bidi_core::Connection::output).
+    /// The output as JSON, as [`Connection::output`](bidi_core::Connection::output): closes the
+    /// input, discards unread chunks and waits for the action's result.
     ///
     /// # Errors
     ///
@@ -117,52 +209,327 @@ impl JsonConnection {
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn output(self) -> Result<Value, JsonError> {
-        self.inner.output().await
+        let Self { recv, send } = self;
+        drop(send);
+        recv.output().await
     }
 
     /// As [`Connection::cancel`](bidi_core::Connection::cancel).
     pub fn cancel(&self) {
-        self.inner.cancel();
+        self.send.cancel();
+    }
+
+    /// As [`Connection::cancel_with`](bidi_core::Connection::cancel_with): the first cause
+    /// wins, and the action sees it.
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.send.cancel_with(cause);
     }
 
     /// As [`Connection::is_finished`](bidi_core::Connection::is_finished).
     #[must_use]
     pub fn is_finished(&self) -> bool {
-        self.inner.is_finished()
+        self.send.is_finished()
+    }
+
+    /// Waits until the connection is over, as [`Connection::done`](bidi_core::Connection::done):
+    /// the action's future has finished, or after a cancel, finished or been dropped at the end
+    /// of its grace period. Consumes nothing: chunks and the output stay readable.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.send.done().await;
     }
 
     /// As [`Connection::id`](bidi_core::Connection::id).
     #[must_use]
     pub fn id(&self) -> Uuid {
-        self.inner.id()
+        self.send.id()
+    }
+
+    /// Splits the connection into an owned, cloneable input half and an owned output half, for
+    /// full-duplex use from two tasks: what a transport does, reading its peer in one task and
+    /// writing chunks in another.
+    ///
+    /// As for [`Connection::into_split`](bidi_core::Connection::into_split), dropping every
+    /// input half closes the input, and dropping every half cancels the action.
+    ///
+    /// ```
+    /// use bidi_core::{BoxError, Inbound, Outbound};
+    /// use bidi_flow::{BidiFlow, Registry};
+    /// use futures_util::StreamExt;
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let registry = Registry::new();
+    /// registry.register(BidiFlow::new("double", |_ctx, (), mut inbound: Inbound<u32>, out: Outbound<u32>| async move {
+    ///     while let Some(n) = inbound.recv().await {
+    ///         out.send(2 * n).await?;
+    ///         out.end_turn().await?;
+    ///     }
+    ///     Ok::<_, BoxError>("done")
+    /// }))?;
+    ///
+    /// let (input, mut output) = registry.connect_json("/bidi-flow/double", json!(null))?.into_split();
+    /// // One task reads the peer and sends its inputs; dropping the half closes the input.
+    /// let reader = tokio::spawn(async move {
+    ///     for n in [1, 2, 3] {
+    ///         input.send(json!(n)).await?;
+    ///     }
+    ///     Ok::<_, bidi_flow::JsonError>(())
+    /// });
+    /// // This one writes the chunks, turn by turn, then the output.
+    /// let mut chunks = Vec::new();
+    /// loop {
+    ///     let turn: Vec<_> = output.responses().collect().await;
+    ///     if turn.is_empty() && output.is_finished() {
+    ///         break;
+    ///     }
+    ///     for chunk in turn {
+    ///         chunks.push(chunk?);
+    ///     }
+    /// }
+    /// reader.await??;
+    /// assert_eq!(chunks, [json!(2), json!(4), json!(6)]);
+    /// assert_eq!(output.output().await?, json!("done"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn into_split(self) -> (JsonSendHalf, JsonRecvHalf) {
+        let Self { recv, send } = self;
+        (send, recv)
     }
 }
 
 impl fmt::Debug for JsonConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonConnection")
-            .field("id", &self.inner.id())
-            .field("finished", &self.inner.is_finished())
+            .field("id", &self.id())
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The input half of a [`JsonConnection`], from [`JsonConnection::into_split`]. Cloneable:
+/// clones send into the same connection, and the input closes once every clone is dropped.
+#[derive(Clone)]
+pub struct JsonSendHalf {
+    inner: Arc<dyn ErasedSend>,
+}
+
+impl JsonSendHalf {
+    /// As [`JsonConnection::send`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JsonConnection::send`].
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before it completes, the input is not delivered.
+    pub async fn send(&self, input: Value) -> Result<(), JsonError> {
+        self.inner.send(input).await
+    }
+
+    /// As [`JsonConnection::close`]: closes the input for every clone.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// As [`JsonConnection::cancel`].
+    pub fn cancel(&self) {
+        self.inner.cancel(None);
+    }
+
+    /// As [`JsonConnection::cancel_with`].
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.inner.cancel(Some(cause.into()));
+    }
+
+    /// As [`JsonConnection::is_finished`].
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// As [`JsonConnection::done`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.inner.done().await;
+    }
+
+    /// As [`JsonConnection::id`].
+    #[must_use]
+    pub fn id(&self) -> Uuid {
+        self.inner.id()
+    }
+}
+
+impl fmt::Debug for JsonSendHalf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonSendHalf")
+            .field("id", &self.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The output half of a [`JsonConnection`], from [`JsonConnection::into_split`]: each turn's
+/// chunks and the output, as JSON.
+pub struct JsonRecvHalf {
+    inner: Box<dyn ErasedRecv>,
+}
+
+impl JsonRecvHalf {
+    /// As [`JsonConnection::responses`].
+    pub fn responses(&mut self) -> JsonResponses<'_> {
+        JsonResponses {
+            inner: self.inner.responses(),
+        }
+    }
+
+    /// As [`JsonConnection::output`], without closing the input (the input halves do that).
+    ///
+    /// # Errors
+    ///
+    /// As [`JsonConnection::output`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops this half; once every half is gone the action is cancelled.
+    pub async fn output(self) -> Result<Value, JsonError> {
+        self.inner.output().await
+    }
+
+    /// As [`JsonConnection::cancel`].
+    pub fn cancel(&self) {
+        self.inner.cancel(None);
+    }
+
+    /// As [`JsonConnection::cancel_with`].
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.inner.cancel(Some(cause.into()));
+    }
+
+    /// As [`JsonConnection::is_finished`].
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// As [`JsonConnection::done`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn done(&self) {
+        self.inner.done().await;
+    }
+
+    /// As [`JsonConnection::id`].
+    #[must_use]
+    pub fn id(&self) -> Uuid {
+        self.inner.id()
+    }
+}
+
+impl fmt::Debug for JsonRecvHalf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonRecvHalf")
+            .field("id", &self.id())
             .finish_non_exhaustive()
     }
 }
 
 /// The chunks of one turn of a [`JsonConnection`], as JSON.
+///
+/// Dropping it cancels nothing; the next `responses()` call continues with the next chunk.
 pub struct JsonResponses<'a> {
-    inner: BoxStream<'a, Result<Value, JsonError>>,
+    inner: Box<dyn ErasedResponses + 'a>,
+}
+
+impl JsonResponses<'_> {
+    /// Whether the stream ended at the action's end of the turn, as
+    /// [`Responses::turn_ended`](bidi_core::Responses::turn_ended): `false` while it streams
+    /// and when it ended because the connection ended.
+    #[must_use]
+    pub fn turn_ended(&self) -> bool {
+        self.inner.turn_ended()
+    }
 }
 
 impl Stream for JsonResponses<'_> {
     type Item = Result<Value, JsonError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
+        self.inner.poll_chunk(cx)
+    }
+}
+
+impl FusedStream for JsonResponses<'_> {
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
     }
 }
 
 impl fmt::Debug for JsonResponses<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JsonResponses").finish_non_exhaustive()
+        f.debug_struct("JsonResponses")
+            .field("done", &self.inner.is_terminated())
+            .field("turn_ended", &self.inner.turn_ended())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A typed turn's chunks seen as JSON.
+trait ErasedResponses: Send {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>>;
+    fn turn_ended(&self) -> bool;
+    fn is_terminated(&self) -> bool;
+}
+
+/// One turn of a [`TypedRecv`]: serializes each chunk as it is read.
+struct Chunks<'a, S> {
+    inner: Responses<'a, S>,
+    /// Where a chunk that fails to serialize is recorded: the connection then ends with it.
+    poisoned: &'a mut Option<JsonError>,
+    done: bool,
+}
+
+impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let item = match std::task::ready!(self.inner.poll_next_unpin(cx)) {
+            None => None,
+            Some(Err(error)) => Some(Err(JsonError::Connection(error))),
+            Some(Ok(chunk)) => Some(serde_json::to_value(chunk).map_err(|error| {
+                let error = JsonError::Serialize {
+                    what: "chunk",
+                    reason: error.to_string(),
+                };
+                self.inner.cancel_with(error.clone());
+                *self.poisoned = Some(error.clone());
+                self.done = true;
+                error
+            })),
+        };
+        self.done |= item.is_none();
+        Poll::Ready(item)
+    }
+
+    fn turn_ended(&self) -> bool {
+        self.inner.turn_ended()
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.done
     }
 }
 
@@ -191,40 +558,50 @@ where
             from_value(&init).map_err(|(path, reason)| JsonError::InvalidInit { path, reason })?;
         let (tx, rx) = self.connect_with(init, options).into_split();
         Ok(JsonConnection {
-            inner: Box::new(Typed {
-                rx,
-                tx,
-                poisoned: None,
-            }),
+            recv: JsonRecvHalf {
+                inner: Box::new(TypedRecv { rx, poisoned: None }),
+            },
+            send: JsonSendHalf {
+                inner: Arc::new(TypedSend { tx }),
+            },
         })
     }
 }
 
-/// A typed connection behind a [`JsonConnection`].
-struct Typed<In, Out, S> {
-    // Declared before `tx`: dropped first, so a dropped JSON connection stops the action's
-    // chunks at once and the sending half's drop then cancels it.
-    rx: RecvHalf<Out, S>,
+/// The typed input half behind a [`JsonSendHalf`] and all its clones.
+struct TypedSend<In> {
     tx: SendHalf<In>,
+}
+
+/// The typed output half behind a [`JsonRecvHalf`].
+struct TypedRecv<Out, S> {
+    rx: RecvHalf<Out, S>,
     /// A chunk failed to serialize: the connection was cancelled and ends with this error.
     poisoned: Option<JsonError>,
 }
 
-trait Erased: Send + Sync {
+trait ErasedSend: Send + Sync {
     fn send(&self, input: Value) -> BoxFuture<'_, Result<(), JsonError>>;
     fn close(&self);
-    fn responses(&mut self) -> BoxStream<'_, Result<Value, JsonError>>;
-    fn output(self: Box<Self>) -> BoxFuture<'static, Result<Value, JsonError>>;
-    fn cancel(&self);
+    /// Cancels with `cause`, or as requested by the caller if `None`.
+    fn cancel(&self, cause: Option<BoxError>);
     fn is_finished(&self) -> bool;
+    fn done(&self) -> BoxFuture<'_, ()>;
     fn id(&self) -> Uuid;
 }
 
-impl<In, Out, S> Erased for Typed<In, Out, S>
+trait ErasedRecv: Send + Sync {
+    fn responses(&mut self) -> Box<dyn ErasedResponses + '_>;
+    fn output(self: Box<Self>) -> BoxFuture<'static, Result<Value, JsonError>>;
+    fn cancel(&self, cause: Option<BoxError>);
+    fn is_finished(&self) -> bool;
+    fn done(&self) -> BoxFuture<'_, ()>;
+    fn id(&self) -> Uuid;
+}
+
+impl<In> ErasedSend for TypedSend<In>
 where
     In: DeserializeOwned + Send + 'static,
-    Out: Serialize + Send + 'static,
-    S: Serialize + Send + 'static,
 {
     fn send(&self, input: Value) -> BoxFuture<'_, Result<(), JsonError>> {
         Box::pin(async move {
@@ -250,19 +627,42 @@ where
         self.tx.close();
     }
 
-    fn responses(&mut self) -> BoxStream<'_, Result<Value, JsonError>> {
-        let Self { rx, tx, poisoned } = self;
-        Box::pin(Chunks {
+    fn cancel(&self, cause: Option<BoxError>) {
+        match cause {
+            Some(cause) => self.tx.cancel_with(cause),
+            None => self.tx.cancel(),
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.tx.is_finished()
+    }
+
+    fn done(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.tx.done())
+    }
+
+    fn id(&self) -> Uuid {
+        self.tx.id()
+    }
+}
+
+impl<Out, S> ErasedRecv for TypedRecv<Out, S>
+where
+    Out: Serialize + Send + 'static,
+    S: Serialize + Send + 'static,
+{
+    fn responses(&mut self) -> Box<dyn ErasedResponses + '_> {
+        let Self { rx, poisoned } = self;
+        Box::new(Chunks {
             done: poisoned.is_some(),
             inner: rx.responses(),
-            tx,
             poisoned,
         })
     }
 
     fn output(self: Box<Self>) -> BoxFuture<'static, Result<Value, JsonError>> {
-        let Self { rx, tx, poisoned } = *self;
-        drop(tx);
+        let Self { rx, poisoned } = *self;
         Box::pin(async move {
             let output = rx.output().await;
             if let Some(error) = poisoned {
@@ -275,50 +675,50 @@ where
         })
     }
 
-    fn cancel(&self) {
-        self.tx.cancel();
+    fn cancel(&self, cause: Option<BoxError>) {
+        match cause {
+            Some(cause) => self.rx.cancel_with(cause),
+            None => self.rx.cancel(),
+        }
     }
 
     fn is_finished(&self) -> bool {
-        self.tx.is_finished()
+        self.rx.is_finished()
+    }
+
+    fn done(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.rx.done())
     }
 
     fn id(&self) -> Uuid {
-        self.tx.id()
+        self.rx.id()
     }
 }
 
-struct Chunks<'a, In, S> {
-    inner: Responses<'a, S>,
-    tx: &'a SendHalf<In>,
-    poisoned: &'a mut Option<JsonError>,
-    done: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl<In, S: Serialize> Stream for Chunks<'_, In, S> {
-    type Item = Result<Value, JsonError>;
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Deep {
+        messages: Vec<Message>,
+    }
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.done {
-            return Poll::Ready(None);
-        }
-        let item = match Pin::new(&mut this.inner).poll_next(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(None) => None,
-            Poll::Ready(Some(Err(error))) => Some(Err(JsonError::Connection(error))),
-            Poll::Ready(Some(Ok(chunk))) => Some(serde_json::to_value(chunk).map_err(|error| {
-                let error = JsonError::Serialize {
-                    what: "chunk",
-                    reason: error.to_string(),
-                };
-                this.tx.cancel_with(error.clone());
-                *this.poisoned = Some(error.clone());
-                this.done = true;
-                error
-            })),
-        };
-        this.done |= item.is_none();
-        Poll::Ready(item)
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Message {
+        text: String,
+    }
+
+    #[test]
+    fn paths_are_json_pointers() {
+        let (path, reason) =
+            from_value::<Deep>(&serde_json::json!({"messages": [{"text": "a"}, {"text": 1}]}))
+                .unwrap_err();
+        assert_eq!(path, "/messages/1/text");
+        assert!(reason.contains("expected a string"), "{reason}");
+        let (root, _) = from_value::<Deep>(&serde_json::json!(null)).unwrap_err();
+        assert_eq!(root, "");
     }
 }

@@ -37,6 +37,17 @@
 //! # }
 //! ```
 //!
+//! # Transports
+//!
+//! A transport (HTTP, WebSocket, stdio, ...) serves a [`Registry`] through
+//! [`Registry::connect_json`]: a bad key is refused with a [`bidi_core::NotFound`] naming the
+//! registered key it resembles, a bad init or input with the JSON Pointer of the problem (errors
+//! quote at most a few hundred bytes of what the peer sent). [`JsonConnection::into_split`] gives
+//! an input half (cloneable) for the task that reads the peer and an output half for the task
+//! that writes chunks; backpressure runs end to end, and `done()` on either half waits for the
+//! connection's end without consuming anything. A protocol crate registers its flows under its
+//! own [`ActionType`] (`/acp-agent/{name}`, `/ndjson/{name}`).
+//!
 //! # Tracing
 //!
 //! Each connection of a flow gets one span, named after the flow and open for the connection's
@@ -52,6 +63,24 @@
 //! Spans come from the global tracer provider (a no-op until the application installs one, in
 //! which case a flow costs what a bare action does) or from [`BidiFlow::with_tracer`].
 //!
+//! # Transports
+//!
+//! A transport serves a registry through [`JsonConnection`]s: it splits each one
+//! ([`JsonConnection::into_split`]) into a cloneable [`JsonSendHalf`] for the task that reads
+//! the peer and a [`JsonRecvHalf`] for the task that writes chunks, turn ends
+//! ([`JsonResponses::turn_ended`]) and the output; it waits for a connection's end with
+//! `done()` and cancels with a cause of its own when the peer goes away. Protocol crates
+//! register flows under kinds of their own ([`ActionType::from_static`]).
+//!
+//! # Tokio
+//!
+//! Flows run on a tokio runtime with its time driver (`#[tokio::main]`, or a runtime built with
+//! `enable_all()`). For `#[tokio::main]` as in the examples, your `Cargo.toml` needs:
+//!
+//! ```toml
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
 //! # Feature flags
 //!
 //! `bidi-flow` has no optional features.
@@ -61,9 +90,10 @@
 mod flow;
 mod json;
 mod registry;
+mod text;
 mod trace;
 
 pub use flow::{ActionType, BidiFlow};
-pub use json::{JsonConnection, JsonError, JsonResponses};
+pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use registry::{ActionDesc, Registry, RegistryError};
 pub use trace::{JSON_ATTRIBUTE_LIMIT, run};

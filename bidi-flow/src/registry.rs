@@ -1,11 +1,11 @@
-//! The action [`Registry`] (F3) and its [`ActionDesc`] descriptors with JSON Schemas.
+//! The action [`Registry`] and its [`ActionDesc`] descriptors with JSON Schemas.
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use bidi_core::ConnectOptions;
+use bidi_core::{ConnectOptions, NotFound};
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::flow::{ActionType, BidiFlow};
 use crate::json::{JsonConnection, JsonError, JsonFlow};
+use crate::text::cap;
 
 /// A registered action as transports and tools see it: its key, types as JSON Schemas
 /// (draft 2020-12) and metadata. Serialises with camelCase keys; a unit type has no schema.
@@ -57,12 +58,9 @@ pub enum RegistryError {
         /// The key.
         key: String,
     },
-    /// No action is registered under the key.
-    #[error("no action is registered as `{key}`")]
-    NotFound {
-        /// The key.
-        key: String,
-    },
+    /// No action is registered under the key. Names a registered key it resembles, if one does.
+    #[error(transparent)]
+    NotFound(#[from] NotFound),
     /// The action under the key has other types than the ones asked for.
     #[error("`{key}` is a {registered}, not a {requested}")]
     TypeMismatch {
@@ -72,6 +70,13 @@ pub enum RegistryError {
         requested: &'static str,
         /// The type registered.
         registered: &'static str,
+    },
+    /// An [`ActionType`] that is empty or has anything but lowercase ASCII letters, digits and
+    /// `-`.
+    #[error("invalid action type `{kind}`: use lowercase ASCII letters, digits and `-`")]
+    InvalidActionType {
+        /// The kind asked for (capped to a few hundred bytes).
+        kind: String,
     },
 }
 
@@ -88,8 +93,93 @@ fn schema<T: JsonSchema + 'static>(settings: SchemaSettings) -> Option<Value> {
     )
 }
 
-fn key(action_type: ActionType, name: &str) -> String {
+fn key(action_type: &ActionType, name: &str) -> String {
     format!("/{action_type}/{name}")
+}
+
+/// "No action `key`", naming the registered key the caller most likely meant, if any.
+fn not_found(entries: &BTreeMap<String, Entry>, key: &str) -> NotFound {
+    let missing = NotFound::new("action", cap(key));
+    let registered = entries
+        .iter()
+        .map(|(key, entry)| (key.as_str(), entry.desc.name.as_str()));
+    match suggest(registered, key) {
+        Some(suggestion) => missing.with_suggestion(suggestion),
+        None => missing,
+    }
+}
+
+/// The registered key `asked` most likely meant, from `(key, name)` pairs in key order: the
+/// first whose name is `asked` (or its last `/` segment: `/agent/echo` for `/bidi-flow/echo`),
+/// else the first that ends with `asked` at a `/`, else the closest by edit distance if it is
+/// close enough (one edit per three characters, at most three).
+fn suggest<'a>(
+    registered: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    asked: &str,
+) -> Option<&'a str> {
+    if asked.is_empty() {
+        return None;
+    }
+    let last = asked.rsplit('/').next().filter(|last| !last.is_empty());
+    if let Some((key, _)) = registered
+        .clone()
+        .find(|&(_, name)| name == asked || Some(name) == last)
+    {
+        return Some(key);
+    }
+    if let Some((key, _)) = registered.clone().find(|&(key, _)| {
+        key.strip_suffix(asked)
+            .is_some_and(|rest| asked.starts_with('/') || rest.ends_with('/'))
+    }) {
+        return Some(key);
+    }
+    // Edit distance: a peer's key may be huge, so only candidates of about its length count
+    // (the distance is at least the difference in length), which bounds the work.
+    let asked: Vec<char> = asked.chars().take(MAX_SUGGESTED_LEN + 1).collect();
+    if asked.len() > MAX_SUGGESTED_LEN {
+        return None;
+    }
+    let threshold = (asked.len() / 3).clamp(1, 3);
+    registered
+        .filter_map(|(key, name)| {
+            let distance = [key, name]
+                .into_iter()
+                .filter_map(|candidate| {
+                    let candidate: Vec<char> = candidate.chars().collect();
+                    (candidate.len().abs_diff(asked.len()) <= threshold)
+                        .then(|| edit_distance(&asked, &candidate))
+                })
+                .min()?;
+            (distance <= threshold).then_some((distance, key))
+        })
+        // `min_by_key` keeps the first of equals: ties go to the first key in order.
+        .min_by_key(|&(distance, _)| distance)
+        .map(|(_, key)| key)
+}
+
+/// Keys longer than this (in chars) get no edit-distance suggestion.
+const MAX_SUGGESTED_LEN: usize = 256;
+
+/// The optimal string alignment distance between `a` and `b`: insertions, deletions,
+/// substitutions and swaps of two neighbours each cost one (`ehco` is one from `echo`).
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    // Three rows of the classic table: the one before the previous, the previous, this one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..=b.len() {
+            let substitution = previous[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            current[j] = substitution.min(previous[j] + 1).min(current[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                current[j] = current[j].min(before[j - 2] + 1);
+            }
+        }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
 }
 
 struct Entry {
@@ -185,7 +275,8 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// [`RegistryError::NotFound`], or [`RegistryError::TypeMismatch`] naming both types.
+    /// [`RegistryError::NotFound`] (naming a registered key it resembles, if one does), or
+    /// [`RegistryError::TypeMismatch`] naming both types.
     pub fn get<Init, In, Out, Stream>(
         &self,
         key: &str,
@@ -197,9 +288,9 @@ impl Registry {
         Stream: 'static,
     {
         let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-        let entry = entries.get(key).ok_or_else(|| RegistryError::NotFound {
-            key: key.to_owned(),
-        })?;
+        let entry = entries
+            .get(key)
+            .ok_or_else(|| RegistryError::NotFound(not_found(&entries, key)))?;
         entry
             .flow
             .downcast_ref::<BidiFlow<Init, In, Out, Stream>>()
@@ -225,12 +316,13 @@ impl Registry {
         entries.get(key).map(|entry| entry.desc.clone())
     }
 
-    /// Opens a JSON connection to the action under `key` (F4). `init` is checked against the
+    /// Opens a JSON connection to the action under `key`. `init` is checked against the
     /// action's `Init` type first: a bad one is refused before the action starts.
     ///
     /// # Errors
     ///
-    /// [`JsonError::NotFound`], or [`JsonError::InvalidInit`] with the JSON path and the reason.
+    /// [`JsonError::NotFound`] (naming a registered key it resembles, if one does), or
+    /// [`JsonError::InvalidInit`] with the JSON Pointer of the problem and the reason.
     ///
     /// # Panics
     ///
@@ -257,9 +349,9 @@ impl Registry {
     ) -> Result<JsonConnection, JsonError> {
         let json = {
             let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-            let entry = entries.get(key).ok_or_else(|| JsonError::NotFound {
-                key: key.to_owned(),
-            })?;
+            let entry = entries
+                .get(key)
+                .ok_or_else(|| JsonError::NotFound(not_found(&entries, key)))?;
             Arc::clone(&entry.json)
         };
         json.connect_json(init, options)
@@ -272,5 +364,73 @@ impl fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("keys", &entries.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn distance(a: &str, b: &str) -> usize {
+        let a: Vec<char> = a.chars().collect();
+        let b: Vec<char> = b.chars().collect();
+        edit_distance(&a, &b)
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(distance("", ""), 0);
+        assert_eq!(distance("echo", "echo"), 0);
+        assert_eq!(distance("", "echo"), 4);
+        assert_eq!(distance("echo", ""), 4);
+        assert_eq!(distance("ehco", "echo"), 1, "a swap of neighbours");
+        assert_eq!(distance("ecoh", "echo"), 1);
+        assert_eq!(distance("eho", "echo"), 1);
+        assert_eq!(distance("echoo", "echo"), 1);
+        assert_eq!(distance("acho", "echo"), 1);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(
+            distance("/bidi_flow/échø", "/bidi-flow/echo"),
+            3,
+            "chars, not bytes"
+        );
+    }
+
+    const KEYS: [(&str, &str); 4] = [
+        ("/agent/chat", "chat"),
+        ("/bidi-flow/chat", "chat"),
+        ("/bidi-flow/echo", "echo"),
+        ("/bidi-flow/tools/search", "tools/search"),
+    ];
+
+    fn suggested(asked: &str) -> Option<&'static str> {
+        suggest(KEYS.into_iter(), asked)
+    }
+
+    #[test]
+    fn suggestions() {
+        // The name alone, or under another type.
+        assert_eq!(suggested("echo"), Some("/bidi-flow/echo"));
+        assert_eq!(suggested("/agent/echo"), Some("/bidi-flow/echo"));
+        assert_eq!(
+            suggested("chat"),
+            Some("/agent/chat"),
+            "the first in key order"
+        );
+        assert_eq!(suggested("tools/search"), Some("/bidi-flow/tools/search"));
+        // The end of a key, at a `/`.
+        assert_eq!(suggested("bidi-flow/echo"), Some("/bidi-flow/echo"));
+        assert_eq!(suggested("/tools/search"), Some("/bidi-flow/tools/search"));
+        // A typo.
+        assert_eq!(suggested("/bidi-flow/ehco"), Some("/bidi-flow/echo"));
+        assert_eq!(suggested("/bidi_flow/echo"), Some("/bidi-flow/echo"));
+        assert_eq!(suggested("/bidi-flw/echo"), Some("/bidi-flow/echo"));
+        assert_eq!(suggested("ech"), Some("/bidi-flow/echo"));
+        // Nothing close.
+        assert_eq!(suggested(""), None);
+        assert_eq!(suggested("o"), None);
+        assert_eq!(suggested("/bidi-flow/weather"), None);
+        assert_eq!(suggested("translate"), None);
+        assert_eq!(suggested(&"x".repeat(10 << 20)), None);
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bidi_agent::{Agent, AgentInit, AgentOutput, AgentResult, Responder};
+use bidi_agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, Responder};
 use bidi_core::{ActionContext, BoxError, Connection, Inbound};
 use bidi_session::{Session, SessionStore};
 
@@ -48,18 +48,17 @@ impl std::fmt::Debug for LlmAgent {
 /// Builds an [`LlmAgent`].
 #[must_use]
 pub struct LlmAgentBuilder {
-    name: String,
+    agent: AgentBuilder,
     model: Arc<dyn Model>,
     tools: Vec<Tool>,
     max_turns: u32,
     lease: Duration,
-    store: Option<Arc<dyn SessionStore>>,
 }
 
 impl std::fmt::Debug for LlmAgentBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmAgentBuilder")
-            .field("name", &self.name)
+            .field("agent", &self.agent)
             .field("model", &self.model.name())
             .field("tools", &self.tools)
             .field("max_turns", &self.max_turns)
@@ -75,12 +74,11 @@ impl LlmAgent {
     /// An agent named `name` calling `model`.
     pub fn builder(name: impl Into<String>, model: impl Model) -> LlmAgentBuilder {
         LlmAgentBuilder {
-            name: name.into(),
+            agent: Agent::builder(name).description("An LLM agent loop with tools"),
             model: Arc::new(model),
             tools: Vec::new(),
             max_turns: 10,
             lease: Duration::from_secs(30),
-            store: None,
         }
     }
 
@@ -96,7 +94,6 @@ impl LlmAgent {
     /// # Panics
     ///
     /// Panics if called outside a tokio runtime (with its timers enabled).
-    #[must_use = "dropping the connection cancels it"]
     pub fn connect(
         &self,
         init: AgentInit<LlmSession>,
@@ -129,7 +126,7 @@ impl LlmAgentBuilder {
     /// Keeps sessions in `store` (default: a `MemoryStore` keeping the latest version of each
     /// session). Agents in several processes that share a store never run one session at once.
     pub fn store(mut self, store: impl SessionStore) -> Self {
-        self.store = Some(Arc::new(store));
+        self.agent = self.agent.store(store);
         self
     }
 
@@ -143,12 +140,7 @@ impl LlmAgentBuilder {
             max_turns: self.max_turns,
             lease: self.lease,
         });
-        let builder = Agent::builder(self.name).description("An LLM agent loop with tools");
-        let builder = match self.store {
-            Some(store) => builder.shared_store(store),
-            None => builder,
-        };
-        let agent = builder.build(move |ctx, session, inbound, out| {
+        let agent = self.agent.build(move |ctx, session, inbound, out| {
             serve(Arc::clone(&config), ctx, session, inbound, out)
         });
         LlmAgent { agent }

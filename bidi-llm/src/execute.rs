@@ -139,6 +139,12 @@ impl ExecuteStream<'_> {
         })
     }
 
+    /// Cancels the connection with `cause` (the stream holds it borrowed): the execution stops
+    /// where it is and saves the session, and the stream ends with the cancellation.
+    pub fn cancel_with(&self, cause: impl Into<bidi_core::BoxError>) {
+        self.responses.cancel_with(cause);
+    }
+
     /// Keeps what the result is made of.
     fn observe(&mut self, event: &AgentEvent) {
         match event {

@@ -29,11 +29,27 @@
 //!
 //! | store | where | notes |
 //! |---|---|---|
-//! | [`MemoryStore`] | process memory | agents' default (latest version only); every version, or the latest n |
+//! | [`MemoryStore`] | process memory | every version, or the latest n; every session, or the n most recently used |
 //! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL, optional retention |
 //! | `PostgresStore` | a PostgreSQL table | feature `postgres`: one store shared by processes on several machines |
 //!
-//! Your own store is one `impl SessionStore`; run [`testing::conformance`] against it.
+//! Your own store is one `impl SessionStore` written with [`#[async_trait]`](macro@async_trait) (re-exported here);
+//! the [`SessionStore`] docs show a complete one, and [`testing::conformance`] checks it.
+//!
+//! A missing session is [`StoreError::NotFound`], which holds the workspace's one "not found",
+//! [`bidi_core::NotFound`] (kind `session`).
+//!
+//! # Tokio
+//!
+//! The crate needs a tokio runtime with its time driver (`#[tokio::main]`, or a runtime built
+//! with `enable_all()`): [`Session::update`] waits between retries, and `PostgresStore` times
+//! out its calls. `SqliteStore` runs its SQLite calls in place on a multi-thread runtime and on
+//! the blocking pool on a current-thread one. For `#[tokio::main]` as in the examples, your
+//! `Cargo.toml` needs:
+//!
+//! ```toml
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 //!
 //! # Feature flags
 //!
@@ -61,4 +77,7 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
-pub use store::{BoxError, SessionStore, Snapshot, StoreError};
+pub use store::{SessionStore, Snapshot, StoreError};
+
+/// The attribute a [`SessionStore`] impl is written under: `async fn`s in the trait, boxed.
+pub use async_trait::async_trait;

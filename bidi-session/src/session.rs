@@ -21,7 +21,7 @@ async fn backoff(attempt: u32) {
     tokio::time::sleep(Duration::from_micros(base / 2 + jitter)).await;
 }
 
-/// One session's state, typed, backed by a [`SessionStore`] (S4).
+/// One session's state, typed, backed by a [`SessionStore`].
 ///
 /// It caches the state and the version it was read at. [`update_state`](Self::update_state)
 /// saves at once with compare-and-swap on that version, so a writer that lost a race gets
@@ -94,13 +94,9 @@ where
             return Ok(session);
         }
         match Self::create(Arc::clone(&store), id, init()).await {
-            Err(StoreError::Conflict { .. }) => {
-                Self::load(store, id)
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound {
-                        session_id: id.to_owned(),
-                    })
-            }
+            Err(StoreError::Conflict { .. }) => Self::load(store, id)
+                .await?
+                .ok_or_else(|| StoreError::not_found(id)),
             other => other,
         }
     }
@@ -210,9 +206,7 @@ where
             .store
             .load(&self.id)
             .await?
-            .ok_or_else(|| StoreError::NotFound {
-                session_id: self.id.to_string(),
-            })?;
+            .ok_or_else(|| StoreError::not_found(&*self.id))?;
         let state = serde_json::from_value(snapshot.state).map_err(StoreError::Serialization)?;
         *self.lock() = Cached {
             state,

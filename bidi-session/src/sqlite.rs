@@ -1,12 +1,13 @@
 //! [`SqliteStore`]: sessions in one SQLite file, the embedded persistent default.
 
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 use tokio::runtime::RuntimeFlavor;
 
@@ -14,6 +15,9 @@ use crate::store::{SessionStore, Snapshot, StoreError};
 
 /// The schema version this crate writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
+
+/// How long a statement waits for another connection's lock before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS bidi_snapshots (
@@ -66,8 +70,10 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 ///
 /// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise. The file
 /// can be read with any SQLite tool (table `bidi_snapshots`). Several stores, in one process or in
-/// several, may share a file; saves stay compare-and-swap across all of them. SQLite calls run
-/// as blocking work that never stalls the async workers.
+/// several, may share a file; saves stay compare-and-swap across all of them. A statement that
+/// finds the file locked by another writer waits for it up to 5 seconds, then fails with
+/// [`StoreError::Backend`]. SQLite calls run as blocking work that never stalls the async
+/// workers.
 ///
 /// ```
 /// use bidi_session::{SessionStore, SqliteStore};
@@ -98,19 +104,16 @@ impl SqliteStore {
     /// Opens (creating if needed) the store in the SQLite file at `path`, creating or migrating
     /// its schema.
     ///
+    /// Any number of stores, in threads or processes, may open one file at once, a new one too:
+    /// an open that finds the file locked waits and retries, as every statement does, for up to
+    /// 5 seconds.
+    ///
     /// # Errors
     ///
     /// [`StoreError::Backend`] if the file cannot be opened, is not a SQLite database, or has a
     /// schema newer than this crate knows.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_owned();
-        let opened = path.clone();
-        Self::start(Some(path), move || {
-            let conn = Connection::open(&opened)?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            Ok(conn)
-        })
-        .await
+        Self::start(Some(path.as_ref().to_owned())).await
     }
 
     /// A store in a private in-memory database, for tests.
@@ -119,21 +122,12 @@ impl SqliteStore {
     ///
     /// [`StoreError::Backend`] if SQLite cannot open it.
     pub async fn in_memory() -> Result<Self, StoreError> {
-        Self::start(None, || Ok(Connection::open_in_memory()?)).await
+        Self::start(None).await
     }
 
-    async fn start(
-        path: Option<PathBuf>,
-        open: impl FnOnce() -> Result<Connection, StoreError> + Send + 'static,
-    ) -> Result<Self, StoreError> {
-        let conn = blocking(move || {
-            let conn = open()?;
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.busy_timeout(Duration::from_secs(5))?;
-            migrate(&conn)?;
-            Ok(conn)
-        })
-        .await?;
+    async fn start(path: Option<PathBuf>) -> Result<Self, StoreError> {
+        let opened = path.clone();
+        let conn = blocking(move || connect(opened.as_deref())).await?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.map(Arc::new),
@@ -210,19 +204,78 @@ impl SqliteStore {
     }
 }
 
-/// Creates or migrates the schema; refuses a newer one.
-fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if version > SCHEMA_VERSION {
+/// Opens the connection (the file at `path`, or a private in-memory database), switches the file
+/// to WAL and creates or migrates the schema; refuses a newer one.
+///
+/// Several stores opening one new file at once contend for it: switching the journal to WAL and
+/// creating the schema take locks that SQLite may refuse with "database is locked" at once,
+/// without waiting for the busy timeout. Those steps are retried with backoff, like every other
+/// statement waits, until [`BUSY_TIMEOUT`] has passed.
+fn connect(path: Option<&Path>) -> Result<Connection, StoreError> {
+    let mut conn = match path {
+        Some(path) => Connection::open(path)?,
+        None => Connection::open_in_memory()?,
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut attempt = 0;
+    let found = loop {
+        match set_up(&mut conn, path.is_some()) {
+            Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                std::thread::sleep(open_backoff(attempt));
+                attempt += 1;
+            }
+            result => break result?,
+        }
+    };
+    if found > SCHEMA_VERSION {
         return Err(StoreError::backend(format!(
-            "the session database has schema version {version}; this bidi-session knows up to {SCHEMA_VERSION}"
+            "the session database has schema version {found}; this bidi-session knows up to {SCHEMA_VERSION}"
         )));
     }
-    if version < 1 {
-        conn.execute_batch(SCHEMA_V1)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(conn)
+}
+
+/// The connection's settings and the schema; returns the schema version found. Idempotent, so
+/// it can be retried as a whole.
+fn set_up(conn: &mut Connection, wal: bool) -> rusqlite::Result<i64> {
+    if wal {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
     }
-    Ok(())
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let found = user_version(conn)?;
+    if found >= 1 {
+        return Ok(found);
+    }
+    // One writer creates the schema; the others find it created.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = user_version(&tx)?;
+    if found < 1 {
+        tx.execute_batch(SCHEMA_V1)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    tx.commit()?;
+    Ok(found)
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Whether SQLite refused for a lock another connection holds.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// The wait before retry `attempt` (0-based) of a busy open: exponential from 1 ms, capped at
+/// 64 ms, with jitter so openers that collided do not collide again in step.
+fn open_backoff(attempt: u32) -> Duration {
+    let base = 1000u64 << attempt.min(6);
+    let jitter = RandomState::new().hash_one((attempt, Instant::now())) % base;
+    Duration::from_micros(base / 2 + jitter)
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -12,11 +12,21 @@
 //!
 //! Each check panics with a message naming what the store got wrong. The checks use session ids
 //! of their own (with a per-run prefix), so they can run against a store that holds other data,
-//! but they need every version of a session kept (no retention limit below 4) and a
-//! multi-thread tokio runtime for the concurrency check to mean anything.
+//! but they need every version of a session kept (no retention limit below 4), room for a dozen
+//! sessions (no session limit below that), and a multi-thread tokio runtime for the concurrency check
+//! to mean anything.
 //!
-//! With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to
-//! run them against.
+//! [`child_test`] and [`run_child_test`] run a test of the running binary in a second process,
+//! for tests that kill a writer or resume a session elsewhere.
+//!
+#![cfg_attr(
+    feature = "postgres",
+    doc = "With the `postgres` feature too, [`PostgresServer`] starts a private PostgreSQL server to run them against."
+)]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "With the `postgres` feature too, `PostgresServer` starts a private PostgreSQL server to run them against."
+)]
 
 use std::ffi::OsStr;
 use std::process::Command;
@@ -47,12 +57,38 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     large_state(&*store, &prefix).await;
     unicode_ids(&*store, &prefix).await;
     missing_ids(&*store, &prefix).await;
-    delete(&*store, &prefix).await;
+    delete(store, &prefix).await;
 }
 
 /// Test `name` of the running test binary, as a command for a new process (`--exact`,
-/// `--nocapture`, one test thread): how the crash and resume tests get a second process. Set an
-/// environment variable on it so the child test knows it is the child.
+/// `--include-ignored`, `--nocapture`, one test thread): how the crash and resume tests get a
+/// second process. Set an environment variable on it so the child test knows it is the child.
+///
+/// Mark the child's entry `#[ignore]`, so that a normal run does not count it as a test of its
+/// own (it runs only with `--ignored` or `--include-ignored`, as its parent runs it), and have
+/// it return at once when the variable is not set:
+///
+/// ```no_run
+/// # #![allow(unused)] // a doctest is no test binary: its `#[test]`s are left out
+/// use bidi_session::testing;
+///
+/// const CHILD_ENV: &str = "MY_CRATE_RESUME_CHILD";
+///
+/// #[test]
+/// #[ignore = "the second process of `resume_in_a_new_process`, which runs it"]
+/// fn resume_child() {
+///     let Ok(db) = std::env::var(CHILD_ENV) else {
+///         return;
+///     };
+///     println!("resumed from {db}");
+/// }
+///
+/// #[test]
+/// fn resume_in_a_new_process() {
+///     let stdout = testing::run_child_test("resume_child", CHILD_ENV, "/tmp/sessions.db");
+///     assert!(stdout.contains("resumed from /tmp/sessions.db"));
+/// }
+/// ```
 ///
 /// # Panics
 ///
@@ -61,7 +97,13 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
 pub fn child_test(name: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut command = Command::new(exe);
-    command.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        name,
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     command
 }
 
@@ -70,18 +112,25 @@ pub fn child_test(name: &str) -> Command {
 ///
 /// # Panics
 ///
-/// If it cannot start or it fails (the panic shows its standard error).
+/// If it cannot start, it fails (the panic shows its standard error), or the binary has no test
+/// named `name`.
 pub fn run_child_test(name: &str, key: &str, value: impl AsRef<OsStr>) -> String {
     let output = child_test(name)
         .env(key, value)
         .output()
         .expect("the child test starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "child test {name} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    // libtest's own line: a name that matches nothing runs nothing, and succeeds.
+    assert!(
+        stdout.contains("running 1 test"),
+        "child test {name}: the binary ran no such test: {stdout}"
+    );
+    stdout
 }
 
 fn prefix() -> String {
@@ -106,6 +155,19 @@ fn expect_conflict(
             assert_eq!((e, a), (expected, actual), "{what}: conflict versions");
         }
         other => panic!("{what}: expected a conflict, got {other:?}"),
+    }
+}
+
+fn expect_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>, id: &str, what: &str) {
+    match result {
+        Err(StoreError::NotFound(missing)) => {
+            assert_eq!(
+                (missing.kind, missing.name.as_str()),
+                ("session", id),
+                "{what}"
+            );
+        }
+        other => panic!("{what}: expected StoreError::NotFound, got {other:?}"),
     }
 }
 
@@ -320,17 +382,29 @@ async fn assert_absent(store: &dyn SessionStore, id: &str) {
     );
 }
 
-/// Delete removes every version; the id can then start over at version 1.
+/// Delete removes every version; a [`Session`] still open on it then gets
+/// [`StoreError::NotFound`] naming the session; the id can start over at version 1.
 ///
 /// # Panics
 ///
 /// When the store breaks the contract.
-pub async fn delete(store: &dyn SessionStore, prefix: &str) {
+pub async fn delete(store: Arc<dyn SessionStore>, prefix: &str) {
     let id = format!("{prefix}deleted");
     store.save(&id, None, json!(1)).await.expect("create");
     store.save(&id, Some(1), json!(2)).await.expect("v2");
+    let session = Session::<u64>::load(Arc::clone(&store), &id)
+        .await
+        .expect("load")
+        .expect("exists");
     assert!(store.delete(&id).await.expect("delete"));
-    assert_absent(store, &id).await;
+    assert_absent(&*store, &id).await;
+    expect_not_found(session.reload().await, &id, "reload of a deleted session");
+    expect_not_found(
+        session.update(|n| *n += 1).await,
+        &id,
+        "update of a deleted session",
+    );
+    assert_absent(&*store, &id).await;
     let again = store
         .save(&id, None, json!("new"))
         .await

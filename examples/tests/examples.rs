@@ -44,7 +44,7 @@ fn registry_example_prints_descriptors_traffic_and_spans() {
         r#""key": "/bidi-flow/counter""#,
         r#""key": "/bidi-flow/shout""#,
         "sent 3, total 16",
-        "refused: invalid input at `.`",
+        "refused: invalid input at the root",
         "output: 16",
         "Name         : turn 3",
         "bidi.output: String(Owned(\"16\"))",

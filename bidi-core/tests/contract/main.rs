@@ -8,6 +8,7 @@ mod support;
 
 mod cancel;
 mod errors;
+mod grace;
 mod lifecycle;
 mod rendezvous;
 mod stress;

@@ -418,3 +418,54 @@ both_runtimes! {
         assert_eq!(seen, [0, 3, 1]);
     }
 }
+
+both_runtimes! {
+    /// A transport tells the end of a turn from the end of the connection.
+    async fn responses_say_whether_a_turn_ended() {
+        let action = BidiAction::new(
+            "one-turn-then-more",
+            |_: ActionContext, (), _: Inbound<()>, out: Outbound<u32>| async move {
+                out.send(1).await?;
+                out.end_turn().await?;
+                out.send(2).await?; // returns mid-turn
+                Ok::<_, BoxError>(())
+            },
+        );
+        let mut conn = action.connect(());
+        let mut turn = conn.responses();
+        assert!(!turn.turn_ended());
+        assert_eq!(turn.next().await.unwrap().unwrap(), 1);
+        assert!(!turn.turn_ended(), "still streaming");
+        assert!(turn.next().await.is_none());
+        assert!(turn.turn_ended());
+        drop(turn);
+        let mut turn = conn.responses();
+        assert_eq!(turn.next().await.unwrap().unwrap(), 2);
+        assert!(turn.next().await.is_none());
+        assert!(!turn.turn_ended(), "the connection ended, not the turn");
+        drop(turn);
+        conn.output().await.unwrap();
+    }
+
+    /// A consumer cancels from the stream it reads.
+    async fn responses_cancel_with_a_cause() {
+        let action = BidiAction::new(
+            "streams",
+            |_: ActionContext, (), _: Inbound<()>, out: Outbound<u32>| async move {
+                for i in 0.. {
+                    out.send(i).await?;
+                }
+                Ok::<_, BoxError>(())
+            },
+        );
+        let mut conn = action.connect(());
+        let mut turn = conn.responses();
+        assert_eq!(turn.next().await.unwrap().unwrap(), 0);
+        turn.cancel_with("cannot encode");
+        drop(turn);
+        match conn.output().await {
+            Err(bidi_core::Error::Cancelled(cause)) => assert_eq!(cause.to_string(), "cannot encode"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! F3: registration, typed lookups and descriptors, against a checked-in golden file.
 
-use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_core::{ActionContext, BoxError, Inbound, NotFound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry, RegistryError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -66,7 +66,7 @@ fn unit() -> BidiFlow<(), (), (), ()> {
         "ping",
         |_: ActionContext, (), _: Inbound<()>, _: Outbound<()>| async { Ok::<_, BoxError>(()) },
     )
-    .with_action_type(ActionType::Agent)
+    .with_action_type(ActionType::AGENT)
 }
 
 fn sample() -> Registry {
@@ -130,7 +130,7 @@ fn duplicate_keys_are_refused() {
     );
     // The same name under another type is another key.
     registry
-        .register(chat().with_action_type(ActionType::Agent))
+        .register(chat().with_action_type(ActionType::AGENT))
         .unwrap();
     assert_eq!(registry.actions().len(), 4);
 }
@@ -161,9 +161,7 @@ async fn typed_lookup() {
         registry
             .get::<(), (), (), ()>("/bidi-flow/nope")
             .unwrap_err(),
-        RegistryError::NotFound {
-            key: "/bidi-flow/nope".into()
-        }
+        RegistryError::NotFound(NotFound::new("action", "/bidi-flow/nope"))
     );
     match registry.get::<(), String, u32, String>("/bidi-flow/chat") {
         Err(RegistryError::TypeMismatch {
@@ -180,7 +178,74 @@ async fn typed_lookup() {
     // Clones of a registry share it.
     let clone = registry.clone();
     clone
-        .register(words().with_action_type(ActionType::Agent))
+        .register(words().with_action_type(ActionType::AGENT))
         .unwrap();
     assert!(registry.action("/agent/words").is_some());
+}
+
+#[test]
+fn action_kinds_are_open() {
+    // A protocol crate's own kind, with no change to bidi-flow.
+    const NDJSON: ActionType = ActionType::from_static("ndjson");
+    let acp = ActionType::new("acp-agent").unwrap();
+    assert_eq!(acp.as_str(), "acp-agent");
+    assert_eq!(ActionType::BIDI_FLOW.to_string(), "bidi-flow");
+    assert_eq!(serde_json::to_value(&ActionType::AGENT).unwrap(), "agent");
+
+    let registry = sample();
+    registry.register(words().with_action_type(acp)).unwrap();
+    registry.register(words().with_action_type(NDJSON)).unwrap();
+    assert_eq!(
+        registry.register(words().with_action_type(NDJSON)),
+        Err(RegistryError::Duplicate {
+            key: "/ndjson/words".into()
+        })
+    );
+    let desc = serde_json::to_value(registry.action("/acp-agent/words").unwrap()).unwrap();
+    assert_eq!(desc["key"], "/acp-agent/words");
+    assert_eq!(desc["type"], "acp-agent");
+    assert_eq!(desc["name"], "words");
+    assert!(registry.action("/ndjson/words").is_some());
+    assert_eq!(
+        words().with_action_type(ActionType::AGENT).action_type(),
+        &ActionType::AGENT
+    );
+    assert_eq!(words().action_type(), &ActionType::BIDI_FLOW);
+}
+
+#[test]
+fn invalid_action_kinds_are_refused() {
+    for kind in ["", "Agent", "acp/agent", "acp_agent", "acp agent", "agént"] {
+        assert_eq!(
+            ActionType::new(kind),
+            Err(RegistryError::InvalidActionType { kind: kind.into() }),
+            "{kind:?}"
+        );
+    }
+    let error = ActionType::new("/".repeat(10 << 20)).unwrap_err();
+    assert!(error.to_string().len() < 512);
+    assert_eq!(
+        ActionType::new(String::from("x-1")).unwrap().as_str(),
+        "x-1"
+    );
+}
+
+#[test]
+#[should_panic(expected = "an action type is lowercase ASCII letters, digits and `-`")]
+fn from_static_refuses_an_invalid_kind() {
+    let _ = ActionType::from_static("a/b");
+}
+
+#[test]
+fn lookups_name_the_key_they_resemble() {
+    let registry = sample();
+    let missing = registry.get::<(), (), (), ()>("ping").unwrap_err();
+    assert_eq!(
+        missing,
+        RegistryError::NotFound(NotFound::new("action", "ping").with_suggestion("/agent/ping"))
+    );
+    assert_eq!(
+        missing.to_string(),
+        "no action `ping`; did you mean `/agent/ping`?"
+    );
 }

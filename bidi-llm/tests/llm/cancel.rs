@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use serde_json::json;
 
-use crate::support::{confirm, result_for, run, settled, user};
+use crate::support::{confirm, result_for, run, saved, settled, user};
 
 /// Sets its flag when dropped: whether a tool's stream was dropped.
 struct DropProbe(Arc<AtomicBool>);
@@ -78,10 +78,16 @@ async fn a_cancel_during_a_model_answer_keeps_what_it_said() {
             deltas += 1;
         }
     }
-    drop(stream);
-    conn.cancel();
+    stream.cancel_with("the user pressed stop");
+    let rest: Vec<_> = stream.collect().await;
+    assert!(
+        matches!(rest.last(), Some(Err(error)) if error.is_cancelled()),
+        "{rest:?}"
+    );
+    // `output` returns once the agent's future has finished or, after the grace period, been
+    // dropped: the execution had ended and saved by then.
     assert!(conn.output().await.unwrap_err().is_cancelled());
-    let saved = settled(&*store, "ab").await;
+    let (saved, _) = saved(&*store, "ab").await;
     assert_eq!(
         (saved.status, saved.lease.clone()),
         (Status::Completed, None)
@@ -129,7 +135,7 @@ async fn a_cancel_during_a_tool_drops_it_and_keeps_the_results_that_exist() {
     drop(stream);
     conn.cancel();
     assert!(conn.output().await.unwrap_err().is_cancelled());
-    let saved = settled(&*store, "tools").await;
+    let (saved, _) = saved(&*store, "tools").await;
     assert!(
         dropped.load(Ordering::SeqCst),
         "the running tool was dropped"

@@ -12,13 +12,12 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 
-use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
-use bidi_core::{ActionContext, BoxError, Inbound};
-use bidi_session::{Session, SqliteStore};
+use bidi_agent::{Agent, AgentInit};
+use bidi_core::BoxError;
+use bidi_session::SqliteStore;
 use clap::Parser;
+use examples::chat;
 use futures_util::StreamExt;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A multi-turn chat agent over a SQLite session store.
@@ -34,41 +33,6 @@ struct Args {
 
 fn default_db() -> PathBuf {
     std::env::temp_dir().join("bidi-chat.sqlite3")
-}
-
-/// What the agent remembers of a conversation.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-struct Chat {
-    /// Every line the user sent, in order.
-    heard: Vec<String>,
-}
-
-/// Answers each line word by word, from what it remembers, and saves the line to the session.
-async fn chat(
-    _ctx: ActionContext,
-    session: Session<Chat>,
-    mut inbound: Inbound<String>,
-    out: Responder<String>,
-) -> Result<AgentResult<u32>, BoxError> {
-    let mut turns = 0;
-    while let Some(line) = inbound.recv().await {
-        let before = session.state().heard;
-        let reply = match before.first() {
-            None => format!("Nice to meet you. You said \"{line}\"."),
-            Some(first) => format!(
-                "Message {} of this session. You first said \"{first}\", and last \"{}\".",
-                before.len() + 1,
-                before.last().map_or("", String::as_str)
-            ),
-        };
-        for word in reply.split_inclusive(' ') {
-            out.send(word.to_owned()).await?;
-        }
-        session.update(|chat| chat.heard.push(line.clone())).await?;
-        out.end_turn().await?;
-        turns += 1;
-    }
-    Ok(AgentResult::new(turns))
 }
 
 async fn lines(interactive: bool) -> Result<Vec<String>, BoxError> {

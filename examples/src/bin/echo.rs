@@ -5,31 +5,8 @@
 //! cargo run -p examples --bin echo -- hello world  # one turn per argument
 //! ```
 
-use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
+use bidi_core::{ActionContext, BidiAction, BoxError};
 use futures_util::StreamExt;
-
-/// Streams each message back word by word, then ends the turn. Returns the number of turns.
-async fn echo(
-    ctx: ActionContext,
-    prefix: String,
-    mut inbound: Inbound<String>,
-    out: Outbound<String>,
-) -> Result<usize, BoxError> {
-    let mut turns = 0;
-    while let Some(msg) = inbound.recv().await {
-        for word in msg.split_whitespace() {
-            out.send(format!("{prefix}{word}")).await?;
-        }
-        out.end_turn().await?;
-        turns += 1;
-    }
-    println!(
-        "[{} {}] input closed after {turns} turns",
-        ctx.name(),
-        ctx.connection_id()
-    );
-    Ok(turns)
-}
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -41,7 +18,19 @@ async fn main() -> Result<(), BoxError> {
     }
     // Drive the connection from a task: hand-offs between runtime workers are cheap.
     tokio::spawn(async move {
-        let action = BidiAction::new("echo", echo);
+        // The shared echo, and a line when its input closed.
+        let action = BidiAction::new(
+            "echo",
+            |ctx: ActionContext, prefix, inbound, out| async move {
+                let turns = examples::echo(ctx.clone(), prefix, inbound, out).await?;
+                println!(
+                    "[{} {}] input closed after {turns} turns",
+                    ctx.name(),
+                    ctx.connection_id()
+                );
+                Ok::<_, BoxError>(turns)
+            },
+        );
         let mut conn = action.connect("echo: ".to_owned());
         for text in turns {
             println!("> {text}");

@@ -1,0 +1,780 @@
+//! Serves a [`Registry`] over NDJSON on stdin and stdout: one JSON object per line, several
+//! connections multiplexed by an id the peer picks. The template every protocol crate follows
+//! (see `docs/adding-a-protocol-crate.md`).
+//!
+//! ```sh
+//! cargo run -p examples --bin stdio
+//! printf '%s\n' \
+//!   '{"type":"connect","id":"a","key":"/bidi-flow/echo","init":"> "}' \
+//!   '{"type":"send","id":"a","input":"hello there"}' \
+//!   '{"type":"close","id":"a"}' | cargo run -p examples --bin stdio
+//! ```
+//!
+//! It serves `/bidi-flow/echo` (init: a prefix string; input: a line; one chunk per word),
+//! `/agent/chat` (init: `{}` or `{"sessionId": ".."}`; input: a line; chunks: words of the
+//! answer) and `/bidi-flow/tick` (init: `{"everyMs": 100}`; a chunk per tick until cancelled).
+//!
+//! # Frames from the peer (stdin)
+//!
+//! | frame | fields | what it does |
+//! |---|---|---|
+//! | `{"type":"connect","id":"a","key":"/bidi-flow/echo","init":"> "}` | `id` (the peer's name for the connection, unique among open ones), `key`, `init` (default `null`) | opens a connection |
+//! | `{"type":"send","id":"a","input":"hello"}` | `input` (default `null`) | sends one input |
+//! | `{"type":"close","id":"a"}` | | closes the input: the action finishes and returns its output |
+//! | `{"type":"cancel","id":"a","reason":"stop"}` | `reason` (optional) | cancels the connection |
+//!
+//! # Frames to the peer (stdout)
+//!
+//! | frame | what it says |
+//! |---|---|
+//! | `{"type":"chunk","id":"a","chunk":"> hello"}` | one chunk of the current turn |
+//! | `{"type":"turn_end","id":"a"}` | the action ended the turn |
+//! | `{"type":"output","id":"a","output":1}` | the connection's output: its last frame; the id is free again |
+//! | `{"type":"error","id":"a","code":"invalid_input","message":"..","path":"/text"}` | a refused frame: everything else goes on. With code `connection_failed`, the connection's last frame |
+//!
+//! Error codes: `frame_too_large`, `malformed_frame` (not a JSON object, or a field missing or
+//! of the wrong type), `unknown_frame_type`, `unknown_connection`, `duplicate_connection`,
+//! `not_found` (with a `suggestion` when a registered key resembles the one asked for),
+//! `invalid_init` and `invalid_input` (with the JSON Pointer `path` of the problem),
+//! `send_failed` (the input is closed or the connection over), and `connection_failed` (the
+//! action failed, panicked or was cancelled). An error frame has an `id` when the refused frame
+//! named one.
+//!
+//! # Rules
+//!
+//! - A line is at most `--max-frame-bytes` (1 MiB) long; a longer one is answered with
+//!   `frame_too_large` without being buffered, and the stream goes on. Blank lines are skipped.
+//! - Each connection takes up to 8 inputs ahead of its action. A peer that sends more waits: the
+//!   server reads nothing more until the action takes one (backpressure, never an unbounded
+//!   buffer). Likewise a peer that does not read stdout slows every action down.
+//! - Logs go to stderr, never to stdout.
+//! - End of stdin closes every input; the server writes the outputs and exits. Connections still
+//!   running after `--drain-ms` are cancelled with a cause saying the peer went away. If stdout
+//!   closes, every connection is cancelled the same way at once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bidi_agent::Agent;
+use bidi_core::{ActionContext, BoxError, ConnectOptions, Inbound, Outbound};
+use bidi_flow::{BidiFlow, JsonRecvHalf, JsonSendHalf, Registry};
+use clap::Parser;
+use futures_util::StreamExt as _;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use codec::{Code, Frame, Line, Op};
+use examples::{chat, echo};
+
+/// Serves the example flows over NDJSON on stdin and stdout.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The longest frame (line) accepted, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_frame_bytes: usize,
+    /// After end of input, how long connections may run on before they are cancelled.
+    #[arg(long, default_value_t = 30_000)]
+    drain_ms: u64,
+}
+
+/// How many inputs a connection takes ahead of its action before the reader waits.
+const INPUT_WINDOW: usize = 8;
+
+macro_rules! log {
+    ($($arg:tt)*) => { eprintln!("[stdio] {}", format_args!($($arg)*)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The flows served.
+
+/// How often the clock ticks.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Every {
+    /// Milliseconds between ticks.
+    every_ms: u64,
+}
+
+/// A chunk per tick until the connection is cancelled; ignores its input closing.
+async fn tick(
+    ctx: ActionContext,
+    every: Every,
+    _inbound: Inbound<()>,
+    out: Outbound<u64>,
+) -> Result<u64, BoxError> {
+    let mut clock = tokio::time::interval(Duration::from_millis(every.every_ms.max(1)));
+    let mut ticks = 0;
+    loop {
+        tokio::select! {
+            biased;
+            cause = ctx.cancelled() => {
+                log!("tick {}: cancelled after {ticks} ticks: {cause}", ctx.connection_id());
+                return Ok(ticks);
+            }
+            _ = clock.tick() => match out.send(ticks).await {
+                Ok(()) => ticks += 1,
+                // Cancelled while sending: the next round says so.
+                Err(_) if ctx.is_cancelled() => {}
+                Err(error) => return Err(error.into()),
+            },
+        }
+    }
+}
+
+fn registry() -> Result<Registry, BoxError> {
+    let registry = Registry::new();
+    registry.register(BidiFlow::new("echo", echo).with_description("Echoes each word"))?;
+    registry.register(
+        Agent::builder("chat")
+            .description("Remembers what you said")
+            .build(chat)
+            .into_flow(),
+    )?;
+    registry.register(BidiFlow::new("tick", tick).with_description("A clock"))?;
+    Ok(registry)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The codec: peer lines into connection operations, chunks into lines.
+
+mod codec {
+    use std::io;
+
+    use bidi_flow::JsonError;
+    use serde::de::IgnoredAny;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+    use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
+
+    /// One frame from the peer, decoded.
+    #[derive(Debug)]
+    pub(crate) enum Op {
+        Connect {
+            id: String,
+            key: String,
+            init: Value,
+        },
+        Send {
+            id: String,
+            input: Value,
+        },
+        Close {
+            id: String,
+        },
+        Cancel {
+            id: String,
+            reason: Option<String>,
+        },
+    }
+
+    /// One frame to the peer.
+    #[derive(Debug, Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub(crate) enum Frame<'a> {
+        Chunk {
+            id: &'a str,
+            chunk: &'a Value,
+        },
+        TurnEnd {
+            id: &'a str,
+        },
+        Output {
+            id: &'a str,
+            output: &'a Value,
+        },
+        Error {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: Option<&'a str>,
+            code: Code,
+            message: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            path: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            suggestion: Option<&'a str>,
+        },
+    }
+
+    /// What was wrong, in an error frame.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub(crate) enum Code {
+        FrameTooLarge,
+        MalformedFrame,
+        UnknownFrameType,
+        UnknownConnection,
+        DuplicateConnection,
+        NotFound,
+        InvalidInit,
+        InvalidInput,
+        SendFailed,
+        ConnectionFailed,
+    }
+
+    impl<'a> Frame<'a> {
+        /// An error frame with only a code and a message.
+        pub(crate) fn error(id: Option<&'a str>, code: Code, message: String) -> Self {
+            Self::Error {
+                id,
+                code,
+                message,
+                path: None,
+                suggestion: None,
+            }
+        }
+
+        /// The error frame answering a refused `connect` or `send`.
+        pub(crate) fn refusal(id: &'a str, error: &'a JsonError) -> Self {
+            let (code, path, suggestion) = match error {
+                JsonError::NotFound(missing) => {
+                    (Code::NotFound, None, missing.suggestion.as_deref())
+                }
+                JsonError::InvalidInit { path, .. } => {
+                    (Code::InvalidInit, Some(path.as_str()), None)
+                }
+                JsonError::InvalidInput { path, .. } => {
+                    (Code::InvalidInput, Some(path.as_str()), None)
+                }
+                _ => (Code::SendFailed, None, None),
+            };
+            Self::Error {
+                id: Some(id),
+                code,
+                message: error.to_string(),
+                path,
+                suggestion,
+            }
+        }
+    }
+
+    /// Writes `frame` into `line` as one line of JSON, replacing what was there (the buffer is
+    /// reused from frame to frame).
+    pub(crate) fn encode(frame: &Frame<'_>, line: &mut Vec<u8>) {
+        line.clear();
+        // Serializing a `Value` or a string into memory cannot fail.
+        if serde_json::to_writer(&mut *line, frame).is_err() {
+            line.clear();
+            line.extend_from_slice(
+                br#"{"type":"error","code":"connection_failed","message":"unserializable frame"}"#,
+            );
+        }
+        line.push(b'\n');
+    }
+
+    /// The fields any frame may have; which ones a type needs is checked after.
+    #[derive(Deserialize)]
+    struct Fields {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        id: Option<String>,
+        key: Option<String>,
+        #[serde(default)]
+        init: Value,
+        #[serde(default)]
+        input: Value,
+        reason: Option<String>,
+    }
+
+    /// A frame the peer got wrong: the error frame's id, code and message.
+    pub(crate) type Refused = (Option<String>, Code, String);
+
+    /// Decodes one line.
+    pub(crate) fn decode(line: &[u8]) -> Result<Op, Refused> {
+        // serde would read a struct from an array too: a frame is an object, nothing else.
+        if line.trim_ascii_start().first() != Some(&b'{') {
+            let message = match serde_json::from_slice::<IgnoredAny>(line) {
+                Ok(_) => "a frame is a JSON object".to_owned(),
+                Err(error) => format!("not JSON: {error}"),
+            };
+            return Err((None, Code::MalformedFrame, message));
+        }
+        let fields: Fields = serde_json::from_slice(line).map_err(|error| {
+            let message = if error.is_data() {
+                format!("bad frame: {error}")
+            } else {
+                format!("not JSON: {error}")
+            };
+            (None, Code::MalformedFrame, message)
+        })?;
+        let Fields {
+            kind,
+            id,
+            key,
+            init,
+            input,
+            reason,
+        } = fields;
+        let Some(kind) = kind else {
+            return Err((
+                id,
+                Code::MalformedFrame,
+                "a frame needs a `type`".to_owned(),
+            ));
+        };
+        if !matches!(kind.as_str(), "connect" | "send" | "close" | "cancel") {
+            let message = format!(
+                "unknown frame type `{}`; expected connect, send, close or cancel",
+                quote(&kind)
+            );
+            return Err((id, Code::UnknownFrameType, message));
+        }
+        let Some(id) = id else {
+            let message = format!("a `{kind}` frame needs an `id`");
+            return Err((None, Code::MalformedFrame, message));
+        };
+        Ok(match kind.as_str() {
+            "connect" => {
+                let Some(key) = key else {
+                    return Err((
+                        Some(id),
+                        Code::MalformedFrame,
+                        "a `connect` frame needs a `key`".to_owned(),
+                    ));
+                };
+                Op::Connect { id, key, init }
+            }
+            "send" => Op::Send { id, input },
+            "close" => Op::Close { id },
+            _ => Op::Cancel { id, reason },
+        })
+    }
+
+    /// At most 64 chars of what the peer sent, for a message.
+    pub(crate) fn quote(text: &str) -> String {
+        match text.char_indices().nth(64) {
+            Some((end, _)) => format!("{}…", &text[..end]),
+            None => text.to_owned(),
+        }
+    }
+
+    /// What [`read_line`] read.
+    #[derive(Debug, PartialEq, Eq)]
+    pub(crate) enum Line {
+        /// A frame, now in the buffer.
+        Frame,
+        /// A line of this many bytes, over the limit: skipped, not buffered.
+        TooLarge(usize),
+    }
+
+    /// Reads one line into `buf`, without its `\n` (or `\r\n`). A line longer than `limit`
+    /// bytes is read to its end but not kept. `None` at the end of input; a last line without
+    /// a newline still counts.
+    pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+        reader: &mut R,
+        buf: &mut Vec<u8>,
+        limit: usize,
+    ) -> io::Result<Option<Line>> {
+        buf.clear();
+        let mut len = 0usize;
+        loop {
+            let available = reader.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(match len {
+                    0 => None,
+                    len if len > limit => Some(Line::TooLarge(len)),
+                    _ => Some(Line::Frame),
+                });
+            }
+            let newline = available.iter().position(|&b| b == b'\n');
+            let part = &available[..newline.unwrap_or(available.len())];
+            len += part.len();
+            if len <= limit {
+                buf.extend_from_slice(part);
+            } else {
+                buf.clear();
+            }
+            let used = part.len() + usize::from(newline.is_some());
+            reader.consume(used);
+            if newline.is_some() {
+                if len > limit {
+                    return Ok(Some(Line::TooLarge(len)));
+                }
+                if buf.last() == Some(&b'\r') {
+                    buf.pop();
+                }
+                return Ok(Some(Line::Frame));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server: one reader task (this one), one writer task per connection.
+
+/// Why the server cancelled a connection: the peer went away. Actions can downcast their
+/// cancellation's cause to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerGone {
+    /// Stdin ended and the connection did not finish within the drain period.
+    EndOfInput,
+    /// Stdout closed: nobody reads what the connection writes.
+    OutputClosed,
+}
+
+impl fmt::Display for PeerGone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::EndOfInput => {
+                "the peer went away: its input ended and the connection did not finish in time"
+            }
+            Self::OutputClosed => "the peer went away: stdout is closed",
+        })
+    }
+}
+
+impl std::error::Error for PeerGone {}
+
+/// What the reader and the writers share: the peer's output and the open connections.
+struct Peer<W> {
+    output: tokio::sync::Mutex<W>,
+    /// Open connections by the peer's id: the input half (the writer task has the output half).
+    connections: Mutex<HashMap<String, JsonSendHalf>>,
+    gone: AtomicBool,
+    gone_notify: Notify,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
+    fn new(output: W) -> Self {
+        Self {
+            output: tokio::sync::Mutex::new(output),
+            connections: Mutex::new(HashMap::new()),
+            gone: AtomicBool::new(false),
+            gone_notify: Notify::new(),
+        }
+    }
+
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<String, JsonSendHalf>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes one encoded frame. Waits while the peer does not read: that is the backpressure.
+    /// If stdout is closed, the peer went away: every connection is cancelled.
+    async fn write(&self, line: &[u8]) -> Result<(), PeerGone> {
+        if self.is_gone() {
+            return Err(PeerGone::OutputClosed);
+        }
+        let mut output = self.output.lock().await;
+        let written = async {
+            output.write_all(line).await?;
+            output.flush().await
+        };
+        if let Err(error) = written.await {
+            drop(output);
+            log!("cannot write to stdout ({error}): the peer went away");
+            self.went_away();
+            return Err(PeerGone::OutputClosed);
+        }
+        Ok(())
+    }
+
+    /// Encodes and writes one frame (for the reader's answers; writers reuse their buffer).
+    async fn send(&self, frame: &Frame<'_>) -> Result<(), PeerGone> {
+        let mut line = Vec::new();
+        codec::encode(frame, &mut line);
+        self.write(&line).await
+    }
+
+    /// Answers a refused frame with an error frame.
+    async fn refuse(&self, frame: Frame<'_>) -> Result<(), PeerGone> {
+        if let Frame::Error {
+            id, code, message, ..
+        } = &frame
+        {
+            log!(
+                "refused a frame (id {}): {code:?}: {message}",
+                id.unwrap_or("-")
+            );
+        }
+        self.send(&frame).await
+    }
+
+    fn went_away(&self) {
+        if !self.gone.swap(true, Ordering::SeqCst) {
+            self.cancel_all(PeerGone::OutputClosed);
+            self.gone_notify.notify_waiters();
+        }
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    /// Waits until stdout is closed.
+    async fn gone(&self) {
+        let notified = self.gone_notify.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        if !self.is_gone() {
+            notified.await;
+        }
+    }
+
+    fn cancel_all(&self, cause: PeerGone) {
+        for input in self.connections().values() {
+            input.cancel_with(cause);
+        }
+    }
+
+    fn close_all(&self) {
+        for input in self.connections().values() {
+            input.close();
+        }
+    }
+
+    /// The input half of connection `id`, if it is open.
+    fn connection(&self, id: &str) -> Option<JsonSendHalf> {
+        self.connections().get(id).cloned()
+    }
+
+    /// Frees `id`, if it still names the connection of `output`.
+    fn forget(&self, id: &str, output: &JsonRecvHalf) {
+        let mut connections = self.connections();
+        if connections
+            .get(id)
+            .is_some_and(|input| input.id() == output.id())
+        {
+            connections.remove(id);
+        }
+    }
+}
+
+/// Handles one decoded frame. Errors only when the peer went away.
+async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
+    registry: &Registry,
+    peer: &Arc<Peer<W>>,
+    writers: &mut JoinSet<()>,
+    op: Op,
+) -> Result<(), PeerGone> {
+    match op {
+        Op::Connect { id, key, init } => {
+            if peer.connection(&id).is_some() {
+                let message = format!("connection `{}` is open already", codec::quote(&id));
+                return peer
+                    .refuse(Frame::error(Some(&id), Code::DuplicateConnection, message))
+                    .await;
+            }
+            let options = ConnectOptions::new().input_buffer(INPUT_WINDOW);
+            match registry.connect_json_with(&key, init, options) {
+                Err(error) => peer.refuse(Frame::refusal(&id, &error)).await,
+                Ok(conn) => {
+                    log!("{id}: connected to {key} (connection {})", conn.id());
+                    let (input, output) = conn.into_split();
+                    peer.connections().insert(id.clone(), input);
+                    writers.spawn(write_connection(Arc::clone(peer), id, output));
+                    Ok(())
+                }
+            }
+        }
+        Op::Send { id, input } => {
+            let Some(conn) = peer.connection(&id) else {
+                return unknown(peer, &id).await;
+            };
+            // Waits while the connection's input window is full.
+            match conn.send(input).await {
+                Ok(()) => Ok(()),
+                Err(error) => peer.refuse(Frame::refusal(&id, &error)).await,
+            }
+        }
+        Op::Close { id } => match peer.connection(&id) {
+            Some(conn) => {
+                conn.close();
+                Ok(())
+            }
+            None => unknown(peer, &id).await,
+        },
+        Op::Cancel { id, reason } => match peer.connection(&id) {
+            Some(conn) => {
+                conn.cancel_with(reason.unwrap_or_else(|| "cancelled by the peer".to_owned()));
+                Ok(())
+            }
+            None => unknown(peer, &id).await,
+        },
+    }
+}
+
+async fn unknown<W: AsyncWrite + Unpin + Send + 'static>(
+    peer: &Peer<W>,
+    id: &str,
+) -> Result<(), PeerGone> {
+    let message = format!("no open connection `{}`", codec::quote(id));
+    peer.refuse(Frame::error(Some(id), Code::UnknownConnection, message))
+        .await
+}
+
+/// The writer task of one connection: its chunks, turn ends and output, as frames.
+async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
+    peer: Arc<Peer<W>>,
+    id: String,
+    mut output: JsonRecvHalf,
+) {
+    let mut line = Vec::new();
+    'turns: loop {
+        let mut turn = output.responses();
+        while let Some(item) = turn.next().await {
+            // An error is the connection's end: `output()` below returns it.
+            let Ok(chunk) = item else { break 'turns };
+            codec::encode(
+                &Frame::Chunk {
+                    id: &id,
+                    chunk: &chunk,
+                },
+                &mut line,
+            );
+            if peer.write(&line).await.is_err() {
+                break 'turns;
+            }
+        }
+        // A turn's end, not the connection's: the action returned mid-turn otherwise.
+        if !turn.turn_ended() {
+            break;
+        }
+        drop(turn);
+        codec::encode(&Frame::TurnEnd { id: &id }, &mut line);
+        if peer.write(&line).await.is_err() {
+            break;
+        }
+    }
+    // The id is free before the peer hears the connection is over, so it can reuse it at once.
+    peer.forget(&id, &output);
+    let (frame, outcome) = match output.output().await {
+        Ok(value) => {
+            codec::encode(
+                &Frame::Output {
+                    id: &id,
+                    output: &value,
+                },
+                &mut line,
+            );
+            (line, "output".to_owned())
+        }
+        Err(error) => {
+            let message = error.to_string();
+            log!("{id}: failed: {message}");
+            let frame = Frame::error(Some(&id), Code::ConnectionFailed, message);
+            codec::encode(&frame, &mut line);
+            (line, "error".to_owned())
+        }
+    };
+    if peer.write(&frame).await.is_ok() {
+        log!("{id}: ended ({outcome} written)");
+    }
+}
+
+/// Serves `registry` to the peer at the other end of `input` and `output` until the input ends
+/// (then drains) or the output closes.
+async fn serve<R, W>(registry: Registry, input: R, output: W, args: Args) -> Result<(), PeerGone>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = Arc::new(Peer::new(output));
+    let mut writers = JoinSet::new();
+    let mut input = BufReader::new(input);
+    let mut line = Vec::new();
+    log!(
+        "serving {} over NDJSON on stdin/stdout",
+        registry
+            .actions()
+            .iter()
+            .map(|action| action.key.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let served = loop {
+        let read = tokio::select! {
+            read = codec::read_line(&mut input, &mut line, args.max_frame_bytes) => read,
+            () = peer.gone() => break Err(PeerGone::OutputClosed),
+        };
+        let handled = match read {
+            Ok(None) => break Ok(()),
+            Err(error) => {
+                log!("cannot read stdin ({error}): treating it as its end");
+                break Ok(());
+            }
+            Ok(Some(Line::TooLarge(len))) => {
+                let message = format!(
+                    "a frame of {len} bytes is over the limit of {} bytes",
+                    args.max_frame_bytes
+                );
+                peer.refuse(Frame::error(None, Code::FrameTooLarge, message))
+                    .await
+            }
+            Ok(Some(Line::Frame)) if line.trim_ascii().is_empty() => Ok(()),
+            Ok(Some(Line::Frame)) => match codec::decode(&line) {
+                Ok(op) => handle(&registry, &peer, &mut writers, op).await,
+                Err((id, code, message)) => {
+                    peer.refuse(Frame::error(id.as_deref(), code, message))
+                        .await
+                }
+            },
+        };
+        if let Err(gone) = handled {
+            break Err(gone);
+        }
+        // Reap finished writers so the set does not grow with every connection.
+        while writers.try_join_next().is_some() {}
+    };
+    if served.is_ok() {
+        // The peer sends nothing more: close every input, let the actions finish and their
+        // outputs be written, then cancel whatever is still running.
+        peer.close_all();
+        let drain = Duration::from_millis(args.drain_ms);
+        let drained = tokio::time::timeout(drain, async {
+            while writers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            log!("input ended {drain:?} ago: cancelling what still runs");
+            peer.cancel_all(PeerGone::EndOfInput);
+        }
+    }
+    // Every writer ends: its connection ended, or was cancelled and has its grace period.
+    while writers.join_next().await.is_some() {}
+    served
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let registry = match registry() {
+        Ok(registry) => registry,
+        Err(error) => {
+            log!("cannot build the registry: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            log!("cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Served from a task: hand-offs between runtime workers are cheap.
+    let served = runtime.block_on(runtime.spawn(serve(
+        registry,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        args,
+    )));
+    // A read of stdin may still be blocked in a runtime thread: do not wait for it.
+    runtime.shutdown_background();
+    match served {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(gone)) => {
+            log!("{gone}: every connection was cancelled");
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            log!("the server task failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
