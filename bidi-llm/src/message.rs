@@ -1,4 +1,4 @@
-//! Messages of a conversation: the seed's shapes (`role` tag, camelCase fields).
+//! Messages of a conversation: `role` tag, `camelCase` fields.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
