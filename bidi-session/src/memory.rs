@@ -93,10 +93,17 @@ impl MemoryStore {
         let Some(history) = inner.sessions.get_mut(session_id) else {
             return;
         };
-        inner.by_use.remove(&history.used);
+        if history.used != 0 && history.used == inner.tick {
+            return; // the most recently used already: a session saved turn after turn
+        }
+        // The id moves to its new place: no allocation per use.
+        let id = inner
+            .by_use
+            .remove(&history.used)
+            .unwrap_or_else(|| session_id.to_owned());
         inner.tick += 1;
         history.used = inner.tick;
-        inner.by_use.insert(inner.tick, session_id.to_owned());
+        inner.by_use.insert(inner.tick, id);
     }
 }
 
