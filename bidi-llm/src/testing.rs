@@ -40,7 +40,7 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 #[derive(Clone, Default)]
 pub struct ScriptedModel {
     script: Arc<Mutex<VecDeque<Scripted>>>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
+    requests: Requests,
 }
 
 impl ScriptedModel {
@@ -48,17 +48,14 @@ impl ScriptedModel {
     pub fn new(responses: impl IntoIterator<Item = Scripted>) -> Self {
         Self {
             script: Arc::new(Mutex::new(responses.into_iter().collect())),
-            requests: Arc::default(),
+            requests: Requests::default(),
         }
     }
 
     /// Every request received so far.
     #[must_use]
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.requests.all()
     }
 }
 
@@ -68,10 +65,7 @@ impl Model for ScriptedModel {
     }
 
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
+        self.requests.record(request);
         let next = self
             .script
             .lock()
@@ -247,7 +241,7 @@ impl Scripted {
 #[derive(Clone)]
 pub struct ChannelModel {
     events: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ModelEvent>>>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
+    requests: Requests,
 }
 
 impl ChannelModel {
@@ -257,7 +251,7 @@ impl ChannelModel {
         let (tx, rx) = mpsc::unbounded_channel();
         let model = Self {
             events: Arc::new(tokio::sync::Mutex::new(rx)),
-            requests: Arc::default(),
+            requests: Requests::default(),
         };
         (model, tx)
     }
@@ -265,10 +259,7 @@ impl ChannelModel {
     /// Every request received so far.
     #[must_use]
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.requests.all()
     }
 }
 
@@ -278,10 +269,7 @@ impl Model for ChannelModel {
     }
 
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
+        self.requests.record(request);
         let events = Arc::clone(&self.events);
         stream::once(async move { events.lock_owned().await })
             .flat_map(|events| {
@@ -301,5 +289,25 @@ impl Model for ChannelModel {
 impl fmt::Debug for ChannelModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChannelModel").finish_non_exhaustive()
+    }
+}
+
+/// The requests a test model received, shared by its clones.
+#[derive(Debug, Clone, Default)]
+struct Requests(Arc<Mutex<Vec<ModelRequest>>>);
+
+impl Requests {
+    fn record(&self, request: ModelRequest) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+    }
+
+    fn all(&self) -> Vec<ModelRequest> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
