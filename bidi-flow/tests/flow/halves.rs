@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bidi_core::{ActionContext, BoxError, CauseKind, Error, Inbound, Outbound, SendError};
-use bidi_flow::{BidiFlow, JsonError, JsonRecvHalf, Registry};
+use bidi_flow::{BidiFlow, JsonError, JsonRecvHalf, JsonSendHalf, Registry};
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
@@ -43,12 +43,7 @@ async fn read_all(recv: &mut JsonRecvHalf) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn halves_work_from_two_tasks_and_the_input_closes_with_the_last_clone() {
-    let registry = Registry::new();
-    registry.register(counter()).unwrap();
-    let (input, mut output) = registry
-        .connect_json("/bidi-flow/counter", json!(null))
-        .unwrap()
-        .into_split();
+    let (input, mut output) = split(counter());
     assert_eq!(input.id(), output.id());
 
     let reader = tokio::spawn(async move {
@@ -102,12 +97,7 @@ async fn a_slow_reader_slows_the_action() {
             },
         )
     };
-    let registry = Registry::new();
-    registry.register(flow).unwrap();
-    let (_input, mut output) = registry
-        .connect_json("/bidi-flow/firehose", json!(null))
-        .unwrap()
-        .into_split();
+    let (_input, mut output) = split(flow);
 
     let reader = tokio::spawn(async move {
         let mut turn = output.responses();
@@ -151,12 +141,7 @@ async fn an_input_waits_for_the_action_to_take_it() {
             },
         )
     };
-    let registry = Registry::new();
-    registry.register(flow).unwrap();
-    let (input, output) = registry
-        .connect_json("/bidi-flow/gated", json!(null))
-        .unwrap()
-        .into_split();
+    let (input, output) = split(flow);
     let writer = tokio::spawn(async move {
         input.send(json!(1)).await.unwrap();
         // The action holds the first input and does not read: the second waits.
@@ -316,12 +301,7 @@ async fn cancel_with_reaches_the_action_and_done_waits_for_its_way_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn done_resolves_when_the_action_completes() {
-    let registry = Registry::new();
-    registry.register(counter()).unwrap();
-    let (input, mut output) = registry
-        .connect_json("/bidi-flow/counter", json!(null))
-        .unwrap()
-        .into_split();
+    let (input, mut output) = split(counter());
     let watcher = {
         let input = input.clone();
         tokio::spawn(async move { input.done().await })
@@ -366,12 +346,7 @@ async fn a_chunk_that_does_not_serialize_ends_the_split_connection() {
             }
         },
     );
-    let registry = Registry::new();
-    registry.register(flow).unwrap();
-    let (input, mut output) = registry
-        .connect_json("/bidi-flow/unserializable", json!(null))
-        .unwrap()
-        .into_split();
+    let (input, mut output) = split(flow);
     let reader = tokio::spawn(async move {
         let items: Vec<_> = output.responses().collect().await;
         assert!(
@@ -397,4 +372,20 @@ async fn a_chunk_that_does_not_serialize_ends_the_split_connection() {
         reader.await.unwrap(),
         Err(JsonError::Serialize { what: "chunk", .. })
     ));
+}
+
+/// Registers `flow` and opens a split JSON connection to it (its init is `null`).
+fn split<In, Out, S>(flow: BidiFlow<(), In, Out, S>) -> (JsonSendHalf, JsonRecvHalf)
+where
+    In: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+    Out: serde::Serialize + schemars::JsonSchema + Send + 'static,
+    S: serde::Serialize + schemars::JsonSchema + Send + 'static,
+{
+    let key = format!("/bidi-flow/{}", flow.name());
+    let registry = Registry::new();
+    registry.register(flow).unwrap();
+    registry
+        .connect_json(&key, json!(null))
+        .unwrap()
+        .into_split()
 }

@@ -127,15 +127,7 @@ async fn two_agents_never_run_one_session_at_once() {
     let asked = &second_model.requests()[0].messages;
     assert_eq!(asked.len(), 3, "{asked:?}");
     let (state, _) = saved(&*store, "shared").await;
-    let texts: Vec<String> = state
-        .messages
-        .iter()
-        .map(|m| match m {
-            Message::User(u) => u.content.clone(),
-            Message::Assistant(a) => a.text(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let texts = texts(&state);
     assert_eq!(
         texts,
         [
@@ -444,8 +436,14 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
     let result = result.expect("the session was taken over");
     assert_eq!(result.messages.len(), 2);
     let (state, _) = saved(&store, "crash").await;
-    assert_eq!((state.status, state.lease), (Status::Completed, None));
-    let texts: Vec<_> = state
+    assert_eq!((state.status, &state.lease), (Status::Completed, &None));
+    let texts = texts(&state);
+    assert_eq!(texts, ["mine now?", "taken over"]);
+}
+
+/// The texts of a conversation of user and assistant messages, in order.
+fn texts(state: &LlmSession) -> Vec<String> {
+    state
         .messages
         .iter()
         .map(|m| match m {
@@ -453,6 +451,5 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
             Message::Assistant(a) => a.text(),
             other => panic!("{other:?}"),
         })
-        .collect();
-    assert_eq!(texts, ["mine now?", "taken over"]);
+        .collect()
 }
