@@ -5,6 +5,7 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::PostgresStore;
@@ -68,10 +69,14 @@ impl PostgresServer {
 
     async fn launch(tls: bool) -> io::Result<Self> {
         let bin = bindir()?;
+        // Unique among the servers of this process (tests start several at once) and of
+        // others: the process id, a counter, and the clock.
+        static SERVERS: AtomicU64 = AtomicU64::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("bidi-pg-{}-{nanos}", std::process::id()));
+        let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("bidi-pg-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir)?;
         let launched = Self::launch_in(dir.clone(), bin, tls).await;
         if launched.is_err() {
