@@ -36,6 +36,9 @@
 //! Your own store is one `impl SessionStore` written with [`#[async_trait]`](macro@async_trait) (re-exported here);
 //! the [`SessionStore`] docs show a complete one, and [`testing::conformance`] checks it.
 //!
+//! [`Scoped`] wraps any store to hold the sessions of one scope (a user, a tenant): the same id in
+//! two scopes names two sessions, and no scope can reach another's.
+//!
 //! A missing session is [`StoreError::NotFound`], which holds the workspace's one "not found",
 //! [`bidi_core::NotFound`] (kind `session`).
 //!
@@ -64,6 +67,7 @@
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod scoped;
 mod session;
 mod sqlite;
 mod store;
@@ -75,6 +79,7 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::PostgresStore;
+pub use scoped::Scoped;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
 pub use store::{SessionStore, Snapshot, StoreError};
