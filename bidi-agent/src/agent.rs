@@ -9,7 +9,7 @@ use bidi_core::{
     Outbound,
 };
 use bidi_flow::{ActionType, BidiFlow};
-use bidi_session::{MemoryStore, Session, SessionStore, StoreError};
+use bidi_session::{MemoryStore, Scoped, Session, SessionStore, StoreError};
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TraceContextExt as _;
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::responder::{Artifact, Responder, put};
+use crate::scope::Scope;
 
 /// How a connection to an agent picks its session.
 ///
@@ -278,7 +279,8 @@ impl AgentBuilder {
                 async move {
                     // Before any input is taken: a session that cannot be opened fails the
                     // first send with the error, not just with "completed".
-                    let session = open_session(store, init).await?;
+                    let session =
+                        open_session(store, ctx.extensions().get::<Scope>(), init).await?;
                     let id = session.id().to_owned();
                     let responder = Responder::new(out);
                     let result = f(ctx, session.clone(), inbound, responder.clone())
@@ -324,9 +326,11 @@ fn shared<S: SessionStore>(store: S) -> Arc<dyn SessionStore> {
 /// The agents' default store: the latest version of at most this many sessions.
 const DEFAULT_SESSIONS: usize = 1024;
 
-/// Opens the session `init` names: resumes it, creates it, or fails as [`AgentInit`] says.
+/// Opens the session `init` names (within `scope`, if the connection has one): resumes it,
+/// creates it, or fails as [`AgentInit`] says.
 async fn open_session<State>(
     store: Arc<dyn SessionStore>,
+    scope: Option<&Scope>,
     init: AgentInit<State>,
 ) -> Result<Session<State>, BoxError>
 where
@@ -346,6 +350,10 @@ where
     opentelemetry::Context::current()
         .span()
         .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
+    let store = match scope {
+        Some(scope) => Arc::new(Scoped::new(store, scope.name())),
+        None => store,
+    };
     if resume {
         return Session::load(store, &id)
             .await?
@@ -429,7 +437,9 @@ where
         self.flow.run(init, input).await
     }
 
-    /// Loads a session of this agent's store.
+    /// Loads a session of this agent's store, by its unscoped id: a session of a
+    /// connection with a [`Scope`] is loaded through [`Scoped`] instead,
+    /// `Session::load(Arc::new(Scoped::new(agent.store().clone(), scope)), id)`.
     ///
     /// # Errors
     ///

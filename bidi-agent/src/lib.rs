@@ -60,6 +60,14 @@
 //! least recently used dropped first, nothing kept past the process. Give a
 //! [`SqliteStore`](bidi_session::SqliteStore) to keep them.
 //!
+//! A connection whose options carry a [`Scope`]
+//! (`ConnectOptions::new().extension(Scope::new("alice"))`) has its session opened within that
+//! scope, in [`Scoped::new(store, scope)`](bidi_session::Scoped): its session ids name sessions
+//! of that scope only, so a connection of another scope (or of none) can neither read nor resume
+//! them, and the same id in two scopes is two sessions. The output's session id is the id the
+//! connection used, without the scope. A transport that knows who its peer is attaches the
+//! peer's identity as each connection's scope.
+//!
 //! # Tokio
 //!
 //! Agents run on a tokio runtime with its time driver (`#[tokio::main]`, or a runtime built
@@ -79,9 +87,11 @@
 
 mod agent;
 mod responder;
+mod scope;
 
 pub use agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError};
 pub use responder::{Artifact, Responder};
+pub use scope::Scope;
 
 pub use bidi_flow::BidiFlow;
 pub use bidi_session::Session;

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use bidi_agent::{Agent, AgentInit, AgentResult, Artifact, InitError, Responder};
-use bidi_core::{ActionContext, BoxError, Error, Inbound, SendError};
+use bidi_agent::{Agent, AgentInit, AgentResult, Artifact, InitError, Responder, Scope};
+use bidi_core::{ActionContext, BoxError, ConnectOptions, Error, Inbound, SendError};
 use bidi_flow::Registry;
 use bidi_session::{
-    MemoryStore, Session, SessionStore, Snapshot, SqliteStore, StoreError, async_trait,
+    MemoryStore, Scoped, Session, SessionStore, Snapshot, SqliteStore, StoreError, async_trait,
 };
 use futures_util::StreamExt;
 use opentelemetry::global::BoxedTracer;
@@ -523,4 +523,118 @@ fn resume_across_processes() {
     assert_eq!(run("one,two").lines, ["one", "two"]);
     // A second process picks the session up from the SQLite file and continues.
     assert_eq!(run("three,four").lines, ["one", "two", "three", "four"]);
+}
+
+/// One turn of `line` on session `id`, within `scope` (or none): the output.
+async fn scoped_turn(
+    agent: &Agent<Notes, String, usize, String>,
+    scope: Option<&str>,
+    init: AgentInit<Notes>,
+    line: &str,
+) -> Result<bidi_agent::AgentOutput<Notes, usize>, Error> {
+    let options = match scope {
+        Some(scope) => ConnectOptions::new().extension(Scope::new(scope)),
+        None => ConnectOptions::new(),
+    };
+    let mut conn = agent.connect_with(init, options);
+    if conn.send(line.to_owned()).await.is_ok() {
+        while conn.responses().next().await.is_some() {}
+    }
+    conn.close();
+    conn.output().await
+}
+
+/// A connection with a `Scope` names sessions within it: two scopes using one id get two
+/// sessions, an unscoped connection does not see either, and the output's id is unscoped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_keep_sessions_apart() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let agent = agent(store.clone());
+    let chat = || AgentInit::new().session_id("chat");
+    let alice = Some("alice");
+    let bob = Some("bob");
+
+    let out = scoped_turn(&agent, alice, chat(), "a1").await.unwrap();
+    assert_eq!(
+        (out.session_id.as_str(), out.state.lines.len()),
+        ("chat", 1)
+    );
+    scoped_turn(&agent, alice, chat(), "a2").await.unwrap();
+    let out = scoped_turn(&agent, bob, chat(), "b1").await.unwrap();
+    assert_eq!(out.session_id, "chat");
+    assert_eq!(
+        out.state.lines,
+        ["b1"],
+        "bob's chat is a session of its own"
+    );
+    let out = scoped_turn(&agent, None, chat(), "u1").await.unwrap();
+    assert_eq!(out.state.lines, ["u1"], "an unscoped chat is another one");
+    let out = scoped_turn(&agent, alice, AgentInit::new().resume("chat"), "a3")
+        .await
+        .unwrap();
+    assert_eq!(out.state.lines, ["a1", "a2", "a3"]);
+
+    // A scope that another scope's name starts with is a scope of its own.
+    let out = scoped_turn(&agent, Some("ali"), chat(), "x").await.unwrap();
+    assert_eq!(out.state.lines, ["x"]);
+
+    // A new session without an id gets a fresh UUID within the scope.
+    let fresh = scoped_turn(&agent, bob, AgentInit::new(), "b2")
+        .await
+        .unwrap();
+    assert!(uuid::Uuid::parse_str(&fresh.session_id).is_ok());
+    let bobs = Scoped::new(store.clone(), "bob");
+    assert_eq!(bobs.list().await.unwrap(), {
+        let mut ids = vec!["chat".to_owned(), fresh.session_id.clone()];
+        ids.sort();
+        ids
+    });
+    // The agent's own lookup is unscoped: it sees only the unscoped chat.
+    assert_eq!(
+        agent.session("chat").await.unwrap().unwrap().state().lines,
+        ["u1"]
+    );
+    assert!(agent.session(&fresh.session_id).await.unwrap().is_none());
+    let alices = Session::<Notes>::load(Arc::new(Scoped::new(store, "alice")), "chat")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alices.state().lines, ["a1", "a2", "a3"]);
+}
+
+/// `resume` of another scope's session, or of a scoped session without a scope, fails with
+/// `NotFound` naming the id the connection used, and creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_of_another_scopes_session_is_not_found() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let agent = agent(store.clone());
+    scoped_turn(
+        &agent,
+        Some("alice"),
+        AgentInit::new().session_id("chat"),
+        "a1",
+    )
+    .await
+    .unwrap();
+    for scope in [Some("bob"), Some("alice:"), Some(""), None] {
+        let error = scoped_turn(&agent, scope, AgentInit::new().resume("chat"), "x")
+            .await
+            .unwrap_err();
+        match find::<StoreError>(&error) {
+            Some(StoreError::NotFound(missing)) => {
+                assert_eq!((missing.kind, missing.name.as_str()), ("session", "chat"));
+            }
+            other => panic!("{scope:?}: expected StoreError::NotFound, got {other:?}"),
+        }
+    }
+    assert_eq!(store.list().await.unwrap().len(), 1, "nothing was created");
+}
+
+#[test]
+fn scope_is_a_name() {
+    let scope = Scope::new("alice");
+    assert_eq!(scope.as_str(), "alice");
+    assert_eq!(scope, Scope::new(String::from("alice")));
+    assert_ne!(scope, Scope::new("bob"));
+    assert_eq!(format!("{scope:?}"), r#"Scope("alice")"#);
 }
