@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bidi_agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, Responder};
-use bidi_core::{ActionContext, BoxError, Connection, Inbound};
+use bidi_core::{ActionContext, BoxError, ConnectOptions, Connection, Inbound};
 use bidi_session::{Session, SessionStore};
 
 use crate::error::Error;
 use crate::event::AgentEvent;
 use crate::model::Model;
-use crate::session::{self, LlmSession, Status, TurnInput};
+use crate::session::{self, Context, LlmSession, Status, TurnInput};
 use crate::tool::Tool;
 use crate::turn::{Config, Turn};
 
@@ -35,6 +35,7 @@ use crate::turn::{Config, Turn};
 #[derive(Clone)]
 pub struct LlmAgent {
     agent: Agent<LlmSession, TurnInput, u32, AgentEvent>,
+    config: Arc<Config>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -100,6 +101,63 @@ impl LlmAgent {
     ) -> Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent> {
         self.agent.connect(init)
     }
+
+    /// Opens a connection with options, as [`connect`](Self::connect): buffers, a parent
+    /// token, extensions such as the [`Scope`](bidi_agent::Scope) its session ids are names in.
+    ///
+    /// # Panics
+    ///
+    /// Panics if called outside a tokio runtime (with its timers enabled).
+    pub fn connect_with(
+        &self,
+        init: AgentInit<LlmSession>,
+        options: ConnectOptions,
+    ) -> Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent> {
+        self.agent.connect_with(init, options)
+    }
+
+    /// The state a new session starts from with a client's `context`: its system prompt, its
+    /// conversation so far, and its tools, which become the session's own remote tools. Give it
+    /// to [`AgentInit::init`].
+    ///
+    /// ```
+    /// use bidi_agent::AgentInit;
+    /// use bidi_llm::testing::{Scripted, ScriptedModel};
+    /// use bidi_llm::{Context, LlmAgent, Status, TurnInput, UserMessage, execute};
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let model = ScriptedModel::new([Scripted::new().tool_call("c1", "pick_file", &json!({}))]);
+    /// let agent = LlmAgent::builder("files", model.clone()).build();
+    ///
+    /// let context: Context = serde_json::from_value(json!({
+    ///     "systemPrompt": "You help with files.",
+    ///     "tools": [{"name": "pick_file", "description": "Asks the user", "parameters": {}}],
+    /// }))?;
+    /// let state = agent.new_session(context)?;
+    /// let mut conn = agent.connect(AgentInit::new().session_id("files-1").init(state));
+    /// let run = execute(&mut conn, TurnInput::User(UserMessage::new("Open one"))).await?;
+    /// let result = run.result().await?;
+    ///
+    /// // The model saw the prompt and the client's tool; its call waits for the client.
+    /// let request = &model.requests()[0];
+    /// assert_eq!(request.system_prompt.as_deref(), Some("You help with files."));
+    /// assert_eq!(request.tools[0].name, "pick_file");
+    /// assert_eq!(result.status, Status::AwaitingToolExecution);
+    /// assert_eq!(result.pending_tool_calls[0].name, "pick_file");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidContext`] (code `invalid_input`), saying why, when a tool has an empty
+    /// name, two tools have one name, a tool is named like one of the agent's own, or a tool's
+    /// `parameters` is not a JSON object.
+    pub fn new_session(&self, context: Context) -> Result<LlmSession, Error> {
+        context.into_session(&self.config.tools)
+    }
 }
 
 impl LlmAgentBuilder {
@@ -140,10 +198,11 @@ impl LlmAgentBuilder {
             max_turns: self.max_turns,
             lease: self.lease,
         });
+        let serving = Arc::clone(&config);
         let agent = self.agent.build(move |ctx, session, inbound, out| {
-            serve(Arc::clone(&config), ctx, session, inbound, out)
+            serve(Arc::clone(&serving), ctx, session, inbound, out)
         });
-        LlmAgent { agent }
+        LlmAgent { agent, config }
     }
 }
 

@@ -55,6 +55,14 @@ pub enum Error {
     /// Tool results while no calls are pending. Nothing changed.
     #[error("no tool calls are pending; send a user message")]
     NothingPending,
+    /// A client's [`Context`](crate::Context) for a new session is refused: a tool without a
+    /// name, two tools with one name, a tool named like one of the agent's own, parameters that
+    /// are not a JSON object. Nothing was created.
+    #[error("invalid context: {reason}")]
+    InvalidContext {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Another execution holds the session (in this process or another). Nothing changed.
     #[error(
         "session `{session_id}` is running an execution of connection `{}`; try again once it ended",
@@ -103,6 +111,7 @@ impl Error {
             | Self::DuplicateResult { .. }
             | Self::MissingResults { .. }
             | Self::NothingPending
+            | Self::InvalidContext { .. }
             | Self::InvalidArguments { .. } => ErrorCode::InvalidInput,
             Self::SessionRunning { .. } => ErrorCode::SessionRunning,
             Self::Model(_) => ErrorCode::Model,
@@ -133,7 +142,8 @@ fn ids(ids: &[String]) -> String {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorCode {
-    /// The input does not fit where the session stands; the session is unchanged.
+    /// The input does not fit where the session stands, or a new session's context is refused;
+    /// the session is unchanged.
     InvalidInput,
     /// Another execution holds the session; the session is unchanged.
     SessionRunning,

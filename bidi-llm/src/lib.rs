@@ -54,6 +54,17 @@
 //! # }
 //! ```
 //!
+//! # Client-declared context
+//!
+//! A client can start a session with a [`Context`] of its own: a system prompt, the
+//! conversation so far, and tools it declares (a name, a description and a JSON Schema of the
+//! arguments, as [`ToolSpec`]s). [`LlmAgent::new_session`] checks it against the agent's tools
+//! and makes it the state the session starts from. The model is offered the agent's tools, then
+//! the client's; a call of a client's tool suspends the execution with
+//! `awaiting_tool_execution`, like a remote [`Tool`], until the client sends its result. The
+//! agent does not check such a call's arguments: the client that runs it does. The context is
+//! saved in the session, so any agent sharing the store can take the results.
+//!
 //! Sessions are kept in the agent's store as [`LlmSession`]s. An execution marks its session
 //! `running` with a [`Lease`] as it starts and saves how it ended as it ends, so agents in
 //! several processes sharing a store never run one session at once.
@@ -96,5 +107,5 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec}
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
-pub use session::{Lease, LlmSession, Status, TurnInput};
+pub use session::{Context, Lease, LlmSession, Status, TurnInput};
 pub use tool::{Tool, ToolEvent, simple_tool};

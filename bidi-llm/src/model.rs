@@ -2,16 +2,28 @@
 //! turns them into a message and [`AgentEvent`]s.
 
 use futures_util::stream::BoxStream;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ModelError;
 use crate::event::AgentEvent;
 use crate::message::{AssistantContent, AssistantMessage, Message, StopReason, ToolCall, Usage};
 
-/// What a model is asked: the conversation so far and the tools it may call.
+/// What a model is asked: the system prompt, the conversation so far and the tools it may call.
+///
+/// ```
+/// use bidi_llm::{Message, ModelRequest, UserMessage};
+///
+/// let request = ModelRequest::new(vec![Message::User(UserMessage::new("Hi"))], vec![])
+///     .with_system_prompt("Answer in French.");
+/// assert_eq!(request.system_prompt.as_deref(), Some("Answer in French."));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ModelRequest {
+    /// The instructions that come before the conversation, if any.
+    pub system_prompt: Option<String>,
     /// The conversation, oldest first.
     pub messages: Vec<Message>,
     /// The tools it may call.
@@ -19,21 +31,49 @@ pub struct ModelRequest {
 }
 
 impl ModelRequest {
-    /// A request for `messages` with `tools`.
+    /// A request for `messages` with `tools`, without a system prompt.
     #[must_use]
     pub fn new(messages: Vec<Message>, tools: Vec<ToolSpec>) -> Self {
-        Self { messages, tools }
+        Self {
+            system_prompt: None,
+            messages,
+            tools,
+        }
+    }
+
+    /// Puts `prompt` before the conversation, as its system prompt.
+    #[must_use]
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
     }
 }
 
-/// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
+/// A tool as the model sees it: camelCase JSON, how a client declares a tool of its own in a
+/// [`Context`](crate::Context).
+///
+/// ```
+/// use bidi_llm::ToolSpec;
+/// use serde_json::json;
+///
+/// let spec: ToolSpec = serde_json::from_value(json!({
+///     "name": "pick_file",
+///     "description": "Asks the user to pick a file",
+///     "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}},
+/// }))?;
+/// assert_eq!(spec.name, "pick_file");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+///
+/// Other fields (a `label`, say) are ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
     /// The name the model calls it by.
     pub name: String,
     /// What it does.
     pub description: String,
-    /// A JSON Schema of its arguments.
+    /// A JSON Schema of its arguments: a JSON object.
     pub parameters: Value,
 }
 

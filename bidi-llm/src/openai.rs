@@ -13,7 +13,8 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint (OpenAI, and the many
 /// servers that speak its wire format), streamed over SSE: text, tool calls with streamed
-/// arguments, `reasoning_content` as thinking, and usage.
+/// arguments, `reasoning_content` as thinking, and usage. A request's system prompt goes first,
+/// as a `system` message.
 ///
 /// An HTTP error status, a malformed SSE line, a tool call without its `index` or `id`, or a
 /// connection that drops before `[DONE]` ends the answer with [`ModelEvent::Error`]; the loop
@@ -55,7 +56,14 @@ impl OpenAiModel {
 
     /// The request body for `request`.
     fn body(&self, request: &ModelRequest) -> Value {
-        let messages: Vec<Value> = request.messages.iter().filter_map(wire_message).collect();
+        let system = request
+            .system_prompt
+            .as_ref()
+            .map(|prompt| json!({"role": "system", "content": prompt}));
+        let messages: Vec<Value> = system
+            .into_iter()
+            .chain(request.messages.iter().filter_map(wire_message))
+            .collect();
         let mut body = json!({
             "model": self.model,
             "messages": messages,

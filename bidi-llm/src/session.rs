@@ -1,6 +1,7 @@
-//! The session side of the agent loop: its persisted state ([`LlmSession`]), where it stands
-//! ([`Status`]), the [`Lease`] of a running execution, and what an execution takes
-//! ([`TurnInput`]), checked against the session before anything changes.
+//! The session side of the agent loop: its persisted state ([`LlmSession`]), the [`Context`] a
+//! client starts one from, where it stands ([`Status`]), the [`Lease`] of a running execution,
+//! and what an execution takes ([`TurnInput`]), checked against the session before anything
+//! changes.
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
+use crate::model::ToolSpec;
+use crate::tool::Tool;
 
 /// Where a session stands: `snake_case` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -57,9 +60,22 @@ impl Lease {
 }
 
 /// An agent session's persisted state: `camelCase` JSON.
+///
+/// Besides the conversation and where it stands, a session keeps the context a client started
+/// it with ([`Context`]): its system prompt and its own tools, which live in the session (in the
+/// store), not in the process, so any agent sharing the store serves them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LlmSession {
+    /// The system prompt every model call of the session starts with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The session's own tools, declared by its client: remote tools, offered to the model
+    /// after the agent's. A call to one suspends the execution until the client sends its
+    /// result, as a call of a [`Tool::remote`] does. Its arguments are not checked here: the
+    /// client that runs it does. An agent's tool of the same name wins over it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
     /// The whole conversation.
     #[serde(default)]
     pub messages: Vec<Message>,
@@ -78,6 +94,84 @@ pub struct LlmSession {
     /// What the session's model calls cost in all, in the provider's currency.
     #[serde(default)]
     pub total_cost: f64,
+}
+
+/// What a client starts a new session with: a system prompt, the conversation so far, and tools
+/// of its own. camelCase JSON; unknown fields are refused.
+///
+/// The client's tools are **remote**: the model may call them, and a call suspends the execution
+/// with `awaiting_tool_execution` until the client sends its result, as with a
+/// [`Tool::remote`]. Their arguments are not checked by the agent (it has no type for them, only
+/// the schema the client gave): the client that runs a call checks them and answers an error
+/// result if they are wrong. The tools are kept in the session, so the execution that takes the
+/// results may run on any agent sharing the store.
+///
+/// [`LlmAgent::new_session`](crate::LlmAgent::new_session) checks a context and makes it the
+/// state a session starts from.
+///
+/// ```
+/// use bidi_llm::Context;
+/// use serde_json::json;
+///
+/// let context: Context = serde_json::from_value(json!({
+///     "systemPrompt": "You help with files.",
+///     "messages": [{"role": "user", "content": "Which file?"}],
+///     "tools": [{
+///         "name": "pick_file",
+///         "description": "Asks the user to pick a file",
+///         "parameters": {"type": "object", "properties": {}},
+///     }],
+/// }))?;
+/// assert_eq!(context.tools[0].name, "pick_file");
+/// assert!(serde_json::from_value::<Context>(json!({"prompt": "typo"})).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Context {
+    /// The system prompt every model call of the session starts with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The conversation so far, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    /// The client's own tools, all remote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+}
+
+impl Context {
+    /// The state a session starts from with this context, once it is checked against the
+    /// agent's own `tools`.
+    pub(crate) fn into_session(self, tools: &[Tool]) -> Result<LlmSession, Error> {
+        let refuse = |reason: String| Err(Error::InvalidContext { reason });
+        let mut names = HashSet::new();
+        for (index, tool) in self.tools.iter().enumerate() {
+            let name = tool.name.as_str();
+            if name.is_empty() {
+                return refuse(format!("tool {index} has an empty name"));
+            }
+            if !names.insert(name) {
+                return refuse(format!("two tools are named `{name}`"));
+            }
+            if tools.iter().any(|own| own.name() == name) {
+                return refuse(format!(
+                    "`{name}` is the name of one of the agent's own tools"
+                ));
+            }
+            if !tool.parameters.is_object() {
+                return refuse(format!(
+                    "the parameters of tool `{name}` are not a JSON object (a JSON Schema of its arguments)"
+                ));
+            }
+        }
+        Ok(LlmSession {
+            system_prompt: self.system_prompt,
+            messages: self.messages,
+            tools: self.tools,
+            ..LlmSession::default()
+        })
+    }
 }
 
 /// The input of one execution: a user message, or the results of the pending remote tool calls.

@@ -270,9 +270,10 @@ impl<'a> Turn<'a> {
                 state.status = Status::Completed;
                 return Ok(());
             }
-            let (local, remote): (Vec<_>, Vec<_>) = calls
+            let session: &LlmSession = state;
+            let (remote, local): (Vec<_>, Vec<_>) = calls
                 .into_iter()
-                .partition(|call| self.tool(&call.name).is_none_or(Tool::is_local));
+                .partition(|call| self.is_remote(session, &call.name));
             let tools = self.run_tools(state, local).await;
             if !remote.is_empty() {
                 // Also after an interruption: the remote calls stay pending, for whoever
@@ -296,8 +297,36 @@ impl<'a> Turn<'a> {
         Ok(())
     }
 
+    /// The agent's tool named `name`.
     fn tool(&self, name: &str) -> Option<&Tool> {
         self.config.tools.iter().find(|tool| tool.name() == name)
+    }
+
+    /// Whether a call of `name` is for the caller to run: a remote tool of the agent's, or else
+    /// one of the session's own tools. Any other name is a local call, which fails as unknown.
+    fn is_remote(&self, state: &LlmSession, name: &str) -> bool {
+        match self.tool(name) {
+            Some(tool) => !tool.is_local(),
+            None => state.tools.iter().any(|tool| tool.name == name),
+        }
+    }
+
+    /// What the model is asked: the session's system prompt and conversation, the agent's tools
+    /// and then the session's own (but for any an agent tool's name hides).
+    fn request(&self, state: &LlmSession) -> ModelRequest {
+        let mut tools = self.config.specs.clone();
+        tools.extend(
+            state
+                .tools
+                .iter()
+                .filter(|spec| self.tool(&spec.name).is_none())
+                .cloned(),
+        );
+        let request = ModelRequest::new(state.messages.clone(), tools);
+        match &state.system_prompt {
+            Some(prompt) => request.with_system_prompt(prompt.clone()),
+            None => request,
+        }
     }
 
     /// One model call, streamed: the tool calls of its answer, or `None` when it failed (an
@@ -313,10 +342,7 @@ impl<'a> Turn<'a> {
         if state.model.as_deref() != Some(model.name()) {
             state.model = Some(model.name().to_owned());
         }
-        let mut stream = model.stream(ModelRequest::new(
-            state.messages.clone(),
-            self.config.specs.clone(),
-        ));
+        let mut stream = model.stream(self.request(state));
         let mut assembler = Assembler::new();
         loop {
             let room = self.outbox.len() < BATCH;

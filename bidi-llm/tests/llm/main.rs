@@ -5,6 +5,7 @@
 
 mod agent_loop;
 mod cancel;
+mod context;
 #[cfg(feature = "openai")]
 mod openai;
 mod sessions;

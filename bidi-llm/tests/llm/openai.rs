@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bidi_agent::AgentInit;
 use bidi_llm::{
-    AgentEvent, ErrorCode, ExecuteResult, LlmAgent, Message, Model, OpenAiModel, Status,
+    AgentEvent, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model, OpenAiModel, Status,
     StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
 };
 use futures_util::StreamExt;
@@ -280,4 +280,59 @@ async fn tool_calls_without_index_or_id_are_errors() {
             "{result:?}"
         );
     }
+}
+
+/// A session's system prompt goes first as a `system` message; its client tools follow the
+/// agent's, their schemas as the client gave them; a call of one ends the execution awaiting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_the_system_prompt_and_the_client_tools() {
+    let (base, bodies) = serve(vec![Reply::Sse {
+        data: vec![
+            chunk(
+                &json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "pick", "arguments": "{}"}}]}),
+            ),
+            finish("tool_calls"),
+        ],
+        done: true,
+    }])
+    .await;
+    let weather = Tool::remote::<City>("weather", "Weather", "Forecast");
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m"))
+        .tool(weather)
+        .build();
+    let parameters = json!({"type": "object", "properties": {"glob": {"type": "string"}}});
+    let context: Context = serde_json::from_value(json!({
+        "systemPrompt": "Be brief.",
+        "tools": [{"name": "pick", "description": "Picks a file", "parameters": parameters}],
+    }))
+    .unwrap();
+    let state = agent.new_session(context).unwrap();
+    let mut conn = agent.connect(AgentInit::new().init(state));
+    let mut stream = execute(&mut conn, TurnInput::User(UserMessage::new("hi")))
+        .await
+        .unwrap();
+    while stream.next().await.is_some() {}
+    let result = stream.result().await.unwrap();
+    assert_eq!(result.status, Status::AwaitingToolExecution, "{result:?}");
+    assert_eq!(result.pending_tool_calls[0].name, "pick");
+    let body = bodies.lock().unwrap()[0].clone();
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi"},
+        ])
+    );
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["weather", "pick"]);
+    assert_eq!(
+        body["tools"][1]["function"],
+        json!({"name": "pick", "description": "Picks a file", "parameters": parameters})
+    );
 }

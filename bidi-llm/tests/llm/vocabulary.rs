@@ -4,8 +4,8 @@ use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
     Error, ErrorCode, ErrorMessage, Lease, LlmSession, Message, Model, ModelEvent, ModelRequest,
-    Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, Usage, UserMessage,
-    simple_tool,
+    Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, ToolSpec, Usage,
+    UserMessage, simple_tool,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -452,6 +452,12 @@ fn stop_reasons_serialize_as_the_seed_says_and_accept_pi_names() {
 #[test]
 fn sessions_serialize_with_the_seed_fields() {
     let session = LlmSession {
+        system_prompt: Some("Be brief.".into()),
+        tools: vec![ToolSpec {
+            name: "pick".into(),
+            description: "Picks".into(),
+            parameters: json!({"type": "object"}),
+        }],
         messages: vec![Message::User(UserMessage::new("hi"))],
         status: Status::Running,
         lease: Some(Lease {
@@ -467,6 +473,8 @@ fn sessions_serialize_with_the_seed_fields() {
     assert_eq!(
         json,
         json!({
+            "systemPrompt": "Be brief.",
+            "tools": [{"name": "pick", "description": "Picks", "parameters": {"type": "object"}}],
             "messages": [{"role": "user", "content": "hi"}],
             "status": "running",
             "lease": {"owner": "conn-1", "startedAt": 1000, "expiresAt": 31000},
