@@ -461,6 +461,13 @@ impl JsonResponses<'_> {
     pub fn turn_ended(&self) -> bool {
         self.inner.turn_ended()
     }
+
+    /// Cancels the connection with `cause` from where its chunks are read, as
+    /// [`Responses::cancel_with`](bidi_core::Responses::cancel_with): the stream then ends with
+    /// the cancellation.
+    pub fn cancel_with(&self, cause: impl Into<BoxError>) {
+        self.inner.cancel(cause.into());
+    }
 }
 
 impl Stream for JsonResponses<'_> {
@@ -491,6 +498,7 @@ trait ErasedResponses: Send {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>>;
     fn turn_ended(&self) -> bool;
     fn is_terminated(&self) -> bool;
+    fn cancel(&self, cause: BoxError);
 }
 
 /// One turn of a [`TypedRecv`]: serializes each chunk as it is read.
@@ -530,6 +538,10 @@ impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
 
     fn is_terminated(&self) -> bool {
         self.done
+    }
+
+    fn cancel(&self, cause: BoxError) {
+        self.inner.cancel_with(cause);
     }
 }
 

@@ -1,0 +1,345 @@
+//! The agent execute endpoints: `POST /agent/{name}/execute` runs one execution of an
+//! [`LlmAgent`] as SSE of its events; `GET /agent/{name}/session/{id}` reads a session.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bidi_agent::{AgentInit, AgentOutput};
+use bidi_core::Connection;
+use bidi_llm::{
+    AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, Status, ToolCall, TurnInput,
+};
+use bidi_session::{Scoped, Session, SessionStore};
+use futures_util::{FutureExt as _, StreamExt as _};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::codec::{self, Code, Failure};
+use crate::flow::body;
+use crate::idle::{Activity, Idle};
+use crate::{Disconnected, Identity, IdleTimeout, Shared};
+
+/// The header that carries the session's id.
+const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
+
+/// `POST /agent/{name}/execute`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExecuteRequest {
+    /// The session; none creates one with a fresh id.
+    #[serde(default)]
+    session_id: Option<String>,
+    /// A user message, or the results of the pending tool calls.
+    input: TurnInput,
+    /// The new session's system prompt, messages and remote tools.
+    #[serde(default)]
+    context: Option<Context>,
+}
+
+type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
+
+/// The agent `name` serves, or 404.
+fn agent<'a>(shared: &'a Shared, kind: &str, name: &str) -> Result<&'a LlmAgent, Failure> {
+    shared
+        .agents
+        .get(name)
+        .filter(|_| kind == "agent")
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                Code::NotFound,
+                format!("no agent serves `/{kind}/{name}/execute`"),
+            )
+        })
+}
+
+/// `POST /agent/{name}/execute`: one execution, as SSE of its events.
+pub(crate) async fn execute(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name)): Path<(String, String)>,
+    identity: Option<Extension<Identity>>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = agent(&shared, &kind, &name)?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let request: ExecuteRequest = codec::decode_object(&bytes)?;
+    let init = match (request.session_id, request.context) {
+        (None, None) => {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                Code::ContextRequired,
+                "a new session needs a `context` (its system prompt, messages and tools); \
+                 to go on with a session, send its `sessionId`",
+            )
+            .at("/context"));
+        }
+        (Some(id), None) => AgentInit::new().resume(id),
+        (id, Some(context)) => {
+            let state = agent.new_session(context).map_err(|error| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    Code::InvalidInput,
+                    error.to_string(),
+                )
+                .at("/context")
+            })?;
+            let id = id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            AgentInit::new().session_id(id).init(state)
+        }
+    };
+    let options = Shared::options(identity.as_ref().map(|Extension(identity)| identity));
+    let conn = agent.connect_with(init, options);
+    let (head, answer) = oneshot::channel();
+    let (writes, body) = mpsc::channel::<Bytes>(1);
+    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
+    tokio::spawn(run(conn, request.input, head, writes, idle));
+    let session_id = match answer.await {
+        Ok(Ok(session_id)) => session_id,
+        Ok(Err(failure)) => return Err(failure),
+        Err(_) => {
+            return Err(Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Code::ConnectionFailed,
+                "the execution ended before it started",
+            ));
+        }
+    };
+    let body = futures_util::stream::unfold(body, |mut body| async move {
+        body.recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
+    });
+    let mut response = (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(SESSION_ID, value);
+    }
+    Ok(response)
+}
+
+/// How many bytes of events a write gathers at most.
+const WRITE_BATCH: usize = 16 * 1024;
+
+/// Runs the execution: reports its start (the session's id) or its refusal through `head`, then
+/// writes every event to `writes` as an SSE event named by its kind.
+async fn run(
+    mut conn: AgentConnection,
+    input: TurnInput,
+    head: oneshot::Sender<Result<String, Failure>>,
+    writes: mpsc::Sender<Bytes>,
+    mut idle: Idle,
+) {
+    let mut head = Some(head);
+    let refuse = |head: &mut Option<oneshot::Sender<_>>, failure: Failure| {
+        if let Some(head) = head.take() {
+            let _ = head.send(Err(failure));
+        }
+    };
+    let mut run = match bidi_llm::execute(&mut conn, input).await {
+        Ok(run) => run,
+        Err(error) => {
+            let failure = match error.error() {
+                Some(error) => Failure::from_connection(error),
+                None => Failure::new(StatusCode::CONFLICT, Code::SendFailed, error.to_string()),
+            };
+            refuse(&mut head, failure);
+            return;
+        }
+    };
+    let mut buf = Vec::with_capacity(256);
+    let mut stopped = false;
+    let mut completed = false;
+    loop {
+        let next = tokio::select! {
+            biased;
+            next = run.next() => next,
+            () = gone(&mut head, &writes), if !stopped => {
+                run.cancel_with(Disconnected);
+                stopped = true;
+                continue;
+            }
+            () = idle.expired(), if !stopped => {
+                run.cancel_with(IdleTimeout(idle.timeout()));
+                stopped = true;
+                continue;
+            }
+        };
+        let event = match next {
+            Some(Ok(event)) => event,
+            Some(Err(error)) => {
+                let failure = Failure::from_connection(&error);
+                if head.is_some() {
+                    refuse(&mut head, failure);
+                    return;
+                }
+                failed_event(&failure.message, &mut buf);
+                break;
+            }
+            None => break,
+        };
+        if let Some(sender) = head.take() {
+            match &event {
+                AgentEvent::SessionStart { session_id } => {
+                    if sender.send(Ok(session_id.clone())).is_err() {
+                        run.cancel_with(Disconnected);
+                        stopped = true;
+                    }
+                }
+                AgentEvent::Error { code, error, .. } => {
+                    let (status, code) = match code {
+                        ErrorCode::SessionRunning => (StatusCode::CONFLICT, Code::SessionRunning),
+                        ErrorCode::InvalidInput => (StatusCode::BAD_REQUEST, Code::InvalidInput),
+                        _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::ConnectionFailed),
+                    };
+                    let _ = sender.send(Err(Failure::new(status, code, error.clone())));
+                    // The refusal's `execute_complete` and turn end: read and dropped.
+                    let _ = run.result().await;
+                    conn.close();
+                    let _ = conn.output().await;
+                    return;
+                }
+                _ => {
+                    let _ = sender.send(Err(Failure::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Code::ConnectionFailed,
+                        format!("the execution began with `{}`", event.kind()),
+                    )));
+                    return;
+                }
+            }
+        }
+        if stopped {
+            continue;
+        }
+        completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
+        event_record(&event, &mut buf);
+        let mut ended = false;
+        while buf.len() < WRITE_BATCH {
+            match run.next().now_or_never() {
+                Some(Some(Ok(event))) => {
+                    completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
+                    event_record(&event, &mut buf);
+                }
+                Some(Some(Err(error))) => {
+                    failed_event(&Failure::from_connection(&error).message, &mut buf);
+                    ended = true;
+                    break;
+                }
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        idle.touch();
+        let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
+        if writes.send(write).await.is_err() {
+            run.cancel_with(Disconnected);
+            stopped = true;
+        }
+        if ended {
+            break;
+        }
+    }
+    drop(run);
+    if !completed && !stopped && !buf.is_empty() {
+        let _ = writes.send(Bytes::from(buf)).await;
+    }
+    conn.close();
+    let _ = conn.output().await;
+}
+
+/// Completes when nobody waits for the answer any more: the request was dropped before the
+/// execution started, or the body after.
+async fn gone(
+    head: &mut Option<oneshot::Sender<Result<String, Failure>>>,
+    writes: &mpsc::Sender<Bytes>,
+) {
+    match head {
+        Some(head) => head.closed().await,
+        None => writes.closed().await,
+    }
+}
+
+/// `event: {kind}\ndata: {json}\n\n`.
+fn event_record(event: &AgentEvent, buf: &mut Vec<u8>) {
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(event.kind().as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    // Events are plain data: they always serialize.
+    let _ = serde_json::to_writer(&mut *buf, event);
+    buf.extend_from_slice(b"\n\n");
+}
+
+/// The `error` event of an execution the connection's end cut short.
+fn failed_event(message: &str, buf: &mut Vec<u8>) {
+    let event = AgentEvent::Error {
+        code: ErrorCode::Other,
+        error: message.to_owned(),
+        message: None,
+    };
+    event_record(&event, buf);
+}
+
+/// `GET /agent/{name}/session/{id}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionView {
+    session_id: String,
+    status: Status,
+    messages: Vec<Message>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pending_tool_calls: Vec<ToolCall>,
+}
+
+/// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.
+pub(crate) async fn session(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name, id)): Path<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<SessionView>, Failure> {
+    let agent = agent(&shared, &kind, &name)?;
+    let store = Arc::clone(agent.agent().store());
+    let identity = identity.map(|Extension(identity)| identity);
+    let scope = crate::scope(identity.as_ref());
+    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
+    let loaded = Session::<LlmSession>::load(store, &id)
+        .await
+        .map_err(|error| {
+            Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Code::ConnectionFailed,
+                error.to_string(),
+            )
+        })?;
+    let Some(session) = loaded else {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!("no session `{}`", codec::cap(&id)),
+        ));
+    };
+    let state = session.state();
+    Ok(Json(SessionView {
+        session_id: id,
+        status: state.status,
+        messages: state.messages,
+        pending_tool_calls: state.pending_tool_calls,
+    }))
+}

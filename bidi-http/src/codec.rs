@@ -1,0 +1,538 @@
+//! The wire, without I/O: request bodies and WebSocket frames from the peer decoded into
+//! operations (or refusals), chunks and outputs encoded into SSE records and frames, and the
+//! JSON error body every refusal is answered with.
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bidi_core::{Error, NotFound};
+use bidi_flow::JsonError;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Disconnected, IdleTimeout};
+
+/// What was wrong, in an error body's `details.code` and a WebSocket `error` frame's `code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Code {
+    /// A request body or WebSocket message over the limit.
+    FrameTooLarge,
+    /// Not JSON, not an object, a field missing, unknown or of the wrong type.
+    MalformedFrame,
+    /// A WebSocket frame whose `type` is not `init`, `send`, `close` or `cancel`.
+    UnknownFrameType,
+    /// A second `init` on a socket whose connection is open.
+    DuplicateConnection,
+    /// A `send`, `close` or `cancel` before `init`.
+    UnknownConnection,
+    /// No action (or agent, or session) under that name.
+    NotFound,
+    /// The init does not fit the action.
+    InvalidInit,
+    /// The input does not fit the action.
+    InvalidInput,
+    /// A new agent session needs a `context`.
+    ContextRequired,
+    /// Another execution runs on the session.
+    SessionRunning,
+    /// The input was not taken: the input is closed or the connection is over.
+    SendFailed,
+    /// The action failed, panicked or was cancelled.
+    ConnectionFailed,
+    /// Nothing moved on the connection for the idle timeout.
+    IdleTimeout,
+    /// The request has no identity the server accepts.
+    Unauthorized,
+    /// The route takes another method, or a WebSocket upgrade.
+    MethodNotAllowed,
+}
+
+/// A refused request or frame: the HTTP status, and the code, message, JSON Pointer and
+/// suggestion of its error body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) status: StatusCode,
+    pub(crate) code: Code,
+    pub(crate) message: String,
+    pub(crate) path: Option<String>,
+    pub(crate) suggestion: Option<String>,
+}
+
+impl Failure {
+    pub(crate) fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            path: None,
+            suggestion: None,
+        }
+    }
+
+    pub(crate) fn malformed(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, Code::MalformedFrame, message)
+    }
+
+    /// The same failure, pointing at `path` (a JSON Pointer into what the peer sent).
+    pub(crate) fn at(mut self, path: &str) -> Self {
+        self.path = Some(path.to_owned());
+        self
+    }
+
+    pub(crate) fn not_found(missing: &NotFound) -> Self {
+        let mut failure = Self::new(StatusCode::NOT_FOUND, Code::NotFound, missing.to_string());
+        failure.suggestion.clone_from(&missing.suggestion);
+        failure
+    }
+
+    /// A JSON connection's error, as HTTP.
+    pub(crate) fn from_json(error: &JsonError) -> Self {
+        match error {
+            JsonError::NotFound(missing) => Self::not_found(missing),
+            JsonError::InvalidInit { path, .. } => Self::new(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidInit,
+                error.to_string(),
+            )
+            .at(path),
+            JsonError::InvalidInput { path, .. } => Self::new(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidInput,
+                error.to_string(),
+            )
+            .at(path),
+            JsonError::Send(send) => match send.error() {
+                Some(error) => Self::from_connection(error),
+                None => Self::new(StatusCode::CONFLICT, Code::SendFailed, error.to_string()),
+            },
+            JsonError::Connection(error) => Self::from_connection(error),
+            _ => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Code::ConnectionFailed,
+                error.to_string(),
+            ),
+        }
+    }
+
+    /// A connection's end, as HTTP: a session that is not there is 404, a bad session id 400,
+    /// an idle connection 504, any other failure 500.
+    pub(crate) fn from_connection(error: &Error) -> Self {
+        let message = error.to_string();
+        match error {
+            Error::Action(source) => {
+                if let Some(bidi_session::StoreError::NotFound(missing)) = source.downcast_ref() {
+                    return Self::not_found(missing);
+                }
+                if source.downcast_ref::<bidi_agent::InitError>().is_some() {
+                    return Self::new(StatusCode::BAD_REQUEST, Code::InvalidInit, message);
+                }
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Code::ConnectionFailed,
+                    message,
+                )
+            }
+            Error::Cancelled(cause) if cause.downcast_ref::<IdleTimeout>().is_some() => {
+                Self::new(StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout, message)
+            }
+            Error::Cancelled(cause) if cause.downcast_ref::<Disconnected>().is_some() => {
+                // Nobody reads this answer; 499 is what proxies log for it.
+                Self::new(client_closed(), Code::ConnectionFailed, message)
+            }
+            _ => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Code::ConnectionFailed,
+                message,
+            ),
+        }
+    }
+
+    /// The JSON error body: `{"error":{"status","message","details":{"code","path"?,"suggestion"?}}}`.
+    pub(crate) fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: Status {
+                status: status_name(self.status),
+                message: &self.message,
+                details: Details {
+                    code: self.code,
+                    path: self.path.as_deref(),
+                    suggestion: self.suggestion.as_deref(),
+                },
+            },
+        }
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (
+            self.status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+/// 499, "client closed request".
+fn client_closed() -> StatusCode {
+    StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
+}
+
+/// The callable status Genkit clients expect for an HTTP status.
+fn status_name(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 405 | 426 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ABORTED",
+        413 | 429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        501 => "UNIMPLEMENTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "INTERNAL",
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct ErrorBody<'a> {
+    error: Status<'a>,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    status: &'static str,
+    message: &'a str,
+    details: Details<'a>,
+}
+
+#[derive(Serialize)]
+struct Details<'a> {
+    code: Code,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suggestion: Option<&'a str>,
+}
+
+/// Decodes a JSON object of type `T` from `bytes`, naming the JSON Pointer of the first
+/// problem.
+pub(crate) fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
+    // serde would read a struct from an array too: a body is an object, nothing else.
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|error| Failure::malformed(format!("not JSON: {error}")))?;
+    if !value.is_object() {
+        return Err(Failure::malformed("the body is a JSON object"));
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = pointer(error.path());
+        let reason = error.into_inner().to_string();
+        Failure::malformed(format!("bad request {}: {}", location(&path), cap(&reason))).at(&path)
+    })
+}
+
+/// `path` as a JSON Pointer (RFC 6901).
+fn pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => {
+                pointer.push('/');
+                pointer.push_str(&index.to_string());
+            }
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                pointer.push('/');
+                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            }
+            Segment::Unknown => break,
+        }
+    }
+    pointer
+}
+
+fn location(path: &str) -> String {
+    if path.is_empty() {
+        "at the root".to_owned()
+    } else {
+        format!("at `{}`", cap(path))
+    }
+}
+
+/// At most 256 bytes of what the peer sent, for a message.
+pub(crate) fn cap(text: &str) -> String {
+    const MAX: usize = 256;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Genkit's flow wire.
+
+/// `POST /{type}/{name}`: `{"data": input, "init": init}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlowRequest {
+    /// The one input. Required (an explicit `null` counts).
+    #[serde(default, deserialize_with = "present")]
+    pub(crate) data: Option<Value>,
+    /// The init; absent is `null`.
+    #[serde(default)]
+    pub(crate) init: Option<Value>,
+}
+
+/// `Some(value)` for any value present, `null` included, so that a missing field can be told
+/// from an explicit `null`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// Appends the SSE record of one chunk: `data: {"message":chunk}\n\n`.
+pub(crate) fn message_record(chunk: &Value, buf: &mut Vec<u8>) {
+    record(buf, b"data: {\"message\":", chunk);
+}
+
+/// The SSE record of the output: `data: {"result":output}\n\n`.
+pub(crate) fn result_record(output: &Value, buf: &mut Vec<u8>) {
+    record(buf, b"data: {\"result\":", output);
+}
+
+/// The SSE record of a failure: `data: {"error":{..}}\n\n`.
+pub(crate) fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
+    buf.extend_from_slice(b"data: ");
+    // Serializing plain strings into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *buf, &failure.body());
+    buf.extend_from_slice(b"\n\n");
+}
+
+fn record(buf: &mut Vec<u8>, head: &[u8], value: &Value) {
+    buf.extend_from_slice(head);
+    // A `Value` always serializes.
+    let _ = serde_json::to_writer(&mut *buf, value);
+    buf.extend_from_slice(b"}\n\n");
+}
+
+/// The body of a non-streaming answer: `{"result":output}`.
+pub(crate) fn result_body(output: &Value) -> Bytes {
+    let mut buf = Vec::with_capacity(64);
+    buf.extend_from_slice(b"{\"result\":");
+    let _ = serde_json::to_writer(&mut buf, output);
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket frames.
+
+/// One frame from the peer, decoded.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Op {
+    /// Opens the socket's connection.
+    Init(Value),
+    /// One input.
+    Send(Value),
+    /// No more input.
+    Close,
+    /// Cancels the connection.
+    Cancel(Option<String>),
+}
+
+/// The fields any frame may have; which ones a type needs is checked after.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    init: Value,
+    #[serde(default)]
+    input: Value,
+    reason: Option<String>,
+}
+
+/// Decodes one text frame.
+pub(crate) fn decode(text: &str) -> Result<Op, Failure> {
+    let Fields {
+        kind,
+        init,
+        input,
+        reason,
+    } = decode_object(text.as_bytes())?;
+    let Some(kind) = kind else {
+        return Err(Failure::malformed("a frame needs a `type`"));
+    };
+    match kind.as_str() {
+        "init" => Ok(Op::Init(init)),
+        "send" => Ok(Op::Send(input)),
+        "close" => Ok(Op::Close),
+        "cancel" => Ok(Op::Cancel(reason)),
+        other => Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            Code::UnknownFrameType,
+            format!(
+                "unknown frame type `{}`; expected init, send, close or cancel",
+                cap(other)
+            ),
+        )),
+    }
+}
+
+/// One frame to the peer.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Frame<'a> {
+    Chunk {
+        chunk: &'a Value,
+    },
+    TurnEnd,
+    Output {
+        output: &'a Value,
+    },
+    Error {
+        code: Code,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        suggestion: Option<&'a str>,
+    },
+}
+
+impl<'a> Frame<'a> {
+    pub(crate) fn error(failure: &'a Failure) -> Self {
+        Self::Error {
+            code: failure.code,
+            message: &failure.message,
+            path: failure.path.as_deref(),
+            suggestion: failure.suggestion.as_deref(),
+        }
+    }
+
+    /// The frame as JSON text.
+    pub(crate) fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            r#"{"type":"error","code":"connection_failed","message":"unserializable frame"}"#
+                .to_owned()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn flow_requests_tell_missing_data_from_null() {
+        let request: FlowRequest = decode_object(br#"{"data":null}"#).unwrap();
+        assert_eq!(request.data, Some(Value::Null));
+        let request: FlowRequest = decode_object(br#"{"init":{"a":1}}"#).unwrap();
+        assert_eq!(request.data, None);
+        assert_eq!(request.init, Some(json!({"a": 1})));
+    }
+
+    #[test]
+    fn unknown_keys_and_non_objects_are_refused_with_a_path() {
+        let failure = decode_object::<FlowRequest>(br#"{"data":1,"extra":2}"#).unwrap_err();
+        assert_eq!(failure.code, Code::MalformedFrame);
+        assert!(failure.message.contains("extra"), "{}", failure.message);
+        let failure = decode_object::<FlowRequest>(b"[1]").unwrap_err();
+        assert_eq!(failure.message, "the body is a JSON object");
+        let failure = decode_object::<FlowRequest>(b"{nope").unwrap_err();
+        assert!(
+            failure.message.starts_with("not JSON"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[test]
+    fn records_are_genkit_sse() {
+        let mut buf = Vec::new();
+        message_record(&json!("a"), &mut buf);
+        result_record(&json!({"n": 1}), &mut buf);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "data: {\"message\":\"a\"}\n\ndata: {\"result\":{\"n\":1}}\n\n"
+        );
+        let mut buf = Vec::new();
+        let failure = Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Code::ConnectionFailed,
+            "boom",
+        );
+        error_record(&failure, &mut buf);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "data: {\"error\":{\"status\":\"INTERNAL\",\"message\":\"boom\",\"details\":{\"code\":\"connection_failed\"}}}\n\n"
+        );
+    }
+
+    #[test]
+    fn frames_decode_into_ops() {
+        assert_eq!(
+            decode(r#"{"type":"init","init":"> "}"#),
+            Ok(Op::Init(json!("> ")))
+        );
+        assert_eq!(decode(r#"{"type":"init"}"#), Ok(Op::Init(Value::Null)));
+        assert_eq!(
+            decode(r#"{"type":"send","input":[1]}"#),
+            Ok(Op::Send(json!([1])))
+        );
+        assert_eq!(decode(r#"{"type":"close"}"#), Ok(Op::Close));
+        assert_eq!(
+            decode(r#"{"type":"cancel","reason":"stop"}"#),
+            Ok(Op::Cancel(Some("stop".into())))
+        );
+        assert_eq!(
+            decode(r#"{"type":"dance"}"#).unwrap_err().code,
+            Code::UnknownFrameType
+        );
+        assert_eq!(
+            decode(r#"{"input":1}"#).unwrap_err().code,
+            Code::MalformedFrame
+        );
+        assert_eq!(decode("not json").unwrap_err().code, Code::MalformedFrame);
+        let failure = decode(r#"{"type":"send","inptu":1}"#).unwrap_err();
+        assert_eq!(failure.path.as_deref(), Some("/inptu"), "{failure:?}");
+    }
+
+    #[test]
+    fn frames_encode_as_documented() {
+        assert_eq!(
+            Frame::Chunk { chunk: &json!(1) }.encode(),
+            r#"{"type":"chunk","chunk":1}"#
+        );
+        assert_eq!(Frame::TurnEnd.encode(), r#"{"type":"turn_end"}"#);
+        let failure = Failure::malformed("bad").at("/x");
+        assert_eq!(
+            Frame::error(&failure).encode(),
+            r#"{"type":"error","code":"malformed_frame","message":"bad","path":"/x"}"#
+        );
+    }
+
+    #[test]
+    fn long_quotes_are_capped() {
+        let long = "x".repeat(10_000);
+        assert!(cap(&long).len() < 300);
+    }
+}

@@ -1,0 +1,296 @@
+//! Genkit's flow wire: `POST /{type}/{name}` runs an action on one input, answering JSON or SSE;
+//! `GET /actions` lists the registry.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
+use futures_util::{FutureExt as _, StreamExt as _};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::codec::{self, Code, Failure, FlowRequest};
+use crate::idle::{Activity, Idle};
+use crate::{Disconnected, Identity, IdleTimeout, Shared};
+
+/// `GET /actions`: the registry's descriptors.
+pub(crate) async fn actions(State(shared): State<Arc<Shared>>) -> Json<Vec<ActionDesc>> {
+    Json(shared.registry.actions())
+}
+
+/// Any path the router does not know.
+pub(crate) async fn no_route() -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        Code::NotFound,
+        "no such route: actions are at /{type}/{name} (GET /actions lists them)",
+    )
+}
+
+/// A known path with another method.
+pub(crate) async fn no_method() -> Failure {
+    Failure::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Code::MethodNotAllowed,
+        "this route takes another method: POST /{type}/{name} runs an action, GET with a \
+         WebSocket upgrade connects to it",
+    )
+}
+
+/// The body, or 413 / 400 as JSON.
+pub(crate) fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, Failure> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Code::FrameTooLarge,
+                format!("the request body is over {limit} bytes"),
+            )
+        } else {
+            Failure::new(
+                rejection.status(),
+                Code::MalformedFrame,
+                rejection.body_text(),
+            )
+        }
+    })
+}
+
+/// Whether the client asked for SSE: `Accept: text/event-stream` or `?stream=true`.
+fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
+    let accepts = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/event-stream"));
+    accepts
+        || query.is_some_and(|query| {
+            query
+                .split('&')
+                .any(|pair| pair == "stream=true" || pair == "stream=1" || pair == "stream")
+        })
+}
+
+/// `POST /{type}/{name}`: one input, then the output (or every chunk, then the output).
+pub(crate) async fn run(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    identity: Option<Extension<Identity>>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let key = format!("/{kind}/{name}");
+    let request: FlowRequest = codec::decode_object(&bytes)?;
+    let Some(input) = request.data else {
+        return Err(Failure::malformed(
+            "the body needs `data`, the action's input; to send several inputs, connect with \
+             a WebSocket (GET with an upgrade)",
+        )
+        .at("/data"));
+    };
+    let desc = shared
+        .registry
+        .action(&key)
+        .ok_or_else(|| JsonError::from(missing(&shared, &key)))
+        .map_err(|error| Failure::from_json(&error))?;
+    let init = match request.init {
+        Some(init) if !init.is_null() && desc.init_schema.is_none() => {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidInit,
+                format!("`{key}` takes no init"),
+            )
+            .at("/init"));
+        }
+        init => init.unwrap_or(Value::Null),
+    };
+    // Room for the one input: the action may stream before it takes it (or never take it).
+    let options =
+        Shared::options(identity.as_ref().map(|Extension(identity)| identity)).input_buffer(1);
+    let conn = shared
+        .registry
+        .connect_json_with(&key, init, options)
+        .map_err(|error| Failure::from_json(&error))?;
+    let (input_half, output) = conn.into_split();
+    // Dropped with the request: a client that goes away cancels the connection.
+    let guard = CancelOnDrop(Some(input_half.clone()));
+    match input_half.send(input).await {
+        Ok(()) => {}
+        Err(error @ JsonError::InvalidInput { .. }) => return Err(Failure::from_json(&error)),
+        // The action ended without taking it: its output (or error) says how.
+        Err(_) => {}
+    }
+    input_half.close();
+    drop(input_half);
+    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
+    if wants_stream(&headers, query.as_deref()) {
+        return Ok(stream(output, idle, guard));
+    }
+    let result = collect(output, idle).await;
+    guard.disarm();
+    match result {
+        Ok(output) => Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            codec::result_body(&output),
+        )
+            .into_response()),
+        Err(failure) => Err(failure),
+    }
+}
+
+/// The registry's answer for a key it does not have.
+fn missing(shared: &Shared, key: &str) -> bidi_core::NotFound {
+    match shared.registry.connect_json(key, Value::Null) {
+        Err(JsonError::NotFound(missing)) => missing,
+        _ => bidi_core::NotFound::new("action", key),
+    }
+}
+
+/// Cancels a connection with [`Disconnected`] when dropped, unless disarmed: the request's
+/// future was dropped because its client went away.
+pub(crate) struct CancelOnDrop(pub(crate) Option<JsonSendHalf>);
+
+impl CancelOnDrop {
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(input) = self.0.take()
+            && !input.is_finished()
+        {
+            input.cancel_with(Disconnected);
+        }
+    }
+}
+
+/// Reads the connection to its end, chunks discarded: the output, or why there is none.
+async fn collect(mut output: JsonRecvHalf, mut idle: Idle) -> Result<Value, Failure> {
+    let mut stopped = false;
+    loop {
+        let mut turn = output.responses();
+        loop {
+            let next = tokio::select! {
+                biased;
+                next = turn.next() => next,
+                () = idle.expired(), if !stopped => {
+                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    stopped = true;
+                    continue;
+                }
+            };
+            match next {
+                Some(Ok(_)) => idle.touch(),
+                Some(Err(_)) | None => break,
+            }
+        }
+        if !turn.turn_ended() {
+            break;
+        }
+    }
+    output
+        .output()
+        .await
+        .map_err(|error| Failure::from_json(&error))
+}
+
+/// How many bytes of records a write gathers at most before it goes to the socket.
+const WRITE_BATCH: usize = 16 * 1024;
+
+/// The SSE answer: a writer task reads the connection and hands records to the body through a
+/// channel of one write, so a slow client slows the action.
+fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
+    let (writes, body) = mpsc::channel::<Bytes>(1);
+    tokio::spawn(write_records(output, idle, writes, guard));
+    let body = futures_util::stream::unfold(body, |mut body| async move {
+        body.recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
+    });
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// Every chunk as a `message` record, then the `result` or `error` record.
+async fn write_records(
+    mut output: JsonRecvHalf,
+    mut idle: Idle,
+    writes: mpsc::Sender<Bytes>,
+    guard: CancelOnDrop,
+) {
+    let mut buf = Vec::with_capacity(256);
+    let mut stopped = false;
+    'turns: loop {
+        let mut turn = output.responses();
+        loop {
+            let next = tokio::select! {
+                biased;
+                next = turn.next() => next,
+                () = writes.closed(), if !stopped => {
+                    turn.cancel_with(Disconnected);
+                    stopped = true;
+                    continue;
+                }
+                () = idle.expired(), if !stopped => {
+                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    stopped = true;
+                    continue;
+                }
+            };
+            let Some(Ok(chunk)) = next else { break };
+            codec::message_record(&chunk, &mut buf);
+            // What else is ready now goes in the same write.
+            let mut ended = false;
+            while buf.len() < WRITE_BATCH {
+                match turn.next().now_or_never() {
+                    Some(Some(Ok(chunk))) => codec::message_record(&chunk, &mut buf),
+                    Some(_) => {
+                        ended = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            idle.touch();
+            let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
+            if writes.send(write).await.is_err() {
+                turn.cancel_with(Disconnected);
+                break 'turns;
+            }
+            if ended {
+                break;
+            }
+        }
+        if !turn.turn_ended() {
+            break;
+        }
+    }
+    guard.disarm();
+    match output.output().await {
+        Ok(value) => codec::result_record(&value, &mut buf),
+        Err(error) => codec::error_record(&Failure::from_json(&error), &mut buf),
+    }
+    let _ = writes.send(Bytes::from(buf)).await;
+}

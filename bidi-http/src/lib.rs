@@ -1,0 +1,458 @@
+//! Serves every flow of a bidi [`Registry`] over HTTP from one [`axum::Router`]: one request per
+//! run on [Genkit's flow wire](https://genkit.dev/docs/deploy-node/) (JSON or SSE), full duplex
+//! over WebSocket, and the agent execute endpoints of [`LlmAgent`]s (SSE of agent events, remote
+//! tools the client runs, sessions shared by every server process on one store).
+//!
+//! ```no_run
+//! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+//! use bidi_flow::{BidiFlow, Registry};
+//! use bidi_http::Server;
+//!
+//! async fn shout(_: ActionContext, _: (), mut lines: Inbound<String>, out: Outbound<String>)
+//!     -> Result<u32, BoxError>
+//! {
+//!     let mut n = 0;
+//!     while let Some(line) = lines.recv().await {
+//!         out.send(line.to_uppercase()).await?;
+//!         out.end_turn().await?;
+//!         n += 1;
+//!     }
+//!     Ok(n)
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> std::io::Result<()> {
+//! let registry = Registry::new();
+//! registry.register(BidiFlow::new("shout", shout)).expect("a new key");
+//! // Binds 127.0.0.1:8080; `.addr(..)` picks another address.
+//! Server::new(registry).bind().await?.serve().await
+//! # }
+//! ```
+//!
+//! ```sh
+//! curl -s localhost:8080/bidi-flow/shout -d '{"data":"hi"}'
+//! # {"result":1}
+//! curl -sN localhost:8080/bidi-flow/shout?stream=true -d '{"data":"hi"}'
+//! # data: {"message":"HI"}
+//! #
+//! # data: {"result":1}
+//! ```
+//!
+//! # Routes
+//!
+//! | route | what it does |
+//! |---|---|
+//! | `GET /actions` | the registry's action descriptors: key, type, schemas, metadata |
+//! | `POST /{type}/{name}` | runs the action on one input (Genkit's flow wire) |
+//! | `GET /{type}/{name}` with a WebSocket upgrade | one socket, one connection, full duplex |
+//! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
+//! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
+//!
+//! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
+//! [`Router::merge`](axum::Router::merge); the paths above are relative to it.
+//!
+//! ## Genkit's flow wire
+//!
+//! `POST /{type}/{name}` with `{"data": input, "init": init}` (`init` optional) sends the one
+//! input, closes the input, and answers `{"result": output}`. An agent thus runs one turn per
+//! request; its `init` names the session (`{"sessionId": ".."}`) or carries a new one's state.
+//! With `Accept: text/event-stream` or `?stream=true` the answer is a stream of SSE records, one
+//! per chunk, then the output, or the error that ended the run:
+//!
+//! ```text
+//! data: {"message":chunk}
+//!
+//! data: {"result":output}
+//!
+//! data: {"error":{"status":"INTERNAL","message":"..","details":{"code":"connection_failed"}}}
+//! ```
+//!
+//! Genkit's JavaScript client (`runFlow` / `streamFlow` from `genkit/beta/client`) speaks it.
+//!
+//! ## WebSocket
+//!
+//! `GET /{type}/{name}` with an upgrade opens one connection per socket. Frames are JSON text,
+//! one object each. From the client:
+//!
+//! | frame | what it does |
+//! |---|---|
+//! | `{"type":"init","init":..}` | opens the connection (`init` defaults to `null`); the first frame |
+//! | `{"type":"send","input":..}` | sends one input |
+//! | `{"type":"close"}` | no more input: the action finishes and its output follows |
+//! | `{"type":"cancel","reason":".."}` | cancels the connection (`reason` optional) |
+//!
+//! From the server:
+//!
+//! | frame | what it says |
+//! |---|---|
+//! | `{"type":"chunk","chunk":..}` | one chunk of the current turn |
+//! | `{"type":"turn_end"}` | the action ended the turn |
+//! | `{"type":"output","output":..}` | the output: the last frame, then the server closes the socket |
+//! | `{"type":"error","code":"..","message":"..","path":".."}` | a refused frame; the socket goes on. With code `connection_failed` or `idle_timeout`, the last frame |
+//!
+//! As a JSON Schema, the client's frames are:
+//!
+//! ```json
+//! {
+//!   "$schema": "https://json-schema.org/draft/2020-12/schema",
+//!   "oneOf": [
+//!     {"type": "object", "properties": {"type": {"const": "init"}, "init": {}},
+//!      "required": ["type"], "additionalProperties": false},
+//!     {"type": "object", "properties": {"type": {"const": "send"}, "input": {}},
+//!      "required": ["type"], "additionalProperties": false},
+//!     {"type": "object", "properties": {"type": {"const": "close"}},
+//!      "required": ["type"], "additionalProperties": false},
+//!     {"type": "object", "properties": {"type": {"const": "cancel"}, "reason": {"type": "string"}},
+//!      "required": ["type"], "additionalProperties": false}
+//!   ]
+//! }
+//! ```
+//!
+//! and the server's:
+//!
+//! ```json
+//! {
+//!   "$schema": "https://json-schema.org/draft/2020-12/schema",
+//!   "oneOf": [
+//!     {"type": "object", "properties": {"type": {"const": "chunk"}, "chunk": {}},
+//!      "required": ["type", "chunk"]},
+//!     {"type": "object", "properties": {"type": {"const": "turn_end"}}, "required": ["type"]},
+//!     {"type": "object", "properties": {"type": {"const": "output"}, "output": {}},
+//!      "required": ["type", "output"]},
+//!     {"type": "object", "properties": {
+//!        "type": {"const": "error"},
+//!        "code": {"enum": ["frame_too_large", "malformed_frame", "unknown_frame_type",
+//!                          "duplicate_connection", "unknown_connection", "not_found",
+//!                          "invalid_init", "invalid_input", "send_failed",
+//!                          "connection_failed", "idle_timeout"]},
+//!        "message": {"type": "string"},
+//!        "path": {"type": "string", "description": "a JSON Pointer into the refused value"},
+//!        "suggestion": {"type": "string", "description": "a registered key like the one asked for"}},
+//!      "required": ["type", "code", "message"]}
+//!   ]
+//! }
+//! ```
+//!
+//! Backpressure holds end to end: the server reads the next frame only once the action has
+//! taken the last input (or it fits in the connection's window of 8 inputs), and takes the next
+//! chunk only once the last one is written to the socket. Frames sent ahead wait in order,
+//! never dropped; a `cancel` is seen even while an input waits. A socket that closes or fails
+//! cancels its connection.
+//!
+//! ## Agent execute endpoints
+//!
+//! For each [`LlmAgent`] given to [`Server::agent`], `POST /agent/{name}/execute` runs one
+//! execution:
+//!
+//! ```json
+//! {"sessionId": "s-1", "input": {"role": "user", "content": "Book Oslo"},
+//!  "context": {"systemPrompt": "..", "messages": [],
+//!              "tools": [{"name": "book", "description": "..", "parameters": {"type": "object"}}]}}
+//! ```
+//!
+//! `input` is a user message or the results of the pending tool calls. `context` is read when
+//! the request creates the session; a request without `sessionId` creates one with a fresh id and
+//! needs a `context` (400 `context_required` without one); a `sessionId` that names no session
+//! and comes without `context` is 404. Tools in `context.tools` are the session's **remote
+//! tools**: when the model calls one, the execution stops with `awaiting_tool_execution`, and the
+//! next request's tool results resume it, on any server process sharing the store.
+//!
+//! The answer is SSE, one event per [`AgentEvent`](bidi_llm::AgentEvent) named by its kind
+//! (`event: text_delta`), with the session's id in the `X-Session-Id` header; the last event is
+//! `execute_complete` with `status` and `pendingToolCalls`. A session another execution runs
+//! (in this process or another) answers **409** `session_running` at once instead of waiting: an
+//! HTTP request that waits on another execution of unknown length would hold a connection and a
+//! client that can retry knows better when. Results that do not answer the pending calls are 400
+//! `invalid_input`.
+//!
+//! # Deploying several processes
+//!
+//! Give the agents a shared store ([`PostgresStore`](bidi_session::PostgresStore)) and any number
+//! of server processes behind a load balancer serve the same sessions: no sticky routing is
+//! needed. Every execution takes a lease on its session by compare-and-swap, so two processes
+//! never run one session at once (the second request gets 409), and a session whose process died
+//! mid-execution is taken over once its lease expires. WebSocket and streaming requests hold
+//! their connection for their whole run: give the balancer an idle timeout above this server's.
+//!
+//! # Limits and safety
+//!
+//! - Request bodies over [`Server::max_body_bytes`] (1 MiB) are refused with 413.
+//! - WebSocket messages over [`Server::max_message_bytes`] (1 MiB) are refused with a
+//!   `frame_too_large` frame and the socket goes on; one over twice that is not read at all: the
+//!   socket closes with 1009 (message too big).
+//! - A connection on which nothing moves for [`Server::idle_timeout`] (5 minutes) is cancelled:
+//!   504 before an answer started, an `error` record or frame with code `idle_timeout` after.
+//! - A client that goes away (a closed socket, an aborted request) cancels its connection with
+//!   [`Disconnected`] as the cause; nothing of it keeps running.
+//! - [`Server::auth`] turns each request into an [`Identity`] or refuses it with 401. Actions read
+//!   the identity from their context (`ctx.extensions().get::<Identity>()`), and agents keep each
+//!   identity's sessions apart: another identity's session ids name nothing (404).
+//!
+//! # Tokio
+//!
+//! The server runs on a tokio runtime with its I/O and time drivers (`#[tokio::main]`).
+//!
+//! # Feature flags
+//!
+//! `bidi-http` has no optional features.
+
+#![doc(test(attr(deny(warnings))))]
+
+mod agent;
+mod auth;
+mod codec;
+mod flow;
+mod idle;
+mod ws;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use bidi_core::ConnectOptions;
+use bidi_flow::Registry;
+use bidi_llm::LlmAgent;
+use tokio::net::TcpListener;
+
+pub use auth::{Identity, Unauthorized};
+
+use auth::Authenticate;
+
+/// Builds the [`axum::Router`] that serves a [`Registry`] (and [`LlmAgent`]s) over HTTP, and
+/// serves it.
+#[must_use]
+pub struct Server {
+    registry: Registry,
+    agents: HashMap<String, LlmAgent>,
+    auth: Option<Arc<dyn Authenticate>>,
+    limits: Limits,
+    addr: SocketAddr,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("registry", &self.registry)
+            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .field("auth", &self.auth.is_some())
+            .field("limits", &self.limits)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+/// What a server takes from one peer at most.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_message_bytes: usize,
+    pub(crate) idle_timeout: Duration,
+}
+
+/// The address [`Server::bind`] binds unless told otherwise: `127.0.0.1:8080`.
+pub const DEFAULT_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
+
+/// How many inputs a WebSocket connection takes ahead of its action.
+pub(crate) const INPUT_WINDOW: usize = 8;
+
+/// Everything a request handler needs.
+pub(crate) struct Shared {
+    pub(crate) registry: Registry,
+    pub(crate) agents: HashMap<String, LlmAgent>,
+    pub(crate) limits: Limits,
+}
+
+impl Shared {
+    /// Options for a connection made for a request: its identity reaches the action, and its
+    /// agent sessions live in the identity's scope.
+    pub(crate) fn options(identity: Option<&Identity>) -> ConnectOptions {
+        let options = ConnectOptions::new().extension(scope(identity));
+        match identity {
+            Some(identity) => options.extension(identity.clone()),
+            None => options,
+        }
+    }
+}
+
+/// The scope of a request's agent sessions: its identity's, or the anonymous scope (never the
+/// bare store, where a crafted id could name a scoped session).
+pub(crate) fn scope(identity: Option<&Identity>) -> bidi_agent::Scope {
+    bidi_agent::Scope::new(identity.map_or("", Identity::id))
+}
+
+impl Server {
+    /// A server for every action of `registry`.
+    pub fn new(registry: Registry) -> Self {
+        Self {
+            registry,
+            agents: HashMap::new(),
+            auth: None,
+            limits: Limits {
+                max_body_bytes: 1 << 20,
+                max_message_bytes: 1 << 20,
+                idle_timeout: Duration::from_secs(300),
+            },
+            addr: DEFAULT_ADDR,
+        }
+    }
+
+    /// Serves `agent`'s execute and session endpoints under `/agent/{name}/`. Register it in the
+    /// registry too (`registry.register(agent.agent().clone().into_flow())`) to serve it on the
+    /// flow wire and WebSocket as well.
+    pub fn agent(mut self, agent: &LlmAgent) -> Self {
+        self.agents
+            .insert(agent.agent().name().to_owned(), agent.clone());
+        self
+    }
+
+    /// Authenticates every request: `authenticate` gets the request's headers and returns its
+    /// [`Identity`], or refuses it with [`Unauthorized`] (answered with 401). Without it, a
+    /// request has the identity a layer of yours put in its extensions, or none.
+    ///
+    /// ```
+    /// use bidi_http::{Identity, Server, Unauthorized};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new()).auth(|headers| async move {
+    ///     match headers.get("authorization").and_then(|value| value.to_str().ok()) {
+    ///         Some("Bearer alice-token") => Ok(Identity::new("alice")),
+    ///         _ => Err(Unauthorized::new("a bearer token is required")),
+    ///     }
+    /// });
+    /// # drop(server);
+    /// ```
+    pub fn auth<F, Fut>(mut self, authenticate: F) -> Self
+    where
+        F: Fn(axum::http::HeaderMap) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Identity, Unauthorized>> + Send + 'static,
+    {
+        self.auth = Some(Arc::new(auth::FnAuth(authenticate)));
+        self
+    }
+
+    /// The largest request body accepted, in bytes (default 1 MiB); a larger one is answered
+    /// with 413.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_body_bytes = bytes;
+        self
+    }
+
+    /// The largest WebSocket message accepted, in bytes (default 1 MiB).
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_message_bytes = bytes;
+        self
+    }
+
+    /// How long a connection may see nothing move, either way, before it is cancelled (default
+    /// five minutes).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// The address [`bind`](Self::bind) binds (default [`DEFAULT_ADDR`], `127.0.0.1:8080`).
+    /// Anything but a loopback address serves other machines: put authentication in front.
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// The router, to serve yourself or to [`merge`](axum::Router::merge) or
+    /// [`nest`](axum::Router::nest) into your app.
+    pub fn router(self) -> Router {
+        let shared = Arc::new(Shared {
+            registry: self.registry,
+            agents: self.agents,
+            limits: self.limits,
+        });
+        let router = Router::new()
+            .route("/actions", get(flow::actions))
+            .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
+            .route("/{kind}/{name}/execute", post(agent::execute))
+            .route("/{kind}/{name}/session/{id}", get(agent::session))
+            .fallback(flow::no_route)
+            .method_not_allowed_fallback(flow::no_method)
+            .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
+            .with_state(shared);
+        match self.auth {
+            Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
+                authenticate,
+                auth::layer,
+            )),
+            None => router,
+        }
+    }
+
+    /// Binds the server's address.
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound (taken, or not this machine's).
+    pub async fn bind(self) -> io::Result<Bound> {
+        let listener = TcpListener::bind(self.addr).await?;
+        Ok(Bound {
+            listener,
+            router: self.router(),
+        })
+    }
+}
+
+/// A [`Server`] bound to its address, ready to [`serve`](Self::serve).
+#[derive(Debug)]
+pub struct Bound {
+    listener: TcpListener,
+    router: Router,
+}
+
+impl Bound {
+    /// The address bound (with the port the system picked for port 0).
+    ///
+    /// # Errors
+    ///
+    /// The socket's address cannot be read.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until the process ends.
+    ///
+    /// # Errors
+    ///
+    /// Accepting connections failed for good.
+    pub async fn serve(self) -> io::Result<()> {
+        axum::serve(self.listener, self.router).await
+    }
+
+    /// Serves until `signal` completes, then stops accepting and waits for the requests being
+    /// served.
+    ///
+    /// # Errors
+    ///
+    /// Accepting connections failed for good.
+    pub async fn serve_with_shutdown<F>(self, signal: F) -> io::Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(signal)
+            .await
+    }
+}
+
+/// Why the server cancelled a connection: its client went away (a closed socket, an aborted
+/// request). Actions can downcast their cancellation's cause to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the client went away")]
+#[non_exhaustive]
+pub struct Disconnected;
+
+/// Why the server cancelled a connection: nothing moved on it for the idle timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("nothing moved on the connection for {0:?}")]
+pub struct IdleTimeout(pub Duration);

@@ -1,0 +1,6 @@
+//! bidi-http on real sockets: the flow wire with reqwest, WebSocket with tokio-tungstenite.
+
+mod flow;
+mod safety;
+mod support;
+mod ws;
