@@ -1,0 +1,239 @@
+//! The agent execute endpoints: SSE of agent events, remote tools the client declares, sessions.
+
+use std::net::SocketAddr;
+
+use bidi_http::Server;
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, ModelEvent, StopReason, Usage};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::support::{Probe, registry, start, url};
+
+/// The events of an SSE answer: (event name, data).
+fn parse(text: &str) -> Vec<(String, Value)> {
+    text.split_terminator("\n\n")
+        .map(|record| {
+            let mut lines = record.lines();
+            let name = lines
+                .next()
+                .unwrap()
+                .strip_prefix("event: ")
+                .unwrap()
+                .to_owned();
+            let data = lines.next().unwrap().strip_prefix("data: ").unwrap();
+            let data: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(
+                data["type"],
+                name.as_str(),
+                "the event is named by its kind"
+            );
+            (name, data)
+        })
+        .collect()
+}
+
+async fn execute(addr: SocketAddr, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url(addr, "/agent/travel/execute"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+fn book_tool() -> Value {
+    json!({
+        "name": "book",
+        "description": "Books a trip",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}
+    })
+}
+
+async fn travel_server() -> SocketAddr {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("call-1", "book", &json!({"city": "Oslo"})),
+        Scripted::new().text("Booked!"),
+    ]);
+    let agent = LlmAgent::builder("travel", model).build();
+    start(Server::new(registry(&Probe::default())).agent(&agent)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
+    let addr = travel_server().await;
+    let response = execute(
+        addr,
+        json!({
+            "sessionId": "trip-1",
+            "input": {"content": "Oslo, please"},
+            "context": {"systemPrompt": "You book trips.", "tools": [book_tool()]}
+        }),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["x-session-id"], "trip-1");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = parse(&response.text().await.unwrap());
+    assert_eq!(events[0].0, "session_start");
+    assert!(events.iter().any(|(name, _)| name == "toolcall_end"));
+    let (last, complete) = events.last().unwrap();
+    assert_eq!(last, "execute_complete");
+    assert_eq!(complete["status"], "awaiting_tool_execution");
+    assert_eq!(complete["pendingToolCalls"][0]["id"], "call-1");
+    assert_eq!(complete["pendingToolCalls"][0]["name"], "book");
+
+    let session: Value = reqwest::get(url(addr, "/agent/travel/session/trip-1"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["status"], "awaiting_tool_execution");
+    assert_eq!(session["pendingToolCalls"][0]["id"], "call-1");
+
+    // Results for a call that is not pending are refused before anything runs.
+    let wrong = execute(
+        addr,
+        json!({"sessionId": "trip-1", "input": [{
+            "toolCallId": "call-9", "toolName": "book", "content": "booked", "isError": false
+        }]}),
+    )
+    .await;
+    assert_eq!(wrong.status().as_u16(), 400);
+    let answer: Value = wrong.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "invalid_input");
+
+    let resumed = execute(
+        addr,
+        json!({"sessionId": "trip-1", "input": [{
+            "toolCallId": "call-1", "toolName": "book", "content": "booked Oslo", "isError": false
+        }]}),
+    )
+    .await;
+    assert_eq!(resumed.status().as_u16(), 200);
+    let events = parse(&resumed.text().await.unwrap());
+    let deltas: String = events
+        .iter()
+        .filter(|(name, _)| name == "text_delta")
+        .map(|(_, data)| data["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "Booked!");
+    assert_eq!(events.last().unwrap().1["status"], "completed");
+
+    let session: Value = reqwest::get(url(addr, "/agent/travel/session/trip-1"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["status"], "completed");
+    let roles: Vec<&str> = session["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_gets_an_id_and_needs_a_context() {
+    let addr = travel_server().await;
+    let refused = execute(addr, json!({"input": {"content": "hi"}})).await;
+    assert_eq!(refused.status().as_u16(), 400);
+    let answer: Value = refused.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "context_required");
+    assert_eq!(answer["error"]["details"]["path"], "/context");
+
+    let missing = execute(
+        addr,
+        json!({"sessionId": "nope", "input": {"content": "hi"}}),
+    )
+    .await;
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let bad_context = execute(
+        addr,
+        json!({"input": {"content": "hi"}, "context": {"tools": [book_tool(), book_tool()]}}),
+    )
+    .await;
+    assert_eq!(bad_context.status().as_u16(), 400);
+    let answer: Value = bad_context.json().await.unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("book"),
+        "{answer}"
+    );
+
+    let unknown = execute(
+        addr,
+        json!({"input": {"content": "hi"}, "context": {}, "extra": 1}),
+    )
+    .await;
+    assert_eq!(unknown.status().as_u16(), 400);
+
+    let created = execute(addr, json!({"input": {"content": "hi"}, "context": {}})).await;
+    assert_eq!(created.status().as_u16(), 200);
+    let id = created.headers()["x-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 36, "a fresh UUID: {id}");
+    let events = parse(&created.text().await.unwrap());
+    assert_eq!(events[0].1["sessionId"], id.as_str());
+
+    let gone = reqwest::get(url(addr, "/agent/travel/session/nope"))
+        .await
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
+    let other = reqwest::get(url(addr, "/agent/nobody/session/x"))
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_running_elsewhere_is_409() {
+    let (model, answer) = ChannelModel::new();
+    let agent = LlmAgent::builder("travel", model).build();
+    let addr = start(Server::new(registry(&Probe::default())).agent(&agent)).await;
+    let first = execute(
+        addr,
+        json!({"sessionId": "busy", "input": {"content": "think"}, "context": {}}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let mut first = first.bytes_stream();
+    // The execution has started: its first events are out, the model has not answered.
+    let head = String::from_utf8(first.next().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(head.starts_with("event: session_start"), "{head}");
+
+    let second = execute(
+        addr,
+        json!({"sessionId": "busy", "input": {"content": "me too"}}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 409);
+    let refused: Value = second.json().await.unwrap();
+    assert_eq!(refused["error"]["details"]["code"], "session_running");
+    assert_eq!(refused["error"]["status"], "ABORTED");
+
+    answer.send(ModelEvent::TextStart).unwrap();
+    answer.send(ModelEvent::TextDelta("done".into())).unwrap();
+    answer.send(ModelEvent::TextEnd).unwrap();
+    answer
+        .send(ModelEvent::Done {
+            stop_reason: StopReason::Stop,
+            usage: Usage::default(),
+        })
+        .unwrap();
+    let mut rest = String::new();
+    while let Some(bytes) = first.next().await {
+        rest.push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());
+    }
+    let events = parse(&rest);
+    assert_eq!(events.last().unwrap().1["status"], "completed");
+}
