@@ -68,3 +68,72 @@ pub async fn chat(
     }
     Ok(AgentResult::new(turns))
 }
+
+/// A model that needs no service, for the examples and their tests: it answers a user message
+/// by calling the last tool it is offered (the client's own tools come last) with
+/// `{"request": <the message>}`, or, without tools, by saying what it heard; a tool result by
+/// reporting it. A message containing "slowly" makes it think for three seconds first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemoModel;
+
+impl bidi_llm::Model for DemoModel {
+    fn name(&self) -> &str {
+        "demo"
+    }
+
+    fn stream(
+        &self,
+        request: bidi_llm::ModelRequest,
+    ) -> futures_util::stream::BoxStream<'static, bidi_llm::ModelEvent> {
+        use bidi_llm::{Message, ModelEvent, StopReason, Usage};
+        use futures_util::StreamExt as _;
+
+        let last = request.messages.last();
+        let (text, slow) = match last {
+            Some(Message::User(user)) => (user.content.clone(), user.content.contains("slowly")),
+            Some(Message::ToolResult(result)) => (format!("Done: {}", result.content), false),
+            _ => ("Hello!".to_owned(), false),
+        };
+        let mut events = Vec::new();
+        let mut say = |words: &str| {
+            events.push(ModelEvent::TextStart);
+            for word in words.split_inclusive(' ') {
+                events.push(ModelEvent::TextDelta(word.to_owned()));
+            }
+            events.push(ModelEvent::TextEnd);
+        };
+        let stop_reason = match (last, request.tools.last()) {
+            (Some(Message::User(_)), Some(tool)) => {
+                say(&format!("Let me use {}.", tool.name));
+                let arguments = serde_json::json!({ "request": text }).to_string();
+                events.push(ModelEvent::ToolCallStart {
+                    id: format!("call-{}", request.messages.len()),
+                    name: tool.name.clone(),
+                });
+                events.push(ModelEvent::ToolCallDelta(arguments));
+                events.push(ModelEvent::ToolCallEnd);
+                StopReason::ToolCalls
+            }
+            (Some(Message::User(_)), None) => {
+                say(&format!("You said: {text}"));
+                StopReason::Stop
+            }
+            _ => {
+                say(&text);
+                StopReason::Stop
+            }
+        };
+        events.push(ModelEvent::Done {
+            stop_reason,
+            usage: Usage::default(),
+        });
+        let thinking = async move {
+            if slow {
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            }
+        };
+        futures_util::stream::once(thinking)
+            .flat_map(move |()| futures_util::stream::iter(events.clone()))
+            .boxed()
+    }
+}
