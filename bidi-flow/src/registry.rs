@@ -310,10 +310,17 @@ impl Registry {
     }
 
     /// The descriptor of the action under `key`.
-    #[must_use]
-    pub fn action(&self, key: &str) -> Option<ActionDesc> {
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`] naming a registered key it resembles, if one does (what a transport answers
+    /// for an unknown key before it connects).
+    pub fn action(&self, key: &str) -> Result<ActionDesc, NotFound> {
         let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-        entries.get(key).map(|entry| entry.desc.clone())
+        entries
+            .get(key)
+            .map(|entry| entry.desc.clone())
+            .ok_or_else(|| not_found(&entries, key))
     }
 
     /// Opens a JSON connection to the action under `key`. `init` is checked against the

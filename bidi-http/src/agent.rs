@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::Connection;
 use bidi_llm::{
-    AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, Status, ToolCall, TurnInput,
+    AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
+    TurnInput,
 };
 use bidi_session::{Scoped, Session, SessionStore};
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -40,6 +41,9 @@ struct ExecuteRequest {
     /// The new session's system prompt, messages and remote tools.
     #[serde(default)]
     context: Option<Context>,
+    /// How the new session's model calls sample their answers.
+    #[serde(default)]
+    options: Option<ModelOptions>,
 }
 
 type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
@@ -69,6 +73,14 @@ pub(crate) async fn execute(
     let agent = agent(&shared, &kind, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let request: ExecuteRequest = codec::decode_object(&bytes)?;
+    if request.options.is_some() && request.context.is_none() {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            Code::InvalidInput,
+            "`options` are set when a session is created, with its `context`",
+        )
+        .at("/options"));
+    }
     let init = match (request.session_id, request.context) {
         (None, None) => {
             return Err(Failure::new(
@@ -81,7 +93,7 @@ pub(crate) async fn execute(
         }
         (Some(id), None) => AgentInit::new().resume(id),
         (id, Some(context)) => {
-            let state = agent.new_session(context).map_err(|error| {
+            let mut state = agent.new_session(context).map_err(|error| {
                 Failure::new(
                     StatusCode::BAD_REQUEST,
                     Code::InvalidInput,
@@ -89,6 +101,7 @@ pub(crate) async fn execute(
                 )
                 .at("/context")
             })?;
+            state.options = request.options.unwrap_or_default();
             let id = id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             AgentInit::new().session_id(id).init(state)
         }

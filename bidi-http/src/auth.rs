@@ -20,6 +20,7 @@ use crate::codec::{Code, Failure};
 ///
 /// ```
 /// use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+/// use bidi_flow::{BidiFlow, Registry};
 /// use bidi_http::Identity;
 ///
 /// async fn whoami(ctx: ActionContext, _: (), _: Inbound<()>, _: Outbound<()>)
@@ -27,6 +28,8 @@ use crate::codec::{Code, Failure};
 /// {
 ///     Ok(ctx.extensions().get::<Identity>().map_or("anonymous", Identity::id).to_owned())
 /// }
+///
+/// Registry::new().register(BidiFlow::new("whoami", whoami)).expect("a new key");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Identity {

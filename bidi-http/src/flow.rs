@@ -99,8 +99,7 @@ pub(crate) async fn run(
     let desc = shared
         .registry
         .action(&key)
-        .ok_or_else(|| JsonError::from(missing(&shared, &key)))
-        .map_err(|error| Failure::from_json(&error))?;
+        .map_err(|missing| Failure::not_found(&missing))?;
     let init = match request.init {
         Some(init) if !init.is_null() && desc.init_schema.is_none() => {
             return Err(Failure::new(
@@ -146,14 +145,6 @@ pub(crate) async fn run(
         )
             .into_response()),
         Err(failure) => Err(failure),
-    }
-}
-
-/// The registry's answer for a key it does not have.
-fn missing(shared: &Shared, key: &str) -> bidi_core::NotFound {
-    match shared.registry.connect_json(key, Value::Null) {
-        Err(JsonError::NotFound(missing)) => missing,
-        _ => bidi_core::NotFound::new("action", key),
     }
 }
 

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
@@ -37,10 +38,8 @@ pub(crate) async fn upgrade(
         .into_response();
     };
     let key = format!("/{kind}/{name}");
-    if shared.registry.action(&key).is_none() {
-        if let Err(error) = shared.registry.connect_json(&key, serde_json::Value::Null) {
-            return Failure::from_json(&error).into_response();
-        }
+    if let Err(missing) = shared.registry.action(&key) {
+        return Failure::not_found(&missing).into_response();
     }
     // Messages up to the limit are read and refused if over it; past twice the limit the
     // socket closes with 1009 rather than buffer them.
@@ -90,92 +89,179 @@ impl Peer {
     }
 }
 
-/// What the reader does next.
-enum Read {
-    Message(Message),
-    /// The socket closed or failed (with 1009 for a message over the hard limit).
+/// How a socket's reading ends.
+enum End {
+    /// The socket closed or failed; with 1009 for a message over the hard limit.
     Gone(Option<u16>),
+    /// Nothing moved for the idle timeout.
     Idle,
+    /// The writer wrote the last frame and closed the socket.
+    Written,
+}
+
+/// What the reader read.
+enum Read {
+    Op(Op),
+    Refused(Failure),
+    End(End),
 }
 
 /// How many frames the reader reads ahead of an input the action has not taken, looking for a
 /// `cancel`.
 const READ_AHEAD: usize = 16;
 
-/// Reads the next message: the first one held back, or the socket's, unless the idle timeout
-/// comes first.
-async fn read(
-    stream: &mut SplitStream<WebSocket>,
-    held: &mut VecDeque<Message>,
-    idle: &mut Idle,
-) -> Read {
-    if let Some(message) = held.pop_front() {
-        return Read::Message(message);
+/// The reading side of a socket: frames in order, the ones read ahead held back.
+struct Reader {
+    stream: SplitStream<WebSocket>,
+    held: VecDeque<Message>,
+    idle: Idle,
+    limit: usize,
+}
+
+impl Reader {
+    /// The next frame decoded, a frame refused, or the end.
+    async fn next(&mut self, writer: &mut Option<JoinHandle<()>>) -> Read {
+        loop {
+            let message = match self.held.pop_front() {
+                Some(message) => message,
+                None => {
+                    let written = async {
+                        match writer.as_mut() {
+                            Some(writer) => {
+                                let _ = writer.await;
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        message = self.stream.next() => match message_or_end(message) {
+                            Ok(message) => message,
+                            Err(end) => return Read::End(end),
+                        },
+                        () = self.idle.expired() => return Read::End(End::Idle),
+                        () = written => {
+                            *writer = None;
+                            return Read::End(End::Written);
+                        }
+                    }
+                }
+            };
+            if let Some(read) = self.decode(message) {
+                return read;
+            }
+        }
     }
-    tokio::select! {
-        biased;
-        message = stream.next() => classify(message),
-        () = idle.expired() => Read::Idle,
+
+    /// A message as an operation or a refusal; `None` for a ping or a pong.
+    fn decode(&self, message: Message) -> Option<Read> {
+        let text = match message {
+            Message::Text(text) => text,
+            Message::Binary(_) => {
+                return Some(Read::Refused(Failure::malformed(
+                    "frames are JSON text, not binary",
+                )));
+            }
+            // Pings are answered by the socket itself.
+            _ => return None,
+        };
+        self.idle.touch();
+        if text.len() > self.limit {
+            return Some(Read::Refused(Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Code::FrameTooLarge,
+                format!(
+                    "a {} byte message; the limit is {} bytes",
+                    text.len(),
+                    self.limit
+                ),
+            )));
+        }
+        Some(match codec::decode(text.as_str()) {
+            Ok(op) => Read::Op(op),
+            Err(failure) => Read::Refused(failure),
+        })
+    }
+
+    /// Sends `value`, reading ahead meanwhile: a `cancel` among the frames that follow cancels
+    /// at once, even while the action does not take the input; the others wait their turn.
+    async fn send(
+        &mut self,
+        input: &JsonSendHalf,
+        value: Value,
+    ) -> (Result<(), JsonError>, Option<End>) {
+        let mut send = pin!(input.send(value));
+        let mut end = None;
+        loop {
+            tokio::select! {
+                biased;
+                result = &mut send => return (result, end),
+                message = self.stream.next(), if self.held.len() < READ_AHEAD && end.is_none() => {
+                    match message_or_end(message) {
+                        Ok(Message::Text(text))
+                            if text.len() <= self.limit
+                                && let Ok(Op::Cancel(reason)) = codec::decode(text.as_str()) =>
+                        {
+                            self.idle.touch();
+                            input.cancel_with(cancel_cause(reason));
+                        }
+                        Ok(message) => self.held.push_back(message),
+                        Err(gone) => {
+                            input.cancel_with(Disconnected);
+                            end = Some(gone);
+                        }
+                    }
+                }
+                () = self.idle.expired(), if end.is_none() => {
+                    input.cancel_with(IdleTimeout(self.idle.timeout()));
+                    end = Some(End::Idle);
+                }
+            }
+        }
     }
 }
 
-fn classify(message: Option<Result<Message, axum::Error>>) -> Read {
+fn message_or_end(message: Option<Result<Message, axum::Error>>) -> Result<Message, End> {
     match message {
-        Some(Ok(Message::Close(_))) | None => Read::Gone(None),
-        Some(Ok(message)) => Read::Message(message),
+        Some(Ok(Message::Close(_))) | None => Err(End::Gone(None)),
+        Some(Ok(message)) => Ok(message),
         Some(Err(error)) if error.to_string().contains("Space limit exceeded") => {
-            Read::Gone(Some(close_code::SIZE))
+            Err(End::Gone(Some(close_code::SIZE)))
         }
-        Some(Err(_)) => Read::Gone(None),
+        Some(Err(_)) => Err(End::Gone(None)),
     }
+}
+
+/// The cause of a client's `cancel`: its reason.
+fn cancel_cause(reason: Option<String>) -> String {
+    reason.unwrap_or_else(|| "cancelled by the client".to_owned())
 }
 
 async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, socket: WebSocket) {
-    let (sink, mut stream) = socket.split();
+    let (sink, stream) = socket.split();
     let activity = Activity::new();
     let peer = Arc::new(Peer {
         sink: Mutex::new(sink),
         activity: activity.clone(),
     });
-    let limit = shared.limits.max_message_bytes;
-    let mut idle = Idle::new(activity.clone(), shared.limits.idle_timeout);
+    let mut reader = Reader {
+        stream,
+        held: VecDeque::new(),
+        idle: Idle::new(activity, shared.limits.idle_timeout),
+        limit: shared.limits.max_message_bytes,
+    };
     let mut input: Option<JsonSendHalf> = None;
     let mut writer: Option<JoinHandle<()>> = None;
-    let mut held: VecDeque<Message> = VecDeque::new();
-    let mut end: Option<Read> = None;
-    while end.is_none() {
-        let text = match read(&mut stream, &mut held, &mut idle).await {
-            Read::Message(Message::Text(text)) => text,
-            Read::Message(Message::Binary(_)) => {
-                let failure = Failure::malformed("frames are JSON text, not binary");
+    let end = loop {
+        let op = match reader.next(&mut writer).await {
+            Read::Op(op) => op,
+            Read::Refused(failure) => {
                 let _ = peer.refuse(&failure).await;
                 continue;
             }
-            // Pings are answered by the socket itself.
-            Read::Message(_) => continue,
-            other => {
-                end = Some(other);
-                break;
-            }
+            Read::End(end) => break end,
         };
-        activity.touch();
-        if text.len() > limit {
-            let failure = Failure::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                Code::FrameTooLarge,
-                format!("a {} byte message; the limit is {limit} bytes", text.len()),
-            );
-            let _ = peer.refuse(&failure).await;
-            continue;
-        }
-        let op = match codec::decode(text.as_str()) {
-            Ok(op) => op,
-            Err(failure) => {
-                let _ = peer.refuse(&failure).await;
-                continue;
-            }
-        };
-        let op = match (op, &input) {
+        let refusal = match (op, &input) {
             (Op::Init(init), None) => {
                 let options = Shared::options(identity.as_ref()).input_buffer(INPUT_WINDOW);
                 match shared.registry.connect_json_with(&key, init, options) {
@@ -183,108 +269,72 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
                         let (half, output) = conn.into_split();
                         input = Some(half);
                         writer = Some(tokio::spawn(write(output, Arc::clone(&peer))));
+                        None
                     }
-                    Err(error) => {
-                        let _ = peer.refuse(&Failure::from_json(&error)).await;
-                    }
+                    Err(error) => Some(Failure::from_json(&error)),
                 }
-                continue;
             }
-            (Op::Init(_), Some(_)) => {
-                let failure = Failure::new(
-                    StatusCode::CONFLICT,
-                    Code::DuplicateConnection,
-                    "the socket's connection is open already: one socket, one connection",
-                );
-                let _ = peer.refuse(&failure).await;
-                continue;
-            }
-            (_, None) => {
-                let failure = Failure::new(
-                    StatusCode::CONFLICT,
-                    Code::UnknownConnection,
-                    "no connection yet: the first frame is `init`",
-                );
-                let _ = peer.refuse(&failure).await;
-                continue;
-            }
-            (op, Some(half)) => (op, half),
-        };
-        match op {
-            (Op::Send(value), half) => {
-                let result = {
-                    let mut send = pin!(half.send(value));
-                    loop {
-                        tokio::select! {
-                            biased;
-                            result = &mut send => break result,
-                            message = stream.next(), if held.len() < READ_AHEAD && end.is_none() => {
-                                // Watch for a cancel while the action has not taken the input;
-                                // anything else waits its turn.
-                                match classify(message) {
-                                    Read::Message(Message::Text(text))
-                                        if text.len() <= limit
-                                            && matches!(codec::decode(text.as_str()), Ok(Op::Cancel(_))) =>
-                                    {
-                                        if let Ok(Op::Cancel(reason)) = codec::decode(text.as_str()) {
-                                            half.cancel_with(reason.unwrap_or_else(|| "cancelled by the client".to_owned()));
-                                        }
-                                    }
-                                    Read::Message(message) => held.push_back(message),
-                                    gone => {
-                                        half.cancel_with(Disconnected);
-                                        end = Some(gone);
-                                    }
-                                }
-                            }
-                            () = idle.expired(), if end.is_none() => {
-                                half.cancel_with(IdleTimeout(idle.timeout()));
-                                end = Some(Read::Idle);
-                            }
-                        }
-                    }
+            (Op::Init(_), Some(_)) => Some(Failure::new(
+                StatusCode::CONFLICT,
+                Code::DuplicateConnection,
+                "the socket's connection is open already: one socket, one connection",
+            )),
+            (_, None) => Some(Failure::new(
+                StatusCode::CONFLICT,
+                Code::UnknownConnection,
+                "no connection yet: the first frame is `init`",
+            )),
+            (Op::Send(value), Some(half)) => {
+                let (result, end) = reader.send(half, value).await;
+                let refusal = match result {
+                    Ok(()) => None,
+                    Err(error @ JsonError::InvalidInput { .. }) => Some(Failure::from_json(&error)),
+                    Err(error) => Some(Failure::new(
+                        StatusCode::CONFLICT,
+                        Code::SendFailed,
+                        error.to_string(),
+                    )),
                 };
-                match result {
-                    Ok(()) => {}
-                    Err(error @ JsonError::InvalidInput { .. }) => {
-                        let _ = peer.refuse(&Failure::from_json(&error)).await;
-                    }
-                    Err(error) => {
-                        let failure =
-                            Failure::new(StatusCode::CONFLICT, Code::SendFailed, error.to_string());
-                        let _ = peer.refuse(&failure).await;
-                    }
+                if let Some(end) = end {
+                    break end;
                 }
+                refusal
             }
-            (Op::Close, half) => half.close(),
-            (Op::Cancel(reason), half) => {
-                half.cancel_with(reason.unwrap_or_else(|| "cancelled by the client".to_owned()));
+            (Op::Close, Some(half)) => {
+                half.close();
+                None
             }
-            (Op::Init(_), _) => {}
+            (Op::Cancel(reason), Some(half)) => {
+                half.cancel_with(cancel_cause(reason));
+                None
+            }
+        };
+        if let Some(failure) = refusal {
+            let _ = peer.refuse(&failure).await;
         }
-    }
+    };
     match (end, &input) {
-        (Some(Read::Idle), Some(half)) => half.cancel_with(IdleTimeout(idle.timeout())),
-        (Some(Read::Idle), None) => {
+        (End::Idle, Some(half)) => half.cancel_with(IdleTimeout(reader.idle.timeout())),
+        (End::Idle, None) => {
             let failure = Failure::new(
                 StatusCode::GATEWAY_TIMEOUT,
                 Code::IdleTimeout,
-                format!("no `init` within {:?}", idle.timeout()),
+                format!("no `init` within {:?}", reader.idle.timeout()),
             );
             let _ = peer.refuse(&failure).await;
             peer.close(close_code::NORMAL, "idle").await;
         }
-        (Some(Read::Gone(code)), half) => {
-            if let Some(half) = half {
-                if !half.is_finished() {
-                    half.cancel_with(Disconnected);
-                }
+        (End::Gone(code), half) => {
+            if let Some(half) = half
+                && !half.is_finished()
+            {
+                half.cancel_with(Disconnected);
             }
             if let Some(code) = code {
                 peer.close(code, "message too big").await;
             }
         }
-        _ => {}
+        (End::Written, _) => {}
     }
     drop(input);
     if let Some(writer) = writer {

@@ -103,7 +103,7 @@ pub use message::{
     AbortedMessage, AssistantContent, AssistantMessage, Cost, ErrorMessage, Message, Role,
     StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
-pub use model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec};
+pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequest, ToolSpec};
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;

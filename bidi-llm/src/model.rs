@@ -28,6 +28,60 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// The tools it may call.
     pub tools: Vec<ToolSpec>,
+    /// How to sample the answer.
+    pub options: ModelOptions,
+}
+
+/// How a model samples its answers: camelCase JSON, unknown keys refused. Unset options are the
+/// provider's defaults.
+///
+/// ```
+/// use bidi_llm::ModelOptions;
+/// use serde_json::json;
+///
+/// let options: ModelOptions = serde_json::from_value(json!({"temperature": 0.2, "maxTokens": 500}))?;
+/// assert_eq!((options.temperature, options.max_tokens), (Some(0.2), Some(500)));
+/// assert!(serde_json::from_value::<ModelOptions>(json!({"model": "other"})).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ModelOptions {
+    /// The sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// The most tokens an answer may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelOptions {
+    /// No options: the provider's defaults.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Samples at `temperature`.
+    #[must_use]
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Caps answers at `max_tokens`.
+    #[must_use]
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Whether every option is the provider's default.
+    #[must_use]
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl ModelRequest {
@@ -38,7 +92,15 @@ impl ModelRequest {
             system_prompt: None,
             messages,
             tools,
+            options: ModelOptions::default(),
         }
+    }
+
+    /// Samples the answer with `options`.
+    #[must_use]
+    pub fn with_options(mut self, options: ModelOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// Puts `prompt` before the conversation, as its system prompt.

@@ -70,6 +70,12 @@ impl OpenAiModel {
             "stream": true,
             "stream_options": {"include_usage": true},
         });
+        if let Some(temperature) = request.options.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = request.options.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools

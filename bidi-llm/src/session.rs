@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
-use crate::model::ToolSpec;
+use crate::model::{ModelOptions, ToolSpec};
 use crate::tool::Tool;
 
 /// Where a session stands: `snake_case` on the wire.
@@ -76,6 +76,9 @@ pub struct LlmSession {
     /// client that runs it does. An agent's tool of the same name wins over it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
+    /// How the session's model calls sample their answers.
+    #[serde(default, skip_serializing_if = "ModelOptions::is_default")]
+    pub options: ModelOptions,
     /// The whole conversation.
     #[serde(default)]
     pub messages: Vec<Message>,

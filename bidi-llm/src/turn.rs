@@ -322,7 +322,7 @@ impl<'a> Turn<'a> {
                 .filter(|spec| self.tool(&spec.name).is_none())
                 .cloned(),
         );
-        let request = ModelRequest::new(state.messages.clone(), tools);
+        let request = ModelRequest::new(state.messages.clone(), tools).with_options(state.options);
         match &state.system_prompt {
             Some(prompt) => request.with_system_prompt(prompt.clone()),
             None => request,

@@ -180,7 +180,7 @@ async fn typed_lookup() {
     clone
         .register(words().with_action_type(ActionType::AGENT))
         .unwrap();
-    assert!(registry.action("/agent/words").is_some());
+    assert!(registry.action("/agent/words").is_ok());
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn action_kinds_are_open() {
     assert_eq!(desc["key"], "/acp-agent/words");
     assert_eq!(desc["type"], "acp-agent");
     assert_eq!(desc["name"], "words");
-    assert!(registry.action("/ndjson/words").is_some());
+    assert!(registry.action("/ndjson/words").is_ok());
     assert_eq!(
         words().with_action_type(ActionType::AGENT).action_type(),
         &ActionType::AGENT

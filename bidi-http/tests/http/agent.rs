@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use bidi_http::Server;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
-use bidi_llm::{LlmAgent, ModelEvent, StopReason, Usage};
+use bidi_llm::{LlmAgent, ModelEvent, ModelOptions, StopReason, Usage};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -51,23 +51,32 @@ fn book_tool() -> Value {
 }
 
 async fn travel_server() -> SocketAddr {
-    let model = ScriptedModel::new([
+    travel_server_with(ScriptedModel::new([
         Scripted::new().tool_call("call-1", "book", &json!({"city": "Oslo"})),
         Scripted::new().text("Booked!"),
-    ]);
+    ]))
+    .await
+}
+
+async fn travel_server_with(model: ScriptedModel) -> SocketAddr {
     let agent = LlmAgent::builder("travel", model).build();
     start(Server::new(registry(&Probe::default())).agent(&agent)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
-    let addr = travel_server().await;
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("call-1", "book", &json!({"city": "Oslo"})),
+        Scripted::new().text("Booked!"),
+    ]);
+    let addr = travel_server_with(model.clone()).await;
     let response = execute(
         addr,
         json!({
             "sessionId": "trip-1",
             "input": {"content": "Oslo, please"},
-            "context": {"systemPrompt": "You book trips.", "tools": [book_tool()]}
+            "context": {"systemPrompt": "You book trips.", "tools": [book_tool()]},
+            "options": {"temperature": 0.5, "maxTokens": 64}
         }),
     )
     .await;
@@ -135,6 +144,16 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
         .map(|message| message["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+
+    // What the model was asked, both times: the context and options of the session.
+    for request in model.requests() {
+        assert_eq!(request.system_prompt.as_deref(), Some("You book trips."));
+        assert_eq!(request.tools[0].name, "book");
+        assert_eq!(
+            request.options,
+            ModelOptions::new().temperature(0.5).max_tokens(64)
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,6 +193,21 @@ async fn a_new_session_gets_an_id_and_needs_a_context() {
     )
     .await;
     assert_eq!(unknown.status().as_u16(), 400);
+
+    let stray = execute(
+        addr,
+        json!({"sessionId": "x", "input": {"content": "hi"}, "options": {"temperature": 0.1}}),
+    )
+    .await;
+    assert_eq!(stray.status().as_u16(), 400);
+    let answer: Value = stray.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["path"], "/options");
+    let unknown_option = execute(
+        addr,
+        json!({"input": {"content": "hi"}, "context": {}, "options": {"model": "gpt-9"}}),
+    )
+    .await;
+    assert_eq!(unknown_option.status().as_u16(), 400);
 
     let created = execute(addr, json!({"input": {"content": "hi"}, "context": {}})).await;
     assert_eq!(created.status().as_u16(), 200);

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use bidi_agent::AgentInit;
 use bidi_llm::{
-    AgentEvent, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model, OpenAiModel, Status,
-    StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
+    AgentEvent, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model, ModelOptions,
+    OpenAiModel, Status, StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -282,8 +282,8 @@ async fn tool_calls_without_index_or_id_are_errors() {
     }
 }
 
-/// A session's system prompt goes first as a `system` message; its client tools follow the
-/// agent's, their schemas as the client gave them; a call of one ends the execution awaiting it.
+/// A session's system prompt goes first as a `system` message and its options are sent; its
+/// client tools follow the agent's, their schemas as the client gave them; a call of one ends the execution awaiting it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_the_system_prompt_and_the_client_tools() {
     let (base, bodies) = serve(vec![Reply::Sse {
@@ -307,7 +307,8 @@ async fn sends_the_system_prompt_and_the_client_tools() {
         "tools": [{"name": "pick", "description": "Picks a file", "parameters": parameters}],
     }))
     .unwrap();
-    let state = agent.new_session(context).unwrap();
+    let mut state = agent.new_session(context).unwrap();
+    state.options = ModelOptions::new().temperature(0.25).max_tokens(300);
     let mut conn = agent.connect(AgentInit::new().init(state));
     let mut stream = execute(&mut conn, TurnInput::User(UserMessage::new("hi")))
         .await
@@ -317,6 +318,10 @@ async fn sends_the_system_prompt_and_the_client_tools() {
     assert_eq!(result.status, Status::AwaitingToolExecution, "{result:?}");
     assert_eq!(result.pending_tool_calls[0].name, "pick");
     let body = bodies.lock().unwrap()[0].clone();
+    assert_eq!(
+        (&body["temperature"], &body["max_tokens"]),
+        (&json!(0.25), &json!(300))
+    );
     assert_eq!(
         body["messages"],
         json!([

@@ -3,9 +3,9 @@
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
-    Error, ErrorCode, ErrorMessage, Lease, LlmSession, Message, Model, ModelEvent, ModelRequest,
-    Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, ToolSpec, Usage,
-    UserMessage, simple_tool,
+    Error, ErrorCode, ErrorMessage, Lease, LlmSession, Message, Model, ModelEvent, ModelOptions,
+    ModelRequest, Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, ToolSpec,
+    Usage, UserMessage, simple_tool,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -458,6 +458,7 @@ fn sessions_serialize_with_the_seed_fields() {
             description: "Picks".into(),
             parameters: json!({"type": "object"}),
         }],
+        options: ModelOptions::new().temperature(0.5),
         messages: vec![Message::User(UserMessage::new("hi"))],
         status: Status::Running,
         lease: Some(Lease {
@@ -475,6 +476,7 @@ fn sessions_serialize_with_the_seed_fields() {
         json!({
             "systemPrompt": "Be brief.",
             "tools": [{"name": "pick", "description": "Picks", "parameters": {"type": "object"}}],
+            "options": {"temperature": 0.5},
             "messages": [{"role": "user", "content": "hi"}],
             "status": "running",
             "lease": {"owner": "conn-1", "startedAt": 1000, "expiresAt": 31000},
