@@ -167,7 +167,7 @@
 //!
 //! # Deploying several processes
 //!
-//! Give the agents a shared store ([`PostgresStore`](bidi_session::PostgresStore)) and any number
+//! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
 //! of server processes behind a load balancer serve the same sessions: no sticky routing is
 //! needed. Every execution takes a lease on its session by compare-and-swap, so two processes
 //! never run one session at once (the second request gets 409), and a session whose process died

@@ -151,3 +151,76 @@ async fn identities_reach_actions_and_keep_their_sessions_apart() {
     let (_, again) = post_as(addr, "alice", "/agent/notes", note("more", true)).await;
     assert_eq!(again["result"]["state"], json!(["alice's secret", "more"]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_sessions_are_404_to_other_identities() {
+    let model =
+        bidi_llm::testing::ScriptedModel::new([bidi_llm::testing::Scripted::new().text("hi")]);
+    let agent = bidi_llm::LlmAgent::builder("helper", model).build();
+    let addr = start(authenticated(&Probe::default()).agent(&agent)).await;
+    let body = json!({"sessionId": "s-1", "input": {"content": "hello"}, "context": {}});
+    let response = reqwest::Client::new()
+        .post(url(addr, "/agent/helper/execute"))
+        .header("authorization", "Bearer alice")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(response.text().await.unwrap().contains("execute_complete"));
+    let get = |who: &'static str| {
+        reqwest::Client::new()
+            .get(url(addr, "/agent/helper/session/s-1"))
+            .header("authorization", format!("Bearer {who}"))
+            .send()
+    };
+    let alice = get("alice").await.unwrap();
+    assert_eq!(alice.status().as_u16(), 200);
+    let session: Value = alice.json().await.unwrap();
+    assert_eq!(session["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(get("bob").await.unwrap().status().as_u16(), 404);
+    // Nor can Bob go on with it.
+    let response = reqwest::Client::new()
+        .post(url(addr, "/agent/helper/execute"))
+        .header("authorization", "Bearer bob")
+        .body(json!({"sessionId": "s-1", "input": {"content": "peek"}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_from_a_layer_of_your_own_reaches_the_action() {
+    async fn tenant(
+        mut request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        let tenant = request
+            .headers()
+            .get("x-tenant")
+            .and_then(|value| value.to_str().ok())
+            .map(Identity::new);
+        if let Some(tenant) = tenant {
+            request.extensions_mut().insert(tenant);
+        }
+        next.run(request).await
+    }
+    let app = Server::new(registry(&Probe::default()))
+        .router()
+        .layer(axum::middleware::from_fn(tenant));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let answer: Value = reqwest::Client::new()
+        .post(url(addr, "/bidi-flow/whoami"))
+        .header("x-tenant", "acme")
+        .body(r#"{"data":null}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"], "acme");
+}
