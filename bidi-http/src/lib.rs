@@ -49,7 +49,9 @@
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
 //!
 //! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
-//! [`Router::merge`](axum::Router::merge); the paths above are relative to it.
+//! [`Router::merge`](axum::Router::merge); the paths above are relative to it. Layers of your
+//! own go on it as on any router (CORS for browser clients on another origin, say, with
+//! `tower_http::cors::CorsLayer`).
 //!
 //! ## Genkit's flow wire
 //!

@@ -224,3 +224,34 @@ async fn an_identity_from_a_layer_of_your_own_reaches_the_action() {
         .unwrap();
     assert_eq!(answer["result"], "acme");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sse_reader_slows_the_action() {
+    let probe = Probe::default();
+    let addr = start(Server::new(registry(&probe))).await;
+    let response = reqwest::Client::new()
+        .post(url(addr, "/bidi-flow/forever?stream=true"))
+        .body(r#"{"data":null,"init":65536}"#)
+        .send()
+        .await
+        .unwrap();
+    // 64 KiB chunks, not read: the socket's buffers fill, then the action waits.
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent = probe.sent();
+        if sent == last {
+            break;
+        }
+        last = sent;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(probe.sent(), last, "the action ran ahead of its reader");
+    assert!(last < 2_000, "{last} chunks of 64 KiB buffered");
+    let mut body = response.bytes_stream();
+    let mut read = 0;
+    while read < (last + 20) * 65_536 {
+        read += body.next().await.unwrap().unwrap().len();
+    }
+    assert!(probe.sent() > last);
+}
