@@ -1,5 +1,7 @@
 //! bidi-http on real sockets: the flow wire with reqwest, WebSocket with tokio-tungstenite.
 
+#![allow(clippy::unwrap_used)]
+
 mod agent;
 mod flow;
 mod safety;
