@@ -1,0 +1,90 @@
+//! Real Node peers against a real bidi-http server: Genkit's own JavaScript client
+//! (`genkit/beta/client`) on the flow wire, and the `ws` package on the WebSocket wire.
+//!
+//! The server runs in this process on a free port of 127.0.0.1; the clients are the scripts of
+//! `tests/node`, run by `node` after `npm ci` (see `tests/node/README.md`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use bidi_agent::Agent;
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{BidiFlow, Registry};
+use bidi_http::Server;
+use tests::node::{Summary, npm_ci, run_node};
+
+/// Streams "partial", then fails with "boom".
+async fn fail(
+    _ctx: ActionContext,
+    _init: (),
+    _inbound: Inbound<String>,
+    out: Outbound<String>,
+) -> Result<(), BoxError> {
+    out.send("partial".to_owned()).await?;
+    Err("boom".into())
+}
+
+/// The flows the clients expect: `/bidi-flow/echo`, `/bidi-flow/fail` and `/agent/chat`.
+fn registry() -> Registry {
+    let registry = Registry::new();
+    registry
+        .register(BidiFlow::new("echo", examples::echo))
+        .unwrap();
+    registry.register(BidiFlow::new("fail", fail)).unwrap();
+    registry
+        .register(Agent::builder("chat").build(examples::chat).into_flow())
+        .unwrap();
+    registry
+}
+
+/// Serves the flows on a free port of 127.0.0.1, on this runtime.
+async fn serve() -> SocketAddr {
+    let bound = Server::new(registry())
+        .addr("127.0.0.1:0".parse().unwrap())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.local_addr().unwrap();
+    tokio::spawn(bound.serve());
+    addr
+}
+
+fn clients() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("node")
+}
+
+/// Installs the clients' packages, then runs `script` against the server at `addr`.
+async fn run(script: &str, addr: SocketAddr) -> Summary {
+    let script = clients().join(script);
+    let base = format!("http://{addr}");
+    tokio::task::spawn_blocking(move || {
+        npm_ci(&clients()).unwrap();
+        run_node(&script, &[&base])
+    })
+    .await
+    .unwrap()
+}
+
+/// Asserts every one of the script's `checks` ran and passed.
+fn assert_all_passed(summary: &Summary, checks: usize) {
+    assert!(summary.failures().is_empty(), "{summary}");
+    assert_eq!(summary.failed, Some(0), "{summary}");
+    assert_eq!(summary.passed, Some(checks), "{summary}");
+    assert!(summary.succeeded(), "{summary}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_client_runs_and_streams_flows() {
+    let addr = serve().await;
+    let summary = run("genkit_client.mjs", addr).await;
+    assert_all_passed(&summary, 13);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_client_speaks_full_duplex() {
+    let addr = serve().await;
+    let summary = run("ws_client.mjs", addr).await;
+    assert_all_passed(&summary, 10);
+}
