@@ -161,7 +161,7 @@
 //!
 //! The answer is SSE, one event per [`AgentEvent`](bidi_llm::AgentEvent) named by its kind
 //! (`event: text_delta`), with the session's id in the `X-Session-Id` header; the last event is
-//! `execute_complete` with `status` and `pendingToolCalls`. A session another execution runs
+//! `execute_complete` with `status` (and `pendingToolCalls` when it awaits them). A session another execution runs
 //! (in this process or another) answers **409** `session_running` at once instead of waiting: an
 //! HTTP request that waits on another execution of unknown length would hold a connection and a
 //! client that can retry knows better when. Results that do not answer the pending calls are 400
