@@ -217,6 +217,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
 use bidi_core::ConnectOptions;
 use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
@@ -367,6 +368,25 @@ impl Server {
 
     /// The router, to serve yourself or to [`merge`](axum::Router::merge) or
     /// [`nest`](axum::Router::nest) into your app.
+    ///
+    /// Serving it yourself, set `TCP_NODELAY` on the accepted sockets, as [`Bound::serve`]
+    /// does: without it, a write that follows another before the client acknowledged it (a
+    /// `turn_end` frame after its chunk, the next SSE record) waits for the client's delayed
+    /// acknowledgement, up to 40 ms on Linux.
+    ///
+    /// ```no_run
+    /// use axum::serve::ListenerExt as _;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let app = bidi_http::Server::new(bidi_flow::Registry::new()).router();
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    /// let listener = listener.tap_io(|tcp| {
+    ///     let _ = tcp.set_nodelay(true);
+    /// });
+    /// axum::serve(listener, app).await
+    /// # }
+    /// ```
     pub fn router(self) -> Router {
         let shared = Arc::new(Shared {
             registry: self.registry,
@@ -422,13 +442,13 @@ impl Bound {
         self.listener.local_addr()
     }
 
-    /// Serves until the process ends.
+    /// Serves until the process ends, with `TCP_NODELAY` on every accepted socket.
     ///
     /// # Errors
     ///
     /// Accepting connections failed for good.
     pub async fn serve(self) -> io::Result<()> {
-        axum::serve(self.listener, self.router).await
+        axum::serve(nodelay(self.listener), self.router).await
     }
 
     /// Serves until `signal` completes, then stops accepting and waits for the requests being
@@ -441,10 +461,19 @@ impl Bound {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        axum::serve(self.listener, self.router)
+        axum::serve(nodelay(self.listener), self.router)
             .with_graceful_shutdown(signal)
             .await
     }
+}
+
+/// `listener` with `TCP_NODELAY` set on every socket it accepts: a frame or record goes out as
+/// soon as it is written instead of waiting for the acknowledgement of the one before it.
+fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    listener.tap_io(|tcp| {
+        // Without it the socket still works, only later.
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 /// Why the server cancelled a connection: its client went away (a closed socket, an aborted
