@@ -112,8 +112,11 @@ pub(crate) async fn run(
         init => init.unwrap_or(Value::Null),
     };
     // Room for the one input: the action may stream before it takes it (or never take it).
-    let options =
-        Shared::options(identity.as_ref().map(|Extension(identity)| identity)).input_buffer(1);
+    // Room for a few chunks: while a write goes out, the action goes on, and the next write
+    // gathers what it sent meanwhile.
+    let options = Shared::options(identity.as_ref().map(|Extension(identity)| identity))
+        .input_buffer(1)
+        .output_buffer(OUTPUT_BUFFER);
     let conn = shared
         .registry
         .connect_json_with(&key, init, options)
@@ -201,8 +204,14 @@ async fn collect(mut output: JsonRecvHalf, mut idle: Idle) -> Result<Value, Fail
 /// How many bytes of records a write gathers at most before it goes to the socket.
 const WRITE_BATCH: usize = 16 * 1024;
 
+/// How many chunks an action may send ahead of the writer. Unbuffered, each chunk would wait
+/// for the writer to take it, and every write would carry one record: a system call and a
+/// chunked-encoding frame per chunk.
+const OUTPUT_BUFFER: usize = 64;
+
 /// The SSE answer: a writer task reads the connection and hands records to the body through a
-/// channel of one write, so a slow client slows the action.
+/// channel of one write, so a slow client slows the action (which runs at most
+/// [`OUTPUT_BUFFER`] chunks and one write ahead of the socket).
 fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
     let (writes, body) = mpsc::channel::<Bytes>(1);
     tokio::spawn(write_records(output, idle, writes, guard));
