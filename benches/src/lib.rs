@@ -1,6 +1,8 @@
 //! Shared pieces of the benchmarks: the runtime and the raw baselines built on the bare channel
 //! under `bidi_core` connections.
 
+pub mod http;
+
 use std::future::{Future, poll_fn};
 use std::sync::Arc;
 
