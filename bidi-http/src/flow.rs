@@ -213,12 +213,16 @@ const OUTPUT_BUFFER: usize = 64;
 /// channel of one write, so a slow client slows the action (which runs at most
 /// [`OUTPUT_BUFFER`] chunks and one write ahead of the socket).
 fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
-    let (writes, body) = mpsc::channel::<Bytes>(1);
+    let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
     tokio::spawn(write_records(output, idle, writes, guard));
-    let body = futures_util::stream::unfold(body, |mut body| async move {
-        body.recv()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
+    // The body ends with the last write, without waiting for the writer to go.
+    let body = futures_util::stream::unfold(Some(body), |body| async move {
+        let mut body = body?;
+        let (bytes, last) = body.recv().await?;
+        Some((
+            Ok::<_, std::convert::Infallible>(bytes),
+            (!last).then_some(body),
+        ))
     });
     (
         [
@@ -237,7 +241,7 @@ fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
 async fn write_records(
     mut output: JsonRecvHalf,
     mut idle: Idle,
-    writes: mpsc::Sender<Bytes>,
+    writes: mpsc::Sender<(Bytes, bool)>,
     guard: CancelOnDrop,
 ) {
     let mut buf = Vec::with_capacity(256);
@@ -274,8 +278,12 @@ async fn write_records(
                 }
             }
             idle.touch();
+            if ended && !turn.turn_ended() {
+                // The connection is ending: these records go out in one write with the last.
+                break;
+            }
             let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-            if writes.send(write).await.is_err() {
+            if writes.send((write, false)).await.is_err() {
                 turn.cancel_with(Disconnected);
                 break 'turns;
             }
@@ -292,5 +300,5 @@ async fn write_records(
         Ok(value) => codec::result_record(&value, &mut buf),
         Err(error) => codec::error_record(&Failure::from_json(&error), &mut buf),
     }
-    let _ = writes.send(Bytes::from(buf)).await;
+    let _ = writes.send((Bytes::from(buf), true)).await;
 }
