@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the same load against bidi-http (benches' `http-server`, flow `stream` at
-# /bidi-flow/stream), Genkit JS (server.mjs, telemetry off) and plain node:http (raw.mjs), each
+# /bidi-flow/stream), raw axum (the same process, axum's Sse at /raw/stream), Genkit JS
+# (server.mjs, telemetry off) and plain node:http (raw.mjs), each
 # with two clients: load.mjs (Node fetch) and `http-load` (its Rust twin, same checks), REPS
 # times (default 3). Prints one line per run:
 #   <server> <client> <requests> <concurrency> <chunksPerRequest> <client's JSON>
@@ -38,9 +39,10 @@ start raw node raw.mjs 0
 for rep in $(seq 1 "$REPS"); do
   for config in $CONFIGS; do
     args=$(echo "$config" | tr ':' ' ')
-    for name in bidi genkit raw; do
+    for name in bidi axum genkit raw; do
       case $name in
-        bidi) url="$(head -1 "$LOGS/$name")/bidi-flow/stream" ;;
+        bidi) url="$(head -1 "$LOGS/bidi")/bidi-flow/stream" ;;
+        axum) url="$(head -1 "$LOGS/bidi")/raw/stream" ;;
         *) url="$(head -1 "$LOGS/$name")/stream" ;;
       esac
       # shellcheck disable=SC2086
