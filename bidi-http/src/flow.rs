@@ -111,9 +111,9 @@ pub(crate) async fn run(
         }
         init => init.unwrap_or(Value::Null),
     };
-    // Room for the one input: the action may stream before it takes it (or never take it).
-    // Room for a few chunks: while a write goes out, the action goes on, and the next write
-    // gathers what it sent meanwhile.
+    // Room for the one input: the action may stream before it takes it (or never take it); and
+    // for a few chunks: while a write goes out the action goes on, and the next write gathers
+    // what it sent meanwhile.
     let options = Shared::options(identity.as_ref().map(|Extension(identity)| identity))
         .input_buffer(1)
         .output_buffer(OUTPUT_BUFFER);
@@ -126,7 +126,11 @@ pub(crate) async fn run(
     let guard = CancelOnDrop(Some(input_half.clone()));
     match input_half.send(input).await {
         Ok(()) => {}
-        Err(error @ JsonError::InvalidInput { .. }) => return Err(Failure::from_json(&error)),
+        Err(error @ JsonError::InvalidInput { .. }) => {
+            input_half.cancel_with("the request's input was refused");
+            guard.disarm();
+            return Err(Failure::from_json(&error));
+        }
         // The action ended without taking it: its output (or error) says how.
         Err(_) => {}
     }

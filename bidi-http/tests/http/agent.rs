@@ -33,6 +33,13 @@ fn parse(text: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Tool results for the call `id` of `book`.
+fn booked(session_id: &str, id: &str) -> Value {
+    json!({"sessionId": session_id, "input": [{
+        "toolCallId": id, "toolName": "book", "content": "booked Oslo", "isError": false
+    }]})
+}
+
 async fn execute(addr: SocketAddr, body: Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(url(addr, "/agent/travel/execute"))
@@ -102,24 +109,12 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
     assert_eq!(session["pendingToolCalls"][0]["id"], "call-1");
 
     // Results for a call that is not pending are refused before anything runs.
-    let wrong = execute(
-        addr,
-        json!({"sessionId": "trip-1", "input": [{
-            "toolCallId": "call-9", "toolName": "book", "content": "booked", "isError": false
-        }]}),
-    )
-    .await;
+    let wrong = execute(addr, booked("trip-1", "call-9")).await;
     assert_eq!(wrong.status().as_u16(), 400);
     let answer: Value = wrong.json().await.unwrap();
     assert_eq!(answer["error"]["details"]["code"], "invalid_input");
 
-    let resumed = execute(
-        addr,
-        json!({"sessionId": "trip-1", "input": [{
-            "toolCallId": "call-1", "toolName": "book", "content": "booked Oslo", "isError": false
-        }]}),
-    )
-    .await;
+    let resumed = execute(addr, booked("trip-1", "call-1")).await;
     assert_eq!(resumed.status().as_u16(), 200);
     let events = parse(&resumed.text().await.unwrap());
     let deltas: String = events

@@ -86,6 +86,24 @@ impl Probe {
     pub(crate) fn sent(&self) -> usize {
         self.sent.load(Ordering::SeqCst)
     }
+
+    /// Waits until `forever`'s count stops moving (its reader's buffers are full), checks that
+    /// it stays put, and returns it.
+    pub(crate) async fn stalled(&self) -> usize {
+        let mut last = usize::MAX;
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let sent = self.sent();
+            if sent == last {
+                break;
+            }
+            last = sent;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(self.sent(), last, "the action ran ahead of its reader");
+        assert!(last < 2_000, "{last} chunks of 64 KiB buffered");
+        last
+    }
 }
 
 /// The flows, with `probe` watching `/bidi-flow/forever` (chunks of `size` bytes until
