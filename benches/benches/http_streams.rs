@@ -19,6 +19,7 @@ use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use benches::http::rss_bytes;
 use benches::{on_worker, runtime};
 use futures_util::StreamExt as _;
 use serde_json::Value;
@@ -44,22 +45,6 @@ fn open_files_limit() -> Option<u64> {
         .lines()
         .find(|line| line.starts_with("Max open files"))?;
     line.split_whitespace().nth(3)?.parse().ok()
-}
-
-/// This process's resident set, in bytes.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
 }
 
 /// The server's `(alive tasks, resident bytes)`.

@@ -393,3 +393,21 @@ pub async fn read_stream(client: &reqwest::Client, url: &str, n: u64) -> u64 {
     );
     records.count
 }
+
+/// This process's resident set, in bytes (`VmRSS` of `/proc/self/status`; 0 where there is
+/// none).
+#[must_use]
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}

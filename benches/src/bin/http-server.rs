@@ -20,24 +20,8 @@ use std::net::SocketAddr;
 use axum::Json;
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
-use benches::http::{raw_router, registry};
+use benches::http::{raw_router, registry, rss_bytes};
 use serde_json::{Value, json};
-
-/// This process's resident set, in bytes (`VmRSS` of `/proc/self/status`).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
 
 async fn stats() -> Json<Value> {
     let tasks = tokio::runtime::Handle::current()

@@ -40,6 +40,17 @@ fn booked(session_id: &str, id: &str) -> Value {
     }]})
 }
 
+/// `GET /agent/travel/session/{id}`.
+async fn get_session(addr: SocketAddr, id: &str) -> Value {
+    let path = format!("/agent/travel/session/{id}");
+    reqwest::get(url(addr, &path))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn execute(addr: SocketAddr, body: Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(url(addr, "/agent/travel/execute"))
@@ -99,12 +110,7 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
     assert_eq!(complete["pendingToolCalls"][0]["id"], "call-1");
     assert_eq!(complete["pendingToolCalls"][0]["name"], "book");
 
-    let session: Value = reqwest::get(url(addr, "/agent/travel/session/trip-1"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session = get_session(addr, "trip-1").await;
     assert_eq!(session["status"], "awaiting_tool_execution");
     assert_eq!(session["pendingToolCalls"][0]["id"], "call-1");
 
@@ -125,12 +131,7 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
     assert_eq!(deltas, "Booked!");
     assert_eq!(events.last().unwrap().1["status"], "completed");
 
-    let session: Value = reqwest::get(url(addr, "/agent/travel/session/trip-1"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session = get_session(addr, "trip-1").await;
     assert_eq!(session["status"], "completed");
     let roles: Vec<&str> = session["messages"]
         .as_array()
