@@ -81,6 +81,11 @@ pub(crate) async fn execute(
         )
         .at("/options"));
     }
+    // A session named without a context must exist: if not, it would be a new one without one.
+    let resumed = match (&request.session_id, &request.context) {
+        (Some(id), None) => Some(id.clone()),
+        _ => None,
+    };
     let init = match (request.session_id, request.context) {
         (None, None) => {
             return Err(Failure::new(
@@ -114,7 +119,20 @@ pub(crate) async fn execute(
     tokio::spawn(run(conn, request.input, head, writes, idle));
     let session_id = match answer.await {
         Ok(Ok(session_id)) => session_id,
-        Ok(Err(failure)) => return Err(failure),
+        Ok(Err(failure)) => match resumed {
+            Some(id) if failure.code == Code::NotFound => {
+                return Err(Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    Code::ContextRequired,
+                    format!(
+                        "there is no session `{}`: a new session needs a `context`",
+                        codec::cap(&id)
+                    ),
+                )
+                .at("/context"));
+            }
+            _ => return Err(failure),
+        },
         Err(_) => {
             return Err(Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -317,7 +335,6 @@ pub(crate) struct SessionView {
     session_id: String,
     status: Status,
     messages: Vec<Message>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pending_tool_calls: Vec<ToolCall>,
 }
 

@@ -152,16 +152,17 @@
 //!              "tools": [{"name": "book", "description": "..", "parameters": {"type": "object"}}]}}
 //! ```
 //!
-//! `input` is a user message or the results of the pending tool calls. `context` is read when
-//! the request creates the session; a request without `sessionId` creates one with a fresh id and
-//! needs a `context` (400 `context_required` without one); a `sessionId` that names no session
-//! and comes without `context` is 404. Tools in `context.tools` are the session's **remote
-//! tools**: when the model calls one, the execution stops with `awaiting_tool_execution`, and the
-//! next request's tool results resume it, on any server process sharing the store.
+//! `input` is a user message or the results of the pending tool calls. `context` (and `options`:
+//! `temperature`, `maxTokens`) are read when the request creates the session: a request without
+//! `sessionId` creates one with a fresh id, one whose `sessionId` names no session yet creates
+//! that one, and either needs a `context` (400 `context_required` without one). Tools in
+//! `context.tools` are the session's **remote tools**: when the model calls one, the execution
+//! stops with `awaiting_tool_execution`, and the next request's tool results resume it, on any
+//! server process sharing the store.
 //!
 //! The answer is SSE, one event per [`AgentEvent`](bidi_llm::AgentEvent) named by its kind
 //! (`event: text_delta`), with the session's id in the `X-Session-Id` header; the last event is
-//! `execute_complete` with `status` (and `pendingToolCalls` when it awaits them). A session another execution runs
+//! `execute_complete` with `status` and `pendingToolCalls` (empty unless it awaits them). A session another execution runs
 //! (in this process or another) answers **409** `session_running` at once instead of waiting: an
 //! HTTP request that waits on another execution of unknown length would hold a connection and a
 //! client that can retry knows better when. Results that do not answer the pending calls are 400

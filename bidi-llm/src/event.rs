@@ -138,8 +138,9 @@ pub enum AgentEvent {
     ExecuteComplete {
         /// How it ended: `completed`, `awaiting_tool_execution` or `error`.
         status: Status,
-        /// The calls to execute remotely, when awaiting them.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// The calls to execute remotely when awaiting them; empty otherwise (always on the
+        /// wire, as clients read it).
+        #[serde(default)]
         pending_tool_calls: Vec<ToolCall>,
         /// What the execution's model calls cost, in the provider's currency.
         #[serde(default)]

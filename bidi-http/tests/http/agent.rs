@@ -161,12 +161,15 @@ async fn a_new_session_gets_an_id_and_needs_a_context() {
     assert_eq!(answer["error"]["details"]["code"], "context_required");
     assert_eq!(answer["error"]["details"]["path"], "/context");
 
+    // A session that is not there, named without a context, would be a new one without one.
     let missing = execute(
         addr,
         json!({"sessionId": "nope", "input": {"content": "hi"}}),
     )
     .await;
-    assert_eq!(missing.status().as_u16(), 404);
+    assert_eq!(missing.status().as_u16(), 400);
+    let answer: Value = missing.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "context_required");
 
     let bad_context = execute(
         addr,

@@ -179,7 +179,7 @@ async fn agent_sessions_are_404_to_other_identities() {
     let session: Value = alice.json().await.unwrap();
     assert_eq!(session["messages"].as_array().unwrap().len(), 2);
     assert_eq!(get("bob").await.unwrap().status().as_u16(), 404);
-    // Nor can Bob go on with it.
+    // Nor can Bob go on with it: to him it does not exist, so it would be a new one.
     let response = reqwest::Client::new()
         .post(url(addr, "/agent/helper/execute"))
         .header("authorization", "Bearer bob")
@@ -187,7 +187,9 @@ async fn agent_sessions_are_404_to_other_identities() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status().as_u16(), 404);
+    assert_eq!(response.status().as_u16(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "context_required");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,7 +144,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
                 pending_tool_calls: vec![],
                 cost: 0.0,
             },
-            json!({"type": "execute_complete", "status": "completed", "cost": 0.0}),
+            json!({"type": "execute_complete", "status": "completed", "pendingToolCalls": [], "cost": 0.0}),
         ),
     ];
     for (event, expected) in cases {
