@@ -1,0 +1,491 @@
+//! The wire without I/O: a line into a JSON-RPC request, notification or response (or a
+//! refusal carrying the JSON-RPC error to answer with), a message into a line, and reading a
+//! line with a size limit.
+
+use std::io;
+use std::sync::Arc;
+
+use agent_client_protocol_schema::rpc::{JsonRpcMessage, Notification};
+use agent_client_protocol_schema::v1::{Error, ErrorCode, Request, RequestId, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
+
+/// One message from the peer, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Incoming {
+    /// A request: answer it with `id`.
+    Request {
+        id: RequestId,
+        method: String,
+        /// `null` when the request had none.
+        params: Value,
+    },
+    /// A notification: never answered.
+    Notification { method: String, params: Value },
+    /// The answer to one of our own requests.
+    Response {
+        id: RequestId,
+        result: Result<Value, Error>,
+    },
+}
+
+/// A line refused: answer with `error` under `id` (`null` when the line named none).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub(crate) id: RequestId,
+    pub(crate) error: Box<Error>,
+}
+
+impl Refusal {
+    fn new(id: RequestId, code: ErrorCode, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        Self {
+            id,
+            error: Box::new(Error::new(code.into(), format!("{code}: {detail}"))),
+        }
+    }
+
+    /// A line longer than `limit` bytes, not read into memory.
+    pub(crate) fn too_large(len: usize, limit: usize) -> Self {
+        Self::new(
+            RequestId::Null,
+            ErrorCode::InvalidRequest,
+            format!("the line is {len} bytes long; at most {limit} are accepted"),
+        )
+    }
+}
+
+/// Decodes one line (without its newline).
+pub(crate) fn decode(line: &[u8]) -> Result<Incoming, Refusal> {
+    let value: Value = serde_json::from_slice(line).map_err(|error| {
+        Refusal::new(
+            RequestId::Null,
+            ErrorCode::ParseError,
+            format!("the line is not JSON: {error}"),
+        )
+    })?;
+    let mut object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => {
+            return Err(Refusal::new(
+                RequestId::Null,
+                ErrorCode::InvalidRequest,
+                "batches are not part of ACP: send one message per line",
+            ));
+        }
+        _ => {
+            return Err(Refusal::new(
+                RequestId::Null,
+                ErrorCode::InvalidRequest,
+                "a message is a JSON object",
+            ));
+        }
+    };
+    let id = match object.remove("id") {
+        None => None,
+        Some(Value::Null) => Some(RequestId::Null),
+        Some(Value::String(id)) => Some(RequestId::Str(id)),
+        Some(Value::Number(number)) => match number.as_i64() {
+            Some(id) => Some(RequestId::Number(id)),
+            None => return Err(invalid(None, "`id` is an integer or a string")),
+        },
+        Some(_) => return Err(invalid(None, "`id` is an integer or a string")),
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id, "`jsonrpc` must be \"2.0\""));
+    }
+    match object.remove("method") {
+        Some(Value::String(method)) => {
+            let params = match object.remove("params") {
+                None => Value::Null,
+                Some(params @ (Value::Object(_) | Value::Array(_))) => params,
+                Some(_) => return Err(invalid(id, "`params` is an object or an array")),
+            };
+            Ok(match id {
+                Some(id) => Incoming::Request { id, method, params },
+                None => Incoming::Notification { method, params },
+            })
+        }
+        Some(_) => Err(invalid(id, "`method` is a string")),
+        None => response(id, object),
+    }
+}
+
+/// A message with neither `method` nor a usable `id`: a response, or nothing valid.
+fn response(id: Option<RequestId>, mut object: Map<String, Value>) -> Result<Incoming, Refusal> {
+    let Some(id) = id else {
+        return Err(invalid(
+            None,
+            "a message has a `method`, or an `id` if it is a response",
+        ));
+    };
+    match (object.remove("result"), object.remove("error")) {
+        (Some(result), None) => Ok(Incoming::Response {
+            id,
+            result: Ok(result),
+        }),
+        (None, Some(error)) => {
+            let error = serde_json::from_value(error).unwrap_or_else(|error| {
+                Error::new(
+                    ErrorCode::InternalError.into(),
+                    format!("the peer answered with a malformed error object: {error}"),
+                )
+            });
+            Ok(Incoming::Response {
+                id,
+                result: Err(error),
+            })
+        }
+        (Some(_), Some(_)) => Err(invalid(
+            Some(id),
+            "a response has `result` or `error`, not both",
+        )),
+        (None, None) => Err(invalid(
+            Some(id),
+            "a message has a `method`, or `result` or `error` if it is a response",
+        )),
+    }
+}
+
+fn invalid(id: Option<RequestId>, detail: &str) -> Refusal {
+    Refusal::new(
+        id.unwrap_or(RequestId::Null),
+        ErrorCode::InvalidRequest,
+        detail,
+    )
+}
+
+/// Decodes a method's params into `T`; a mismatch is an invalid-params error naming where
+/// (`prompt[0].type`, say) and what.
+pub(crate) fn params<T: DeserializeOwned>(params: Value) -> Result<T, Error> {
+    serde_path_to_error::deserialize(params).map_err(|error| {
+        let path = error.path().to_string();
+        let reason = cap(&error.into_inner().to_string());
+        let message = if path == "." {
+            format!("Invalid params: {reason}")
+        } else {
+            format!("Invalid params at `{path}`: {reason}")
+        };
+        Error::new(ErrorCode::InvalidParams.into(), message)
+            .data(json!({ "path": path, "error": reason }))
+    })
+}
+
+/// An invalid-params error about `field`.
+pub(crate) fn invalid_params(field: &str, reason: impl Into<String>) -> Error {
+    let reason = reason.into();
+    Error::new(
+        ErrorCode::InvalidParams.into(),
+        format!("Invalid params at `{field}`: {reason}"),
+    )
+    .data(json!({ "path": field, "error": reason }))
+}
+
+/// At most 256 bytes of what the peer sent, for a message.
+pub(crate) fn cap(text: &str) -> String {
+    const MAX: usize = 256;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+/// Appends `message` and a newline to `buf`.
+///
+/// # Errors
+///
+/// The serializer's error (a value that is not JSON, such as a map with non-string keys);
+/// `buf` is then unchanged.
+pub(crate) fn encode(message: &impl Serialize, buf: &mut Vec<u8>) -> serde_json::Result<()> {
+    let start = buf.len();
+    if let Err(error) = serde_json::to_writer(&mut *buf, message) {
+        buf.truncate(start);
+        return Err(error);
+    }
+    buf.push(b'\n');
+    Ok(())
+}
+
+/// The answer to request `id`.
+pub(crate) fn response_message<R: Serialize>(
+    id: RequestId,
+    result: Result<R, Error>,
+) -> JsonRpcMessage<Response<R>> {
+    JsonRpcMessage::wrap(Response::new(id, result))
+}
+
+/// A notification.
+pub(crate) fn notification<P: Serialize>(
+    method: &str,
+    params: P,
+) -> JsonRpcMessage<Notification<P>> {
+    JsonRpcMessage::wrap(Notification {
+        method: Arc::from(method),
+        params: Some(params),
+    })
+}
+
+/// A request of ours.
+pub(crate) fn request<P: Serialize>(
+    id: RequestId,
+    method: &str,
+    params: P,
+) -> JsonRpcMessage<Request<P>> {
+    JsonRpcMessage::wrap(Request {
+        id,
+        method: Arc::from(method),
+        params: Some(params),
+    })
+}
+
+/// What [`read_line`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A line, in the buffer (without its newline).
+    Frame,
+    /// A line of this many bytes, over the limit: skipped, not kept.
+    TooLarge(usize),
+}
+
+/// Reads one line into `buf` (cleared first), keeping at most `limit` bytes of it: a longer
+/// line is read to its end and dropped as it goes. `None` at the end of input.
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> io::Result<Option<Line>> {
+    buf.clear();
+    let mut len = 0usize;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match len {
+                0 => None,
+                len if len > limit => Some(Line::TooLarge(len)),
+                _ => Some(Line::Frame),
+            });
+        }
+        let newline = available.iter().position(|&b| b == b'\n');
+        let part = &available[..newline.unwrap_or(available.len())];
+        len += part.len();
+        if len <= limit {
+            buf.extend_from_slice(part);
+        } else {
+            buf.clear();
+        }
+        let used = part.len() + usize::from(newline.is_some());
+        reader.consume(used);
+        if newline.is_some() {
+            if len > limit {
+                return Ok(Some(Line::TooLarge(len)));
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Some(Line::Frame));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol_schema::v1::{
+        ContentBlock, InitializeRequest, PromptRequest, SessionNotification,
+    };
+
+    use super::*;
+
+    fn code(line: &str) -> i32 {
+        decode(line.as_bytes()).unwrap_err().error.code.into()
+    }
+
+    #[test]
+    fn requests_notifications_and_responses() {
+        let request = decode(
+            br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+        );
+        assert_eq!(
+            request,
+            Ok(Incoming::Request {
+                id: RequestId::Number(0),
+                method: "initialize".into(),
+                params: json!({"protocolVersion": 1}),
+            })
+        );
+        let cancel =
+            decode(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#);
+        assert_eq!(
+            cancel,
+            Ok(Incoming::Notification {
+                method: "session/cancel".into(),
+                params: json!({"sessionId": "s"}),
+            })
+        );
+        let answer = decode(
+            br#"{"jsonrpc":"2.0","id":"56da1f4e","result":{"outcome":{"outcome":"cancelled"}}}"#,
+        );
+        assert_eq!(
+            answer,
+            Ok(Incoming::Response {
+                id: RequestId::Str("56da1f4e".into()),
+                result: Ok(json!({"outcome": {"outcome": "cancelled"}})),
+            })
+        );
+        let Ok(Incoming::Response {
+            result: Err(error), ..
+        }) = decode(
+            br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Method not found"}}"#,
+        )
+        else {
+            panic!("an error response");
+        };
+        assert_eq!(error.code, ErrorCode::MethodNotFound);
+        // No params is `null`.
+        let Ok(Incoming::Request { params, .. }) =
+            decode(br#"{"jsonrpc":"2.0","id":1,"method":"x"}"#)
+        else {
+            panic!("a request");
+        };
+        assert_eq!(params, Value::Null);
+    }
+
+    #[test]
+    fn refusals_carry_the_json_rpc_error() {
+        assert_eq!(code("not json"), -32700);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"#), -32700);
+        assert_eq!(
+            code(r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#),
+            -32600
+        );
+        assert_eq!(code("42"), -32600);
+        assert_eq!(
+            code(r#"{"id":1,"method":"initialize"}"#),
+            -32600,
+            "no jsonrpc"
+        );
+        assert_eq!(code(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#), -32600);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":7}"#), -32600);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#),
+            -32600
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), -32600);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#),
+            -32600
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0"}"#), -32600);
+        // The id is kept when the line has a usable one.
+        let refusal = decode(br#"{"jsonrpc":"1.0","id":"a","method":"x"}"#).unwrap_err();
+        assert_eq!(refusal.id, RequestId::Str("a".into()));
+        let refusal = decode(b"{oops").unwrap_err();
+        assert_eq!(refusal.id, RequestId::Null);
+        assert!(
+            refusal.error.message.contains("not JSON"),
+            "{}",
+            refusal.error.message
+        );
+    }
+
+    #[test]
+    fn invalid_params_name_the_field() {
+        let error = params::<PromptRequest>(json!({"sessionId": "x"})).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParams);
+        assert!(error.message.contains("prompt"), "{}", error.message);
+        let error =
+            params::<PromptRequest>(json!({"sessionId": "x", "prompt": [{"type": "bogus"}]}))
+                .unwrap_err();
+        assert!(error.message.contains("prompt[0]"), "{}", error.message);
+        assert_eq!(error.data.unwrap()["path"], "prompt[0].type");
+        let error = params::<InitializeRequest>(Value::Null).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParams);
+        let ok = params::<PromptRequest>(
+            json!({"sessionId": "x", "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .unwrap();
+        assert_eq!(ok.prompt.len(), 1);
+        assert!(matches!(ok.prompt[0], ContentBlock::Text(_)));
+    }
+
+    #[test]
+    fn encodes_one_line_per_message_into_a_reused_buffer() {
+        let mut buf = Vec::new();
+        encode(
+            &response_message(RequestId::Number(2), Ok(json!({"stopReason": "end_turn"}))),
+            &mut buf,
+        )
+        .unwrap();
+        encode(
+            &response_message::<Value>(RequestId::Null, Err(Error::parse_error())),
+            &mut buf,
+        )
+        .unwrap();
+        let update: SessionNotification = serde_json::from_value(json!({
+            "sessionId": "s",
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a\nb"}},
+        }))
+        .unwrap();
+        encode(&notification("session/update", &update), &mut buf).unwrap();
+        encode(
+            &request(RequestId::Str("r1".into()), "x/y", json!({})),
+            &mut buf,
+        )
+        .unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(
+            lines[0],
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
+        );
+        assert_eq!(lines[1]["id"], Value::Null);
+        assert_eq!(lines[1]["error"]["code"], -32700);
+        assert_eq!(lines[2]["method"], "session/update");
+        assert_eq!(lines[2]["params"]["update"]["content"]["text"], "a\nb");
+        assert_eq!(
+            lines[3],
+            json!({"jsonrpc": "2.0", "id": "r1", "method": "x/y", "params": {}})
+        );
+        // Every message decodes back.
+        for line in text.lines() {
+            decode(line.as_bytes()).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn read_line_keeps_at_most_the_limit() {
+        let long = "x".repeat(100);
+        let input = format!("short\r\n{long}\nlast");
+        let mut reader = tokio::io::BufReader::with_capacity(8, input.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line(&mut reader, &mut buf, 10).await.unwrap(),
+            Some(Line::Frame)
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(
+            read_line(&mut reader, &mut buf, 10).await.unwrap(),
+            Some(Line::TooLarge(100))
+        );
+        assert!(buf.capacity() < 100, "the long line was not buffered");
+        assert_eq!(
+            read_line(&mut reader, &mut buf, 10).await.unwrap(),
+            Some(Line::Frame)
+        );
+        assert_eq!(buf, b"last");
+        assert_eq!(read_line(&mut reader, &mut buf, 10).await.unwrap(), None);
+        let too_large = Refusal::too_large(100, 10);
+        assert_eq!(too_large.error.code, ErrorCode::InvalidRequest);
+    }
+}

@@ -1,0 +1,93 @@
+//! Serve a bidi [`LlmAgent`](bidi_llm::LlmAgent) over the
+//! [Agent Client Protocol](https://agentclientprotocol.com) (ACP): JSON-RPC 2.0 as
+//! newline-delimited JSON on the agent's stdin and stdout, the way code editors (Zed, JetBrains
+//! IDEs, Neovim plugins, command-line clients) talk to agents.
+//!
+//! An ACP prompt turn is one execution of the agent: its text deltas stream as
+//! `agent_message_chunk` updates, its thinking as `agent_thought_chunk`, the tools it runs as
+//! `tool_call` and `tool_call_update`, and the turn is answered with its real stop reason.
+//! Sessions live in the agent's session store, so `session/load` replays a conversation after
+//! the agent process restarted (keep them in SQLite, say).
+//!
+//! ```no_run
+//! use bidi_acp::Server;
+//! use bidi_llm::LlmAgent;
+//! use bidi_llm::testing::{Scripted, ScriptedModel};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let model = ScriptedModel::new([Scripted::new().text("Hello from bidi!")]);
+//! let agent = LlmAgent::builder("assistant", model).build();
+//! Server::new(agent).serve_stdio().await
+//! # }
+//! ```
+//!
+//! A test drives the same server through any reader and writer:
+//!
+//! ```
+//! use bidi_acp::Server;
+//! use bidi_llm::LlmAgent;
+//! use bidi_llm::testing::{Scripted, ScriptedModel};
+//! use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let agent = LlmAgent::builder("assistant", ScriptedModel::new([Scripted::new().text("Hi")])).build();
+//! let (mut client, server_in) = tokio::io::duplex(4096);
+//! let (server_out, client_out) = tokio::io::duplex(4096);
+//! let server = tokio::spawn(Server::new(agent).serve(server_in, server_out));
+//!
+//! client
+//!     .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+//!     .await?;
+//! let mut lines = BufReader::new(client_out).lines();
+//! let answer: serde_json::Value = serde_json::from_str(&lines.next_line().await?.unwrap_or_default())?;
+//! assert_eq!(answer["result"]["protocolVersion"], 1);
+//! assert_eq!(answer["result"]["agentCapabilities"]["loadSession"], true);
+//!
+//! drop(client); // the end of input ends the server
+//! server.await??;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is served
+//!
+//! | method | what it does |
+//! |---|---|
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, text and resource-link prompts |
+//! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
+//! | `session/new` | a new session in the agent's store; `cwd` must be absolute |
+//! | `session/load` | replays the stored conversation as `session/update`s, then answers |
+//! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests` or `cancelled` |
+//! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
+//!
+//! MCP servers are not supported yet: a `session/new` or `session/load` that lists any is
+//! refused with invalid params, and `initialize` advertises no MCP capabilities. Neither are
+//! permissions, modes or plans.
+//!
+//! # Rules
+//!
+//! - A prompt turn runs in a task of its own: the server goes on reading while it runs, so a
+//!   `session/cancel` reaches it. One turn runs per session at a time.
+//! - Stdout carries protocol lines only, one message per line; the few things the server logs
+//!   go to stderr.
+//! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
+//!   `-32600`, bad params with `-32602` naming the field (`prompt[0]`, `cwd`, ...), an unknown
+//!   method with `-32601`; the server goes on. Unknown notifications are ignored.
+//! - A line over [`Server::max_line_bytes`] is refused with `-32600` without being read into
+//!   memory.
+//! - At the end of input, the requests the server sent that are still unanswered fail, and
+//!   the turns still running may finish for [`Server::drain`] before they are cancelled.
+//!
+//! # Feature flags
+//!
+//! None yet: the crate is the ACP agent side, over tokio.
+
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod codec;
+mod server;
+
+pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};

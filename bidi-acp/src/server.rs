@@ -1,0 +1,1027 @@
+//! The server: one reader (the task running [`Server::serve`]), a task per prompt turn, and a
+//! writer all of them share, one line at a time.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol_schema::ProtocolVersion;
+use agent_client_protocol_schema::v1::{
+    AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, CLIENT_METHOD_NAMES,
+    CancelNotification, Content, ContentBlock, ContentChunk, Error, ErrorCode, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpServer,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestId, SessionId, SessionNotification, SessionUpdate, StopReason, TextContent, ToolCall,
+    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use bidi_agent::AgentInit;
+use bidi_llm::{
+    AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
+    LlmAgent, LlmSession, Message, Status, TurnInput, UserMessage, execute,
+};
+use bidi_session::Session;
+use futures_util::StreamExt as _;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::{self, Incoming, Line, Refusal};
+
+/// The longest line read by default: 8 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
+
+/// How long prompt turns may run on after the client's input ended, by default.
+const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+
+macro_rules! log {
+    ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
+}
+
+/// Serves an [`LlmAgent`] over ACP: build it, then [`serve_stdio`](Self::serve_stdio) (or
+/// [`serve`](Self::serve) any reader and writer).
+#[must_use]
+pub struct Server {
+    agent: LlmAgent,
+    info: Implementation,
+    max_line_bytes: usize,
+    drain: Duration,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("agent", &self.agent)
+            .field("name", &self.info.name)
+            .field("max_line_bytes", &self.max_line_bytes)
+            .field("drain", &self.drain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server for `agent`; it names itself after the agent, with this crate's version.
+    pub fn new(agent: LlmAgent) -> Self {
+        let info = Implementation::new(agent.agent().name(), env!("CARGO_PKG_VERSION"));
+        Self {
+            agent,
+            info,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            drain: DEFAULT_DRAIN,
+        }
+    }
+
+    /// The name and version `initialize` reports (`agentInfo`).
+    pub fn info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.info = Implementation::new(name, version);
+        self
+    }
+
+    /// The longest line accepted, in bytes (default [`DEFAULT_MAX_LINE_BYTES`]). A longer line
+    /// is answered with an invalid-request error without being read into memory, and the
+    /// server goes on.
+    pub fn max_line_bytes(mut self, max: usize) -> Self {
+        self.max_line_bytes = max.max(1);
+        self
+    }
+
+    /// How long prompt turns still running when the client's input ends may go on before they
+    /// are cancelled (default 30 s).
+    pub fn drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Serves on stdin and stdout until stdin ends. Nothing but protocol lines is written to
+    /// stdout; the few things the server logs (a notification it could not read, a write that
+    /// failed) go to stderr.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error reading stdin.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops reading; the prompt turns it started are cancelled with it.
+    pub async fn serve_stdio(self) -> io::Result<()> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves the client that writes to `reader` and reads `writer`, until `reader` ends (or
+    /// `writer` fails: nobody reads). At the end of input, the requests the server sent and
+    /// that are still unanswered fail, and the prompt turns still running may finish for the
+    /// [`drain`](Self::drain) period before they are cancelled.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error reading `reader`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops reading; the prompt turns it started are cancelled with it.
+    pub async fn serve<R, W>(self, reader: R, writer: W) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin + Send,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (shared, stop) = Shared::new(self.agent, self.info, Box::pin(writer));
+        let _cancel_on_drop = stop.clone().drop_guard();
+        let mut turns = JoinSet::new();
+        let result = read_loop(&shared, reader, self.max_line_bytes, &mut turns).await;
+        shared.pending.fail_all();
+        if tokio::time::timeout(self.drain, drain(&mut turns))
+            .await
+            .is_err()
+        {
+            log!("cancelling the prompt turns still running after the client's input ended");
+            stop.cancel();
+            drain(&mut turns).await;
+        }
+        result
+    }
+}
+
+async fn drain(turns: &mut JoinSet<()>) {
+    while turns.join_next().await.is_some() {}
+}
+
+/// Why a prompt turn was cancelled: the client's `session/cancel`, or the client going away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancelled {
+    /// The client sent `session/cancel`.
+    ByClient,
+    /// The client went away: its input ended and the turn did not finish within the drain
+    /// period, or its output closed.
+    ClientGone,
+}
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ByClient => "the client cancelled the prompt turn (session/cancel)",
+            Self::ClientGone => "the client went away",
+        })
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+// ---------------------------------------------------------------------------------------------
+// What the reader and the turns share.
+
+type Sink = Pin<Box<dyn AsyncWrite + Send>>;
+
+pub(crate) struct Shared {
+    agent: LlmAgent,
+    info: Implementation,
+    out: Writer,
+    sessions: Mutex<HashMap<Arc<str>, Slot>>,
+    pub(crate) pending: Pending,
+    /// Cancelled when the client is gone: every turn's token is a child of it.
+    stop: CancellationToken,
+}
+
+/// A session open on this connection.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The running prompt turn's cancellation, if one runs.
+    running: Option<CancellationToken>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        agent: LlmAgent,
+        info: Implementation,
+        sink: Sink,
+    ) -> (Arc<Self>, CancellationToken) {
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Self {
+            agent,
+            info,
+            out: Writer {
+                inner: tokio::sync::Mutex::new((sink, Vec::new())),
+                stop: stop.clone(),
+            },
+            sessions: Mutex::new(HashMap::new()),
+            pending: Pending::default(),
+            stop: stop.clone(),
+        });
+        (shared, stop)
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Slot>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn respond<R: Serialize>(&self, id: RequestId, result: Result<R, Error>) {
+        // A failed write stops everything already (see `Writer::send`).
+        let _ = self.out.send(&codec::response_message(id, result)).await;
+    }
+
+    async fn update(&self, session_id: &SessionId, update: SessionUpdate) -> io::Result<()> {
+        let params = SessionNotification::new(session_id.clone(), update);
+        self.out
+            .send(&codec::notification(
+                CLIENT_METHOD_NAMES.session_update,
+                &params,
+            ))
+            .await
+    }
+
+    /// Sends a request to the client and waits for its answer.
+    ///
+    /// # Errors
+    ///
+    /// The client's error; or, when the client went away before answering, an internal error
+    /// whose data says `{"reason": "incoming_transport_closed"}`.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "session/request_permission, the next increment, sends requests"
+        )
+    )]
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, Error> {
+        let (id, answer) = self.pending.register().ok_or_else(closed)?;
+        if self
+            .out
+            .send(&codec::request(id.clone(), method, params))
+            .await
+            .is_err()
+        {
+            self.pending.forget(&id);
+            return Err(closed());
+        }
+        answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+}
+
+/// The error of a request the client can no longer answer.
+fn closed() -> Error {
+    Error::internal_error().data(json!({ "reason": "incoming_transport_closed" }))
+}
+
+/// The writer all tasks share: one line at a time, into a buffer reused from line to line.
+struct Writer {
+    inner: tokio::sync::Mutex<(Sink, Vec<u8>)>,
+    stop: CancellationToken,
+}
+
+impl Writer {
+    /// Writes one message as a line. A failed write means nobody reads: everything stops.
+    async fn send(&self, message: &impl Serialize) -> io::Result<()> {
+        let mut inner = self.inner.lock().await;
+        let (sink, buf) = &mut *inner;
+        buf.clear();
+        if let Err(error) = codec::encode(message, buf) {
+            log!("a message could not be encoded, not sent: {error}");
+            return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+        }
+        let written = match sink.write_all(buf).await {
+            Ok(()) => sink.flush().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &written {
+            if !self.stop.is_cancelled() {
+                log!("the client's input closed ({error}): stopping");
+            }
+            self.stop.cancel();
+        }
+        written
+    }
+}
+
+/// Our own requests waiting for the client's answer. Closed (`None`) once the client is gone:
+/// nothing can be answered any more.
+pub(crate) struct Pending {
+    next: AtomicU64,
+    waiting: Mutex<Option<HashMap<RequestId, oneshot::Sender<Result<Value, Error>>>>>,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self {
+            next: AtomicU64::new(0),
+            waiting: Mutex::new(Some(HashMap::new())),
+        }
+    }
+}
+
+impl Pending {
+    fn waiting(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<HashMap<RequestId, oneshot::Sender<Result<Value, Error>>>>>
+    {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fresh id and where its answer will arrive; `None` once the client is gone.
+    fn register(&self) -> Option<(RequestId, oneshot::Receiver<Result<Value, Error>>)> {
+        let mut waiting = self.waiting();
+        let waiting = waiting.as_mut()?;
+        let id = RequestId::Str(format!(
+            "bidi-{}",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (tx, rx) = oneshot::channel();
+        waiting.insert(id.clone(), tx);
+        Some((id, rx))
+    }
+
+    fn forget(&self, id: &RequestId) {
+        if let Some(waiting) = self.waiting().as_mut() {
+            waiting.remove(id);
+        }
+    }
+
+    /// Hands the client's answer to whoever waits for it; `false` if nobody does.
+    fn resolve(&self, id: &RequestId, result: Result<Value, Error>) -> bool {
+        let sender = self
+            .waiting()
+            .as_mut()
+            .and_then(|waiting| waiting.remove(id));
+        match sender {
+            Some(sender) => {
+                // The requester may have stopped waiting: the answer is then dropped.
+                let _ = sender.send(result);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The client is gone: every request waiting fails, and so does every later one.
+    pub(crate) fn fail_all(&self) {
+        let waiting = self.waiting().take();
+        for (_, sender) in waiting.into_iter().flatten() {
+            let _ = sender.send(Err(closed()));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reader.
+
+pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
+    shared: &Arc<Shared>,
+    reader: R,
+    max_line_bytes: usize,
+    turns: &mut JoinSet<()>,
+) -> io::Result<()> {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        while turns.try_join_next().is_some() {}
+        let line = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return Ok(()),
+            line = codec::read_line(&mut reader, &mut buf, max_line_bytes) => line?,
+        };
+        let incoming = match line {
+            None => return Ok(()),
+            Some(Line::TooLarge(len)) => Err(Refusal::too_large(len, max_line_bytes)),
+            Some(Line::Frame) if buf.iter().all(u8::is_ascii_whitespace) => continue,
+            Some(Line::Frame) => codec::decode(&buf),
+        };
+        match incoming {
+            Err(refusal) => {
+                shared
+                    .respond::<Value>(refusal.id, Err(*refusal.error))
+                    .await;
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                dispatch(shared, id, &method, params, turns).await;
+            }
+            Ok(Incoming::Notification { method, params }) => notify(shared, &method, params),
+            Ok(Incoming::Response { id, result }) => {
+                if !shared.pending.resolve(&id, result) {
+                    log!("an answer to request {id}, which is not waiting for one: ignored");
+                }
+            }
+        }
+    }
+}
+
+async fn dispatch(
+    shared: &Arc<Shared>,
+    id: RequestId,
+    method: &str,
+    params: Value,
+    turns: &mut JoinSet<()>,
+) {
+    let methods = &AGENT_METHOD_NAMES;
+    if method == methods.initialize {
+        let result = codec::params::<InitializeRequest>(params).map(|_| initialize(shared));
+        shared.respond(id, result).await;
+    } else if method == methods.authenticate {
+        let result = codec::params::<AuthenticateRequest>(params).and_then(|request| {
+            Err::<Value, _>(codec::invalid_params(
+                "methodId",
+                format!(
+                    "unknown authentication method `{}`: this agent needs no authentication (authMethods is empty)",
+                    codec::cap(&request.method_id.0)
+                ),
+            ))
+        });
+        shared.respond(id, result).await;
+    } else if method == methods.session_new {
+        let result = match codec::params::<NewSessionRequest>(params) {
+            Ok(request) => new_session(shared, request).await,
+            Err(error) => Err(error),
+        };
+        shared.respond(id, result).await;
+    } else if method == methods.session_load {
+        let result = match codec::params::<LoadSessionRequest>(params) {
+            Ok(request) => load_session(shared, request).await,
+            Err(error) => Err(error),
+        };
+        shared.respond(id, result).await;
+    } else if method == methods.session_prompt {
+        match codec::params::<PromptRequest>(params).and_then(|request| start(shared, request)) {
+            Ok((session_id, text, token)) => {
+                turns.spawn(prompt(Arc::clone(shared), id, session_id, text, token));
+            }
+            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        }
+    } else {
+        let error = Error::method_not_found().data(Value::String(codec::cap(method)));
+        shared.respond::<Value>(id, Err(error)).await;
+    }
+}
+
+fn notify(shared: &Shared, method: &str, params: Value) {
+    if method != AGENT_METHOD_NAMES.session_cancel {
+        return; // Unknown notifications are ignored, as JSON-RPC says.
+    }
+    match codec::params::<CancelNotification>(params) {
+        Ok(cancel) => {
+            let sessions = shared.sessions();
+            if let Some(token) = sessions
+                .get(&cancel.session_id.0)
+                .and_then(|slot| slot.running.as_ref())
+            {
+                token.cancel();
+            }
+        }
+        Err(error) => log!("session/cancel ignored: {}", error.message),
+    }
+}
+
+fn initialize(shared: &Shared) -> InitializeResponse {
+    // The only version spoken: the client's if it is 1, else ours, which it may refuse.
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(
+            AgentCapabilities::new()
+                .load_session(true)
+                .prompt_capabilities(PromptCapabilities::new()),
+        )
+        .agent_info(shared.info.clone())
+}
+
+/// `cwd` must be absolute, and MCP servers are not supported yet.
+fn check_session_params(cwd: &std::path::Path, mcp_servers: &[McpServer]) -> Result<(), Error> {
+    if !cwd.is_absolute() {
+        return Err(codec::invalid_params(
+            "cwd",
+            format!(
+                "`{}` is not an absolute path",
+                codec::cap(&cwd.display().to_string())
+            ),
+        ));
+    }
+    if !mcp_servers.is_empty() {
+        return Err(codec::invalid_params(
+            "mcpServers",
+            "MCP servers are not supported yet: send an empty list",
+        ));
+    }
+    Ok(())
+}
+
+async fn new_session(
+    shared: &Shared,
+    request: NewSessionRequest,
+) -> Result<NewSessionResponse, Error> {
+    check_session_params(&request.cwd, &request.mcp_servers)?;
+    let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
+    let store = Arc::clone(shared.agent.agent().store());
+    Session::create(store, &id, LlmSession::default())
+        .await
+        .map_err(|error| {
+            Error::internal_error().data(format!("the session store failed: {error}"))
+        })?;
+    shared.sessions().insert(Arc::clone(&id), Slot::default());
+    Ok(NewSessionResponse::new(SessionId::new(id)))
+}
+
+async fn load_session(
+    shared: &Shared,
+    request: LoadSessionRequest,
+) -> Result<LoadSessionResponse, Error> {
+    check_session_params(&request.cwd, &request.mcp_servers)?;
+    let session_id = request.session_id;
+    if shared
+        .sessions()
+        .get(&session_id.0)
+        .is_some_and(|slot| slot.running.is_some())
+    {
+        return Err(Error::invalid_request().data(format!(
+            "a prompt turn is running on session `{}`",
+            codec::cap(&session_id.0)
+        )));
+    }
+    let session = shared
+        .agent
+        .agent()
+        .session(&session_id.0)
+        .await
+        .map_err(|error| {
+            Error::internal_error().data(format!("the session store failed: {error}"))
+        })?
+        .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
+    for update in history(&session.state().messages) {
+        if shared.update(&session_id, update).await.is_err() {
+            return Err(closed());
+        }
+    }
+    shared
+        .sessions()
+        .entry(Arc::clone(&session_id.0))
+        .or_default();
+    Ok(LoadSessionResponse::new())
+}
+
+/// The conversation as the updates that tell it.
+fn history(messages: &[Message]) -> Vec<SessionUpdate> {
+    let mut updates = Vec::new();
+    let assistant = |updates: &mut Vec<SessionUpdate>, message: &AssistantMessage| {
+        for block in &message.content {
+            match block {
+                AssistantContent::Text { text } => {
+                    updates.push(SessionUpdate::AgentMessageChunk(chunk(text)));
+                }
+                AssistantContent::Thinking { thinking } => {
+                    updates.push(SessionUpdate::AgentThoughtChunk(chunk(thinking)));
+                }
+                AssistantContent::ToolCall(call) => updates.push(SessionUpdate::ToolCall(
+                    ToolCall::new(call.id.clone(), call.name.clone())
+                        .kind(ToolKind::Other)
+                        .raw_input(call.arguments.clone()),
+                )),
+                _ => {}
+            }
+        }
+    };
+    for message in messages {
+        match message {
+            Message::User(user) => {
+                updates.push(SessionUpdate::UserMessageChunk(chunk(&user.content)));
+            }
+            Message::Assistant(message) => assistant(&mut updates, message),
+            Message::Aborted(aborted) => assistant(&mut updates, &aborted.partial),
+            Message::Error(error) => {
+                if let Some(partial) = &error.partial {
+                    assistant(&mut updates, partial);
+                }
+            }
+            Message::ToolResult(result) => updates.push(tool_done(
+                &result.tool_call_id,
+                &result.content,
+                result.details.clone(),
+                result.is_error,
+            )),
+            _ => {}
+        }
+    }
+    updates
+}
+
+fn chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
+}
+
+fn tool_done(id: &str, output: &str, details: Option<Value>, is_error: bool) -> SessionUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let content =
+        ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(output))));
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        id.to_owned(),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![content])
+            .raw_output(details.unwrap_or_else(|| Value::String(output.to_owned()))),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prompt turns.
+
+/// Checks a prompt and marks its session running: the session, the user message, and the
+/// turn's cancellation.
+fn start(
+    shared: &Shared,
+    request: PromptRequest,
+) -> Result<(SessionId, String, CancellationToken), Error> {
+    let text = prompt_text(&request.prompt)?;
+    let mut sessions = shared.sessions();
+    let Some(slot) = sessions.get_mut(&request.session_id.0) else {
+        return Err(Error::new(
+            ErrorCode::ResourceNotFound.into(),
+            "no such session on this connection: create it with session/new or open it with session/load",
+        )
+        .data(json!({ "sessionId": request.session_id })));
+    };
+    if slot.running.is_some() {
+        return Err(Error::invalid_request().data(format!(
+            "a prompt turn is already running on session `{}`; cancel it or wait for its answer",
+            codec::cap(&request.session_id.0)
+        )));
+    }
+    let token = shared.stop.child_token();
+    slot.running = Some(token.clone());
+    Ok((request.session_id, text, token))
+}
+
+/// The user message a prompt's content blocks make: its text, and its resource links as links.
+fn prompt_text(prompt: &[ContentBlock]) -> Result<String, Error> {
+    let mut text = String::new();
+    for (index, block) in prompt.iter().enumerate() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        match block {
+            ContentBlock::Text(block) => text.push_str(&block.text),
+            ContentBlock::ResourceLink(link) => {
+                text.push_str(&format!("[{}]({})", link.name, link.uri));
+            }
+            other => {
+                let kind = match other {
+                    ContentBlock::Image(_) => "image",
+                    ContentBlock::Audio(_) => "audio",
+                    ContentBlock::Resource(_) => "resource",
+                    _ => "this kind of",
+                };
+                return Err(codec::invalid_params(
+                    &format!("prompt[{index}]"),
+                    format!("{kind} content is not supported (see promptCapabilities)"),
+                ));
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// One prompt turn, in a task of its own: its updates, then its one answer.
+async fn prompt(
+    shared: Arc<Shared>,
+    id: RequestId,
+    session_id: SessionId,
+    text: String,
+    token: CancellationToken,
+) {
+    let mut result = turn(&shared, &session_id, text, &token).await;
+    if token.is_cancelled() && result.is_ok() {
+        result = Ok(StopReason::Cancelled);
+    }
+    if let Some(slot) = shared.sessions().get_mut(&session_id.0) {
+        slot.running = None;
+    }
+    shared.respond(id, result.map(PromptResponse::new)).await;
+}
+
+async fn turn(
+    shared: &Shared,
+    session_id: &SessionId,
+    text: String,
+    token: &CancellationToken,
+) -> Result<StopReason, Error> {
+    let mut conn = shared
+        .agent
+        .connect(AgentInit::new().resume(session_id.0.to_string()));
+    let mut run = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
+        .await
+        .map_err(|error| {
+            Error::internal_error().data(format!("the agent refused the turn: {error}"))
+        })?;
+    let mut cancelled = false;
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = token.cancelled() => {
+                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
+                run.cancel_with(cause);
+                cancelled = true;
+                break;
+            }
+            event = run.next() => event,
+        };
+        let Some(Ok(event)) = event else { break };
+        if let Some(update) = update(event)
+            && shared.update(session_id, update).await.is_err()
+        {
+            run.cancel_with(Cancelled::ClientGone);
+            cancelled = true;
+            break;
+        }
+    }
+    if cancelled {
+        drop(run);
+        // The execution saves the session as it stops: the next turn finds it idle.
+        conn.done().await;
+        return Ok(StopReason::Cancelled);
+    }
+    let result = run.result().await;
+    conn.close();
+    let _ = conn.output().await;
+    let result = result.map_err(|error| Error::internal_error().data(error.to_string()))?;
+    stop_reason(&result)
+}
+
+/// A loop event as the update that shows it, if one does.
+fn update(event: AgentEvent) -> Option<SessionUpdate> {
+    Some(match event {
+        AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
+        AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
+        AgentEvent::ToolExecutionStart {
+            tool_call_id,
+            tool_name,
+            args,
+        } => SessionUpdate::ToolCall(
+            ToolCall::new(tool_call_id, tool_name.clone())
+                .name(tool_name)
+                .kind(ToolKind::Other)
+                .status(ToolCallStatus::InProgress)
+                .raw_input(args),
+        ),
+        AgentEvent::ToolExecutionEnd {
+            tool_call_id,
+            output,
+            details,
+            is_error,
+        } => tool_done(&tool_call_id, &output, details, is_error),
+        _ => return None,
+    })
+}
+
+/// How the turn ended, in ACP's terms; a failure is an error answer.
+fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
+    match result.status {
+        Status::Completed => {
+            let truncated = result
+                .messages
+                .iter()
+                .rev()
+                .find_map(|message| match message {
+                    Message::Assistant(message) => {
+                        Some(message.stop_reason == bidi_llm::StopReason::Length)
+                    }
+                    _ => None,
+                });
+            Ok(if truncated == Some(true) {
+                StopReason::MaxTokens
+            } else {
+                StopReason::EndTurn
+            })
+        }
+        Status::Error => match &result.error {
+            Some(failure) if failure.code == LlmErrorCode::MaxTurns => {
+                Ok(StopReason::MaxTurnRequests)
+            }
+            Some(failure) => Err(Error::internal_error().data(json!({
+                "code": failure.code,
+                "error": failure.error,
+            }))),
+            None => Err(Error::internal_error().data("the agent's turn failed")),
+        },
+        Status::AwaitingToolExecution => Err(Error::internal_error().data(
+            "the model called tools the agent has no executor for; an ACP client cannot run them",
+        )),
+        _ => Err(Error::internal_error().data(format!("the turn ended as {:?}", result.status))),
+    }
+}
+
+/// The code of an error answer, for tests.
+#[cfg(test)]
+fn code(error: &Error) -> i32 {
+    error.code.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use bidi_llm::testing::{Scripted, ScriptedModel};
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, DuplexStream};
+
+    use super::*;
+
+    fn agent(model: ScriptedModel) -> LlmAgent {
+        LlmAgent::builder("test", model).build()
+    }
+
+    struct Client {
+        input: DuplexStream,
+        output: tokio::io::Lines<BufReader<DuplexStream>>,
+    }
+
+    impl Client {
+        async fn send(&mut self, line: Value) {
+            let mut text = line.to_string();
+            text.push('\n');
+            self.input.write_all(text.as_bytes()).await.unwrap();
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = self.output.next_line().await.unwrap().expect("a line");
+            serde_json::from_str(&line).unwrap()
+        }
+    }
+
+    fn start_server(agent: LlmAgent) -> (Client, tokio::task::JoinHandle<io::Result<()>>) {
+        let (client_in, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(Server::new(agent).serve(server_in, server_out));
+        let client = Client {
+            input: client_in,
+            output: BufReader::new(client_out).lines(),
+        };
+        (client, server)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prompt_streams_chunks_then_ends_the_turn() {
+        let model = ScriptedModel::new([Scripted::new().thinking("hmm").text("Hi there")]);
+        let (mut client, server) = start_server(agent(model));
+        client.send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}})).await;
+        let init = client.recv().await;
+        assert_eq!(init["result"]["protocolVersion"], 1);
+        assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+        assert_eq!(init["result"]["agentInfo"]["name"], "test");
+        client.send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}})).await;
+        let new = client.recv().await;
+        let session = new["result"]["sessionId"].as_str().unwrap().to_owned();
+        client.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"hello"}]}})).await;
+        let mut kinds = Vec::new();
+        let mut text = String::new();
+        let answer = loop {
+            let line = client.recv().await;
+            if line.get("id").is_some() {
+                break line;
+            }
+            let update = &line["params"]["update"];
+            kinds.push(update["sessionUpdate"].as_str().unwrap().to_owned());
+            if update["sessionUpdate"] == "agent_message_chunk" {
+                text.push_str(update["content"]["text"].as_str().unwrap());
+            }
+        };
+        assert_eq!(
+            answer,
+            json!({"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}})
+        );
+        assert_eq!(text, "Hi there");
+        assert!(
+            kinds.contains(&"agent_thought_chunk".to_owned()),
+            "{kinds:?}"
+        );
+        drop(client);
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn our_requests_are_answered_and_fail_when_the_client_goes() {
+        let (client_in, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let (shared, _stop) = Shared::new(
+            agent(ScriptedModel::new([])),
+            Implementation::new("t", "0"),
+            Box::pin(server_out),
+        );
+        let mut client = Client {
+            input: client_in,
+            output: BufReader::new(client_out).lines(),
+        };
+        let reader = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                let mut turns = JoinSet::new();
+                let result = read_loop(&shared, server_in, 1024, &mut turns).await;
+                shared.pending.fail_all();
+                result
+            })
+        };
+        let first = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { shared.request("x/ask", json!({"q": 1})).await })
+        };
+        let request = client.recv().await;
+        assert_eq!(request["method"], "x/ask");
+        let id = request["id"].clone();
+        assert!(id.is_string(), "{request}");
+        // A stray answer changes nothing; then the real one.
+        client
+            .send(json!({"jsonrpc":"2.0","id":"nobody","result":{}}))
+            .await;
+        client
+            .send(json!({"jsonrpc":"2.0","id":id,"result":{"a":2}}))
+            .await;
+        assert_eq!(first.await.unwrap(), Ok(json!({"a": 2})));
+
+        let second = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { shared.request("x/ask", json!({})).await })
+        };
+        let request = client.recv().await;
+        client
+            .send(json!({"jsonrpc":"2.0","id":request["id"],"error":{"code":-32601,"message":"Method not found"}}))
+            .await;
+        let error = second.await.unwrap().unwrap_err();
+        assert_eq!(code(&error), -32601);
+
+        let third = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { shared.request("x/ask", json!({})).await })
+        };
+        let _ = client.recv().await;
+        drop(client.input); // EOF
+        let error = third.await.unwrap().unwrap_err();
+        assert_eq!(code(&error), -32603);
+        assert_eq!(
+            error.data,
+            Some(json!({"reason": "incoming_transport_closed"}))
+        );
+        reader.await.unwrap().unwrap();
+        // And every later request fails at once.
+        let error = shared.request("x/ask", json!({})).await.unwrap_err();
+        assert_eq!(
+            error.data,
+            Some(json!({"reason": "incoming_transport_closed"}))
+        );
+    }
+
+    #[test]
+    fn prompts_take_text_and_links_and_name_what_they_refuse() {
+        let blocks: Vec<ContentBlock> = serde_json::from_value(json!([
+            {"type": "text", "text": "look at"},
+            {"type": "resource_link", "uri": "file:///a/README.md", "name": "README.md"},
+        ]))
+        .unwrap();
+        assert_eq!(
+            prompt_text(&blocks).unwrap(),
+            "look at\n[README.md](file:///a/README.md)"
+        );
+        let blocks: Vec<ContentBlock> = serde_json::from_value(json!([
+            {"type": "text", "text": "see"},
+            {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+        ]))
+        .unwrap();
+        let error = prompt_text(&blocks).unwrap_err();
+        assert_eq!(code(&error), -32602);
+        assert!(error.message.contains("prompt[1]"), "{}", error.message);
+    }
+
+    #[test]
+    fn history_replays_messages_as_updates() {
+        let messages: Vec<Message> = serde_json::from_value(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "let me look"},
+                {"type": "toolCall", "id": "c1", "name": "grep", "arguments": {"q": "x"}},
+            ]},
+            {"role": "toolResult", "toolCallId": "c1", "toolName": "grep", "content": "3 hits", "isError": false},
+            {"role": "assistant", "content": [{"type": "text", "text": "found 3"}]},
+        ]))
+        .unwrap();
+        let updates: Vec<Value> = history(&messages)
+            .into_iter()
+            .map(|update| serde_json::to_value(update).unwrap())
+            .collect();
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "user_message_chunk",
+                "agent_thought_chunk",
+                "agent_message_chunk",
+                "tool_call",
+                "tool_call_update",
+                "agent_message_chunk"
+            ]
+        );
+        assert_eq!(updates[3]["rawInput"], json!({"q": "x"}));
+        assert_eq!(updates[4]["status"], "completed");
+        assert_eq!(updates[4]["content"][0]["content"]["text"], "3 hits");
+    }
+}
