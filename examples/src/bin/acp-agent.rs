@@ -1,0 +1,123 @@
+//! An LLM agent served over the Agent Client Protocol (ACP) on stdin and stdout, with
+//! `bidi-acp`: the agent editors such as Zed start as a subprocess.
+//!
+//! ```sh
+//! cargo run -p examples --bin acp-agent                                  # sessions in a temp SQLite file
+//! cargo run -p examples --bin acp-agent -- --db ~/.local/state/acp.sqlite3
+//! printf '%s\n' \
+//!   '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}' \
+//!   '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}' \
+//!   | cargo run -p examples --bin acp-agent
+//! ```
+//!
+//! The model is an OpenAI-compatible one when `OPENAI_BASE_URL` and `OPENAI_API_KEY` are set
+//! (`OPENAI_MODEL`, default `gpt-4o-mini`), else a demo model that needs no service: it answers
+//! each prompt by calling the agent's `word_count` tool on it and reporting the result (a prompt
+//! containing "slowly" makes it think for three seconds first, long enough to cancel it).
+//! Sessions live in SQLite (`--db`), so `session/load` replays a conversation after a restart.
+//! Logs go to stderr; stdout carries protocol lines only.
+//!
+//! To use it from an editor, register the built binary as a custom agent; in Zed's
+//! `settings.json`:
+//!
+//! ```json
+//! {
+//!   "agent_servers": {
+//!     "bidi": { "command": "/path/to/target/debug/acp-agent", "args": ["--db", "/tmp/bidi-acp.sqlite3"] }
+//!   }
+//! }
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use bidi_acp::Server;
+use bidi_llm::{LlmAgent, OpenAiModel, Tool, simple_tool};
+use bidi_session::{SessionStore, SqliteStore};
+use clap::Parser;
+use examples::DemoModel;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Serves an LLM agent over ACP on stdin and stdout.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The SQLite file sessions are kept in.
+    #[arg(long, env = "BIDI_ACP_DB", default_value_os_t = std::env::temp_dir().join("bidi-acp.sqlite3"))]
+    db: PathBuf,
+    /// The longest line accepted, in bytes.
+    #[arg(long, default_value_t = bidi_acp::DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
+    /// How many model calls one prompt turn may make.
+    #[arg(long, default_value_t = 10)]
+    max_turns: u32,
+}
+
+/// What `word_count` counts.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Text {
+    /// The text.
+    request: String,
+}
+
+/// A local tool: the number of words in a text.
+fn word_count() -> Tool {
+    simple_tool(
+        "word_count",
+        "Word count",
+        "Counts the words of a text",
+        |_id, text: Text| async move {
+            let words = text.request.split_whitespace().count();
+            Ok::<_, std::convert::Infallible>((
+                format!("{words} words"),
+                Some(json!({ "words": words })),
+            ))
+        },
+    )
+}
+
+/// The agent: a real model when the environment names one, else the demo model.
+fn agent(store: Arc<dyn SessionStore>, max_turns: u32) -> LlmAgent {
+    if let (Ok(base), Ok(key)) = (
+        std::env::var("OPENAI_BASE_URL"),
+        std::env::var("OPENAI_API_KEY"),
+    ) {
+        let name = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
+        eprintln!("[acp-agent] model: {name} at {base}");
+        let model = OpenAiModel::new(base, name).api_key(key);
+        return LlmAgent::builder("acp-agent", model)
+            .tool(word_count())
+            .max_turns(max_turns)
+            .store(store)
+            .build();
+    }
+    eprintln!("[acp-agent] model: demo (set OPENAI_BASE_URL and OPENAI_API_KEY for a real one)");
+    LlmAgent::builder("acp-agent", DemoModel)
+        .tool(word_count())
+        .max_turns(max_turns)
+        .store(store)
+        .build()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let store: Arc<dyn SessionStore> = match SqliteStore::open(&args.db).await {
+        Ok(store) => Arc::new(store),
+        Err(error) => {
+            eprintln!("[acp-agent] cannot open {}: {error}", args.db.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("[acp-agent] sessions: {}", args.db.display());
+    let server = Server::new(agent(store, args.max_turns)).max_line_bytes(args.max_line_bytes);
+    match server.serve_stdio().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("[acp-agent] reading stdin failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
