@@ -1,0 +1,418 @@
+//! The `acp-agent` example run as a real process: driven by the official ACP Rust SDK as a
+//! client, and by raw lines written to its stdin, every stdout line parsed as JSON-RPC.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest,
+    PromptRequest, SessionId, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCallStatus,
+};
+use agent_client_protocol::{AcpAgent, Agent, Client};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_acp-agent");
+
+fn text(prompt: &str) -> Vec<ContentBlock> {
+    vec![ContentBlock::Text(TextContent::new(prompt))]
+}
+
+/// The updates received so far.
+fn drain(updates: &mut mpsc::UnboundedReceiver<SessionNotification>) -> Vec<SessionUpdate> {
+    let mut seen = Vec::new();
+    while let Ok(notification) = updates.try_recv() {
+        seen.push(notification.update);
+    }
+    seen
+}
+
+/// The text of the agent's message chunks among `updates`.
+fn said(updates: &[SessionUpdate]) -> String {
+    updates
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(text) => Some(text.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `main` as an SDK client of a fresh `acp-agent` keeping sessions in `db`; the session
+/// updates it receives arrive on the channel `main` is given.
+async fn with_agent<R, F>(db: &Path, main: F) -> R
+where
+    R: Send + 'static,
+    F: AsyncFnOnce(
+            ConnectionTo<Agent>,
+            mpsc::UnboundedReceiver<SessionNotification>,
+        ) -> Result<R, agent_client_protocol::Error>
+        + Send,
+{
+    let agent = AcpAgent::from_args([AGENT, "--db", db.to_str().unwrap()]).unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    Client
+        .v1()
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                let _ = tx.send(notification);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(agent, async move |cx: ConnectionTo<Agent>| {
+            let init = cx
+                .send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            assert_eq!(init.protocol_version, ProtocolVersion::V1);
+            assert!(init.agent_capabilities.load_session);
+            main(cx, rx).await
+        })
+        .await
+        .unwrap()
+}
+
+async fn new_session(cx: &ConnectionTo<Agent>) -> Result<SessionId, agent_client_protocol::Error> {
+    Ok(cx
+        .send_request(NewSessionRequest::new("/tmp"))
+        .block_task()
+        .await?
+        .session_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_a_prompt_streams_chunks_and_tool_calls_then_ends_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let updates = with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = new_session(&cx).await?;
+        let answer = cx
+            .send_request(PromptRequest::new(session, text("count these four words")))
+            .block_task()
+            .await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        Ok(drain(&mut updates))
+    })
+    .await;
+    assert_eq!(said(&updates), "Let me use word_count.Done: 4 words");
+    let chunks = updates
+        .iter()
+        .filter(|update| matches!(update, SessionUpdate::AgentMessageChunk(_)))
+        .count();
+    assert!(chunks > 2, "the answer streams in chunks: {updates:?}");
+    let call = updates
+        .iter()
+        .find_map(|update| match update {
+            SessionUpdate::ToolCall(call) => Some(call),
+            _ => None,
+        })
+        .expect("a tool_call update");
+    assert_eq!(call.title, "word_count");
+    assert_eq!(call.status, ToolCallStatus::InProgress);
+    assert_eq!(
+        call.raw_input,
+        Some(json!({"request": "count these four words"}))
+    );
+    let done = updates
+        .iter()
+        .find_map(|update| match update {
+            SessionUpdate::ToolCallUpdate(done) => Some(done),
+            _ => None,
+        })
+        .expect("a tool_call_update");
+    assert_eq!(done.tool_call_id, call.tool_call_id);
+    assert_eq!(done.fields.status, Some(ToolCallStatus::Completed));
+    assert_eq!(done.fields.raw_output, Some(json!({"words": 4})));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_cancel_answers_cancelled_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = new_session(&cx).await?;
+        // The demo model thinks for three seconds on "slowly": the cancel comes meanwhile.
+        let slow = cx.send_request(PromptRequest::new(session.clone(), text("answer slowly")));
+        cx.send_notification(CancelNotification::new(session.clone()))?;
+        assert_eq!(slow.block_task().await?.stop_reason, StopReason::Cancelled);
+        drain(&mut updates);
+
+        let next = cx
+            .send_request(PromptRequest::new(session, text("and now?")))
+            .block_task()
+            .await?;
+        assert_eq!(next.stop_reason, StopReason::EndTurn);
+        assert_eq!(
+            said(&drain(&mut updates)),
+            "Let me use word_count.Done: 2 words"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_load_replays_the_history_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.sqlite3");
+    let (session, live) = with_agent(&db, async |cx, mut updates| {
+        let session = new_session(&cx).await?;
+        cx.send_request(PromptRequest::new(session.clone(), text("remember me")))
+            .block_task()
+            .await?;
+        Ok((session, drain(&mut updates)))
+    })
+    .await;
+
+    // A new process on the same file.
+    let replayed = with_agent(&db, async |cx, mut updates| {
+        cx.send_request(LoadSessionRequest::new(session.clone(), "/tmp"))
+            .block_task()
+            .await?;
+        let replayed = drain(&mut updates);
+        let next = cx
+            .send_request(PromptRequest::new(session.clone(), text("still there?")))
+            .block_task()
+            .await?;
+        assert_eq!(next.stop_reason, StopReason::EndTurn);
+        Ok(replayed)
+    })
+    .await;
+    let Some(SessionUpdate::UserMessageChunk(first)) = replayed.first() else {
+        panic!("the replay starts with the user's message: {replayed:?}");
+    };
+    assert_eq!(
+        first.content,
+        ContentBlock::Text(TextContent::new("remember me"))
+    );
+    assert_eq!(said(&live), "Let me use word_count.Done: 2 words");
+    assert_eq!(said(&replayed), said(&live));
+    assert!(
+        replayed
+            .iter()
+            .any(|u| matches!(u, SessionUpdate::ToolCall(_)))
+    );
+    assert!(
+        replayed
+            .iter()
+            .any(|u| matches!(u, SessionUpdate::ToolCallUpdate(_)))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw lines.
+
+/// The agent as a process, written to and read from line by line.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl Raw {
+    fn spawn(db: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(AGENT)
+            .arg("--db")
+            .arg(db)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    async fn write(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.write(&message.to_string()).await;
+    }
+
+    /// The next line, which must be a JSON-RPC 2.0 message.
+    async fn recv(&mut self) -> Option<Value> {
+        let line = self.stdout.next_line().await.unwrap()?;
+        let message: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line:?}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        let request = message.get("method").is_some();
+        let response = message.get("id").is_some()
+            && (message.get("result").is_some() ^ message.get("error").is_some());
+        assert!(request || response, "not a JSON-RPC message: {line}");
+        Some(message)
+    }
+
+    /// Messages up to and including the answer to `id`.
+    async fn until(&mut self, id: i64) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.recv().await.expect("the answer before the end");
+            let done = message.get("method").is_none() && message["id"] == id;
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    async fn answer(&mut self, id: i64) -> Value {
+        self.until(id).await.pop().unwrap()
+    }
+
+    /// Ends the input; every line written after is read, then the process exits cleanly.
+    async fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let mut rest = Vec::new();
+        while let Some(message) = self.recv().await {
+            rest.push(message);
+        }
+        assert!(self.child.wait().await.unwrap().success());
+        rest
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_bad_lines_are_answered_and_the_agent_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &["--max-line-bytes", "4096"]);
+    agent.send(initialize()).await;
+    assert_eq!(agent.answer(0).await["result"]["protocolVersion"], 1);
+
+    agent.write("{this is not json").await;
+    let parse = agent.recv().await.unwrap();
+    assert_eq!(parse["id"], Value::Null);
+    assert_eq!(parse["error"]["code"], -32700);
+
+    agent.send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}})).await;
+    let relative = agent.answer(1).await;
+    assert_eq!(relative["error"]["code"], -32602);
+    assert_eq!(relative["error"]["data"]["path"], "cwd");
+
+    agent.send(json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[
+        {"name":"fs","command":"/bin/mcp","args":[],"env":[]}]}})).await;
+    let mcp = agent.answer(2).await;
+    assert_eq!(mcp["error"]["code"], -32602);
+    assert!(
+        mcp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MCP servers are not supported yet")
+    );
+
+    agent.send(json!({"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}})).await;
+    let session = agent.answer(3).await["result"]["sessionId"].clone();
+    agent.send(json!({"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"bogus"}]}})).await;
+    let bogus = agent.answer(4).await;
+    assert_eq!(bogus["error"]["code"], -32602);
+    assert!(
+        bogus["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("prompt[0]"),
+        "{bogus}"
+    );
+    agent.send(json!({"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":session}})).await;
+    let missing = agent.answer(5).await;
+    assert_eq!(missing["error"]["code"], -32602);
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`prompt`"),
+        "{missing}"
+    );
+
+    agent
+        .send(json!({"jsonrpc":"2.0","id":6,"method":"session/fork","params":{}}))
+        .await;
+    let unknown = agent.answer(6).await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert_eq!(unknown["error"]["data"], "session/fork");
+    // An unknown notification is not answered.
+    agent
+        .send(json!({"jsonrpc":"2.0","method":"_x/whatever","params":{}}))
+        .await;
+
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{{"sessionId":{session},"prompt":[{{"type":"text","text":"{}"}}]}}}}"#,
+        "x".repeat(10_000)
+    );
+    agent.write(&huge).await;
+    let refused = agent.recv().await.unwrap();
+    assert_eq!(refused["error"]["code"], -32600);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("4096"),
+        "{refused}"
+    );
+
+    // Still serving.
+    agent.send(json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"ok then"}]}})).await;
+    let turn = agent.until(8).await;
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert!(turn.len() > 1, "updates came before the answer");
+    assert!(
+        agent.finish().await.is_empty(),
+        "nothing after the last answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_cancel_answers_the_prompt_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &[]);
+    agent.send(initialize()).await;
+    agent.answer(0).await;
+    agent.send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}})).await;
+    let session = agent.answer(1).await["result"]["sessionId"].clone();
+
+    agent.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"think slowly"}]}})).await;
+    // A second prompt on a running session is refused; the first goes on.
+    agent.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"me too"}]}})).await;
+    assert_eq!(agent.answer(3).await["error"]["code"], -32600);
+    agent
+        .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
+        .await;
+    agent
+        .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
+        .await;
+    let cancelled = agent.answer(2).await;
+    assert_eq!(cancelled["result"]["stopReason"], "cancelled");
+
+    agent.send(json!({"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"again"}]}})).await;
+    let turn = agent.until(4).await;
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    let rest = agent.finish().await;
+    let answers: Vec<&Value> = turn.iter().chain(&rest).filter(|m| m["id"] == 2).collect();
+    assert!(
+        answers.is_empty(),
+        "prompt 2 was answered once: {answers:?}"
+    );
+    assert!(rest.is_empty(), "{rest:?}");
+}
