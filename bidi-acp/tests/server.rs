@@ -1,0 +1,271 @@
+//! The server driven through in-memory pipes: stop reasons, cancellation, errors, the end of
+//! input.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io;
+use std::time::Duration;
+
+use bidi_acp::Server;
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, ModelEvent, StopReason, Tool, Usage, simple_tool};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream, Lines};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+struct Client {
+    input: Option<DuplexStream>,
+    output: Lines<BufReader<DuplexStream>>,
+    server: JoinHandle<io::Result<()>>,
+}
+
+impl Client {
+    fn start(server: Server) -> Self {
+        let (input, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, output) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(server.serve(server_in, server_out));
+        Self {
+            input: Some(input),
+            output: BufReader::new(output).lines(),
+            server,
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let input = self.input.as_mut().unwrap();
+        input.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Option<Value> {
+        let line = self.output.next_line().await.unwrap()?;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+
+    /// Messages up to and including the answer to `id`.
+    async fn until(&mut self, id: i64) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.recv().await.expect("an answer");
+            let done = message.get("method").is_none() && message["id"] == id;
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    async fn answer(&mut self, id: i64) -> Value {
+        self.until(id).await.pop().unwrap()
+    }
+
+    async fn new_session(&mut self) -> Value {
+        self.send(json!({"jsonrpc":"2.0","id":100,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}))
+            .await;
+        self.answer(100).await["result"]["sessionId"].clone()
+    }
+
+    async fn prompt(&mut self, id: i64, session: &Value, text: &str) {
+        self.send(
+            json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
+            "sessionId": session, "prompt": [{"type": "text", "text": text}]}}),
+        )
+        .await;
+    }
+
+    /// Ends the input; returns what came after, once the server is done.
+    async fn finish(mut self) -> Vec<Value> {
+        drop(self.input.take());
+        let mut rest = Vec::new();
+        while let Some(message) = self.recv().await {
+            rest.push(message);
+        }
+        self.server.await.unwrap().unwrap();
+        rest
+    }
+}
+
+fn text_of(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect()
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+fn tick() -> Tool {
+    simple_tool("tick", "Tick", "Does nothing", |_id, _: Nothing| async {
+        Ok::<_, String>(("tock".to_owned(), None))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_limit_ends_the_turn_with_max_turn_requests() {
+    let model = ScriptedModel::new([Scripted::new().tool_call("c1", "tick", &json!({}))]);
+    let agent = LlmAgent::builder("a", model)
+        .tool(tick())
+        .max_turns(1)
+        .build();
+    let mut client = Client::start(Server::new(agent));
+    let session = client.new_session().await;
+    client.prompt(1, &session, "go").await;
+    let turn = client.until(1).await;
+    assert_eq!(
+        turn.last().unwrap()["result"]["stopReason"],
+        "max_turn_requests"
+    );
+    let kinds: Vec<&str> = turn[..turn.len() - 1]
+        .iter()
+        .map(|u| u["params"]["update"]["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_call", "tool_call_update"]);
+    assert_eq!(turn[1]["params"]["update"]["status"], "completed");
+    assert_eq!(turn[1]["params"]["update"]["rawOutput"], "tock");
+    assert!(client.finish().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_answer_ends_with_max_tokens_and_a_failed_model_call_is_an_error() {
+    let (model, events) = ChannelModel::new();
+    let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
+    let session = client.new_session().await;
+    client.prompt(1, &session, "write a lot").await;
+    send_text(&events, "and so on", StopReason::Length);
+    let turn = client.until(1).await;
+    assert_eq!(text_of(&turn), "and so on");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "max_tokens");
+
+    client.prompt(2, &session, "again").await;
+    events
+        .send(ModelEvent::Error(bidi_llm::ModelError::other(
+            "the provider is down".to_owned(),
+        )))
+        .unwrap();
+    let failed = client.answer(2).await;
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert_eq!(failed["error"]["data"]["code"], "model", "{failed}");
+    assert!(client.finish().await.is_empty());
+}
+
+fn send_text(events: &UnboundedSender<ModelEvent>, text: &str, stop_reason: StopReason) {
+    events.send(ModelEvent::TextStart).unwrap();
+    events.send(ModelEvent::TextDelta(text.to_owned())).unwrap();
+    events.send(ModelEvent::TextEnd).unwrap();
+    events
+        .send(ModelEvent::Done {
+            stop_reason,
+            usage: Usage::default(),
+        })
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mid_stream_answers_cancelled_once_and_the_session_goes_on() {
+    let (model, events) = ChannelModel::new();
+    let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
+    let session = client.new_session().await;
+    client.prompt(1, &session, "go on and on").await;
+    events.send(ModelEvent::TextStart).unwrap();
+    events
+        .send(ModelEvent::TextDelta("partial".to_owned()))
+        .unwrap();
+    let chunk = client.recv().await.unwrap();
+    assert_eq!(chunk["params"]["update"]["content"]["text"], "partial");
+    // The model is mid-answer: cancel it (twice: the second finds nothing running).
+    for _ in 0..2 {
+        client
+            .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
+            .await;
+    }
+    let answer = client.answer(1).await;
+    assert_eq!(
+        answer,
+        json!({"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}})
+    );
+
+    client.prompt(2, &session, "next").await;
+    send_text(&events, "fine", StopReason::Stop);
+    let turn = client.until(2).await;
+    assert_eq!(text_of(&turn), "fine");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    let rest = client.finish().await;
+    assert!(
+        rest.is_empty(),
+        "no second answer to the cancelled prompt: {rest:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn turns_still_running_at_the_end_of_input_are_cancelled_after_the_drain() {
+    let (model, _events) = ChannelModel::new();
+    let server = Server::new(LlmAgent::builder("a", model).build()).drain(Duration::from_secs(5));
+    let mut client = Client::start(server);
+    let session = client.new_session().await;
+    client.prompt(1, &session, "never answered").await;
+    // The model never answers; the input ends; after the drain the turn is cancelled.
+    let ended = tokio::time::Instant::now();
+    let rest = client.finish().await;
+    assert!(
+        ended.elapsed() >= Duration::from_secs(5),
+        "the turn had its drain period"
+    );
+    assert_eq!(
+        rest,
+        [json!({"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}})]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_sessions_and_authentication_are_refused() {
+    let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
+    let mut client = Client::start(Server::new(agent).info("my-agent", "9.9.9"));
+    client
+        .send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":7,"clientCapabilities":{}}}))
+        .await;
+    let init = client.answer(0).await;
+    assert_eq!(
+        init["result"]["protocolVersion"], 1,
+        "ours, not the client's 7"
+    );
+    assert_eq!(
+        init["result"]["agentInfo"],
+        json!({"name": "my-agent", "version": "9.9.9"})
+    );
+    assert_eq!(init["result"]["authMethods"], json!([]));
+    assert_eq!(
+        init["result"]["agentCapabilities"]["promptCapabilities"],
+        json!({"image": false, "audio": false, "embeddedContext": false})
+    );
+
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"oauth"}}))
+        .await;
+    let auth = client.answer(1).await;
+    assert_eq!(auth["error"]["code"], -32602);
+    assert_eq!(auth["error"]["data"]["path"], "methodId");
+
+    client.prompt(2, &json!("nope"), "hi").await;
+    let prompt = client.answer(2).await;
+    assert_eq!(prompt["error"]["code"], -32002);
+    assert_eq!(prompt["error"]["data"]["sessionId"], "nope");
+
+    client
+        .send(json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"nope","cwd":"/","mcpServers":[]}}))
+        .await;
+    let load = client.answer(3).await;
+    assert_eq!(load["error"]["code"], -32002);
+
+    client
+        .send(json!({"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[
+            {"type":"audio","mimeType":"audio/wav","data":"AAAA"}]}}))
+        .await;
+    let audio = client.answer(4).await;
+    assert_eq!(audio["error"]["code"], -32602);
+    assert_eq!(audio["error"]["data"]["path"], "prompt[0]");
+    assert!(client.finish().await.is_empty());
+}
