@@ -736,6 +736,9 @@ async fn turn(
         }
     }
     if cancelled {
+        // What the execution still sends is read and dropped, so it never waits on us; the
+        // stream ends with the cancellation.
+        while run.next().await.is_some() {}
         drop(run);
         // The execution saves the session as it stops: the next turn finds it idle.
         conn.done().await;
