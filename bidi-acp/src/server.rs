@@ -114,7 +114,8 @@ impl Server {
     }
 
     /// Serves the client that writes to `reader` and reads `writer`, until `reader` ends (or
-    /// `writer` fails: nobody reads). At the end of input, the requests the server sent and
+    /// `writer` fails: nobody reads). A read error cancels the running prompt turns at once.
+    /// At the end of input, the requests the server sent and
     /// that are still unanswered fail, and the prompt turns still running may finish for the
     /// [`drain`](Self::drain) period before they are cancelled.
     ///
@@ -135,6 +136,9 @@ impl Server {
         let mut turns = JoinSet::new();
         let result = read_loop(&shared, reader, self.max_line_bytes, &mut turns).await;
         shared.pending.fail_all();
+        if result.is_err() {
+            stop.cancel(); // The input broke: nobody is there to wait for.
+        }
         if tokio::time::timeout(self.drain, drain(&mut turns))
             .await
             .is_err()
@@ -152,6 +156,9 @@ async fn drain(turns: &mut JoinSet<()>) {
 }
 
 /// Why a prompt turn was cancelled: the client's `session/cancel`, or the client going away.
+///
+/// It is the cause of the agent connection's cancellation, so the agent's tools and the
+/// connection's error can tell which by downcasting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Cancelled {
