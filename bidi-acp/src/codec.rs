@@ -1,8 +1,7 @@
 //! The wire without I/O: a line into a JSON-RPC request, notification or response (or a
-//! refusal carrying the JSON-RPC error to answer with), a message into a line, and reading a
-//! line with a size limit.
+//! refusal carrying the JSON-RPC error to answer with), and a message into a line. Lines are
+//! read with a size limit by `bidi_flow::lines::read_line`.
 
-use std::io;
 use std::sync::Arc;
 
 use agent_client_protocol_schema::rpc::{JsonRpcMessage, Notification};
@@ -10,7 +9,6 @@ use agent_client_protocol_schema::v1::{Error, ErrorCode, Request, RequestId, Res
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
 /// One message from the peer, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,55 +242,6 @@ pub(crate) fn request<P: Serialize>(
     })
 }
 
-/// What [`read_line`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Line {
-    /// A line, in the buffer (without its newline).
-    Frame,
-    /// A line of this many bytes, over the limit: skipped, not kept.
-    TooLarge(usize),
-}
-
-/// Reads one line into `buf` (cleared first), keeping at most `limit` bytes of it: a longer
-/// line is read to its end and dropped as it goes. `None` at the end of input.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    limit: usize,
-) -> io::Result<Option<Line>> {
-    buf.clear();
-    let mut len = 0usize;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(match len {
-                0 => None,
-                len if len > limit => Some(Line::TooLarge(len)),
-                _ => Some(Line::Frame),
-            });
-        }
-        let newline = available.iter().position(|&b| b == b'\n');
-        let part = &available[..newline.unwrap_or(available.len())];
-        len += part.len();
-        if len <= limit {
-            buf.extend_from_slice(part);
-        } else {
-            buf.clear();
-        }
-        let used = part.len() + usize::from(newline.is_some());
-        reader.consume(used);
-        if newline.is_some() {
-            if len > limit {
-                return Ok(Some(Line::TooLarge(len)));
-            }
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            return Ok(Some(Line::Frame));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use agent_client_protocol_schema::v1::{
@@ -463,28 +412,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn read_line_keeps_at_most_the_limit() {
-        let long = "x".repeat(100);
-        let input = format!("short\r\n{long}\nlast");
-        let mut reader = tokio::io::BufReader::with_capacity(8, input.as_bytes());
-        let mut buf = Vec::new();
-        assert_eq!(
-            read_line(&mut reader, &mut buf, 10).await.unwrap(),
-            Some(Line::Frame)
-        );
-        assert_eq!(buf, b"short");
-        assert_eq!(
-            read_line(&mut reader, &mut buf, 10).await.unwrap(),
-            Some(Line::TooLarge(100))
-        );
-        assert!(buf.capacity() < 100, "the long line was not buffered");
-        assert_eq!(
-            read_line(&mut reader, &mut buf, 10).await.unwrap(),
-            Some(Line::Frame)
-        );
-        assert_eq!(buf, b"last");
-        assert_eq!(read_line(&mut reader, &mut buf, 10).await.unwrap(), None);
+    #[test]
+    fn an_oversized_line_is_an_invalid_request() {
         let too_large = Refusal::too_large(100, 10);
         assert_eq!(too_large.error.code, ErrorCode::InvalidRequest);
     }

@@ -19,6 +19,7 @@ use agent_client_protocol_schema::v1::{
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use bidi_agent::AgentInit;
+use bidi_flow::lines::{Line, read_line};
 use bidi_llm::{
     AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
     LlmAgent, LlmSession, Message, Status, TurnInput, UserMessage, execute,
@@ -32,7 +33,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{self, Incoming, Line, Refusal};
+use crate::codec::{self, Incoming, Refusal};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
@@ -389,7 +390,7 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
         let line = tokio::select! {
             biased;
             () = shared.stop.cancelled() => return Ok(()),
-            line = codec::read_line(&mut reader, &mut buf, max_line_bytes) => line?,
+            line = read_line(&mut reader, &mut buf, max_line_bytes) => line?,
         };
         let incoming = match line {
             None => return Ok(()),

@@ -89,6 +89,7 @@
 
 mod flow;
 mod json;
+pub mod lines;
 mod registry;
 mod text;
 mod trace;

@@ -70,7 +70,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use codec::{Code, Frame, Line, Op};
+use bidi_flow::lines::{Line, read_line};
+use codec::{Code, Frame, Op};
 use examples::{chat, echo};
 
 /// Serves the example flows over NDJSON on stdin and stdout.
@@ -145,13 +146,10 @@ fn registry() -> Result<Registry, BoxError> {
 // The codec: peer lines into connection operations, chunks into lines.
 
 mod codec {
-    use std::io;
-
     use bidi_flow::JsonError;
     use serde::de::IgnoredAny;
     use serde::{Deserialize, Serialize};
     use serde_json::Value;
-    use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
 
     /// One frame from the peer, decoded.
     #[derive(Debug)]
@@ -350,56 +348,6 @@ mod codec {
         match text.char_indices().nth(64) {
             Some((end, _)) => format!("{}…", &text[..end]),
             None => text.to_owned(),
-        }
-    }
-
-    /// What [`read_line`] read.
-    #[derive(Debug, PartialEq, Eq)]
-    pub(crate) enum Line {
-        /// A frame, now in the buffer.
-        Frame,
-        /// A line of this many bytes, over the limit: skipped, not buffered.
-        TooLarge(usize),
-    }
-
-    /// Reads one line into `buf`, without its `\n` (or `\r\n`). A line longer than `limit`
-    /// bytes is read to its end but not kept. `None` at the end of input; a last line without
-    /// a newline still counts.
-    pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-        reader: &mut R,
-        buf: &mut Vec<u8>,
-        limit: usize,
-    ) -> io::Result<Option<Line>> {
-        buf.clear();
-        let mut len = 0usize;
-        loop {
-            let available = reader.fill_buf().await?;
-            if available.is_empty() {
-                return Ok(match len {
-                    0 => None,
-                    len if len > limit => Some(Line::TooLarge(len)),
-                    _ => Some(Line::Frame),
-                });
-            }
-            let newline = available.iter().position(|&b| b == b'\n');
-            let part = &available[..newline.unwrap_or(available.len())];
-            len += part.len();
-            if len <= limit {
-                buf.extend_from_slice(part);
-            } else {
-                buf.clear();
-            }
-            let used = part.len() + usize::from(newline.is_some());
-            reader.consume(used);
-            if newline.is_some() {
-                if len > limit {
-                    return Ok(Some(Line::TooLarge(len)));
-                }
-                if buf.last() == Some(&b'\r') {
-                    buf.pop();
-                }
-                return Ok(Some(Line::Frame));
-            }
         }
     }
 }
@@ -690,7 +638,7 @@ where
     );
     let served = loop {
         let read = tokio::select! {
-            read = codec::read_line(&mut input, &mut line, args.max_frame_bytes) => read,
+            read = read_line(&mut input, &mut line, args.max_frame_bytes) => read,
             () = peer.gone() => break Err(PeerGone::OutputClosed),
         };
         let handled = match read {
