@@ -1,0 +1,181 @@
+// The official ACP TypeScript SDK (@agentclientprotocol/sdk) as the client of the acp-agent
+// example: `node ts_client.mjs <agent-binary> <scratch-dir>`. The SDK parses every message the
+// agent sends with its zod schemas; the checks below look at what the agent answered.
+
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
+import { assert, assertJson, check, run } from './harness.mjs';
+
+/**
+ * Starts the agent on the SQLite file `db`, connects the SDK's client to its stdio and runs
+ * `op(ctx, updates)`, where `updates` collects the `session/update` notifications' params.
+ * Closes the agent's stdin afterwards and waits for it to exit.
+ */
+async function withAgent(agent, db, op) {
+  const child = spawn(agent, ['--db', db], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const spawned = new Promise((resolve, reject) => {
+    child.on('spawn', resolve);
+    child.on('error', reject);
+  });
+  await spawned;
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const updates = [];
+  const app = acp
+    .client({ name: 'bidi-ts-peer', version: '0.0.0' })
+    .onNotification(acp.methods.client.session.update, async ({ params }) => {
+      updates.push(params);
+    })
+    .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => ({
+      outcome: { outcome: 'selected', optionId: params.options[0].optionId },
+    }));
+  try {
+    return await app.connectWith(stream, (ctx) => op(ctx, updates));
+  } finally {
+    child.stdin.end();
+    const timer = setTimeout(() => child.kill(), 10_000);
+    const { code } = await exited;
+    clearTimeout(timer);
+    if (code !== 0) {
+      console.log(`# the agent exited with ${code}; its stderr:\n# ${stderr.trim().replace(/\n/g, '\n# ')}`);
+    }
+  }
+}
+
+/** Waits for notifications the agent sent before a response to reach their handler. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+function initialize(ctx) {
+  return ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    clientInfo: { name: 'bidi-ts-peer', version: '0.0.0' },
+  });
+}
+
+/** The text of the `agent_message_chunk` updates, joined. */
+function messageText(updates) {
+  return updates
+    .filter((u) => u.update.sessionUpdate === 'agent_message_chunk' && u.update.content.type === 'text')
+    .map((u) => u.update.content.text)
+    .join('');
+}
+
+/** The text of the `user_message_chunk` updates, joined. */
+function userText(updates) {
+  return updates
+    .filter((u) => u.update.sessionUpdate === 'user_message_chunk' && u.update.content.type === 'text')
+    .map((u) => u.update.content.text)
+    .join('');
+}
+
+await run(async (agent, dir) => {
+  const db = path.join(dir, 'ts-sessions.sqlite3');
+  let sessionId;
+  let firstAnswer = '';
+  let secondAnswer = '';
+
+  await withAgent(agent, db, async (ctx, updates) => {
+    const init = await check('initialize: protocol version 1 and the agent capabilities', async () => {
+      const response = await initialize(ctx);
+      assertJson(response.protocolVersion, 1, 'protocolVersion');
+      assert(acp.PROTOCOL_VERSION === 1, `the SDK speaks ${acp.PROTOCOL_VERSION}`);
+      assert(typeof response.agentCapabilities === 'object', () => `agentCapabilities: ${JSON.stringify(response)}`);
+      assert(response.agentCapabilities.loadSession === true, () => `loadSession: ${JSON.stringify(response.agentCapabilities)}`);
+      return response;
+    });
+    if (!init) return;
+
+    const created = await check('session/new: a session id', async () => {
+      const response = await ctx.request(acp.methods.agent.session.new, { cwd: dir, mcpServers: [] });
+      assert(typeof response.sessionId === 'string' && response.sessionId.length > 0, () => JSON.stringify(response));
+      return response;
+    });
+    if (!created) return;
+    sessionId = created.sessionId;
+
+    await check('session/prompt: agent_message_chunk updates, then end_turn', async () => {
+      const response = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: 'text', text: 'hello from the TypeScript SDK' }],
+      });
+      await settle();
+      assertJson(response.stopReason, 'end_turn', 'stopReason');
+      assert(updates.length > 0, 'no session/update');
+      assert(updates.every((u) => u.sessionId === sessionId), () => `an update of another session: ${JSON.stringify(updates)}`);
+      const kinds = new Set(updates.map((u) => u.update.sessionUpdate));
+      assert(kinds.has('agent_message_chunk'), () => `no agent_message_chunk among ${[...kinds]}`);
+      firstAnswer = messageText(updates);
+      assert(firstAnswer.length > 0, 'the message chunks carry no text');
+    });
+
+    await check('a second prompt in the same session ends end_turn with its own updates', async () => {
+      const before = updates.length;
+      const response = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: 'text', text: 'and a second prompt' }],
+      });
+      await settle();
+      assertJson(response.stopReason, 'end_turn', 'stopReason');
+      const own = updates.slice(before);
+      assert(own.some((u) => u.update.sessionUpdate === 'agent_message_chunk'), () => `no agent_message_chunk: ${JSON.stringify(own)}`);
+      secondAnswer = messageText(own);
+    });
+
+    await check('a session/prompt with a bad param is answered -32602', async () => {
+      let error;
+      try {
+        await ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: 'not a list of blocks' });
+      } catch (e) {
+        error = e;
+      }
+      assert(error !== undefined, 'the bad request succeeded');
+      assertJson(error.code, -32602, `the error code (${error.message})`);
+    });
+
+    await check('session/prompt of an unknown session is an error', async () => {
+      let error;
+      try {
+        await ctx.request(acp.methods.agent.session.prompt, {
+          sessionId: 'no-such-session',
+          prompt: [{ type: 'text', text: 'hi' }],
+        });
+      } catch (e) {
+        error = e;
+      }
+      assert(error !== undefined, 'the prompt succeeded');
+      assert(typeof error.code === 'number', () => `not a JSON-RPC error: ${error}`);
+    });
+  });
+
+  if (!sessionId) return;
+  await withAgent(agent, db, async (ctx, updates) => {
+    await check('session/load in a new agent process replays the conversation', async () => {
+      await initialize(ctx);
+      const response = await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+      await settle();
+      assert(response !== undefined, 'no response');
+      assert(updates.length > 0, 'nothing replayed');
+      assert(updates.every((u) => u.sessionId === sessionId), () => `an update of another session: ${JSON.stringify(updates)}`);
+      const users = userText(updates);
+      assert(users.includes('hello from the TypeScript SDK'), () => `the first prompt is not replayed: ${users}`);
+      assert(users.includes('and a second prompt'), () => `the second prompt is not replayed: ${users}`);
+      const agents = messageText(updates);
+      assert(agents.includes(firstAnswer) && agents.includes(secondAnswer), () => `the answers are not replayed: ${agents}`);
+    });
+
+    await check('the loaded session takes a new prompt', async () => {
+      const response = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: 'text', text: 'after the restart' }],
+      });
+      assertJson(response.stopReason, 'end_turn', 'stopReason');
+    });
+  });
+});
