@@ -1,10 +1,12 @@
 //! Cross-crate integration and conformance tests of the bidi workspace.
 //!
-//! The tests live in `tests/`. This library holds what they share: [`node`] runs the Node peer
-//! clients of `tests/node`. It also makes the README's code a doctest, so the example users see
-//! first is compiled and run with the suite.
+//! The tests live in `tests/`. This library holds what they share: [`node`] installs and runs the
+//! Node peer clients of `tests/node` and `tests/acp`, [`python`] makes the virtual environment of
+//! the Python peers of `tests/acp`. It also makes the README's code a doctest, so the example
+//! users see first is compiled and run with the suite.
 
 pub mod node;
+pub mod python;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

@@ -1,7 +1,7 @@
 //! Running the Node peer clients of `tests/node` (and other Node packages of the repository):
 //! [`npm_ci`] installs a package's locked dependencies, [`run_node`] runs a script that prints
 //! `ok - …` / `not ok - …` lines and a last line `N passed, M failed`, and returns its
-//! [`Summary`].
+//! [`Summary`]; [`run`] does the same for any command printing that format (a Python script).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -158,8 +158,8 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// What a Node check script reported: the counts of its `N passed, M failed` line, its exit
-/// code and its output. Built by [`run_node`], which asserts nothing: check
+/// What a check script reported: the counts of its `N passed, M failed` line, its exit
+/// code and its output. Built by [`run_node`] and [`run`], which assert nothing: check
 /// [`succeeded`](Self::succeeded) or the counts, and print the summary (its `Display` is the
 /// whole transcript) when they are not what the test expects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -168,11 +168,11 @@ pub struct Summary {
     pub passed: Option<usize>,
     /// `M` of that line; `None` if the script printed none.
     pub failed: Option<usize>,
-    /// The exit code; `None` if node could not start, was killed by a signal or timed out.
+    /// The exit code; `None` if the program could not start, was killed by a signal or timed out.
     pub exit_code: Option<i32>,
     /// Whether the script ran longer than [`TIMEOUT`] and was killed.
     pub timed_out: bool,
-    /// Everything it printed to stdout (or why node could not start).
+    /// Everything it printed to stdout (or why the program could not start).
     pub stdout: String,
     /// Everything it printed to stderr.
     pub stderr: String,
@@ -238,14 +238,33 @@ impl fmt::Display for Summary {
 /// ```
 #[must_use]
 pub fn run_node(script: &Path, args: &[&str]) -> Summary {
-    run_for(script, args, TIMEOUT)
+    let mut node = Command::new("node");
+    node.arg(script).args(args);
+    run(node)
 }
 
-/// [`run_node`] with a time limit.
-fn run_for(script: &Path, args: &[&str], limit: Duration) -> Summary {
-    let child = Command::new("node")
-        .arg(script)
-        .args(args)
+/// Runs `command` to its end (or [`TIMEOUT`]) with no stdin, capturing its output, and parses
+/// the last `N passed, M failed` line it printed: [`run_node`] for any program.
+///
+/// Blocks until the program exits: call it from `tokio::task::spawn_blocking` in an async test.
+///
+/// ```
+/// use std::process::Command;
+///
+/// let mut sh = Command::new("sh");
+/// sh.args(["-c", "echo 'not ok - one: why'; echo '0 passed, 1 failed'; exit 1"]);
+/// let summary = tests::node::run(sh);
+/// assert!(!summary.succeeded());
+/// assert_eq!(summary.failures(), ["not ok - one: why"]);
+/// ```
+#[must_use]
+pub fn run(command: Command) -> Summary {
+    run_for(command, TIMEOUT)
+}
+
+/// [`run`] with a time limit.
+fn run_for(mut command: Command, limit: Duration) -> Summary {
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -254,7 +273,7 @@ fn run_for(script: &Path, args: &[&str], limit: Duration) -> Summary {
         Ok(child) => child,
         Err(e) => {
             return Summary {
-                stdout: format!("cannot run node {}: {e}", script.display()),
+                stdout: format!("cannot run {command:?}: {e}"),
                 ..Summary::default()
             };
         }
@@ -407,7 +426,9 @@ mod tests {
             "hang.mjs",
             "console.log('ok - started');\nsetInterval(() => {}, 1000);\n",
         );
-        let summary = run_for(&path, &[], Duration::from_millis(500));
+        let mut node = Command::new("node");
+        node.arg(&path);
+        let summary = run_for(node, Duration::from_millis(500));
         assert!(summary.timed_out, "{summary}");
         assert_eq!(summary.exit_code, None);
         assert_eq!(summary.stdout, "ok - started\n");

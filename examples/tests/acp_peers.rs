@@ -1,0 +1,82 @@
+//! Real ACP clients in other languages against the `acp-agent` binary: the official TypeScript
+//! SDK, the official Python SDK and acpx, a third-party ACP client CLI.
+//!
+//! The clients are the scripts of `tests/acp` (see its README), run after `npm ci` there and in a
+//! virtual environment made from its `requirements.txt`; each starts the agent itself.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tests::node::{Summary, npm_ci, run, run_node};
+
+/// The agent under test.
+const AGENT: &str = env!("CARGO_BIN_EXE_acp-agent");
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("tests")
+        .join("acp")
+}
+
+/// Asserts every one of the script's `checks` ran and passed.
+fn assert_all_passed(summary: &Summary, checks: usize) {
+    assert!(summary.failures().is_empty(), "{summary}");
+    assert_eq!(summary.failed, Some(0), "{summary}");
+    assert_eq!(summary.passed, Some(checks), "{summary}");
+    assert!(summary.succeeded(), "{summary}");
+}
+
+/// Runs the Node script `script` of `tests/acp` against the agent, in a scratch directory.
+fn node_peer(script: &str) -> Summary {
+    npm_ci(&peers()).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    run_node(
+        &peers().join(script),
+        &[AGENT, scratch.path().to_str().unwrap()],
+    )
+}
+
+#[test]
+fn typescript_sdk_client_prompts_loads_and_gets_invalid_params() {
+    // initialize, session/new, two prompts, an invalid prompt, an unknown session, then
+    // session/load and a prompt in a new agent process on the same database.
+    assert_all_passed(&node_peer("ts_client.mjs"), 8);
+}
+
+#[test]
+fn acpx_runs_a_prompt_to_end_turn() {
+    // acpx's exit code, then its JSON-RPC transcript: initialize, session/new, the prompt's
+    // message chunks and its end_turn.
+    assert_all_passed(&node_peer("acpx_check.mjs"), 6);
+}
+
+#[test]
+fn python_sdk_client_prompts_and_cancels() {
+    let python = tests::python::venv(&peers().join("requirements.txt")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut client = Command::new(python);
+    client
+        .arg(peers().join("py_client.py"))
+        .arg(AGENT)
+        .arg(scratch.path());
+    // initialize, session/new, a prompt, a cancelled slow prompt, the next prompt, an unknown
+    // session.
+    assert_all_passed(&run(client), 6);
+}
+
+#[test]
+fn a_failing_peer_fails() {
+    // The same scripts against an agent that exits at once: every check fails, none passes.
+    npm_ci(&peers()).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().to_str().unwrap();
+    let summary = run_node(&peers().join("ts_client.mjs"), &["/bin/false", dir]);
+    assert!(!summary.succeeded(), "{summary}");
+    assert_eq!(summary.passed, Some(0), "{summary}");
+    let summary = run_node(&peers().join("acpx_check.mjs"), &["/bin/false", dir]);
+    assert!(!summary.succeeded(), "{summary}");
+    assert!(summary.failed.is_some_and(|n| n > 0), "{summary}");
+}
