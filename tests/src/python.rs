@@ -8,7 +8,7 @@
 //! let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("acp");
 //! let python = tests::python::venv(&peers.join("requirements.txt"))?;
 //! let mut client = Command::new(python);
-//! client.args([peers.join("py_client.py").as_os_str(), "/path/to/acp-agent".as_ref(), "/tmp".as_ref()]);
+//! client.arg(peers.join("py_client.py")).args(["/path/to/acp-agent", "/tmp"]);
 //! let summary = tests::node::run(client);
 //! assert!(summary.succeeded(), "{summary}");
 //! # Ok::<(), String>(())
