@@ -48,7 +48,11 @@ async function withAgent(agent, db, op) {
   }
 }
 
-/** Waits for notifications the agent sent before a response to reach their handler. */
+/**
+ * Lets the handlers of the notifications the agent sent before a response run: the SDK settles a
+ * request's promise before it has run the (promise-job) handlers of every notification read before
+ * the response, and a timer runs only once no promise job is left.
+ */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
 
 function initialize(ctx) {
