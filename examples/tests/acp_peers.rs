@@ -43,7 +43,8 @@ fn node_peer(script: &str) -> Summary {
 fn typescript_sdk_client_prompts_loads_and_gets_invalid_params() {
     // initialize, session/new, two prompts, an invalid prompt, an unknown session, then
     // session/load and a prompt in a new agent process on the same database.
-    assert_all_passed(&node_peer("ts_client.mjs"), 8);
+    // Each connection ends with a check that every session/update passed the SDK's schema.
+    assert_all_passed(&node_peer("ts_client.mjs"), 10);
 }
 
 #[test]
@@ -63,20 +64,38 @@ fn python_sdk_client_prompts_and_cancels() {
         .arg(AGENT)
         .arg(scratch.path());
     // initialize, session/new, a prompt, a cancelled slow prompt, the next prompt, an unknown
-    // session.
-    assert_all_passed(&run(client), 6);
+    // session, every session/update passed the SDK's models.
+    assert_all_passed(&run(client), 7);
 }
 
 #[test]
-fn a_failing_peer_fails() {
-    // The same scripts against an agent that exits at once: every check fails, none passes.
+fn a_failing_agent_fails_the_peers() {
     npm_ci(&peers()).unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().to_str().unwrap();
+
+    // An agent that exits at once: every check fails.
     let summary = run_node(&peers().join("ts_client.mjs"), &["/bin/false", dir]);
     assert!(!summary.succeeded(), "{summary}");
     assert_eq!(summary.passed, Some(0), "{summary}");
     let summary = run_node(&peers().join("acpx_check.mjs"), &["/bin/false", dir]);
     assert!(!summary.succeeded(), "{summary}");
     assert!(summary.failed.is_some_and(|n| n > 0), "{summary}");
+
+    // An agent sending an update the SDKs' schemas reject: the SDKs drop it, the checks see it.
+    let bad = peers().join("bad_agent.py");
+    let bad = bad.to_str().unwrap();
+    let rejected = |summary: &Summary| {
+        summary
+            .failures()
+            .iter()
+            .any(|line| line.starts_with("not ok - every session/update the agent sent"))
+    };
+    let summary = run_node(&peers().join("ts_client.mjs"), &[bad, dir]);
+    assert!(!summary.succeeded() && rejected(&summary), "{summary}");
+    let python = tests::python::venv(&peers().join("requirements.txt")).unwrap();
+    let mut client = Command::new(python);
+    client.arg(peers().join("py_client.py")).args([bad, dir]);
+    let summary = run(client);
+    assert!(!summary.succeeded() && rejected(&summary), "{summary}");
 }

@@ -6,6 +6,7 @@ sends with its pydantic models; the checks below look at what the agent answered
 """
 
 import asyncio
+import logging
 import os
 import sys
 from typing import Any
@@ -24,6 +25,17 @@ CHECK_TIMEOUT_S = float(os.environ.get("BIDI_ACP_CHECK_TIMEOUT_MS", "60000")) / 
 
 passed = 0
 failed = 0
+logged: list[str] = []
+
+
+class Recorder(logging.Handler):
+    """Records what the SDK logs as an error (a message it rejected, a handler that threw)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logged.append(record.getMessage())
+
+
+logging.getLogger().addHandler(Recorder(level=logging.ERROR))
 
 
 def describe(error: BaseException) -> str:
@@ -84,7 +96,16 @@ def kinds(updates) -> list[str]:
 async def main(agent: str, scratch: str) -> None:
     peer = Peer()
     db = os.path.join(scratch, "py-sessions.sqlite3")
-    async with spawn_agent_process(peer, agent, "--db", db) as (conn, _process):
+    sent = []
+
+    def observe(event) -> None:
+        if event.direction.value == "incoming" and event.message.get("method") == "session/update":
+            sent.append(event.message)
+
+    async with spawn_agent_process(peer, agent, "--db", db, observers=[observe]) as (
+        conn,
+        _process,
+    ):
 
         async def initialize():
             response = await conn.initialize(
@@ -166,6 +187,13 @@ async def main(agent: str, scratch: str) -> None:
             raise AssertionError("the prompt of an unknown session succeeded")
 
         await check("prompt of an unknown session is a JSON-RPC error", unknown_session)
+
+        async def all_parsed():
+            assert sent, "no session/update sent"
+            assert len(peer.updates) == len(sent), f"{len(peer.updates)} of {len(sent)} reached the client"
+            assert not logged, f"the SDK logged: {' | '.join(logged)}"
+
+        await check("every session/update the agent sent passed the SDK's models and reached the client", all_parsed)
 
 
 def run() -> int:

@@ -8,6 +8,14 @@ import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { assert, assertJson, check, run } from './harness.mjs';
 
+/** What the SDK logged with console.error (a message it rejected, a handler that threw). */
+const sdkErrors = [];
+const consoleError = console.error;
+console.error = (...args) => {
+  sdkErrors.push(args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' '));
+  consoleError(...args);
+};
+
 /**
  * Starts the agent on the SQLite file `db`, connects the SDK's client to its stdio and runs
  * `op(ctx, updates)`, where `updates` collects the `session/update` notifications' params.
@@ -25,6 +33,19 @@ async function withAgent(agent, db, op) {
     child.on('error', reject);
   });
   await spawned;
+  // Count the session/update lines the agent writes, next to the SDK reading them.
+  const sent = { updates: 0, partial: '' };
+  child.stdout.on('data', (chunk) => {
+    const lines = (sent.partial + chunk).split('\n');
+    sent.partial = lines.pop();
+    for (const line of lines) {
+      try {
+        if (JSON.parse(line).method === 'session/update') sent.updates += 1;
+      } catch {
+        // Not JSON: the SDK reports it.
+      }
+    }
+  });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
   const app = acp
@@ -36,7 +57,16 @@ async function withAgent(agent, db, op) {
       outcome: { outcome: 'selected', optionId: params.options[0].optionId },
     }));
   try {
-    return await app.connectWith(stream, (ctx) => op(ctx, updates));
+    return await app.connectWith(stream, async (ctx) => {
+      const value = await op(ctx, updates);
+      await settle();
+      await check('every session/update the agent sent passed the SDK schema and reached the client', async () => {
+        assert(sent.updates > 0, 'no session/update sent');
+        assert(updates.length === sent.updates, `${updates.length} of ${sent.updates} reached the client`);
+        assert(sdkErrors.length === 0, () => `the SDK logged: ${sdkErrors.join(' | ')}`);
+      });
+      return value;
+    });
   } finally {
     child.stdin.end();
     const timer = setTimeout(() => child.kill(), 10_000);
