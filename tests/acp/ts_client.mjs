@@ -147,6 +147,13 @@ await run(async (agent, dir) => {
       assert(kinds.has('agent_message_chunk'), () => `no agent_message_chunk among ${[...kinds]}`);
       firstAnswer = messageText(updates);
       assert(firstAnswer.length > 0, 'the message chunks carry no text');
+      // The demo model calls the agent's word_count tool: a tool_call, then its completion.
+      const call = updates.find((u) => u.update.sessionUpdate === 'tool_call');
+      assert(call, () => `no tool_call among ${[...kinds]}`);
+      const done = updates.find(
+        (u) => u.update.sessionUpdate === 'tool_call_update' && u.update.toolCallId === call.update.toolCallId,
+      );
+      assert(done && done.update.status === 'completed', () => `the tool call did not complete: ${JSON.stringify(done)}`);
     });
 
     await check('a second prompt in the same session ends end_turn with its own updates', async () => {
