@@ -180,6 +180,17 @@ await run(async (agent, dir) => {
       assertJson(error.code, -32602, `the error code (${error.message})`);
     });
 
+    await check('an unknown method is answered -32601', async () => {
+      let error;
+      try {
+        await ctx.request('bidi/no_such_method', {});
+      } catch (e) {
+        error = e;
+      }
+      assert(error !== undefined, 'the unknown method succeeded');
+      assertJson(error.code, -32601, `the error code (${error.message})`);
+    });
+
     await check('session/prompt of an unknown session is an error', async () => {
       let error;
       try {
