@@ -88,6 +88,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
+mod policy;
 mod server;
 
+pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
+pub use policy::{Mode, Permission};
 pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};
