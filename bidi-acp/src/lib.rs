@@ -88,9 +88,11 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
+mod plan;
 mod policy;
 mod server;
 
 pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
+pub use plan::{PLAN_TOOL, plan_tool};
 pub use policy::{Mode, Permission};
 pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};

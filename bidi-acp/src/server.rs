@@ -38,6 +38,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{self, Incoming, Refusal};
+use crate::plan::{PLAN_TOOL, plan};
 use crate::policy::{Mode, Permission, Rules, locations};
 
 /// The longest line read by default: 8 MiB.
@@ -661,7 +662,7 @@ async fn load_session(
             Error::internal_error().data(format!("the session store failed: {error}"))
         })?
         .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
-    for update in history(&session.state().messages) {
+    for update in history(&session.state().messages, &shared.rules) {
         if shared.update(&session_id, update).await.is_err() {
             return Err(closed());
         }
@@ -725,7 +726,7 @@ fn no_session(session_id: &SessionId) -> Error {
 }
 
 /// The conversation as the updates that tell it.
-fn history(messages: &[Message]) -> Vec<SessionUpdate> {
+fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
     let mut updates = Vec::new();
     let assistant = |updates: &mut Vec<SessionUpdate>, message: &AssistantMessage| {
         for block in &message.content {
@@ -738,7 +739,7 @@ fn history(messages: &[Message]) -> Vec<SessionUpdate> {
                 }
                 AssistantContent::ToolCall(call) => updates.push(SessionUpdate::ToolCall(
                     ToolCall::new(call.id.clone(), call.name.clone())
-                        .kind(ToolKind::Other)
+                        .kind(rules.kind(&call.name))
                         .raw_input(call.arguments.clone()),
                 )),
                 _ => {}
@@ -1149,6 +1150,8 @@ struct Updates<'a> {
     cwd: PathBuf,
     output: HashMap<String, String>,
     open: Arc<Open>,
+    /// The plan calls not ended: shown as `plan` updates, not as tool calls.
+    plans: Vec<String>,
 }
 
 impl<'a> Updates<'a> {
@@ -1158,6 +1161,7 @@ impl<'a> Updates<'a> {
             cwd,
             output: HashMap::new(),
             open,
+            plans: Vec::new(),
         }
     }
 
@@ -1187,6 +1191,12 @@ impl<'a> Updates<'a> {
                 tool_name,
                 args,
             } => {
+                if tool_name == PLAN_TOOL
+                    && let Some(plan) = plan(&args)
+                {
+                    self.plans.push(tool_call_id);
+                    return Some(SessionUpdate::Plan(plan));
+                }
                 if !self.open.show(&tool_call_id) {
                     return None; // Its permission request showed it.
                 }
@@ -1218,6 +1228,10 @@ impl<'a> Updates<'a> {
                 is_error,
             } => {
                 self.output.remove(&tool_call_id);
+                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
+                    self.plans.swap_remove(at);
+                    return None; // Its plan update showed it.
+                }
                 self.open.end(&tool_call_id);
                 tool_done(&tool_call_id, &output, details, is_error)
             }
@@ -1454,7 +1468,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "text", "text": "found 3"}]},
         ]))
         .unwrap();
-        let updates: Vec<Value> = history(&messages)
+        let updates: Vec<Value> = history(&messages, &Rules::default())
             .into_iter()
             .map(|update| serde_json::to_value(update).unwrap())
             .collect();

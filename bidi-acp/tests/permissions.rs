@@ -546,3 +546,46 @@ async fn tool_calls_carry_kinds_locations_and_streamed_output() {
     assert_eq!(tail_updates[2]["status"], "completed");
     assert!(client.finish().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_tool_calls_are_shown_as_plan_updates() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call(
+            "p1",
+            bidi_acp::PLAN_TOOL,
+            &json!({"entries": [
+                {"content": "look", "priority": "high", "status": "in_progress"},
+                {"content": "fix"},
+            ]}),
+        ),
+        Scripted::new().tool_call(
+            "p2",
+            bidi_acp::PLAN_TOOL,
+            &json!({"entries": [{"content": "look", "status": "completed"}, {"content": "fix", "status": "wrong"}]}),
+        ),
+        Scripted::new().text("planned"),
+    ]);
+    let agent = LlmAgent::builder("a", model.clone())
+        .tool(bidi_acp::plan_tool())
+        .build();
+    let mut client = Client::start(Server::new(agent));
+    let session = client.new_session().await["sessionId"].clone();
+    client.prompt(1, &session, "plan").await;
+    let turn = client.until(1).await;
+    let plans = updates(&turn, "plan");
+    assert_eq!(
+        plans,
+        [&json!({"sessionUpdate": "plan", "entries": [
+            {"content": "look", "priority": "high", "status": "in_progress"},
+            {"content": "fix", "priority": "medium", "status": "pending"},
+        ]})]
+    );
+    // The second call's arguments are no plan: it is an ordinary call, which fails.
+    let calls = updates(&turn, "tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["toolCallId"], "p2");
+    assert_eq!(updates(&turn, "tool_call_update")[0]["status"], "failed");
+    let first = serde_json::to_value(&model.requests()[1].messages[2]).unwrap();
+    assert_eq!(first["content"], "plan updated (2 entries)");
+    assert!(client.finish().await.is_empty());
+}
