@@ -678,7 +678,7 @@ async fn load_session(
     Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
 }
 
-/// Switches a session's mode: its next model call is made in it.
+/// Switches a session's mode: its next prompt turn runs in it.
 async fn set_mode(
     shared: &Shared,
     request: SetSessionModeRequest,
