@@ -888,7 +888,7 @@ async fn turn(
         .map_err(|error| {
             Error::internal_error().data(format!("the agent refused the turn: {error}"))
         })?;
-    let mut updates = Updates::new(&shared.rules, cwd, open);
+    let mut updates = Updates::new(&shared.rules, cwd, Arc::clone(&open));
     let mut cancelled = None;
     loop {
         let event = tokio::select! {
@@ -902,6 +902,10 @@ async fn turn(
             event = run.next() => event,
         };
         let Some(Ok(event)) = event else { break };
+        let _showing = match event {
+            AgentEvent::ToolExecutionStart { .. } => Some(open.showing.lock().await),
+            _ => None,
+        };
         if let Some(update) = updates.of(event)
             && shared.update(session_id, update).await.is_err()
         {
@@ -993,12 +997,18 @@ struct Gate {
 
 /// The tool calls of a turn that were shown to the client and have not ended, in order: the
 /// turn shows a call as it starts, or its permission request shows it first.
+///
+/// Whoever shows a call holds `showing` until its `tool_call` is written, so that the client
+/// never reads a permission request before the call it is about.
 #[derive(Debug, Default)]
-struct Open(Mutex<Vec<String>>);
+struct Open {
+    calls: Mutex<Vec<String>>,
+    showing: tokio::sync::Mutex<()>,
+}
 
 impl Open {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Marks `id` shown; `false` if it was already.
@@ -1059,6 +1069,7 @@ impl Gate {
         }
         let rules = &self.shared.rules;
         let gone = || "the client went away".to_owned();
+        let showing = self.open.showing.lock().await;
         if self.open.show(&call.id) {
             let update = tool_call(
                 rules,
@@ -1073,6 +1084,7 @@ impl Gate {
                 .await
                 .map_err(|_| gone())?;
         }
+        drop(showing);
         let tool_call = ToolCallUpdate::new(
             call.id.clone(),
             ToolCallUpdateFields::new()
