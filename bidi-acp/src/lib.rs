@@ -57,14 +57,62 @@
 //! |---|---|
 //! | `initialize` | protocol version 1; capabilities: `loadSession`, text and resource-link prompts |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
-//! | `session/new` | a new session in the agent's store; `cwd` must be absolute |
-//! | `session/load` | replays the stored conversation as `session/update`s, then answers |
+//! | `session/new` | a new session in the agent's store; `cwd` must be absolute; answers the modes, if any |
+//! | `session/load` | replays the stored conversation as `session/update`s, then answers (with the modes) |
 //! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
+//! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
 //!
-//! MCP servers are not supported yet: a `session/new` or `session/load` that lists any is
-//! refused with invalid params, and `initialize` advertises no MCP capabilities. Neither are
-//! permissions, modes or plans.
+//! And the server sends:
+//!
+//! | method / update | when |
+//! |---|---|
+//! | `agent_message_chunk`, `agent_thought_chunk` | the model's text and thinking, as they stream |
+//! | `tool_call` | a tool starts: its kind (from its name, or [`Server::tool_kind`]), the files its arguments name as `locations`, `rawInput` |
+//! | `tool_call_update` | its output so far as it streams, then `completed` or `failed` with its output and `rawOutput` |
+//! | `plan` | the agent calls [`plan_tool`] |
+//! | `session/request_permission` | a tool that [`Server::require_permission`] names is about to run |
+//!
+//! Not supported yet: MCP servers (a `session/new` or `session/load` that lists any is
+//! refused with invalid params, and `initialize` advertises no MCP capabilities); image, audio
+//! and embedded-resource prompts; `available_commands_update`; `session/resume`, `fork` and
+//! `list`; `$/cancel_request`.
+//!
+//! # Permissions and modes
+//!
+//! ```
+//! use bidi_acp::{Mode, Permission, Server};
+//! use bidi_llm::LlmAgent;
+//! use bidi_llm::testing::ScriptedModel;
+//!
+//! let agent = LlmAgent::builder("coder", ScriptedModel::new([])).build();
+//! let server = Server::new(agent)
+//!     .require_permission("write*")
+//!     .require_permission("run_command")
+//!     .mode(Mode::new("ask", "Ask").description("Asks before it changes anything"))
+//!     .mode(
+//!         Mode::new("read-only", "Read only")
+//!             .system_prompt("Never change anything.")
+//!             .tools(["read*", "list*", "search*"])
+//!             .permission(Permission::Reject),
+//!     )
+//!     .mode(Mode::new("auto", "Auto").permission(Permission::Allow));
+//! # drop(server);
+//! ```
+//!
+//! - A tool that needs permission never runs without an `allow_*` answer. Before it runs the
+//!   client is asked with `session/request_permission` (the call shown as a `tool_call` first),
+//!   while the server goes on reading. A rejection, a dismissed dialog (`cancelled`), an
+//!   option that was not offered, or a `session/cancel` while waiting: the tool does not run,
+//!   its `tool_call_update` is `failed` with the reason, and the model reads the reason as the
+//!   tool's error result. `allow_always` and `reject_always` hold for that tool for the rest of
+//!   the session on this connection.
+//! - A mode puts its system prompt before the session's, offers the model only its tools (a
+//!   call of another one is refused), and may allow or refuse the tools that need permission
+//!   without asking. A session starts in the first mode (or [`Server::default_mode`]); the
+//!   mode is kept per connection, not in the session store.
+//! - Permissions and modes are a [`bidi_llm::Policy`] on each prompt turn's connection:
+//!   they apply to the agent's local tools.
 //!
 //! # Rules
 //!
@@ -75,6 +123,8 @@
 //! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
 //!   `-32600`, bad params with `-32602` naming the field (`prompt[0]`, `cwd`, ...), an unknown
 //!   method with `-32601`; the server goes on. Unknown notifications are ignored.
+//! - A `session/set_mode` with a mode id the server does not have is refused with `-32602`
+//!   naming `modeId`.
 //! - A line over [`Server::max_line_bytes`] is refused with `-32600` without being read into
 //!   memory.
 //! - At the end of input, the requests the server sent that are still unanswered fail, and
@@ -88,6 +138,11 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
+mod plan;
+mod policy;
 mod server;
 
+pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
+pub use plan::{PLAN_TOOL, plan_tool};
+pub use policy::{Mode, Permission};
 pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,17 +13,20 @@ use std::time::Duration;
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
     AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, CLIENT_METHOD_NAMES,
-    CancelNotification, Content, ContentBlock, ContentChunk, Error, ErrorCode, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpServer,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestId, SessionId, SessionNotification, SessionUpdate, StopReason, TextContent, ToolCall,
+    CancelNotification, Content, ContentBlock, ContentChunk, CurrentModeUpdate, Error, ErrorCode,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind, PromptCapabilities,
+    PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionId, SessionModeState, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, TextContent, ToolCall,
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use bidi_agent::AgentInit;
+use bidi_core::ConnectOptions;
 use bidi_flow::lines::{Line, read_line};
 use bidi_llm::{
     AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
-    LlmAgent, LlmSession, Message, Status, TurnInput, UserMessage, execute,
+    LlmAgent, LlmSession, Message, Policy, Status, TurnInput, UserMessage, execute,
 };
 use bidi_session::Session;
 use futures_util::StreamExt as _;
@@ -34,6 +38,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{self, Incoming, Refusal};
+use crate::plan::{PLAN_TOOL, plan};
+use crate::policy::{Mode, Permission, Rules, locations};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
@@ -53,6 +59,7 @@ pub struct Server {
     info: Implementation,
     max_line_bytes: usize,
     drain: Duration,
+    rules: Rules,
 }
 
 impl fmt::Debug for Server {
@@ -75,7 +82,64 @@ impl Server {
             info,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             drain: DEFAULT_DRAIN,
+            rules: Rules::default(),
         }
+    }
+
+    /// The agent's tools whose name matches `pattern` need the user's permission: before one
+    /// runs, the client is sent `session/request_permission`, and the tool runs only if the
+    /// user picks an `allow_*` option. A pattern is a name in which `*` stands for any run of
+    /// characters (`write*`, `*`). An `allow_always` or `reject_always` answer holds for that
+    /// tool for the rest of the session.
+    pub fn require_permission(mut self, pattern: impl Into<String>) -> Self {
+        self.rules.ask.push(pattern.into());
+        self
+    }
+
+    /// The options a permission request offers, in order (default: allow once, allow always,
+    /// reject once, reject always). Each kind is offered once; an empty list keeps the
+    /// default.
+    pub fn permission_options(
+        mut self,
+        options: impl IntoIterator<Item = PermissionOptionKind>,
+    ) -> Self {
+        let mut kinds: Vec<PermissionOptionKind> = Vec::new();
+        for kind in options {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if !kinds.is_empty() {
+            self.rules.options = kinds;
+        }
+        self
+    }
+
+    /// Shows the calls of the tool `name` with `kind`, rather than the kind its name suggests
+    /// (`read_file` reads, `run_command` executes, a name that suggests nothing is `other`).
+    pub fn tool_kind(mut self, name: impl Into<String>, kind: ToolKind) -> Self {
+        self.rules.kinds.insert(name.into(), kind);
+        self
+    }
+
+    /// Adds a session mode. With any, `session/new` and `session/load` answer the modes and
+    /// the current one, and the client may switch with `session/set_mode`. Sessions start in
+    /// the first mode added, unless [`default_mode`](Self::default_mode) says otherwise; a
+    /// second mode with the id of an earlier one replaces it.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        match self.rules.modes.iter_mut().find(|m| m.id() == mode.id()) {
+            Some(existing) => *existing = mode,
+            None => self.rules.modes.push(mode),
+        }
+        self
+    }
+
+    /// The mode sessions start in; an id no mode has changes nothing.
+    pub fn default_mode(mut self, id: &str) -> Self {
+        if let Some(index) = self.rules.modes.iter().position(|mode| mode.id() == id) {
+            self.rules.default_mode = index;
+        }
+        self
     }
 
     /// The name and version `initialize` reports (`agentInfo`).
@@ -132,7 +196,7 @@ impl Server {
         R: AsyncRead + Unpin + Send,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (shared, stop) = Shared::new(self.agent, self.info, Box::pin(writer));
+        let (shared, stop) = Shared::new(self.agent, self.info, self.rules, Box::pin(writer));
         let _cancel_on_drop = stop.clone().drop_guard();
         let mut turns = JoinSet::new();
         let result = read_loop(&shared, reader, self.max_line_bytes, &mut turns).await;
@@ -189,6 +253,7 @@ type Sink = Pin<Box<dyn AsyncWrite + Send>>;
 pub(crate) struct Shared {
     agent: LlmAgent,
     info: Implementation,
+    rules: Rules,
     out: Writer,
     sessions: Mutex<HashMap<Arc<str>, Slot>>,
     pub(crate) pending: Pending,
@@ -197,22 +262,41 @@ pub(crate) struct Shared {
 }
 
 /// A session open on this connection.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
     /// The running prompt turn's cancellation, if one runs.
     running: Option<CancellationToken>,
+    /// The current mode: an index into the server's modes.
+    mode: usize,
+    /// The session's working directory, which relative paths in tool arguments are against.
+    cwd: PathBuf,
+    /// The tools the user allowed (`true`) or rejected (`false`) for the rest of the session.
+    always: HashMap<String, bool>,
+}
+
+impl Slot {
+    fn new(cwd: PathBuf, mode: usize) -> Self {
+        Self {
+            running: None,
+            mode,
+            cwd,
+            always: HashMap::new(),
+        }
+    }
 }
 
 impl Shared {
     pub(crate) fn new(
         agent: LlmAgent,
         info: Implementation,
+        rules: Rules,
         sink: Sink,
     ) -> (Arc<Self>, CancellationToken) {
         let stop = CancellationToken::new();
         let shared = Arc::new(Self {
             agent,
             info,
+            rules,
             out: Writer {
                 inner: tokio::sync::Mutex::new((sink, Vec::new())),
                 stop: stop.clone(),
@@ -249,25 +333,40 @@ impl Shared {
     ///
     /// The client's error; or, when the client went away before answering, an internal error
     /// whose data says `{"reason": "incoming_transport_closed"}`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "session/request_permission, the next increment, sends requests"
-        )
-    )]
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future forgets the request: a later answer is ignored.
     pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, Error> {
         let (id, answer) = self.pending.register().ok_or_else(closed)?;
+        let _forget = Forget(&self.pending, id.clone());
         if self
             .out
             .send(&codec::request(id.clone(), method, params))
             .await
             .is_err()
         {
-            self.pending.forget(&id);
             return Err(closed());
         }
         answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+
+    /// The modes, as `session/new` and `session/load` answer them.
+    fn modes(&self, current: usize) -> Option<SessionModeState> {
+        let mode = self.rules.modes.get(current)?;
+        Some(SessionModeState::new(
+            mode.id().to_owned(),
+            self.rules.modes.iter().map(Mode::wire).collect::<Vec<_>>(),
+        ))
+    }
+}
+
+/// Forgets a request of ours when its waiter is gone.
+struct Forget<'a>(&'a Pending, RequestId);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.forget(&self.1);
     }
 }
 
@@ -451,6 +550,12 @@ async fn dispatch(
             Err(error) => Err(error),
         };
         shared.respond(id, result).await;
+    } else if method == methods.session_set_mode {
+        let result = match codec::params::<SetSessionModeRequest>(params) {
+            Ok(request) => set_mode(shared, request).await,
+            Err(error) => Err(error),
+        };
+        shared.respond(id, result).await;
     } else if method == methods.session_prompt {
         match codec::params::<PromptRequest>(params).and_then(|request| start(shared, request)) {
             Ok((session_id, text, token)) => {
@@ -525,8 +630,11 @@ async fn new_session(
         .map_err(|error| {
             Error::internal_error().data(format!("the session store failed: {error}"))
         })?;
-    shared.sessions().insert(Arc::clone(&id), Slot::default());
-    Ok(NewSessionResponse::new(SessionId::new(id)))
+    let mode = shared.rules.default_mode;
+    shared
+        .sessions()
+        .insert(Arc::clone(&id), Slot::new(request.cwd, mode));
+    Ok(NewSessionResponse::new(SessionId::new(id)).modes(shared.modes(mode)))
 }
 
 async fn load_session(
@@ -554,20 +662,71 @@ async fn load_session(
             Error::internal_error().data(format!("the session store failed: {error}"))
         })?
         .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
-    for update in history(&session.state().messages) {
+    for update in history(&session.state().messages, &shared.rules) {
         if shared.update(&session_id, update).await.is_err() {
             return Err(closed());
         }
     }
-    shared
-        .sessions()
-        .entry(Arc::clone(&session_id.0))
-        .or_default();
-    Ok(LoadSessionResponse::new())
+    let mode = {
+        let mut sessions = shared.sessions();
+        let slot = sessions
+            .entry(Arc::clone(&session_id.0))
+            .or_insert_with(|| Slot::new(request.cwd.clone(), shared.rules.default_mode));
+        slot.cwd = request.cwd;
+        slot.mode
+    };
+    Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
+}
+
+/// Switches a session's mode: its next prompt turn runs in it.
+async fn set_mode(
+    shared: &Shared,
+    request: SetSessionModeRequest,
+) -> Result<SetSessionModeResponse, Error> {
+    let Some(mode) = shared
+        .rules
+        .modes
+        .iter()
+        .position(|mode| mode.id() == &*request.mode_id.0)
+    else {
+        let known: Vec<&str> = shared.rules.modes.iter().map(Mode::id).collect();
+        return Err(codec::invalid_params(
+            "modeId",
+            format!(
+                "unknown mode `{}`; this agent's modes: {}",
+                codec::cap(&request.mode_id.0),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        ));
+    };
+    {
+        let mut sessions = shared.sessions();
+        let Some(slot) = sessions.get_mut(&request.session_id.0) else {
+            return Err(no_session(&request.session_id));
+        };
+        slot.mode = mode;
+    }
+    let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(request.mode_id));
+    if shared.update(&request.session_id, update).await.is_err() {
+        return Err(closed());
+    }
+    Ok(SetSessionModeResponse::new())
+}
+
+fn no_session(session_id: &SessionId) -> Error {
+    Error::new(
+        ErrorCode::ResourceNotFound.into(),
+        "no such session on this connection: create it with session/new or open it with session/load",
+    )
+    .data(json!({ "sessionId": session_id }))
 }
 
 /// The conversation as the updates that tell it.
-fn history(messages: &[Message]) -> Vec<SessionUpdate> {
+fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
     let mut updates = Vec::new();
     let assistant = |updates: &mut Vec<SessionUpdate>, message: &AssistantMessage| {
         for block in &message.content {
@@ -580,7 +739,7 @@ fn history(messages: &[Message]) -> Vec<SessionUpdate> {
                 }
                 AssistantContent::ToolCall(call) => updates.push(SessionUpdate::ToolCall(
                     ToolCall::new(call.id.clone(), call.name.clone())
-                        .kind(ToolKind::Other)
+                        .kind(rules.kind(&call.name))
                         .raw_input(call.arguments.clone()),
                 )),
                 _ => {}
@@ -615,19 +774,21 @@ fn chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
 
+fn text_content(text: &str) -> ToolCallContent {
+    ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(text))))
+}
+
 fn tool_done(id: &str, output: &str, details: Option<Value>, is_error: bool) -> SessionUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
         ToolCallStatus::Completed
     };
-    let content =
-        ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(output))));
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         id.to_owned(),
         ToolCallUpdateFields::new()
             .status(status)
-            .content(vec![content])
+            .content(vec![text_content(output)])
             .raw_output(details.unwrap_or_else(|| Value::String(output.to_owned()))),
     ))
 }
@@ -644,11 +805,7 @@ fn start(
     let text = prompt_text(&request.prompt)?;
     let mut sessions = shared.sessions();
     let Some(slot) = sessions.get_mut(&request.session_id.0) else {
-        return Err(Error::new(
-            ErrorCode::ResourceNotFound.into(),
-            "no such session on this connection: create it with session/new or open it with session/load",
-        )
-        .data(json!({ "sessionId": request.session_id })));
+        return Err(no_session(&request.session_id));
     };
     if slot.running.is_some() {
         return Err(Error::invalid_request().data(format!(
@@ -709,45 +866,67 @@ async fn prompt(
 }
 
 async fn turn(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     session_id: &SessionId,
     text: String,
     token: &CancellationToken,
 ) -> Result<StopReason, Error> {
+    let (mode, cwd) = shared
+        .sessions()
+        .get(&session_id.0)
+        .map(|slot| (slot.mode, slot.cwd.clone()))
+        .unwrap_or_default();
+    let mode = shared.rules.modes.get(mode);
+    let open = Arc::new(Open::default());
+    let options =
+        ConnectOptions::new().extension(policy(shared, session_id, token, mode, (&cwd, &open)));
     let mut conn = shared
         .agent
-        .connect(AgentInit::new().resume(session_id.0.to_string()));
+        .connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
     let mut run = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
         .await
         .map_err(|error| {
             Error::internal_error().data(format!("the agent refused the turn: {error}"))
         })?;
-    let mut cancelled = false;
+    let mut updates = Updates::new(&shared.rules, cwd, Arc::clone(&open));
+    let mut cancelled = None;
     loop {
         let event = tokio::select! {
             biased;
             () = token.cancelled() => {
                 let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
                 run.cancel_with(cause);
-                cancelled = true;
+                cancelled = Some(cause);
                 break;
             }
             event = run.next() => event,
         };
         let Some(Ok(event)) = event else { break };
-        if let Some(update) = update(event)
+        let _showing = match event {
+            AgentEvent::ToolExecutionStart { .. } => Some(open.showing.lock().await),
+            _ => None,
+        };
+        if let Some(update) = updates.of(event)
             && shared.update(session_id, update).await.is_err()
         {
             run.cancel_with(Cancelled::ClientGone);
-            cancelled = true;
+            cancelled = Some(Cancelled::ClientGone);
             break;
         }
     }
-    if cancelled {
+    if let Some(cause) = cancelled {
         // What the execution still sends is read and dropped, so it never waits on us; the
         // stream ends with the cancellation.
         while run.next().await.is_some() {}
         drop(run);
+        // A client still there learns that the tool calls still running failed.
+        if cause == Cancelled::ByClient {
+            for update in updates.unfinished() {
+                if shared.update(session_id, update).await.is_err() {
+                    break;
+                }
+            }
+        }
         // The execution saves the session as it stops: the next turn finds it idle.
         conn.done().await;
         return Ok(StopReason::Cancelled);
@@ -759,30 +938,318 @@ async fn turn(
     stop_reason(&result)
 }
 
-/// A loop event as the update that shows it, if one does.
-fn update(event: AgentEvent) -> Option<SessionUpdate> {
-    Some(match event {
-        AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
-        AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
-        AgentEvent::ToolExecutionStart {
-            tool_call_id,
-            tool_name,
-            args,
-        } => SessionUpdate::ToolCall(
-            ToolCall::new(tool_call_id, tool_name.clone())
-                .name(tool_name)
-                .kind(ToolKind::Other)
-                .status(ToolCallStatus::InProgress)
-                .raw_input(args),
-        ),
-        AgentEvent::ToolExecutionEnd {
-            tool_call_id,
-            output,
-            details,
-            is_error,
-        } => tool_done(&tool_call_id, &output, details, is_error),
-        _ => return None,
+/// The turn's policy: its mode's prompt and tools, and permissions asked of the client.
+fn policy(
+    shared: &Arc<Shared>,
+    session_id: &SessionId,
+    token: &CancellationToken,
+    mode: Option<&Mode>,
+    (cwd, open): (&std::path::Path, &Arc<Open>),
+) -> Policy {
+    let mut policy = Policy::new();
+    if let Some(mode) = mode {
+        if let Some(prompt) = &mode.system_prompt {
+            policy = policy.system_prompt(prompt.clone());
+        }
+        if mode.tools.is_some() {
+            let mode = mode.clone();
+            policy = policy.offer(move |name| mode.offers(name));
+        }
+    }
+    let permission = mode.map_or(Permission::Ask, |mode| mode.permission);
+    let mode_id = mode.map(|mode| mode.id().to_owned()).unwrap_or_default();
+    let gate = Gate {
+        shared: Arc::clone(shared),
+        session_id: session_id.clone(),
+        token: token.clone(),
+        cwd: cwd.to_owned(),
+        open: Arc::clone(open),
+    };
+    policy.gate(move |call| {
+        let gate = gate.clone();
+        let call = call.clone();
+        let mode_id = mode_id.clone();
+        async move {
+            if !gate.shared.rules.needs_permission(&call.name) {
+                return Ok(());
+            }
+            match permission {
+                Permission::Allow => Ok(()),
+                Permission::Reject => Err(format!(
+                    "`{}` needs permission, which the mode `{mode_id}` never gives",
+                    call.name
+                )),
+                _ => gate.ask(&call).await,
+            }
+        }
     })
+}
+
+/// Asks the client whether a tool call may run.
+#[derive(Clone)]
+struct Gate {
+    shared: Arc<Shared>,
+    session_id: SessionId,
+    token: CancellationToken,
+    cwd: PathBuf,
+    open: Arc<Open>,
+}
+
+/// The tool calls of a turn that were shown to the client and have not ended, in order: the
+/// turn shows a call as it starts, or its permission request shows it first.
+///
+/// Whoever shows a call holds `showing` until its `tool_call` is written, so that the client
+/// never reads a permission request before the call it is about.
+#[derive(Debug, Default)]
+struct Open {
+    calls: Mutex<Vec<String>>,
+    showing: tokio::sync::Mutex<()>,
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks `id` shown; `false` if it was already.
+    fn show(&self, id: &str) -> bool {
+        let mut open = self.lock();
+        if open.iter().any(|open| open == id) {
+            return false;
+        }
+        open.push(id.to_owned());
+        true
+    }
+
+    fn end(&self, id: &str) {
+        self.lock().retain(|open| open != id);
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
+/// The `tool_call` update that shows a call.
+fn tool_call(
+    rules: &Rules,
+    cwd: &std::path::Path,
+    id: String,
+    name: String,
+    args: Value,
+    status: ToolCallStatus,
+) -> SessionUpdate {
+    SessionUpdate::ToolCall(
+        ToolCall::new(id, name.clone())
+            .kind(rules.kind(&name))
+            .locations(locations(&args, cwd))
+            .name(name)
+            .status(status)
+            .raw_input(args),
+    )
+}
+
+impl Gate {
+    /// `Ok` if the user allows `call`; else why not.
+    async fn ask(&self, call: &bidi_llm::ToolCall) -> Result<(), String> {
+        let name = &call.name;
+        let always = self
+            .shared
+            .sessions()
+            .get(&self.session_id.0)
+            .and_then(|slot| slot.always.get(name).copied());
+        match always {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(format!(
+                    "the user rejected `{name}` for the rest of the session"
+                ));
+            }
+            None => {}
+        }
+        let rules = &self.shared.rules;
+        let gone = || "the client went away".to_owned();
+        let showing = self.open.showing.lock().await;
+        if self.open.show(&call.id) {
+            let update = tool_call(
+                rules,
+                &self.cwd,
+                call.id.clone(),
+                name.clone(),
+                call.arguments.clone(),
+                ToolCallStatus::Pending,
+            );
+            self.shared
+                .update(&self.session_id, update)
+                .await
+                .map_err(|_| gone())?;
+        }
+        drop(showing);
+        let tool_call = ToolCallUpdate::new(
+            call.id.clone(),
+            ToolCallUpdateFields::new()
+                .title(name.clone())
+                .kind(rules.kind(name))
+                .status(ToolCallStatus::Pending)
+                .locations(locations(&call.arguments, &self.cwd))
+                .raw_input(call.arguments.clone()),
+        );
+        let request =
+            RequestPermissionRequest::new(self.session_id.clone(), tool_call, rules.options());
+        let params = serde_json::to_value(&request)
+            .map_err(|error| format!("the permission request could not be made: {error}"))?;
+        let answer = tokio::select! {
+            () = self.token.cancelled() => {
+                return Err("the prompt turn was cancelled while waiting for permission".to_owned());
+            }
+            answer = self.shared.request(CLIENT_METHOD_NAMES.session_request_permission, params) => answer,
+        };
+        let answer = answer.map_err(|error| {
+            format!(
+                "the user could not be asked for permission: {}",
+                error.message
+            )
+        })?;
+        let answer: RequestPermissionResponse =
+            serde_json::from_value(answer).map_err(|error| {
+                format!("the client's answer to the permission request is malformed: {error}")
+            })?;
+        let option = match answer.outcome {
+            RequestPermissionOutcome::Selected(selected) => selected.option_id,
+            _ => return Err("the user dismissed the permission request".to_owned()),
+        };
+        let Some(kind) = rules.chosen(&option.0) else {
+            return Err(format!(
+                "the client chose `{}`, an option it was not offered",
+                codec::cap(&option.0)
+            ));
+        };
+        let remember = |allow: bool| {
+            if let Some(slot) = self.shared.sessions().get_mut(&self.session_id.0) {
+                slot.always.insert(name.clone(), allow);
+            }
+        };
+        let running = || async {
+            let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call.id.clone(),
+                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+            ));
+            self.shared
+                .update(&self.session_id, update)
+                .await
+                .map_err(|_| gone())
+        };
+        match kind {
+            PermissionOptionKind::AllowOnce => running().await,
+            PermissionOptionKind::AllowAlways => {
+                remember(true);
+                running().await
+            }
+            PermissionOptionKind::RejectAlways => {
+                remember(false);
+                Err(format!(
+                    "the user rejected `{name}` for the rest of the session"
+                ))
+            }
+            _ => Err(format!("the user rejected `{name}`")),
+        }
+    }
+}
+
+/// The updates a turn's events make; it keeps the output its tools streamed so far.
+struct Updates<'a> {
+    rules: &'a Rules,
+    cwd: PathBuf,
+    output: HashMap<String, String>,
+    open: Arc<Open>,
+    /// The plan calls not ended: shown as `plan` updates, not as tool calls.
+    plans: Vec<String>,
+}
+
+impl<'a> Updates<'a> {
+    fn new(rules: &'a Rules, cwd: PathBuf, open: Arc<Open>) -> Self {
+        Self {
+            rules,
+            cwd,
+            output: HashMap::new(),
+            open,
+            plans: Vec::new(),
+        }
+    }
+
+    /// The calls still open, as failed for the cancellation.
+    fn unfinished(&mut self) -> Vec<SessionUpdate> {
+        self.open
+            .take()
+            .into_iter()
+            .map(|id| {
+                tool_done(
+                    &id,
+                    "the prompt turn was cancelled before the tool finished",
+                    None,
+                    true,
+                )
+            })
+            .collect()
+    }
+
+    /// A loop event as the update that shows it, if one does.
+    fn of(&mut self, event: AgentEvent) -> Option<SessionUpdate> {
+        Some(match event {
+            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
+            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                if tool_name == PLAN_TOOL
+                    && let Some(plan) = plan(&args)
+                {
+                    self.plans.push(tool_call_id);
+                    return Some(SessionUpdate::Plan(plan));
+                }
+                if !self.open.show(&tool_call_id) {
+                    return None; // Its permission request showed it.
+                }
+                tool_call(
+                    self.rules,
+                    &self.cwd,
+                    tool_call_id,
+                    tool_name,
+                    args,
+                    ToolCallStatus::InProgress,
+                )
+            }
+            AgentEvent::ToolExecutionDelta {
+                tool_call_id,
+                delta,
+            } => {
+                // An update's content replaces the call's: it is all the output so far.
+                let output = self.output.entry(tool_call_id.clone()).or_default();
+                output.push_str(&delta);
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    tool_call_id,
+                    ToolCallUpdateFields::new().content(vec![text_content(output)]),
+                ))
+            }
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                output,
+                details,
+                is_error,
+            } => {
+                self.output.remove(&tool_call_id);
+                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
+                    self.plans.swap_remove(at);
+                    return None; // Its plan update showed it.
+                }
+                self.open.end(&tool_call_id);
+                tool_done(&tool_call_id, &output, details, is_error)
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// How the turn ended, in ACP's terms; a failure is an error answer.
@@ -914,6 +1381,7 @@ mod tests {
         let (shared, _stop) = Shared::new(
             agent(ScriptedModel::new([])),
             Implementation::new("t", "0"),
+            Rules::default(),
             Box::pin(server_out),
         );
         let mut client = Client {
@@ -1012,7 +1480,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "text", "text": "found 3"}]},
         ]))
         .unwrap();
-        let updates: Vec<Value> = history(&messages)
+        let updates: Vec<Value> = history(&messages, &Rules::default())
             .into_iter()
             .map(|update| serde_json::to_value(update).unwrap())
             .collect();

@@ -90,6 +90,7 @@ mod message;
 mod model;
 #[cfg(feature = "openai")]
 mod openai;
+mod policy;
 mod session;
 pub mod testing;
 mod tool;
@@ -107,5 +108,6 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequ
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
+pub use policy::Policy;
 pub use session::{Context, Lease, LlmSession, Status, TurnInput};
 pub use tool::{Tool, ToolEvent, simple_tool};

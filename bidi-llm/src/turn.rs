@@ -22,6 +22,7 @@ use crate::message::{
     AbortedMessage, ErrorMessage, Message, Role, StopReason, ToolCall, ToolResultMessage,
 };
 use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
+use crate::policy::Policy;
 use crate::session::{self, LlmSession, Status, TurnInput};
 use crate::tool::{Tool, ToolEvent};
 
@@ -139,6 +140,8 @@ pub(crate) struct Turn<'a> {
     outbox: Vec<AgentEvent>,
     /// What this execution's model calls cost.
     cost: f64,
+    /// The connection's policy, if it has one.
+    policy: Option<&'a Policy>,
 }
 
 impl<'a> Turn<'a> {
@@ -155,6 +158,7 @@ impl<'a> Turn<'a> {
             watch: Watch::new(ctx, session, config.lease),
             outbox: Vec::with_capacity(4),
             cost: 0.0,
+            policy: ctx.extensions().get::<Policy>(),
         }
     }
 
@@ -315,6 +319,9 @@ impl<'a> Turn<'a> {
     /// and then the session's own (but for any an agent tool's name hides).
     fn request(&self, state: &LlmSession) -> ModelRequest {
         let mut tools = self.config.specs.clone();
+        if let Some(policy) = self.policy {
+            tools.retain(|spec| policy.offers(&spec.name));
+        }
         tools.extend(
             state
                 .tools
@@ -323,8 +330,12 @@ impl<'a> Turn<'a> {
                 .cloned(),
         );
         let request = ModelRequest::new(state.messages.clone(), tools).with_options(state.options);
-        match &state.system_prompt {
-            Some(prompt) => request.with_system_prompt(prompt.clone()),
+        let prompt = match self.policy {
+            Some(policy) => policy.prompt(state.system_prompt.as_deref()),
+            None => state.system_prompt.clone(),
+        };
+        match prompt {
+            Some(prompt) => request.with_system_prompt(prompt),
             None => request,
         }
     }
@@ -404,7 +415,10 @@ impl<'a> Turn<'a> {
                 args: call.arguments.clone(),
             });
             let events = match self.tool(&call.name) {
-                Some(tool) => tool.run(call.id.clone(), call.arguments.clone()),
+                Some(tool) => match self.policy.and_then(|policy| policy.check(call)) {
+                    None => tool.run(call.id.clone(), call.arguments.clone()),
+                    Some(check) => gated(check, tool.clone(), call),
+                },
                 None => futures_util::stream::once({
                     let name = call.name.clone();
                     async move { ToolEvent::Failed(format!("there is no tool named `{name}`")) }
@@ -482,6 +496,25 @@ impl<'a> Turn<'a> {
         }
         outcome
     }
+}
+
+/// A local call's events once `check` lets it run; a refusal is its failure.
+fn gated(
+    check: futures_util::future::BoxFuture<'static, Result<(), String>>,
+    tool: Tool,
+    call: &ToolCall,
+) -> BoxStream<'static, ToolEvent> {
+    let (id, args) = (call.id.clone(), call.arguments.clone());
+    futures_util::stream::once(async move {
+        match check.await {
+            Ok(()) => tool.run(id, args),
+            Err(reason) => {
+                futures_util::stream::once(async move { ToolEvent::Failed(reason) }).boxed()
+            }
+        }
+    })
+    .flatten()
+    .boxed()
 }
 
 /// The next item of `stream` if the outbox has `room` and the item is ready now.

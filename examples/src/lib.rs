@@ -70,7 +70,8 @@ pub async fn chat(
 }
 
 /// A model that needs no service, for the examples and their tests: it answers a user message
-/// by calling the last tool it is offered (the client's own tools come last) with
+/// by calling the tool the message names, else the last tool it is offered (the client's own
+/// tools come last), with
 /// `{"request": <the message>}`, or, without tools, by saying what it heard; a tool result by
 /// reporting it. A message containing "slowly" makes it think for three seconds first.
 #[derive(Debug, Clone, Copy, Default)]
@@ -102,7 +103,11 @@ impl bidi_llm::Model for DemoModel {
             }
             events.push(ModelEvent::TextEnd);
         };
-        let stop_reason = match (last, request.tools.last()) {
+        let named = request
+            .tools
+            .iter()
+            .find(|tool| text.contains(tool.name.as_str()));
+        let stop_reason = match (last, named.or(request.tools.last())) {
             (Some(Message::User(_)), Some(tool)) => {
                 say(&format!("Let me use {}.", tool.name));
                 let arguments = serde_json::json!({ "request": text }).to_string();

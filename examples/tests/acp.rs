@@ -5,13 +5,15 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest,
-    PromptRequest, SessionId, SessionNotification, SessionUpdate, StopReason, TextContent,
-    ToolCallStatus,
+    PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
+    SessionUpdate, SetSessionModeRequest, StopReason, TextContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::{AcpAgent, Agent, Client};
 use serde_json::{Value, json};
@@ -48,8 +50,18 @@ fn said(updates: &[SessionUpdate]) -> String {
         .collect()
 }
 
+/// How the test's user answers a permission request: an option of this kind (`None`:
+/// dismisses the dialog), once `release` says so when there is one.
+#[derive(Clone)]
+struct User {
+    choice: Option<PermissionOptionKind>,
+    asked: mpsc::UnboundedSender<RequestPermissionRequest>,
+    release: Option<Arc<tokio::sync::Notify>>,
+}
+
 /// Runs `main` as an SDK client of a fresh `acp-agent` keeping sessions in `db`; the session
-/// updates it receives arrive on the channel `main` is given.
+/// updates it receives arrive on the channel `main` is given. Permission requests are
+/// dismissed.
 async fn with_agent<R, F>(db: &Path, main: F) -> R
 where
     R: Send + 'static,
@@ -59,10 +71,65 @@ where
         ) -> Result<R, agent_client_protocol::Error>
         + Send,
 {
-    let agent = AcpAgent::from_args([AGENT, "--db", db.to_str().unwrap()]).unwrap();
+    let (asked, _) = mpsc::unbounded_channel();
+    let user = User {
+        choice: None,
+        asked,
+        release: None,
+    };
+    with_user(db, user, main).await
+}
+
+/// As [`with_agent`], with `user` answering permission requests.
+async fn with_user<R, F>(db: &Path, user: User, main: F) -> R
+where
+    R: Send + 'static,
+    F: AsyncFnOnce(
+            ConnectionTo<Agent>,
+            mpsc::UnboundedReceiver<SessionNotification>,
+        ) -> Result<R, agent_client_protocol::Error>
+        + Send,
+{
+    let notes = db.with_extension("notes");
+    let agent = AcpAgent::from_args([
+        AGENT,
+        "--db",
+        db.to_str().unwrap(),
+        "--notes",
+        notes.to_str().unwrap(),
+    ])
+    .unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     Client
         .v1()
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                let user = user.clone();
+                let option = user.choice.and_then(|kind| {
+                    request
+                        .options
+                        .iter()
+                        .find(|option| option.kind == kind)
+                        .map(|option| option.option_id.clone())
+                });
+                let _ = user.asked.send(request);
+                // Answered from a task of its own: the client goes on reading meanwhile.
+                tokio::spawn(async move {
+                    if let Some(release) = &user.release {
+                        release.notified().await;
+                    }
+                    let outcome = match option {
+                        Some(id) => {
+                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+                        }
+                        None => RequestPermissionOutcome::Cancelled,
+                    };
+                    let _ = responder.respond(RequestPermissionResponse::new(outcome));
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |notification: SessionNotification, _cx| {
                 let _ = tx.send(notification);
@@ -206,6 +273,139 @@ async fn sdk_load_replays_the_history_after_a_restart() {
             .iter()
             .any(|u| matches!(u, SessionUpdate::ToolCallUpdate(_)))
     );
+}
+
+/// The status each `tool_call_update` among `updates` ends with, in order.
+fn ends(updates: &[SessionUpdate]) -> Vec<ToolCallStatus> {
+    updates
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::ToolCallUpdate(update) => update.fields.status,
+            _ => None,
+        })
+        .filter(|status| matches!(status, ToolCallStatus::Completed | ToolCallStatus::Failed))
+        .collect()
+}
+
+fn user(
+    choice: Option<PermissionOptionKind>,
+) -> (User, mpsc::UnboundedReceiver<RequestPermissionRequest>) {
+    let (asked, requests) = mpsc::unbounded_channel();
+    (
+        User {
+            choice,
+            asked,
+            release: None,
+        },
+        requests,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_save_note_runs_once_allowed_and_allow_always_is_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.sqlite3");
+    for (choice, asks) in [
+        (PermissionOptionKind::AllowOnce, 2),
+        (PermissionOptionKind::AllowAlways, 1),
+    ] {
+        let (user, mut requests) = user(Some(choice));
+        let _ = std::fs::remove_file(db.with_extension("notes"));
+        let updates = with_user(&db, user, async |cx, mut updates| {
+            let session = new_session(&cx).await?;
+            for note in ["save_note milk", "save_note eggs"] {
+                let answer = cx
+                    .send_request(PromptRequest::new(session.clone(), text(note)))
+                    .block_task()
+                    .await?;
+                assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            }
+            Ok(drain(&mut updates))
+        })
+        .await;
+        let mut seen = Vec::new();
+        while let Ok(request) = requests.try_recv() {
+            seen.push(request);
+        }
+        assert_eq!(seen.len(), asks, "{choice:?}");
+        assert_eq!(seen[0].tool_call.fields.kind, Some(ToolKind::Edit));
+        assert_eq!(seen[0].options.len(), 4);
+        assert_eq!(
+            ends(&updates),
+            [ToolCallStatus::Completed, ToolCallStatus::Completed]
+        );
+        let notes = std::fs::read_to_string(db.with_extension("notes")).unwrap();
+        assert_eq!(notes, "save_note milk\nsave_note eggs\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_rejected_or_dismissed_save_note_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.sqlite3");
+    for (choice, reason) in [
+        (Some(PermissionOptionKind::RejectOnce), "rejected"),
+        (None, "dismissed"),
+    ] {
+        let (user, mut requests) = user(choice);
+        let updates = with_user(&db, user, async |cx, mut updates| {
+            let session = new_session(&cx).await?;
+            let answer = cx
+                .send_request(PromptRequest::new(session, text("save_note secret")))
+                .block_task()
+                .await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            Ok(drain(&mut updates))
+        })
+        .await;
+        assert!(requests.try_recv().is_ok());
+        assert_eq!(ends(&updates), [ToolCallStatus::Failed]);
+        assert!(said(&updates).contains(reason), "{}", said(&updates));
+        assert!(!db.with_extension("notes").exists(), "the tool never ran");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_cancel_while_asking_answers_cancelled_and_the_tool_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.sqlite3");
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (mut user, mut requests) = user(Some(PermissionOptionKind::AllowOnce));
+    user.release = Some(Arc::clone(&release));
+    with_user(&db, user, async |cx, mut updates| {
+        let session = new_session(&cx).await?;
+        let pending = cx.send_request(PromptRequest::new(session.clone(), text("save_note later")));
+        let asked = requests.recv().await.unwrap();
+        assert_eq!(asked.session_id, session);
+        cx.send_notification(CancelNotification::new(session.clone()))?;
+        assert_eq!(
+            pending.block_task().await?.stop_reason,
+            StopReason::Cancelled
+        );
+        // The user answers after the cancel: too late.
+        release.notify_one();
+        assert_eq!(ends(&drain(&mut updates)), [ToolCallStatus::Failed]);
+
+        // Modes: in yolo mode nothing is asked.
+        cx.send_request(SetSessionModeRequest::new(session.clone(), "yolo"))
+            .block_task()
+            .await?;
+        let next = cx
+            .send_request(PromptRequest::new(session, text("save_note now")))
+            .block_task()
+            .await?;
+        assert_eq!(next.stop_reason, StopReason::EndTurn);
+        let after = drain(&mut updates);
+        assert!(after.iter().any(
+            |u| matches!(u, SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "yolo")
+        ));
+        assert_eq!(ends(&after), [ToolCallStatus::Completed]);
+        Ok(())
+    })
+    .await;
+    assert!(requests.try_recv().is_err(), "asked once only");
+    let notes = std::fs::read_to_string(db.with_extension("notes")).unwrap();
+    assert_eq!(notes, "save_note now\n", "the cancelled call never ran");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ mod cancel;
 mod context;
 #[cfg(feature = "openai")]
 mod openai;
+mod policy;
 mod sessions;
 mod support;
 mod vocabulary;

@@ -13,7 +13,13 @@
 //! The model is an OpenAI-compatible one when `OPENAI_BASE_URL` and `OPENAI_API_KEY` are set
 //! (`OPENAI_MODEL`, default `gpt-4o-mini`), else a demo model that needs no service: it answers
 //! each prompt by calling the agent's `word_count` tool on it and reporting the result (a prompt
-//! containing "slowly" makes it think for three seconds first, long enough to cancel it).
+//! containing "slowly" makes it think for three seconds first, long enough to cancel it; a
+//! prompt naming `save_note` calls that tool instead).
+//!
+//! `save_note` appends the prompt to a notes file (`--notes`): it changes something, so it
+//! needs the user's permission, which the editor asks for. Three session modes: `ask` (the
+//! default: permission is asked), `read-only` (only `word_count` is offered, and `save_note`
+//! is refused) and `yolo` (nothing is asked).
 //! Sessions live in SQLite (`--db`), so `session/load` replays a conversation after a restart.
 //! Logs go to stderr; stdout carries protocol lines only.
 //!
@@ -32,7 +38,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use bidi_acp::Server;
+use bidi_acp::{Mode, Permission, Server, ToolKind};
 use bidi_llm::{LlmAgent, OpenAiModel, Tool, simple_tool};
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
@@ -50,6 +56,9 @@ struct Args {
     /// The longest line accepted, in bytes.
     #[arg(long, default_value_t = bidi_acp::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
+    /// The file `save_note` appends to.
+    #[arg(long, env = "BIDI_ACP_NOTES", default_value_os_t = std::env::temp_dir().join("bidi-acp-notes.txt"))]
+    notes: PathBuf,
     /// How many model calls one prompt turn may make.
     #[arg(long, default_value_t = 10)]
     max_turns: u32,
@@ -78,8 +87,36 @@ fn word_count() -> Tool {
     )
 }
 
+/// A local tool that changes something, so it needs permission: appends a line to `notes`.
+fn save_note(notes: PathBuf) -> Tool {
+    simple_tool(
+        "save_note",
+        "Save a note",
+        "Appends a note to the notes file",
+        move |_id, note: Text| {
+            let notes = notes.clone();
+            async move {
+                use tokio::io::AsyncWriteExt as _;
+                let mut file = tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&notes)
+                    .await
+                    .map_err(|error| format!("cannot open {}: {error}", notes.display()))?;
+                file.write_all(format!("{}\n", note.request).as_bytes())
+                    .await
+                    .map_err(|error| format!("cannot write {}: {error}", notes.display()))?;
+                Ok::<_, String>((
+                    format!("saved to {}", notes.display()),
+                    Some(json!({ "path": notes })),
+                ))
+            }
+        },
+    )
+}
+
 /// The agent: a real model when the environment names one, else the demo model.
-fn agent(store: Arc<dyn SessionStore>, max_turns: u32) -> LlmAgent {
+fn agent(store: Arc<dyn SessionStore>, max_turns: u32, notes: PathBuf) -> LlmAgent {
     if let (Ok(base), Ok(key)) = (
         std::env::var("OPENAI_BASE_URL"),
         std::env::var("OPENAI_API_KEY"),
@@ -88,6 +125,7 @@ fn agent(store: Arc<dyn SessionStore>, max_turns: u32) -> LlmAgent {
         eprintln!("[acp-agent] model: {name} at {base}");
         let model = OpenAiModel::new(base, name).api_key(key);
         return LlmAgent::builder("acp-agent", model)
+            .tool(save_note(notes))
             .tool(word_count())
             .max_turns(max_turns)
             .store(store)
@@ -95,6 +133,7 @@ fn agent(store: Arc<dyn SessionStore>, max_turns: u32) -> LlmAgent {
     }
     eprintln!("[acp-agent] model: demo (set OPENAI_BASE_URL and OPENAI_API_KEY for a real one)");
     LlmAgent::builder("acp-agent", DemoModel)
+        .tool(save_note(notes))
         .tool(word_count())
         .max_turns(max_turns)
         .store(store)
@@ -112,7 +151,23 @@ async fn main() -> ExitCode {
         }
     };
     eprintln!("[acp-agent] sessions: {}", args.db.display());
-    let server = Server::new(agent(store, args.max_turns)).max_line_bytes(args.max_line_bytes);
+    let server = Server::new(agent(store, args.max_turns, args.notes))
+        .max_line_bytes(args.max_line_bytes)
+        .require_permission("save_note")
+        .tool_kind("save_note", ToolKind::Edit)
+        .mode(Mode::new("ask", "Ask").description("Asks before it changes anything"))
+        .mode(
+            Mode::new("read-only", "Read only")
+                .description("Never changes anything")
+                .system_prompt("You may look at things but never change them.")
+                .tools(["word_count"])
+                .permission(Permission::Reject),
+        )
+        .mode(
+            Mode::new("yolo", "Yolo")
+                .description("Changes things without asking")
+                .permission(Permission::Allow),
+        );
     match server.serve_stdio().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
