@@ -1,9 +1,6 @@
 //! Permissions, modes and richer tool calls, driven through in-memory pipes: the client answers
 //! `session/request_permission` as a user would, and the tools count their runs.
 
-#![allow(clippy::unwrap_used)]
-
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,98 +9,8 @@ use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Tool, ToolEvent, simple_tool};
 use futures_util::stream;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream, Lines};
-use tokio::task::JoinHandle;
 
-struct Client {
-    input: Option<DuplexStream>,
-    output: Lines<BufReader<DuplexStream>>,
-    server: JoinHandle<io::Result<()>>,
-}
-
-impl Client {
-    fn start(server: Server) -> Self {
-        let (input, server_in) = tokio::io::duplex(1 << 16);
-        let (server_out, output) = tokio::io::duplex(1 << 16);
-        let server = tokio::spawn(server.serve(server_in, server_out));
-        Self {
-            input: Some(input),
-            output: BufReader::new(output).lines(),
-            server,
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        let input = self.input.as_mut().unwrap();
-        input.write_all(line.as_bytes()).await.unwrap();
-    }
-
-    async fn recv(&mut self) -> Option<Value> {
-        let line = self.output.next_line().await.unwrap()?;
-        Some(serde_json::from_str(&line).unwrap())
-    }
-
-    /// Messages up to and including the answer to `id`.
-    async fn until(&mut self, id: i64) -> Vec<Value> {
-        let mut seen = Vec::new();
-        loop {
-            let message = self.recv().await.expect("an answer");
-            let done = message.get("method").is_none() && message["id"] == id;
-            seen.push(message);
-            if done {
-                return seen;
-            }
-        }
-    }
-
-    /// Messages up to and including the next permission request.
-    async fn until_asked(&mut self) -> Vec<Value> {
-        let mut seen = Vec::new();
-        loop {
-            let message = self.recv().await.expect("a permission request");
-            assert!(
-                message.get("method").is_some(),
-                "an answer before the request: {message}"
-            );
-            let done = message["method"] == "session/request_permission";
-            seen.push(message);
-            if done {
-                return seen;
-            }
-        }
-    }
-
-    async fn new_session(&mut self) -> Value {
-        self.send(json!({"jsonrpc":"2.0","id":100,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}}))
-            .await;
-        self.until(100).await.pop().unwrap()["result"].clone()
-    }
-
-    async fn prompt(&mut self, id: i64, session: &Value, text: &str) {
-        self.send(
-            json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
-            "sessionId": session, "prompt": [{"type": "text", "text": text}]}}),
-        )
-        .await;
-    }
-
-    async fn choose(&mut self, request: &Value, outcome: Value) {
-        self.send(json!({"jsonrpc":"2.0","id":request["id"],"result":{"outcome":outcome}}))
-            .await;
-    }
-
-    async fn finish(mut self) -> Vec<Value> {
-        drop(self.input.take());
-        let mut rest = Vec::new();
-        while let Some(message) = self.recv().await {
-            rest.push(message);
-        }
-        self.server.await.unwrap().unwrap();
-        rest
-    }
-}
+use crate::support::Client;
 
 fn selected(option: &str) -> Value {
     json!({"outcome": "selected", "optionId": option})

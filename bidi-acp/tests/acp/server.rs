@@ -1,91 +1,15 @@
 //! The server driven through in-memory pipes: stop reasons, cancellation, errors, the end of
 //! input.
 
-#![allow(clippy::unwrap_used)]
-
-use std::io;
 use std::time::Duration;
 
 use bidi_acp::Server;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, ModelEvent, StopReason, Tool, Usage, simple_tool};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream, Lines};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::task::JoinHandle;
 
-struct Client {
-    input: Option<DuplexStream>,
-    output: Lines<BufReader<DuplexStream>>,
-    server: JoinHandle<io::Result<()>>,
-}
-
-impl Client {
-    fn start(server: Server) -> Self {
-        let (input, server_in) = tokio::io::duplex(1 << 16);
-        let (server_out, output) = tokio::io::duplex(1 << 16);
-        let server = tokio::spawn(server.serve(server_in, server_out));
-        Self {
-            input: Some(input),
-            output: BufReader::new(output).lines(),
-            server,
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        let input = self.input.as_mut().unwrap();
-        input.write_all(line.as_bytes()).await.unwrap();
-    }
-
-    async fn recv(&mut self) -> Option<Value> {
-        let line = self.output.next_line().await.unwrap()?;
-        Some(serde_json::from_str(&line).unwrap())
-    }
-
-    /// Messages up to and including the answer to `id`.
-    async fn until(&mut self, id: i64) -> Vec<Value> {
-        let mut seen = Vec::new();
-        loop {
-            let message = self.recv().await.expect("an answer");
-            let done = message.get("method").is_none() && message["id"] == id;
-            seen.push(message);
-            if done {
-                return seen;
-            }
-        }
-    }
-
-    async fn answer(&mut self, id: i64) -> Value {
-        self.until(id).await.pop().unwrap()
-    }
-
-    async fn new_session(&mut self) -> Value {
-        self.send(json!({"jsonrpc":"2.0","id":100,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}))
-            .await;
-        self.answer(100).await["result"]["sessionId"].clone()
-    }
-
-    async fn prompt(&mut self, id: i64, session: &Value, text: &str) {
-        self.send(
-            json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
-            "sessionId": session, "prompt": [{"type": "text", "text": text}]}}),
-        )
-        .await;
-    }
-
-    /// Ends the input; returns what came after, once the server is done.
-    async fn finish(mut self) -> Vec<Value> {
-        drop(self.input.take());
-        let mut rest = Vec::new();
-        while let Some(message) = self.recv().await {
-            rest.push(message);
-        }
-        self.server.await.unwrap().unwrap();
-        rest
-    }
-}
+use crate::support::Client;
 
 fn text_of(updates: &[Value]) -> String {
     updates
@@ -112,7 +36,7 @@ async fn the_turn_limit_ends_the_turn_with_max_turn_requests() {
         .max_turns(1)
         .build();
     let mut client = Client::start(Server::new(agent));
-    let session = client.new_session().await;
+    let session = client.new_session().await["sessionId"].clone();
     client.prompt(1, &session, "go").await;
     let turn = client.until(1).await;
     assert_eq!(
@@ -133,7 +57,7 @@ async fn the_turn_limit_ends_the_turn_with_max_turn_requests() {
 async fn a_truncated_answer_ends_with_max_tokens_and_a_failed_model_call_is_an_error() {
     let (model, events) = ChannelModel::new();
     let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
-    let session = client.new_session().await;
+    let session = client.new_session().await["sessionId"].clone();
     client.prompt(1, &session, "write a lot").await;
     send_text(&events, "and so on", StopReason::Length);
     let turn = client.until(1).await;
@@ -168,7 +92,7 @@ fn send_text(events: &UnboundedSender<ModelEvent>, text: &str, stop_reason: Stop
 async fn cancel_mid_stream_answers_cancelled_once_and_the_session_goes_on() {
     let (model, events) = ChannelModel::new();
     let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
-    let session = client.new_session().await;
+    let session = client.new_session().await["sessionId"].clone();
     client.prompt(1, &session, "go on and on").await;
     events.send(ModelEvent::TextStart).unwrap();
     events
@@ -205,7 +129,7 @@ async fn turns_still_running_at_the_end_of_input_are_cancelled_after_the_drain()
     let (model, _events) = ChannelModel::new();
     let server = Server::new(LlmAgent::builder("a", model).build()).drain(Duration::from_secs(5));
     let mut client = Client::start(server);
-    let session = client.new_session().await;
+    let session = client.new_session().await["sessionId"].clone();
     client.prompt(1, &session, "never answered").await;
     // The model never answers; the input ends; after the drain the turn is cancelled.
     let ended = tokio::time::Instant::now();
