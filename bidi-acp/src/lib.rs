@@ -57,8 +57,8 @@
 //! |---|---|
 //! | `initialize` | protocol version 1; capabilities: `loadSession`, text and resource-link prompts |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
-//! | `session/new` | a new session in the agent's store; `cwd` must be absolute; answers the modes, if any |
-//! | `session/load` | replays the stored conversation as `session/update`s, then answers (with the modes) |
+//! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
+//! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the modes) |
 //! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
 //! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
@@ -73,8 +73,22 @@
 //! | `plan` | the agent calls [`plan_tool`] |
 //! | `session/request_permission` | a tool that [`Server::require_permission`] names is about to run |
 //!
-//! Not supported yet: MCP servers (a `session/new` or `session/load` that lists any is
-//! refused with invalid params, and `initialize` advertises no MCP capabilities); image, audio
+//! # MCP servers
+//!
+//! The stdio MCP servers (`command`, `args`, `env`) a client lists in `session/new` or
+//! `session/load` are started for that session, each in a process group of its own with its
+//! stderr on the agent's. Their tools are offered to the session's prompt turns next to the
+//! agent's own, named `{server}__{tool}` (an agent tool of the same name hides one), and run
+//! like them: `tool_call` and `tool_call_update`s, permission when
+//! [`Server::require_permission`] names them (`fs__*`, say), a mode's tool list. A call's
+//! text content is the tool's output, and an `isError` result fails it; a call that takes
+//! longer than [`Server::mcp_call_timeout`] fails. A server that fails to start or to list
+//! its tools within [`Server::mcp_start_timeout`] fails the `session/new` or `session/load`,
+//! which names it. HTTP and SSE servers are refused with invalid params (`initialize`
+//! advertises neither). A session's servers are stopped when a `session/load` replaces them
+//! and when the client's input ends, and the server waits for them to exit.
+//!
+//! Not supported yet: image, audio
 //! and embedded-resource prompts; `available_commands_update`; `session/resume`, `fork` and
 //! `list`; `$/cancel_request`.
 //!
@@ -138,6 +152,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
+mod mcp;
 mod plan;
 mod policy;
 mod server;

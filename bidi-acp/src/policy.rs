@@ -119,6 +119,10 @@ pub(crate) struct Rules {
     pub(crate) modes: Vec<Mode>,
     /// The mode a session starts in: an index into `modes`.
     pub(crate) default_mode: usize,
+    /// How long an MCP server may take to start and list its tools.
+    pub(crate) mcp_start_timeout: std::time::Duration,
+    /// How long an MCP tool call may take.
+    pub(crate) mcp_call_timeout: std::time::Duration,
 }
 
 impl Default for Rules {
@@ -134,6 +138,8 @@ impl Default for Rules {
             kinds: HashMap::new(),
             modes: Vec::new(),
             default_mode: 0,
+            mcp_start_timeout: crate::mcp::DEFAULT_START_TIMEOUT,
+            mcp_call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
         }
     }
 }

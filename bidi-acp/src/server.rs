@@ -15,11 +15,12 @@ use agent_client_protocol_schema::v1::{
     AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, CLIENT_METHOD_NAMES,
     CancelNotification, Content, ContentBlock, ContentChunk, CurrentModeUpdate, Error, ErrorCode,
     Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind, PromptCapabilities,
-    PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionId, SessionModeState, SessionNotification, SessionUpdate,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason, TextContent, ToolCall,
-    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionId, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind,
 };
 use bidi_agent::AgentInit;
 use bidi_core::ConnectOptions;
@@ -38,6 +39,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{self, Incoming, Refusal};
+use crate::mcp::Servers;
 use crate::plan::{PLAN_TOOL, plan};
 use crate::policy::{Mode, Permission, Rules, locations};
 
@@ -142,6 +144,19 @@ impl Server {
         self
     }
 
+    /// How long an MCP server a client names may take to start and list its tools before
+    /// `session/new` or `session/load` fails, naming it (default 30 s).
+    pub fn mcp_start_timeout(mut self, timeout: Duration) -> Self {
+        self.rules.mcp_start_timeout = timeout;
+        self
+    }
+
+    /// How long a call of an MCP server's tool may take before it fails (default 60 s).
+    pub fn mcp_call_timeout(mut self, timeout: Duration) -> Self {
+        self.rules.mcp_call_timeout = timeout;
+        self
+    }
+
     /// The name and version `initialize` reports (`agentInfo`).
     pub fn info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
         self.info = Implementation::new(name, version);
@@ -212,6 +227,7 @@ impl Server {
             stop.cancel();
             drain(&mut turns).await;
         }
+        shared.close_mcp().await;
         result
     }
 }
@@ -272,6 +288,8 @@ struct Slot {
     cwd: PathBuf,
     /// The tools the user allowed (`true`) or rejected (`false`) for the rest of the session.
     always: HashMap<String, bool>,
+    /// The MCP servers the client named for the session, running.
+    mcp: Servers,
 }
 
 impl Slot {
@@ -281,6 +299,7 @@ impl Slot {
             mode,
             cwd,
             always: HashMap::new(),
+            mcp: Servers::default(),
         }
     }
 }
@@ -306,6 +325,18 @@ impl Shared {
             stop: stop.clone(),
         });
         (shared, stop)
+    }
+
+    /// Stops every session's MCP servers and waits for them to exit.
+    async fn close_mcp(&self) {
+        let servers: Vec<Servers> = self
+            .sessions()
+            .values_mut()
+            .map(|slot| std::mem::take(&mut slot.mcp))
+            .collect();
+        for mut servers in servers {
+            servers.close().await;
+        }
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Slot>> {
@@ -593,13 +624,15 @@ fn initialize(shared: &Shared) -> InitializeResponse {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
-                .prompt_capabilities(PromptCapabilities::new()),
+                .prompt_capabilities(PromptCapabilities::new())
+                // Stdio MCP servers only: neither HTTP nor SSE ones.
+                .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
         )
         .agent_info(shared.info.clone())
 }
 
-/// `cwd` must be absolute, and MCP servers are not supported yet.
-fn check_session_params(cwd: &std::path::Path, mcp_servers: &[McpServer]) -> Result<(), Error> {
+/// `cwd` must be absolute.
+fn check_session_params(cwd: &std::path::Path) -> Result<(), Error> {
     if !cwd.is_absolute() {
         return Err(codec::invalid_params(
             "cwd",
@@ -609,12 +642,6 @@ fn check_session_params(cwd: &std::path::Path, mcp_servers: &[McpServer]) -> Res
             ),
         ));
     }
-    if !mcp_servers.is_empty() {
-        return Err(codec::invalid_params(
-            "mcpServers",
-            "MCP servers are not supported yet: send an empty list",
-        ));
-    }
     Ok(())
 }
 
@@ -622,26 +649,36 @@ async fn new_session(
     shared: &Shared,
     request: NewSessionRequest,
 ) -> Result<NewSessionResponse, Error> {
-    check_session_params(&request.cwd, &request.mcp_servers)?;
+    check_session_params(&request.cwd)?;
+    let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
     let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
     let store = Arc::clone(shared.agent.agent().store());
-    Session::create(store, &id, LlmSession::default())
-        .await
-        .map_err(|error| {
-            Error::internal_error().data(format!("the session store failed: {error}"))
-        })?;
+    if let Err(error) = Session::create(store, &id, LlmSession::default()).await {
+        mcp.close().await;
+        return Err(Error::internal_error().data(format!("the session store failed: {error}")));
+    }
     let mode = shared.rules.default_mode;
-    shared
-        .sessions()
-        .insert(Arc::clone(&id), Slot::new(request.cwd, mode));
+    let mut slot = Slot::new(request.cwd, mode);
+    slot.mcp = mcp;
+    shared.sessions().insert(Arc::clone(&id), slot);
     Ok(NewSessionResponse::new(SessionId::new(id)).modes(shared.modes(mode)))
+}
+
+/// Starts the MCP servers the client named for a session.
+async fn start_mcp(shared: &Shared, servers: &[McpServer]) -> Result<Servers, Error> {
+    Servers::start(
+        servers,
+        shared.rules.mcp_start_timeout,
+        shared.rules.mcp_call_timeout,
+    )
+    .await
 }
 
 async fn load_session(
     shared: &Shared,
     request: LoadSessionRequest,
 ) -> Result<LoadSessionResponse, Error> {
-    check_session_params(&request.cwd, &request.mcp_servers)?;
+    check_session_params(&request.cwd)?;
     let session_id = request.session_id;
     if shared
         .sessions()
@@ -662,19 +699,22 @@ async fn load_session(
             Error::internal_error().data(format!("the session store failed: {error}"))
         })?
         .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
+    let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
     for update in history(&session.state().messages, &shared.rules) {
         if shared.update(&session_id, update).await.is_err() {
+            mcp.close().await;
             return Err(closed());
         }
     }
-    let mode = {
+    let (mode, mut previous) = {
         let mut sessions = shared.sessions();
         let slot = sessions
             .entry(Arc::clone(&session_id.0))
             .or_insert_with(|| Slot::new(request.cwd.clone(), shared.rules.default_mode));
         slot.cwd = request.cwd;
-        slot.mode
+        (slot.mode, std::mem::replace(&mut slot.mcp, mcp))
     };
+    previous.close().await;
     Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
 }
 
@@ -871,15 +911,18 @@ async fn turn(
     text: String,
     token: &CancellationToken,
 ) -> Result<StopReason, Error> {
-    let (mode, cwd) = shared
+    let (mode, cwd, tools) = shared
         .sessions()
         .get(&session_id.0)
-        .map(|slot| (slot.mode, slot.cwd.clone()))
+        .map(|slot| (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec()))
         .unwrap_or_default();
     let mode = shared.rules.modes.get(mode);
     let open = Arc::new(Open::default());
-    let options =
-        ConnectOptions::new().extension(policy(shared, session_id, token, mode, (&cwd, &open)));
+    let mut policy = policy(shared, session_id, token, mode, (&cwd, &open));
+    for tool in tools {
+        policy = policy.tool(tool);
+    }
+    let options = ConnectOptions::new().extension(policy);
     let mut conn = shared
         .agent
         .connect_with(AgentInit::new().resume(session_id.0.to_string()), options);

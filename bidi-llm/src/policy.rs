@@ -8,13 +8,14 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
 use crate::message::ToolCall;
+use crate::tool::Tool;
 
 type Offer = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 type Gate = Arc<dyn Fn(&ToolCall) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// What the executions of one connection may do, beyond what the agent says: a system prompt
-/// put before the session's, the agent's tools the model is offered, and a gate every local
-/// tool call passes before it runs. Attach it when connecting, with
+/// put before the session's, local tools of the connection's own, the local tools the model is
+/// offered, and a gate every local tool call passes before it runs. Attach it when connecting, with
 /// [`ConnectOptions::extension`](bidi_core::ConnectOptions::extension); a connection without
 /// one runs as the agent says.
 ///
@@ -73,6 +74,7 @@ type Gate = Arc<dyn Fn(&ToolCall) -> BoxFuture<'static, Result<(), String>> + Se
 #[must_use]
 pub struct Policy {
     system_prompt: Option<String>,
+    tools: Vec<Tool>,
     offer: Option<Offer>,
     gate: Option<Gate>,
 }
@@ -90,8 +92,57 @@ impl Policy {
         self
     }
 
-    /// Offers the model only the agent's tools whose name `offer` accepts (the session's own
-    /// tools, which its client runs, are always offered). A call of another one is refused.
+    /// Adds a tool of this connection's own, offered and run like the agent's tools (after
+    /// them; an agent tool of the same name hides it). A transport uses it for tools that
+    /// exist only for the connection, say those of a tool server a client named.
+    ///
+    /// ```
+    /// use bidi_agent::AgentInit;
+    /// use bidi_core::ConnectOptions;
+    /// use bidi_llm::testing::{Scripted, ScriptedModel};
+    /// use bidi_llm::{LlmAgent, Policy, TurnInput, UserMessage, execute, simple_tool};
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Name {
+    ///     name: String,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let model = ScriptedModel::new([
+    ///     Scripted::new().tool_call("c1", "greet", &json!({"name": "Ada"})),
+    ///     Scripted::new().text("Done."),
+    /// ]);
+    /// let agent = LlmAgent::builder("plain", model.clone()).build();
+    /// let greet = simple_tool("greet", "Greet", "Greets", |_id, args: Name| async move {
+    ///     Ok::<_, String>((format!("Hello, {}!", args.name), None))
+    /// });
+    /// let options = ConnectOptions::new().extension(Policy::new().tool(greet));
+    /// let mut conn = agent.connect_with(AgentInit::new(), options);
+    /// let run = execute(&mut conn, TurnInput::User(UserMessage::new("Greet Ada"))).await?;
+    /// let result = run.result().await?;
+    ///
+    /// assert_eq!(model.requests()[0].tools[0].name, "greet");
+    /// let bidi_llm::Message::ToolResult(greeting) = &result.messages[2] else { panic!() };
+    /// assert_eq!(greeting.content, "Hello, Ada!");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// The tools of this connection's own, in the order they were added.
+    #[must_use]
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Offers the model only the local tools (the agent's and this policy's) whose name
+    /// `offer` accepts (the session's own tools, which its client runs, are always offered).
+    /// A call of another one is refused.
     pub fn offer(mut self, offer: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
         self.offer = Some(Arc::new(offer));
         self
@@ -136,6 +187,7 @@ impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("system_prompt", &self.system_prompt)
+            .field("tools", &self.tools)
             .field("offer", &self.offer.is_some())
             .field("gate", &self.gate.is_some())
             .finish()

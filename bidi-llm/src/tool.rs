@@ -102,6 +102,58 @@ impl Tool {
         Self::with::<Args>(name, label, description, Some(execute))
     }
 
+    /// A local tool described by a JSON schema rather than a Rust type, for tools known only
+    /// at run time (those of a tool server, say). `parameters` is shown to the model as is;
+    /// the arguments reach `execute` unchecked, except that they must be a JSON object, so
+    /// `execute` checks them (and answers [`ToolEvent::Failed`] when they are wrong).
+    ///
+    /// ```
+    /// use bidi_llm::{Tool, ToolEvent};
+    /// use futures_util::{StreamExt as _, stream};
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+    /// let echo = Tool::dynamic("echo", "Echo", "Echoes", schema.clone(), |_id, args| {
+    ///     stream::iter([ToolEvent::Complete { output: args["text"].to_string(), details: None }])
+    /// });
+    /// assert_eq!(echo.spec().parameters, schema);
+    /// let events: Vec<_> = echo.run("c1".into(), json!({"text": "hi"})).collect().await;
+    /// assert_eq!(events, [ToolEvent::Complete { output: "\"hi\"".into(), details: None }]);
+    /// let events: Vec<_> = echo.run("c2".into(), json!(7)).collect().await;
+    /// assert!(matches!(&events[..], [ToolEvent::Failed(_)]));
+    /// # }
+    /// ```
+    pub fn dynamic<F, S>(
+        name: &str,
+        label: &str,
+        description: &str,
+        parameters: Value,
+        execute: F,
+    ) -> Self
+    where
+        F: Fn(String, Value) -> S + Send + Sync + 'static,
+        S: Stream<Item = ToolEvent> + Send + 'static,
+    {
+        let owned = name.to_owned();
+        let validate: Validate =
+            Arc::new(move |args| parse::<serde_json::Map<String, Value>>(&owned, args).map(drop));
+        let check = Arc::clone(&validate);
+        let execute: Execute = Arc::new(move |id, args| {
+            check(&args)?;
+            Ok(execute(id, args).boxed())
+        });
+        Self {
+            name: name.to_owned(),
+            label: label.to_owned(),
+            description: description.to_owned(),
+            parameters,
+            validate,
+            execute: Some(execute),
+        }
+    }
+
     /// A remote tool: the model may call it, the caller executes it.
     #[must_use]
     pub fn remote<Args: DeserializeOwned + JsonSchema + 'static>(

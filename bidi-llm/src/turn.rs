@@ -301,9 +301,14 @@ impl<'a> Turn<'a> {
         Ok(())
     }
 
-    /// The agent's tool named `name`.
+    /// The agent's tool named `name`, else the policy's.
     fn tool(&self, name: &str) -> Option<&Tool> {
-        self.config.tools.iter().find(|tool| tool.name() == name)
+        let policy = self.policy.map(Policy::tools).unwrap_or_default();
+        self.config
+            .tools
+            .iter()
+            .chain(policy)
+            .find(|tool| tool.name() == name)
     }
 
     /// Whether a call of `name` is for the caller to run: a remote tool of the agent's, or else
@@ -320,6 +325,19 @@ impl<'a> Turn<'a> {
     fn request(&self, state: &LlmSession) -> ModelRequest {
         let mut tools = self.config.specs.clone();
         if let Some(policy) = self.policy {
+            tools.extend(
+                policy
+                    .tools()
+                    .iter()
+                    .filter(|tool| {
+                        !self
+                            .config
+                            .tools
+                            .iter()
+                            .any(|own| own.name() == tool.name())
+                    })
+                    .map(Tool::spec),
+            );
             tools.retain(|spec| policy.offers(&spec.name));
         }
         tools.extend(

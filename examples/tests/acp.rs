@@ -513,15 +513,10 @@ async fn raw_bad_lines_are_answered_and_the_agent_keeps_serving() {
     assert_eq!(relative["error"]["data"]["path"], "cwd");
 
     agent.send(json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[
-        {"name":"fs","command":"/bin/mcp","args":[],"env":[]}]}})).await;
+        {"type":"sse","name":"fs","url":"http://127.0.0.1:9/sse","headers":[]}]}})).await;
     let mcp = agent.answer(2).await;
     assert_eq!(mcp["error"]["code"], -32602);
-    assert!(
-        mcp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("MCP servers are not supported yet")
-    );
+    assert_eq!(mcp["error"]["data"]["path"], "mcpServers[0]");
 
     agent.send(json!({"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}})).await;
     let session = agent.answer(3).await["result"]["sessionId"].clone();
@@ -615,4 +610,180 @@ async fn raw_cancel_answers_the_prompt_exactly_once() {
         "prompt 2 was answered once: {answers:?}"
     );
     assert!(rest.is_empty(), "{rest:?}");
+}
+
+// MCP servers: the fixture `mcp-fixture` started by the agent for a session.
+
+const MCP_FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture");
+
+/// A stdio MCP server running the fixture, named `name`, writing its pid to `pids`.
+fn fixture(name: &str, pids: &Path) -> agent_client_protocol::v1::schema::McpServer {
+    use agent_client_protocol::v1::schema::{EnvVariable, McpServer, McpServerStdio};
+    McpServer::Stdio(
+        McpServerStdio::new(name, MCP_FIXTURE).env(vec![EnvVariable::new(
+            "MCP_FIXTURE_PID_FILE",
+            pids.to_str().unwrap(),
+        )]),
+    )
+}
+
+/// The tool calls' final `tool_call_update`s: (status, text content).
+fn finished(updates: &[SessionUpdate]) -> Vec<(ToolCallStatus, String)> {
+    updates
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::ToolCallUpdate(update) => {
+                let status = update.fields.status?;
+                if status != ToolCallStatus::Completed && status != ToolCallStatus::Failed {
+                    return None;
+                }
+                let content = serde_json::to_value(&update.fields.content).unwrap();
+                let text = content[0]["content"]["text"].as_str().unwrap_or_default();
+                Some((status, text.to_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie still has a /proc entry: it must be reaped too.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_mcp_tools_are_offered_and_called_and_the_servers_exit_with_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let updates = with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = cx
+            .send_request(
+                NewSessionRequest::new("/tmp")
+                    .mcp_servers(vec![fixture("calc", &pids), fixture("other", &pids)]),
+            )
+            .block_task()
+            .await?
+            .session_id;
+        let mut seen = Vec::new();
+        for prompt in ["calc__add 2 and 3", "other__fail now"] {
+            let answer = cx
+                .send_request(PromptRequest::new(session.clone(), text(prompt)))
+                .block_task()
+                .await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            seen.extend(drain(&mut updates));
+        }
+        let running: Vec<u32> = std::fs::read_to_string(&pids)
+            .unwrap()
+            .lines()
+            .map(|line| line.parse().unwrap())
+            .collect();
+        assert_eq!(running.len(), 2);
+        assert!(running.iter().all(|pid| alive(*pid)));
+        Ok(seen)
+    })
+    .await;
+    assert_eq!(
+        finished(&updates),
+        [
+            (ToolCallStatus::Completed, "sum 5".to_owned()),
+            (ToolCallStatus::Failed, "no: other__fail now".to_owned()),
+        ]
+    );
+    assert!(said(&updates).contains("Let me use calc__add.Done: sum 5"));
+    // The agent has exited: its MCP servers are gone, reaped.
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    for pid in pids.lines() {
+        assert!(
+            !alive(pid.parse().unwrap()),
+            "MCP server {pid} outlived the agent"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_an_mcp_call_that_never_answers_fails_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &["--mcp-call-timeout", "1"]);
+    agent.send(initialize()).await;
+    let init = agent.answer(0).await;
+    assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"]["http"],
+        false
+    );
+    let server = json!({"name": "slow", "command": MCP_FIXTURE, "args": [],
+        "env": [{"name": "MCP_FIXTURE_PID_FILE", "value": pids.to_str().unwrap()}]});
+    agent
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/new",
+            "params":{"cwd":"/tmp","mcpServers":[server]}}))
+        .await;
+    let session = agent.answer(1).await["result"]["sessionId"].clone();
+    agent
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt",
+            "params":{"sessionId":session,"prompt":[{"type":"text","text":"slow__sleep please"}]}}))
+        .await;
+    let seen = agent.until(2).await;
+    assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn");
+    let failed: Vec<&Value> = seen
+        .iter()
+        .map(|message| &message["params"]["update"])
+        .filter(|update| {
+            update["sessionUpdate"] == "tool_call_update" && update["status"] == "failed"
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{seen:#?}");
+    let reason = failed[0]["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(
+        reason.contains("`sleep` did not answer within 1s"),
+        "{reason}"
+    );
+    agent.finish().await;
+    let pid: u32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(pid), "MCP server {pid} outlived the agent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &[]);
+    agent.send(initialize()).await;
+    agent.answer(0).await;
+    agent
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}))
+        .await;
+    let session = agent.answer(1).await["result"]["sessionId"].clone();
+    let servers = [
+        (
+            json!({"name": "ghost", "command": "/nonexistent/mcp", "args": [], "env": []}),
+            "`ghost` failed to start",
+        ),
+        // Starts, but is no MCP server: its stdout ends at once.
+        (
+            json!({"name": "liar", "command": "/bin/true", "args": [], "env": []}),
+            "`liar` failed to start",
+        ),
+        (
+            json!({"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}),
+            "`web`: only stdio",
+        ),
+    ];
+    let mut id = 1;
+    for (server, expected) in servers {
+        for method in ["session/new", "session/load"] {
+            id += 1;
+            agent
+                .send(json!({"jsonrpc":"2.0","id":id,"method":method,
+                    "params":{"cwd":"/tmp","sessionId":session,"mcpServers":[server.clone()]}}))
+                .await;
+            let answer = agent.answer(id).await;
+            let data = answer["error"]["data"].to_string();
+            assert!(data.contains(expected), "{method}: {answer}");
+        }
+    }
+    agent.finish().await;
 }

@@ -20,6 +20,9 @@
 //! needs the user's permission, which the editor asks for. Three session modes: `ask` (the
 //! default: permission is asked), `read-only` (only `word_count` is offered, and `save_note`
 //! is refused) and `yolo` (nothing is asked).
+//! The stdio MCP servers a client names in `session/new` or `session/load` are started for
+//! the session; their tools are offered as `{server}__{tool}` (a prompt naming one makes the
+//! demo model call it).
 //! Sessions live in SQLite (`--db`), so `session/load` replays a conversation after a restart.
 //! Logs go to stderr; stdout carries protocol lines only.
 //!
@@ -59,6 +62,9 @@ struct Args {
     /// The file `save_note` appends to.
     #[arg(long, env = "BIDI_ACP_NOTES", default_value_os_t = std::env::temp_dir().join("bidi-acp-notes.txt"))]
     notes: PathBuf,
+    /// How long a call of an MCP server's tool may take, in seconds.
+    #[arg(long, default_value_t = 60)]
+    mcp_call_timeout: u64,
     /// How many model calls one prompt turn may make.
     #[arg(long, default_value_t = 10)]
     max_turns: u32,
@@ -153,6 +159,7 @@ async fn main() -> ExitCode {
     eprintln!("[acp-agent] sessions: {}", args.db.display());
     let server = Server::new(agent(store, args.max_turns, args.notes))
         .max_line_bytes(args.max_line_bytes)
+        .mcp_call_timeout(std::time::Duration::from_secs(args.mcp_call_timeout))
         .require_permission("save_note")
         .tool_kind("save_note", ToolKind::Edit)
         .mode(Mode::new("ask", "Ask").description("Asks before it changes anything"))
