@@ -187,3 +187,62 @@ impl Drop for Guard {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_tools_are_offered_after_the_agents_gated_and_run_here() {
+    let agent_runs = Arc::new(AtomicUsize::new(0));
+    let policy_runs = Arc::new(AtomicUsize::new(0));
+    let hidden_runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new([
+        Scripted::new()
+            .tool_call("c1", "extra", &json!({}))
+            .tool_call("c2", "read", &json!({}))
+            .tool_call("c3", "secret", &json!({})),
+        Scripted::new().text("ok"),
+    ]);
+    let agent = LlmAgent::builder("a", model.clone())
+        .tool(counted("read", &agent_runs))
+        .build();
+    let context: Context = serde_json::from_value(json!({
+        "tools": [
+            {"name": "ask_user", "description": "client side", "parameters": {}},
+            {"name": "extra", "description": "hidden by the policy's", "parameters": {}},
+        ],
+    }))
+    .unwrap();
+    let state = agent.new_session(context).unwrap();
+    let gated = Arc::new(AtomicUsize::new(0));
+    let policy = Policy::new()
+        .tool(counted("extra", &policy_runs))
+        .tool(counted("read", &hidden_runs)) // hidden by the agent's `read`
+        .tool(counted("secret", &hidden_runs))
+        .offer(|name| name != "secret")
+        .gate({
+            let gated = Arc::clone(&gated);
+            move |_call| {
+                gated.fetch_add(1, Ordering::SeqCst);
+                async { Ok(()) }
+            }
+        });
+    assert_eq!(policy.tools().len(), 3);
+    let mut conn = agent.connect_with(
+        AgentInit::new().init(state),
+        ConnectOptions::new().extension(policy),
+    );
+    let run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
+        .await
+        .unwrap();
+    let result = run.result().await.unwrap();
+    assert_eq!(result.status, Status::Completed);
+    let requests = model.requests();
+    let offered: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(offered, ["read", "extra", "ask_user"]);
+    assert_eq!(policy_runs.load(Ordering::SeqCst), 1, "extra ran here");
+    assert_eq!(agent_runs.load(Ordering::SeqCst), 1, "the agent's read ran");
+    assert_eq!(hidden_runs.load(Ordering::SeqCst), 0);
+    assert_eq!(gated.load(Ordering::SeqCst), 2, "secret is refused unasked");
+    let results = results(&result.messages);
+    assert_eq!(results.len(), 3);
+    assert!(!results[0].is_error && !results[1].is_error);
+    assert!(results[2].content.contains("`secret` is not available"));
+}
