@@ -787,3 +787,52 @@ async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_n
     }
     agent.finish().await;
 }
+
+/// The reference MCP server of `tests/acp` (`@modelcontextprotocol/server-everything`), after
+/// `npm ci` there.
+fn everything() -> agent_client_protocol::v1::schema::McpServer {
+    use agent_client_protocol::v1::schema::{EnvVariable, McpServer, McpServerStdio};
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp");
+    tests::node::npm_ci(&peers).unwrap();
+    let main = peers.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    McpServer::Stdio(
+        McpServerStdio::new("everything", "node")
+            .args(vec![main.to_str().unwrap().to_owned(), "stdio".to_owned()])
+            .env(vec![EnvVariable::new("BIDI_MARK", "marked-for-the-test")]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_the_reference_mcp_server_tools_run_and_fail_through_the_agent() {
+    let server = everything();
+    let dir = tempfile::tempdir().unwrap();
+    let updates = with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![server]))
+            .block_task()
+            .await?
+            .session_id;
+        let mut seen = Vec::new();
+        // `get-env` takes no arguments; `echo` needs a `message`, which the demo model never
+        // sends, so the server answers an error result.
+        for prompt in ["everything__get-env", "everything__echo"] {
+            let answer = cx
+                .send_request(PromptRequest::new(session.clone(), text(prompt)))
+                .block_task()
+                .await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            seen.extend(drain(&mut updates));
+        }
+        Ok(seen)
+    })
+    .await;
+    let finished = finished(&updates);
+    assert_eq!(finished.len(), 2, "{finished:?}");
+    assert_eq!(finished[0].0, ToolCallStatus::Completed);
+    assert!(
+        finished[0].1.contains("marked-for-the-test"),
+        "{finished:?}"
+    );
+    assert_eq!(finished[1].0, ToolCallStatus::Failed);
+    assert!(finished[1].1.contains("message"), "{finished:?}");
+}
