@@ -42,12 +42,24 @@ impl fmt::Debug for Servers {
 
 impl Servers {
     /// Starts every server in `servers` and lists its tools; the first that fails stops the
-    /// others and is the error, naming it.
+    /// others and is the error, naming it. Two servers of one name are refused first.
     pub(crate) async fn start(
         servers: &[McpServer],
         start_timeout: Duration,
         call_timeout: Duration,
     ) -> Result<Self, Error> {
+        for (index, server) in servers.iter().enumerate() {
+            let name = name_of(server);
+            if servers[..index].iter().any(|other| name_of(other) == name) {
+                return Err(codec::invalid_params(
+                    &format!("mcpServers[{index}]"),
+                    format!(
+                        "two MCP servers are named `{}`: their tools' names would clash",
+                        codec::cap(name)
+                    ),
+                ));
+            }
+        }
         let mut started = Self::default();
         for (index, server) in servers.iter().enumerate() {
             let McpServer::Stdio(stdio) = server else {

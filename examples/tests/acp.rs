@@ -772,7 +772,19 @@ async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_n
             "`web`: only stdio",
         ),
     ];
-    let mut id = 1;
+    let twin = json!({"name": "twin", "command": MCP_FIXTURE, "args": [], "env": []});
+    agent
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/new",
+            "params":{"cwd":"/tmp","mcpServers":[twin.clone(), twin]}}))
+        .await;
+    let answer = agent.answer(2).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let data = answer["error"]["data"].to_string();
+    assert!(
+        data.contains("two MCP servers are named `twin`"),
+        "{answer}"
+    );
+    let mut id = 2;
     for (server, expected) in servers {
         for method in ["session/new", "session/load"] {
             id += 1;
