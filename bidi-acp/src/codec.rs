@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::rpc::{JsonRpcMessage, Notification};
 use agent_client_protocol_schema::v1::{Error, ErrorCode, Request, RequestId, Response};
+use bidi_flow::text::cap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -160,7 +161,7 @@ fn invalid(id: Option<RequestId>, detail: &str) -> Refusal {
 pub(crate) fn params<T: DeserializeOwned>(params: Value) -> Result<T, Error> {
     serde_path_to_error::deserialize(params).map_err(|error| {
         let path = error.path().to_string();
-        let reason = cap(&error.into_inner().to_string());
+        let reason = cap(&error.into_inner().to_string()).into_owned();
         let message = if path == "." {
             format!("Invalid params: {reason}")
         } else {
@@ -179,19 +180,6 @@ pub(crate) fn invalid_params(field: &str, reason: impl Into<String>) -> Error {
         format!("Invalid params at `{field}`: {reason}"),
     )
     .data(json!({ "path": field, "error": reason }))
-}
-
-/// At most 256 bytes of what the peer sent, for a message.
-pub(crate) fn cap(text: &str) -> String {
-    const MAX: usize = 256;
-    if text.len() <= MAX {
-        return text.to_owned();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
 }
 
 /// Appends `message` and a newline to `buf`.

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{Error, McpServer, McpServerStdio};
+use bidi_flow::text::cap;
 use bidi_llm::{Tool, ToolEvent};
 use futures_util::stream;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -55,7 +56,7 @@ impl Servers {
                     &format!("mcpServers[{index}]"),
                     format!(
                         "two MCP servers are named `{}`: their tools' names would clash",
-                        codec::cap(name)
+                        cap(name)
                     ),
                 ));
             }
@@ -68,7 +69,7 @@ impl Servers {
                     &format!("mcpServers[{index}]"),
                     format!(
                         "MCP server `{}`: only stdio MCP servers are supported (no http, no sse)",
-                        codec::cap(name_of(server))
+                        cap(name_of(server))
                     ),
                 ));
             };
@@ -117,8 +118,8 @@ fn name_of(server: &McpServer) -> &str {
 fn failed(server: &McpServerStdio, reason: &str) -> Error {
     Error::internal_error().data(format!(
         "the MCP server `{}` failed to start: {}",
-        codec::cap(&server.name),
-        codec::cap(reason)
+        cap(&server.name),
+        cap(reason)
     ))
 }
 

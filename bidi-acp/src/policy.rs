@@ -334,9 +334,9 @@ mod tests {
 
     #[test]
     fn locations_come_from_path_like_arguments() {
-        let cwd = Path::new("/work");
+        let cwd = Path::new("/project");
         let one = locations(&json!({"filePath": "src/lib.rs", "line": 7}), cwd);
-        assert_eq!(one, [ToolCallLocation::new("/work/src/lib.rs").line(7)]);
+        assert_eq!(one, [ToolCallLocation::new("/project/src/lib.rs").line(7)]);
         let many = locations(
             &json!({"source": "/a", "destination": "b", "paths": ["c", 3], "url": "https://x"}),
             cwd,
@@ -344,7 +344,11 @@ mod tests {
         let paths: Vec<_> = many.iter().map(|l| l.path.clone()).collect();
         assert_eq!(
             paths,
-            [PathBuf::from("/a"), "/work/b".into(), "/work/c".into()]
+            [
+                PathBuf::from("/a"),
+                "/project/b".into(),
+                "/project/c".into()
+            ]
         );
         assert!(many.iter().all(|l| l.line.is_none()));
         assert!(locations(&json!({"text": "path"}), cwd).is_empty());

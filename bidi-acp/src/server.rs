@@ -25,6 +25,7 @@ use agent_client_protocol_schema::v1::{
 use bidi_agent::AgentInit;
 use bidi_core::ConnectOptions;
 use bidi_flow::lines::{Line, read_line};
+use bidi_flow::text::cap;
 use bidi_llm::{
     AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
     LlmAgent, LlmSession, Message, Policy, Status, TurnInput, UserMessage, execute,
@@ -564,7 +565,7 @@ async fn dispatch(
                 "methodId",
                 format!(
                     "unknown authentication method `{}`: this agent needs no authentication (authMethods is empty)",
-                    codec::cap(&request.method_id.0)
+                    cap(&request.method_id.0)
                 ),
             ))
         });
@@ -595,7 +596,7 @@ async fn dispatch(
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
         }
     } else {
-        let error = Error::method_not_found().data(Value::String(codec::cap(method)));
+        let error = Error::method_not_found().data(Value::String(cap(method).into_owned()));
         shared.respond::<Value>(id, Err(error)).await;
     }
 }
@@ -638,7 +639,7 @@ fn check_session_params(cwd: &std::path::Path) -> Result<(), Error> {
             "cwd",
             format!(
                 "`{}` is not an absolute path",
-                codec::cap(&cwd.display().to_string())
+                cap(&cwd.display().to_string())
             ),
         ));
     }
@@ -687,7 +688,7 @@ async fn load_session(
     {
         return Err(Error::invalid_request().data(format!(
             "a prompt turn is running on session `{}`",
-            codec::cap(&session_id.0)
+            cap(&session_id.0)
         )));
     }
     let session = shared
@@ -734,7 +735,7 @@ async fn set_mode(
             "modeId",
             format!(
                 "unknown mode `{}`; this agent's modes: {}",
-                codec::cap(&request.mode_id.0),
+                cap(&request.mode_id.0),
                 if known.is_empty() {
                     "none".to_owned()
                 } else {
@@ -850,7 +851,7 @@ fn start(
     if slot.running.is_some() {
         return Err(Error::invalid_request().data(format!(
             "a prompt turn is already running on session `{}`; cancel it or wait for its answer",
-            codec::cap(&request.session_id.0)
+            cap(&request.session_id.0)
         )));
     }
     let token = shared.stop.child_token();
@@ -1164,7 +1165,7 @@ impl Gate {
         let Some(kind) = rules.chosen(&option.0) else {
             return Err(format!(
                 "the client chose `{}`, an option it was not offered",
-                codec::cap(&option.0)
+                cap(&option.0)
             ));
         };
         let remember = |allow: bool| {

@@ -1,7 +1,7 @@
 //! JSON connections: a typed connection seen through `serde_json::Value`s, for transports, and
 //! its owned halves.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,11 +15,10 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use serde_path_to_error::Segment;
 use uuid::Uuid;
 
 use crate::flow::BidiFlow;
-use crate::text::{cap, cap_owned};
+use crate::text::{cap, cap_owned, pointer};
 
 /// Why a JSON connection, or one of its messages, failed.
 ///
@@ -127,31 +126,6 @@ pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (Strin
         let path = pointer(error.path());
         (path, cap_owned(error.into_inner().to_string()))
     })
-}
-
-/// `path` as a JSON Pointer (RFC 6901). A segment serde cannot name (inside an untagged enum,
-/// say) ends the pointer there: it points at the closest value it can name.
-fn pointer(path: &serde_path_to_error::Path) -> String {
-    let mut pointer = String::new();
-    for segment in path {
-        match segment {
-            Segment::Seq { index } => {
-                let _ = write!(pointer, "/{index}");
-            }
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                pointer.push('/');
-                for c in key.chars() {
-                    match c {
-                        '~' => pointer.push_str("~0"),
-                        '/' => pointer.push_str("~1"),
-                        c => pointer.push(c),
-                    }
-                }
-            }
-            Segment::Unknown => break,
-        }
-    }
-    pointer
 }
 
 /// A connection over `serde_json::Value`s, from [`Registry::connect_json`](crate::Registry::connect_json).

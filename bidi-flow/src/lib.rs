@@ -91,7 +91,7 @@ mod flow;
 mod json;
 pub mod lines;
 mod registry;
-mod text;
+pub mod text;
 mod trace;
 
 pub use flow::{ActionType, BidiFlow};

@@ -1,14 +1,19 @@
-//! Text an error quotes from a peer, kept short: one home for the cap every error message uses.
+//! What an error says about what a peer sent: quotes kept short ([`cap`]) and where a value is
+//! wrong ([`pointer`]). The one home for both, for this crate and for transports.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use serde_path_to_error::Segment;
 
 /// The most bytes an error message quotes of one thing a peer sent (a reason, a key, a path).
-pub(crate) const QUOTE_LIMIT: usize = 256;
+pub const QUOTE_LIMIT: usize = 256;
 
 /// `text`, or if it is longer than [`QUOTE_LIMIT`] bytes, its start and its end around a marker
 /// saying how many bytes were cut, in at most [`QUOTE_LIMIT`] bytes. Cuts fall on char
 /// boundaries. The end is kept because that is where serde says what it expected.
-pub(crate) fn cap(text: &str) -> Cow<'_, str> {
+#[must_use]
+pub fn cap(text: &str) -> Cow<'_, str> {
     if text.len() <= QUOTE_LIMIT {
         return Cow::Borrowed(text);
     }
@@ -49,6 +54,32 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
         at += 1;
     }
     at
+}
+
+/// `path` as a JSON Pointer (RFC 6901). A segment serde cannot name (inside an untagged enum,
+/// say) ends the pointer there: it points at the closest value it can name.
+#[must_use]
+pub fn pointer(path: &serde_path_to_error::Path) -> String {
+    let mut pointer = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => {
+                let _ = write!(pointer, "/{index}");
+            }
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                pointer.push('/');
+                for c in key.chars() {
+                    match c {
+                        '~' => pointer.push_str("~0"),
+                        '/' => pointer.push_str("~1"),
+                        c => pointer.push(c),
+                    }
+                }
+            }
+            Segment::Unknown => break,
+        }
+    }
+    pointer
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::Connection;
+use bidi_flow::text::cap;
 use bidi_llm::{
     AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
     TurnInput,
@@ -126,7 +127,7 @@ pub(crate) async fn execute(
                     Code::ContextRequired,
                     format!(
                         "there is no session `{}`: a new session needs a `context`",
-                        codec::cap(&id)
+                        cap(&id)
                     ),
                 )
                 .at("/context"));
@@ -362,7 +363,7 @@ pub(crate) async fn session(
         return Err(Failure::new(
             StatusCode::NOT_FOUND,
             Code::NotFound,
-            format!("no session `{}`", codec::cap(&id)),
+            format!("no session `{}`", cap(&id)),
         ));
     };
     let state = session.state();

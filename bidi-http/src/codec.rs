@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
+use bidi_flow::text::{cap, pointer};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -243,45 +244,12 @@ pub(crate) fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Fail
     })
 }
 
-/// `path` as a JSON Pointer (RFC 6901).
-fn pointer(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut pointer = String::new();
-    for segment in path {
-        match segment {
-            Segment::Seq { index } => {
-                pointer.push('/');
-                pointer.push_str(&index.to_string());
-            }
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                pointer.push('/');
-                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-            }
-            Segment::Unknown => break,
-        }
-    }
-    pointer
-}
-
 fn location(path: &str) -> String {
     if path.is_empty() {
         "at the root".to_owned()
     } else {
         format!("at `{}`", cap(path))
     }
-}
-
-/// At most 256 bytes of what the peer sent, for a message.
-pub(crate) fn cap(text: &str) -> String {
-    const MAX: usize = 256;
-    if text.len() <= MAX {
-        return text.to_owned();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
 }
 
 // ---------------------------------------------------------------------------------------------
