@@ -1,5 +1,5 @@
-//! What an error says about what a peer sent: quotes kept short ([`cap`]) and where a value is
-//! wrong ([`pointer`]). The one home for both, for this crate and for transports.
+//! What an error says about what a peer sent: quotes kept short ([`cap()`]) and where a value is
+//! wrong ([`pointer()`]). The one home for both, for this crate and for transports.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
