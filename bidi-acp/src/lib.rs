@@ -151,13 +151,18 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bridge;
 mod codec;
 mod mcp;
 mod plan;
 mod policy;
 mod server;
 
+/// The ACP wire types (protocol version 1) this crate speaks, from
+/// [`agent-client-protocol-schema`](https://docs.rs/agent-client-protocol-schema).
+pub use agent_client_protocol_schema::v1 as schema;
 pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
+pub use bridge::{Bridge, Workspace};
 pub use plan::{PLAN_TOOL, plan_tool};
-pub use policy::{Mode, Permission};
+pub use policy::{Command, Mode, Permission};
 pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};

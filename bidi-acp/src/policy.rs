@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{
-    PermissionOption, PermissionOptionKind, SessionMode, ToolCallLocation, ToolKind,
+    AvailableCommand, AvailableCommandInput, PermissionOption, PermissionOptionKind, SessionMode,
+    ToolCallLocation, ToolKind, UnstructuredCommandInput,
 };
 use serde_json::Value;
 
@@ -107,6 +108,58 @@ impl Mode {
     }
 }
 
+/// A command the client offers its user as `/name`, announced in an
+/// `available_commands_update` when a session opens.
+///
+/// The client sends a command as the prompt's text (`/test integration`, say), and the agent
+/// reads it as it reads any prompt: tell the agent what its commands mean (in its system
+/// prompt, say).
+///
+/// ```
+/// use bidi_acp::Command;
+///
+/// let test = Command::new("test", "Run the tests").hint("which tests, by name");
+/// assert_eq!(test.name(), "test");
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Command {
+    name: String,
+    description: String,
+    hint: Option<String>,
+}
+
+impl Command {
+    /// The command `/name`, described to the user as `description`.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            hint: None,
+        }
+    }
+
+    /// The command takes input after its name, and the client shows `hint` where it goes.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The command's name, without the `/`.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn wire(&self) -> AvailableCommand {
+        AvailableCommand::new(self.name.clone(), self.description.clone()).input(
+            self.hint.as_ref().map(|hint| {
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint.clone()))
+            }),
+        )
+    }
+}
+
 /// What the server's builder says about tools.
 #[derive(Debug, Clone)]
 pub(crate) struct Rules {
@@ -117,6 +170,8 @@ pub(crate) struct Rules {
     /// Kinds set by name, over the guessed ones.
     pub(crate) kinds: HashMap<String, ToolKind>,
     pub(crate) modes: Vec<Mode>,
+    /// The commands announced when a session opens.
+    pub(crate) commands: Vec<Command>,
     /// The mode a session starts in: an index into `modes`.
     pub(crate) default_mode: usize,
     /// How long an MCP server may take to start and list its tools.
@@ -137,6 +192,7 @@ impl Default for Rules {
             ],
             kinds: HashMap::new(),
             modes: Vec::new(),
+            commands: Vec::new(),
             default_mode: 0,
             mcp_start_timeout: crate::mcp::DEFAULT_START_TIMEOUT,
             mcp_call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,

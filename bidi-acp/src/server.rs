@@ -1,7 +1,7 @@
 //! The server: one reader (the task running [`Server::serve`]), a task per prompt turn, and a
 //! writer all of them share, one line at a time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -12,17 +12,17 @@ use std::time::Duration;
 
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
-    AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, CLIENT_METHOD_NAMES,
-    CancelNotification, Content, ContentBlock, ContentChunk, CurrentModeUpdate, Error, ErrorCode,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
-    PromptCapabilities, PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SessionId, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind,
+    AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, AvailableCommandsUpdate,
+    CLIENT_METHOD_NAMES, CancelNotification, Content, ContentBlock, ContentChunk,
+    CurrentModeUpdate, Error, ErrorCode, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestId, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SessionId, SessionModeState, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use bidi_agent::AgentInit;
+use bidi_agent::{Agent, AgentInit};
 use bidi_core::ConnectOptions;
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
@@ -30,19 +30,20 @@ use bidi_llm::{
     AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
     LlmAgent, LlmSession, Message, Policy, Status, TurnInput, UserMessage, execute,
 };
-use bidi_session::Session;
+use bidi_session::{Scoped, Session, SessionStore, StoreError};
 use futures_util::StreamExt as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::bridge::{Bridge, Bridged, Turns, Workspace};
 use crate::codec::{self, Incoming, Refusal};
 use crate::mcp::Servers;
 use crate::plan::{PLAN_TOOL, plan};
-use crate::policy::{Mode, Permission, Rules, locations};
+use crate::policy::{Command, Mode, Permission, Rules, locations};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
@@ -54,15 +55,49 @@ macro_rules! log {
     ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
 }
 
-/// Serves an [`LlmAgent`] over ACP: build it, then [`serve_stdio`](Self::serve_stdio) (or
+/// Serves an agent over ACP: build it, then [`serve_stdio`](Self::serve_stdio) (or
 /// [`serve`](Self::serve) any reader and writer).
 #[must_use]
 pub struct Server {
-    agent: LlmAgent,
+    agent: Backend,
     info: Implementation,
     max_line_bytes: usize,
     drain: Duration,
     rules: Rules,
+}
+
+/// The agent a server serves.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// A bidi-llm agent: its events are the updates; tools, permissions, modes and MCP apply.
+    Llm(LlmAgent),
+    /// Your own agent, through its [`Bridge`].
+    Bridged(Arc<dyn Turns>),
+}
+
+impl Backend {
+    fn name(&self) -> &str {
+        match self {
+            Self::Llm(agent) => agent.agent().name(),
+            Self::Bridged(turns) => turns.name(),
+        }
+    }
+
+    fn store(&self) -> &Arc<dyn SessionStore> {
+        match self {
+            Self::Llm(agent) => agent.agent().store(),
+            Self::Bridged(turns) => turns.store(),
+        }
+    }
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Llm(agent) => agent.fmt(f),
+            Self::Bridged(turns) => f.debug_tuple("Bridged").field(&turns.name()).finish(),
+        }
+    }
 }
 
 impl fmt::Debug for Server {
@@ -79,7 +114,23 @@ impl fmt::Debug for Server {
 impl Server {
     /// A server for `agent`; it names itself after the agent, with this crate's version.
     pub fn new(agent: LlmAgent) -> Self {
-        let info = Implementation::new(agent.agent().name(), env!("CARGO_PKG_VERSION"));
+        Self::serving(Backend::Llm(agent))
+    }
+
+    /// A server for a bidi [`Agent`] of your own, which `bridge` turns into an ACP agent: the
+    /// input a prompt makes, the updates its chunks show. The server's modes and commands
+    /// apply (each turn's connection carries the session's [`Workspace`]); the permissions
+    /// and the MCP servers' tools are the [`LlmAgent`]'s alone.
+    pub fn bridge<B, Out>(agent: Agent<B::State, B::In, Out, B::Stream>, bridge: B) -> Self
+    where
+        B: Bridge,
+        Out: Serialize + Send + 'static,
+    {
+        Self::serving(Backend::Bridged(Arc::new(Bridged::new(agent, bridge))))
+    }
+
+    fn serving(agent: Backend) -> Self {
+        let info = Implementation::new(agent.name(), env!("CARGO_PKG_VERSION"));
         Self {
             agent,
             info,
@@ -133,6 +184,21 @@ impl Server {
         match self.rules.modes.iter_mut().find(|m| m.id() == mode.id()) {
             Some(existing) => *existing = mode,
             None => self.rules.modes.push(mode),
+        }
+        self
+    }
+
+    /// Announces `command` to the client (`/name`) in an `available_commands_update` when a
+    /// session opens; the commands are announced in the order added.
+    pub fn command(mut self, command: Command) -> Self {
+        match self
+            .rules
+            .commands
+            .iter_mut()
+            .find(|c| c.name() == command.name())
+        {
+            Some(existing) => *existing = command,
+            None => self.rules.commands.push(command),
         }
         self
     }
@@ -268,7 +334,7 @@ impl std::error::Error for Cancelled {}
 type Sink = Pin<Box<dyn AsyncWrite + Send>>;
 
 pub(crate) struct Shared {
-    agent: LlmAgent,
+    agent: Backend,
     info: Implementation,
     rules: Rules,
     out: Writer,
@@ -283,6 +349,8 @@ pub(crate) struct Shared {
 struct Slot {
     /// The running prompt turn's cancellation, if one runs.
     running: Option<CancellationToken>,
+    /// A `session/load` of it runs: no prompt turn may start.
+    loading: bool,
     /// The current mode: an index into the server's modes.
     mode: usize,
     /// The session's working directory, which relative paths in tool arguments are against.
@@ -297,6 +365,7 @@ impl Slot {
     fn new(cwd: PathBuf, mode: usize) -> Self {
         Self {
             running: None,
+            loading: false,
             mode,
             cwd,
             always: HashMap::new(),
@@ -307,7 +376,7 @@ impl Slot {
 
 impl Shared {
     pub(crate) fn new(
-        agent: LlmAgent,
+        agent: Backend,
         info: Implementation,
         rules: Rules,
         sink: Sink,
@@ -344,12 +413,65 @@ impl Shared {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether the client is gone.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Where the server keeps what it knows of a session besides the agent's state: the
+    /// agent's store, in a scope of the server's own.
+    fn kept_store(&self) -> Arc<dyn SessionStore> {
+        Arc::new(Scoped::new(Arc::clone(self.agent.store()), KEPT_SCOPE))
+    }
+
+    /// What the server keeps of session `id`, if anything.
+    async fn kept(&self, id: &str) -> Result<Option<Kept>, StoreError> {
+        Ok(Session::<Kept>::load(self.kept_store(), id)
+            .await?
+            .map(|session| session.state()))
+    }
+
+    /// Saves the session's mode and the answers that hold for the rest of it, so that a
+    /// `session/load` (after a restart, say) finds them.
+    async fn keep(&self, id: &Arc<str>) -> Result<(), StoreError> {
+        let kept = {
+            let sessions = self.sessions();
+            let Some(slot) = sessions.get(id) else {
+                return Ok(());
+            };
+            Kept {
+                mode: self
+                    .rules
+                    .modes
+                    .get(slot.mode)
+                    .map(|mode| mode.id().to_owned()),
+                always: slot.always.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            }
+        };
+        let session = Session::load_or_create(self.kept_store(), id, Kept::default).await?;
+        session.update(|state| *state = kept.clone()).await
+    }
+
+    /// Announces the server's commands for a session just opened.
+    async fn announce(&self, session_id: &SessionId) {
+        if self.rules.commands.is_empty() {
+            return;
+        }
+        let commands = self.rules.commands.iter().map(Command::wire).collect();
+        let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
+        let _ = self.update(session_id, update).await;
+    }
+
     async fn respond<R: Serialize>(&self, id: RequestId, result: Result<R, Error>) {
         // A failed write stops everything already (see `Writer::send`).
         let _ = self.out.send(&codec::response_message(id, result)).await;
     }
 
-    async fn update(&self, session_id: &SessionId, update: SessionUpdate) -> io::Result<()> {
+    pub(crate) async fn update(
+        &self,
+        session_id: &SessionId,
+        update: SessionUpdate,
+    ) -> io::Result<()> {
         let params = SessionNotification::new(session_id.clone(), update);
         self.out
             .send(&codec::notification(
@@ -391,6 +513,20 @@ impl Shared {
             self.rules.modes.iter().map(Mode::wire).collect::<Vec<_>>(),
         ))
     }
+}
+
+/// The scope of the agent's store the server keeps its own records of sessions in.
+const KEPT_SCOPE: &str = "bidi-acp";
+
+/// What the server keeps of a session in the agent's store: its mode and the permission
+/// answers that hold for the rest of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    always: BTreeMap<String, bool>,
 }
 
 /// Forgets a request of ours when its waiter is gone.
@@ -571,17 +707,43 @@ async fn dispatch(
         });
         shared.respond(id, result).await;
     } else if method == methods.session_new {
-        let result = match codec::params::<NewSessionRequest>(params) {
-            Ok(request) => new_session(shared, request).await,
-            Err(error) => Err(error),
-        };
-        shared.respond(id, result).await;
+        // Starting its MCP servers takes a while: the reader goes on meanwhile.
+        match codec::params::<NewSessionRequest>(params) {
+            Ok(request) => {
+                let shared = Arc::clone(shared);
+                turns.spawn(async move {
+                    let result = tokio::select! {
+                        () = shared.stop.cancelled() => return, // Nobody waits for it.
+                        result = new_session(&shared, request) => result,
+                    };
+                    let opened = result.as_ref().ok().map(|new| new.session_id.clone());
+                    shared.respond(id, result).await;
+                    if let Some(session_id) = opened {
+                        shared.announce(&session_id).await;
+                    }
+                });
+            }
+            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        }
     } else if method == methods.session_load {
-        let result = match codec::params::<LoadSessionRequest>(params) {
-            Ok(request) => load_session(shared, request).await,
-            Err(error) => Err(error),
-        };
-        shared.respond(id, result).await;
+        match codec::params::<LoadSessionRequest>(params) {
+            Ok(request) => {
+                let shared = Arc::clone(shared);
+                turns.spawn(async move {
+                    let session_id = request.session_id.clone();
+                    let result = tokio::select! {
+                        () = shared.stop.cancelled() => return,
+                        result = load_session(&shared, request) => result,
+                    };
+                    let loaded = result.is_ok();
+                    shared.respond(id, result).await;
+                    if loaded {
+                        shared.announce(&session_id).await;
+                    }
+                });
+            }
+            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        }
     } else if method == methods.session_set_mode {
         let result = match codec::params::<SetSessionModeRequest>(params) {
             Ok(request) => set_mode(shared, request).await,
@@ -590,8 +752,8 @@ async fn dispatch(
         shared.respond(id, result).await;
     } else if method == methods.session_prompt {
         match codec::params::<PromptRequest>(params).and_then(|request| start(shared, request)) {
-            Ok((session_id, text, token)) => {
-                turns.spawn(prompt(Arc::clone(shared), id, session_id, text, token));
+            Ok((session_id, blocks, token)) => {
+                turns.spawn(prompt(Arc::clone(shared), id, session_id, blocks, token));
             }
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
         }
@@ -653,10 +815,18 @@ async fn new_session(
     check_session_params(&request.cwd)?;
     let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
     let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
-    let store = Arc::clone(shared.agent.agent().store());
-    if let Err(error) = Session::create(store, &id, LlmSession::default()).await {
+    let created = match &shared.agent {
+        Backend::Llm(agent) => {
+            let store = Arc::clone(agent.agent().store());
+            Session::create(store, &id, LlmSession::default())
+                .await
+                .map(drop)
+        }
+        Backend::Bridged(turns) => turns.create(Arc::clone(&id)).await,
+    };
+    if let Err(error) = created {
         mcp.close().await;
-        return Err(Error::internal_error().data(format!("the session store failed: {error}")));
+        return Err(store_failed(&error));
     }
     let mode = shared.rules.default_mode;
     let mut slot = Slot::new(request.cwd, mode);
@@ -681,42 +851,88 @@ async fn load_session(
 ) -> Result<LoadSessionResponse, Error> {
     check_session_params(&request.cwd)?;
     let session_id = request.session_id;
-    if shared
-        .sessions()
-        .get(&session_id.0)
-        .is_some_and(|slot| slot.running.is_some())
-    {
-        return Err(Error::invalid_request().data(format!(
-            "a prompt turn is running on session `{}`",
-            cap(&session_id.0)
-        )));
+    let id = Arc::clone(&session_id.0);
+    // A session open here already stays open, its prompt turns refused until the load is done.
+    let open = {
+        let mut sessions = shared.sessions();
+        match sessions.get_mut(&id) {
+            Some(slot) if slot.running.is_some() || slot.loading => {
+                return Err(Error::invalid_request().data(format!(
+                    "session `{}` is busy: a prompt turn or another load runs on it",
+                    cap(&id)
+                )));
+            }
+            Some(slot) => {
+                slot.loading = true;
+                true
+            }
+            None => false,
+        }
+    };
+    let loaded = load(shared, &session_id, request.cwd, &request.mcp_servers, open).await;
+    if let Some(slot) = shared.sessions().get_mut(&id) {
+        slot.loading = false;
     }
-    let session = shared
-        .agent
-        .agent()
-        .session(&session_id.0)
-        .await
-        .map_err(|error| {
-            Error::internal_error().data(format!("the session store failed: {error}"))
-        })?
+    loaded.map(|mode| LoadSessionResponse::new().modes(shared.modes(mode)))
+}
+
+/// Replays session `session_id` and opens it with its MCP servers; the session's mode.
+async fn load(
+    shared: &Shared,
+    session_id: &SessionId,
+    cwd: PathBuf,
+    servers: &[McpServer],
+    open: bool,
+) -> Result<usize, Error> {
+    let id = Arc::clone(&session_id.0);
+    let replay = match &shared.agent {
+        Backend::Llm(agent) => agent.agent().session(&id).await.map(|session| {
+            session.map(|session| history(&session.state().messages, &shared.rules))
+        }),
+        Backend::Bridged(turns) => turns.replay(Arc::clone(&id)).await,
+    };
+    let updates = replay
+        .map_err(|error| store_failed(&error))?
         .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
-    let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
-    for update in history(&session.state().messages, &shared.rules) {
-        if shared.update(&session_id, update).await.is_err() {
+    let kept = if open {
+        None // This connection's own mode and answers are the latest.
+    } else {
+        shared
+            .kept(&id)
+            .await
+            .map_err(|error| store_failed(&error))?
+    };
+    let mut mcp = start_mcp(shared, servers).await?;
+    for update in updates {
+        if shared.update(session_id, update).await.is_err() {
             mcp.close().await;
             return Err(closed());
         }
     }
     let (mode, mut previous) = {
         let mut sessions = shared.sessions();
-        let slot = sessions
-            .entry(Arc::clone(&session_id.0))
-            .or_insert_with(|| Slot::new(request.cwd.clone(), shared.rules.default_mode));
-        slot.cwd = request.cwd;
+        let slot =
+            sessions.entry(Arc::clone(&id)).or_insert_with(|| {
+                let mut slot = Slot::new(cwd.clone(), shared.rules.default_mode);
+                if let Some(kept) = kept {
+                    if let Some(mode) = kept.mode.as_deref().and_then(|kept| {
+                        shared.rules.modes.iter().position(|mode| mode.id() == kept)
+                    }) {
+                        slot.mode = mode;
+                    }
+                    slot.always = kept.always.into_iter().collect();
+                }
+                slot
+            });
+        slot.cwd = cwd;
         (slot.mode, std::mem::replace(&mut slot.mcp, mcp))
     };
     previous.close().await;
-    Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
+    Ok(mode)
+}
+
+fn store_failed(error: &StoreError) -> Error {
+    Error::internal_error().data(format!("the session store failed: {error}"))
 }
 
 /// Switches a session's mode: its next prompt turn runs in it.
@@ -751,6 +967,10 @@ async fn set_mode(
         };
         slot.mode = mode;
     }
+    shared
+        .keep(&request.session_id.0)
+        .await
+        .map_err(|error| store_failed(&error))?;
     let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(request.mode_id));
     if shared.update(&request.session_id, update).await.is_err() {
         return Err(closed());
@@ -842,12 +1062,17 @@ fn tool_done(id: &str, output: &str, details: Option<Value>, is_error: bool) -> 
 fn start(
     shared: &Shared,
     request: PromptRequest,
-) -> Result<(SessionId, String, CancellationToken), Error> {
-    let text = prompt_text(&request.prompt)?;
+) -> Result<(SessionId, Vec<ContentBlock>, CancellationToken), Error> {
     let mut sessions = shared.sessions();
     let Some(slot) = sessions.get_mut(&request.session_id.0) else {
         return Err(no_session(&request.session_id));
     };
+    if slot.loading {
+        return Err(Error::invalid_request().data(format!(
+            "session `{}` is being loaded; wait for the answer to session/load",
+            cap(&request.session_id.0)
+        )));
+    }
     if slot.running.is_some() {
         return Err(Error::invalid_request().data(format!(
             "a prompt turn is already running on session `{}`; cancel it or wait for its answer",
@@ -856,7 +1081,7 @@ fn start(
     }
     let token = shared.stop.child_token();
     slot.running = Some(token.clone());
-    Ok((request.session_id, text, token))
+    Ok((request.session_id, request.prompt, token))
 }
 
 /// The user message a prompt's content blocks make: its text, and its resource links as links.
@@ -893,10 +1118,31 @@ async fn prompt(
     shared: Arc<Shared>,
     id: RequestId,
     session_id: SessionId,
-    text: String,
+    prompt: Vec<ContentBlock>,
     token: CancellationToken,
 ) {
-    let mut result = turn(&shared, &session_id, text, &token).await;
+    let mut result = match &shared.agent {
+        Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token).await,
+        Backend::Bridged(turns) => {
+            let workspace = shared.sessions().get(&session_id.0).map(|slot| {
+                let mode = shared.rules.modes.get(slot.mode);
+                Workspace::new(slot.cwd.clone(), mode.map(|mode| mode.id().to_owned()))
+            });
+            match workspace {
+                Some(workspace) => {
+                    let run = turns.turn(
+                        Arc::clone(&shared),
+                        session_id.clone(),
+                        prompt,
+                        workspace,
+                        token.clone(),
+                    );
+                    run.await
+                }
+                None => Err(no_session(&session_id)),
+            }
+        }
+    };
     if token.is_cancelled() && result.is_ok() {
         result = Ok(StopReason::Cancelled);
     }
@@ -908,10 +1154,12 @@ async fn prompt(
 
 async fn turn(
     shared: &Arc<Shared>,
+    agent: &LlmAgent,
     session_id: &SessionId,
-    text: String,
+    prompt: &[ContentBlock],
     token: &CancellationToken,
 ) -> Result<StopReason, Error> {
+    let text = prompt_text(prompt)?;
     let (mode, cwd, tools) = shared
         .sessions()
         .get(&session_id.0)
@@ -924,9 +1172,7 @@ async fn turn(
         policy = policy.tool(tool);
     }
     let options = ConnectOptions::new().extension(policy);
-    let mut conn = shared
-        .agent
-        .connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
+    let mut conn = agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
     let mut run = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
         .await
         .map_err(|error| {
@@ -1168,9 +1414,12 @@ impl Gate {
                 cap(&option.0)
             ));
         };
-        let remember = |allow: bool| {
+        let remember = |allow: bool| async move {
             if let Some(slot) = self.shared.sessions().get_mut(&self.session_id.0) {
                 slot.always.insert(name.clone(), allow);
+            }
+            if let Err(error) = self.shared.keep(&self.session_id.0).await {
+                log!("the answer for `{name}` holds on this connection only: {error}");
             }
         };
         let running = || async {
@@ -1186,11 +1435,11 @@ impl Gate {
         match kind {
             PermissionOptionKind::AllowOnce => running().await,
             PermissionOptionKind::AllowAlways => {
-                remember(true);
+                remember(true).await;
                 running().await
             }
             PermissionOptionKind::RejectAlways => {
-                remember(false);
+                remember(false).await;
                 Err(format!(
                     "the user rejected `{name}` for the rest of the session"
                 ))
@@ -1423,7 +1672,7 @@ mod tests {
         let (client_in, server_in) = tokio::io::duplex(1 << 16);
         let (server_out, client_out) = tokio::io::duplex(1 << 16);
         let (shared, _stop) = Shared::new(
-            agent(ScriptedModel::new([])),
+            Backend::Llm(agent(ScriptedModel::new([]))),
             Implementation::new("t", "0"),
             Rules::default(),
             Box::pin(server_out),

@@ -1,8 +1,9 @@
 //! bidi-acp's server on in-memory pipes: stop reasons, cancellation, errors, the end of input;
-//! permissions, modes and richer tool calls.
+//! permissions, modes and richer tool calls; what sessions keep; agents of one's own.
 
 #![allow(clippy::unwrap_used)]
 
 mod permissions;
 mod server;
+mod sessions;
 mod support;

@@ -1,0 +1,323 @@
+//! What a session keeps across connections (its mode, the answers that hold for it), the
+//! commands announced when it opens, requests the reader answers while a session starts, and
+//! an agent of one's own behind a bridge.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bidi_acp::schema::{ContentBlock, ContentChunk, Error, SessionUpdate, TextContent};
+use bidi_acp::{Bridge, Cancelled, Command, Mode, Permission, Server, Workspace};
+use bidi_agent::{Agent, AgentResult, Responder};
+use bidi_core::{ActionContext, BoxError, Inbound};
+use bidi_llm::testing::{Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, Tool, simple_tool};
+use bidi_session::{MemoryStore, Session, SessionStore};
+use serde_json::{Value, json};
+
+use crate::support::Client;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+/// `deploy`, which needs permission and counts its runs.
+fn deploy(runs: &Arc<AtomicUsize>) -> Tool {
+    let runs = Arc::clone(runs);
+    simple_tool("deploy", "Deploy", "Deploys", move |_id, _: Nothing| {
+        let runs = Arc::clone(&runs);
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(("deployed".to_owned(), None))
+        }
+    })
+}
+
+fn deployer(store: &Arc<dyn SessionStore>, runs: &Arc<AtomicUsize>, turns: usize) -> Server {
+    let model = ScriptedModel::new((0..turns).flat_map(|turn| {
+        [
+            Scripted::new().tool_call(&format!("c{turn}"), "deploy", &json!({})),
+            Scripted::new().text("done"),
+        ]
+    }));
+    let agent = LlmAgent::builder("ops", model)
+        .tool(deploy(runs))
+        .store(Arc::clone(store))
+        .build();
+    Server::new(agent)
+        .require_permission("deploy")
+        .mode(Mode::new("ask", "Ask"))
+        .mode(Mode::new("careful", "Careful").permission(Permission::Ask))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mode_and_the_answers_that_hold_survive_the_connection() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+
+    let mut client = Client::start(deployer(&store, &runs, 1));
+    let session = client.new_session().await["sessionId"].clone();
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{"sessionId":session,"modeId":"careful"}}))
+        .await;
+    assert!(client.answer(1).await.get("result").is_some());
+    client.prompt(2, &session, "deploy").await;
+    let asked = client.until_asked().await;
+    client
+        .choose(
+            asked.last().unwrap(),
+            json!({"outcome": "selected", "optionId": "allow-always"}),
+        )
+        .await;
+    assert_eq!(client.answer(2).await["result"]["stopReason"], "end_turn");
+    assert!(client.finish().await.is_empty());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // A new connection (a restarted agent, say) loads the session in its mode, and the
+    // answer still holds: the tool runs without asking.
+    let mut client = Client::start(deployer(&store, &runs, 1));
+    client
+        .send(json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":session,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    let load = client.answer(3).await;
+    assert_eq!(
+        load["result"]["modes"]["currentModeId"], "careful",
+        "{load}"
+    );
+    client.prompt(4, &session, "deploy again").await;
+    let turn = client.until(4).await;
+    assert!(
+        turn.iter()
+            .all(|m| m["method"] != "session/request_permission"),
+        "{turn:?}"
+    );
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert!(client.finish().await.is_empty());
+
+    // The server's record is its own: the agent's session is untouched by it.
+    let agent_session = Session::<Value>::load(Arc::clone(&store), session.as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(agent_session.state().get("mode").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_are_announced_after_a_session_opens() {
+    let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
+    let server = Server::new(agent)
+        .command(Command::new("test", "Run the tests").hint("which tests"))
+        .command(Command::new("plan", "Make a plan"))
+        .command(Command::new("test", "Run the tests").hint("test names"));
+    let mut client = Client::start(server);
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}}))
+        .await;
+    let answer = client.recv().await.unwrap();
+    assert_eq!(answer["id"], 1, "the answer comes first: {answer}");
+    let session = answer["result"]["sessionId"].clone();
+    let update = client.recv().await.unwrap();
+    assert_eq!(update["method"], "session/update");
+    assert_eq!(update["params"]["sessionId"], session);
+    assert_eq!(
+        update["params"]["update"],
+        json!({"sessionUpdate": "available_commands_update", "availableCommands": [
+            {"name": "test", "description": "Run the tests", "input": {"hint": "test names"}},
+            {"name": "plan", "description": "Make a plan"},
+        ]})
+    );
+    client
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":session,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    assert_eq!(client.recv().await.unwrap()["id"], 2);
+    assert_eq!(
+        client.recv().await.unwrap()["params"]["update"]["sessionUpdate"],
+        "available_commands_update"
+    );
+    assert!(client.finish().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_answers_while_an_mcp_server_starts() {
+    let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
+    // A "server" that never speaks: its session waits for the start-up timeout.
+    let server = Server::new(agent)
+        .mcp_start_timeout(Duration::from_secs(600))
+        .drain(Duration::from_millis(50));
+    let mut client = Client::start(server);
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/project","mcpServers":[
+            {"name": "mute", "command": "sleep", "args": ["600"], "env": []}]}}))
+        .await;
+    client
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}))
+        .await;
+    let first = client.recv().await.unwrap();
+    assert_eq!(first["id"], 2, "{first}");
+    // The end of input stops the start-up: the server ends, with nothing more said.
+    assert!(client.finish().await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// An agent of one's own.
+
+/// Why the counter was cancelled, each time it was.
+static CAUSES: std::sync::Mutex<Vec<Cancelled>> = std::sync::Mutex::new(Vec::new());
+
+/// Counts a session's prompts; `wait` makes it wait until cancelled.
+async fn counter(
+    ctx: ActionContext,
+    session: Session<u64>,
+    mut inbound: Inbound<String>,
+    out: Responder<String>,
+) -> Result<AgentResult<()>, BoxError> {
+    let workspace = ctx.extensions().get::<Workspace>().cloned();
+    while let Some(prompt) = inbound.recv().await {
+        if prompt == "wait" {
+            out.send("waiting".to_owned()).await?;
+            let cause = ctx.cancelled().await;
+            if let Some(cause) = cause.downcast_ref::<Cancelled>() {
+                CAUSES.lock().unwrap().push(*cause);
+            }
+            return Err(cause.to_string().into());
+        }
+        let count = session
+            .update(|count| {
+                *count += 1;
+                *count
+            })
+            .await?;
+        let cwd = workspace
+            .as_ref()
+            .map(|w| w.cwd().display().to_string())
+            .unwrap_or_default();
+        let mode = workspace.as_ref().and_then(Workspace::mode).unwrap_or("-");
+        out.send(format!("prompt {count} in {cwd} ({mode}): "))
+            .await?;
+        out.send(prompt).await?;
+        out.end_turn().await?;
+    }
+    Ok(AgentResult::new(()))
+}
+
+struct Text;
+
+fn said(text: impl Into<String>) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(TextContent::new(
+        text,
+    ))))
+}
+
+impl Bridge for Text {
+    type State = u64;
+    type In = String;
+    type Stream = String;
+
+    fn input(&self, prompt: Vec<ContentBlock>) -> Result<String, Error> {
+        prompt
+            .into_iter()
+            .map(|block| match block {
+                ContentBlock::Text(text) => Ok(text.text),
+                _ => Err(Error::invalid_params().data("text only")),
+            })
+            .collect()
+    }
+
+    fn updates(&self, chunk: String) -> Vec<SessionUpdate> {
+        vec![said(chunk)]
+    }
+
+    fn replay(&self, count: &u64) -> Vec<SessionUpdate> {
+        vec![said(format!("{count} prompts so far"))]
+    }
+}
+
+fn text(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_of_ones_own_serves_through_a_bridge() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let agent = Agent::builder("counter")
+        .store(Arc::clone(&store))
+        .build(counter);
+    let server = || {
+        Server::bridge(agent.clone(), Text)
+            .mode(Mode::new("plain", "Plain"))
+            .mode(Mode::new("loud", "Loud"))
+    };
+    let mut client = Client::start(server());
+    client
+        .send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}))
+        .await;
+    assert_eq!(
+        client.answer(0).await["result"]["agentInfo"]["name"],
+        "counter"
+    );
+    let session = client.new_session().await["sessionId"].clone();
+    client.prompt(1, &session, "hello").await;
+    let turn = client.until(1).await;
+    assert_eq!(text(&turn), "prompt 1 in /project (plain): hello");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+
+    client
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{"sessionId":session,"modeId":"loud"}}))
+        .await;
+    client.answer(2).await;
+    client.prompt(3, &session, "again").await;
+    assert_eq!(
+        text(&client.until(3).await),
+        "prompt 2 in /project (loud): again"
+    );
+
+    // Cancelled while it waits: the turn answers `cancelled`, the agent saw why, and the
+    // session goes on.
+    client.prompt(4, &session, "wait").await;
+    loop {
+        let message = client.recv().await.unwrap();
+        if text(std::slice::from_ref(&message)) == "waiting" {
+            break;
+        }
+    }
+    client
+        .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
+        .await;
+    assert_eq!(client.answer(4).await["result"]["stopReason"], "cancelled");
+    assert_eq!(*CAUSES.lock().unwrap(), [Cancelled::ByClient]);
+    client.prompt(5, &session, "still there").await;
+    assert_eq!(
+        text(&client.until(5).await),
+        "prompt 3 in /project (loud): still there"
+    );
+
+    // A prompt the bridge refuses is refused with its error.
+    client
+        .send(json!({"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":session,"prompt":[
+            {"type":"resource_link","uri":"file:///a","name":"a"}]}}))
+        .await;
+    let refused = client.answer(6).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(client.finish().await.is_empty());
+
+    // A new connection loads it: the bridge replays it, the mode is the one left.
+    let mut client = Client::start(server());
+    client
+        .send(json!({"jsonrpc":"2.0","id":7,"method":"session/load","params":{"sessionId":session,"cwd":"/elsewhere","mcpServers":[]}}))
+        .await;
+    let load = client.until(7).await;
+    assert_eq!(text(&load), "3 prompts so far");
+    assert_eq!(
+        load.last().unwrap()["result"]["modes"]["currentModeId"],
+        "loud"
+    );
+    client.prompt(8, &session, "hi").await;
+    assert_eq!(
+        text(&client.until(8).await),
+        "prompt 4 in /elsewhere (loud): hi"
+    );
+    assert!(client.finish().await.is_empty());
+}
