@@ -1531,6 +1531,7 @@ impl<'a> Updates<'a> {
                 output,
                 details,
                 is_error,
+                ..
             } => {
                 self.output.remove(&tool_call_id);
                 if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ErrorCode;
-use crate::message::{Message, Role, ToolCall};
+use crate::message::{Attachment, Message, Role, ToolCall};
 use crate::session::Status;
 
 /// One event of an execution: `type` tag in `snake_case`, `camelCase` fields.
@@ -121,6 +121,9 @@ pub enum AgentEvent {
         /// Whether it failed (as the shipped protocol reports it).
         #[serde(default)]
         is_error: bool,
+        /// The images, audio and documents it returned.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// Something failed: the execution (then `execute_complete` says `error`), or its input
     /// was refused (then the session is unchanged).

@@ -47,6 +47,7 @@
 //!     content: format!("booked a trip to {}", booking.city),
 //!     details: None,
 //!     is_error: false,
+//!     attachments: Vec::new(),
 //! };
 //! let run = execute(&mut conn, TurnInput::ToolResults(vec![answer])).await?;
 //! assert_eq!(run.result().await?.status, Status::Completed);
@@ -101,8 +102,8 @@ pub use error::{Error, ErrorCode, ExecuteError, ModelError};
 pub use event::AgentEvent;
 pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};
 pub use message::{
-    AbortedMessage, AssistantContent, AssistantMessage, Cost, ErrorMessage, Message, Role,
-    StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,
+    AbortedMessage, AssistantContent, AssistantMessage, Attachment, Cost, ErrorMessage, Message,
+    Role, StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
 pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequest, ToolSpec};
 #[cfg(feature = "openai")]

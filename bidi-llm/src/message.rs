@@ -21,18 +21,158 @@ pub enum Message {
     Aborted(AbortedMessage),
 }
 
-/// What the user said.
+/// What the user said: text, and images, audio or documents attached to it.
+///
+/// ```
+/// use bidi_llm::{Attachment, UserMessage};
+/// use serde_json::json;
+///
+/// let plain = UserMessage::new("hi");
+/// assert_eq!(serde_json::to_value(&plain)?, json!({"content": "hi"}));
+///
+/// let with_image = UserMessage::new("What is this?").attachment(Attachment::image("iVBORw0K", "image/png"));
+/// assert_eq!(
+///     serde_json::to_value(&with_image)?,
+///     json!({"content": "What is this?", "attachments": [
+///         {"type": "image", "data": "iVBORw0K", "mimeType": "image/png"},
+///     ]}),
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct UserMessage {
     /// The text.
     pub content: String,
+    /// Images, audio and documents that go with the text, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl UserMessage {
-    /// A user message saying `content`.
+    /// A user message saying `content`, without attachments.
     pub fn new(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
+            attachments: Vec::new(),
+        }
+    }
+
+    /// Attaches `attachment`, after those attached so far.
+    #[must_use]
+    pub fn attachment(mut self, attachment: Attachment) -> Self {
+        self.attachments.push(attachment);
+        self
+    }
+
+    /// Attaches `attachments`, after those attached so far.
+    #[must_use]
+    pub fn attachments(mut self, attachments: impl IntoIterator<Item = Attachment>) -> Self {
+        self.attachments.extend(attachments);
+        self
+    }
+}
+
+/// An image, audio clip or document that goes with a user message or a tool result: `type`
+/// tag (`image`, `audio`, `resource`), `camelCase` fields. Binary content is base64 text.
+///
+/// ```
+/// use bidi_llm::Attachment;
+/// use serde_json::json;
+///
+/// let notes = Attachment::text_resource("file:///project/notes.md", "# Notes");
+/// assert_eq!(
+///     serde_json::to_value(&notes)?,
+///     json!({"type": "resource", "uri": "file:///project/notes.md", "text": "# Notes"}),
+/// );
+/// let report = Attachment::blob_resource("file:///project/report.pdf", "JVBERi0x", "application/pdf");
+/// let back: Attachment = serde_json::from_value(serde_json::to_value(&report)?)?;
+/// assert_eq!(back, report);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum Attachment {
+    /// An image.
+    Image {
+        /// The image's bytes, base64.
+        data: String,
+        /// Its media type (`image/png`).
+        mime_type: String,
+        /// Where it comes from, if it has an address. A model is sent the address instead of
+        /// the bytes when `data` is empty.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
+    /// An audio clip.
+    Audio {
+        /// The clip's bytes, base64.
+        data: String,
+        /// Its media type (`audio/wav`).
+        mime_type: String,
+    },
+    /// A document inlined: text or a base64 blob, named by its URI. With neither, it only
+    /// names the document.
+    Resource {
+        /// The document's URI (`file:///project/notes.md`).
+        uri: String,
+        /// Its media type, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// Its content, if it is text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Its bytes, base64, if it is binary.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
+}
+
+impl Attachment {
+    /// An image: its bytes as base64 `data`, and its `mime_type` (`image/png`).
+    pub fn image(data: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Self::Image {
+            data: data.into(),
+            mime_type: mime_type.into(),
+            uri: None,
+        }
+    }
+
+    /// An audio clip: its bytes as base64 `data`, and its `mime_type` (`audio/wav`).
+    pub fn audio(data: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Self::Audio {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+
+    /// A text document named `uri`.
+    pub fn text_resource(uri: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::Resource {
+            uri: uri.into(),
+            mime_type: None,
+            text: Some(text.into()),
+            blob: None,
+        }
+    }
+
+    /// A binary document named `uri`: its bytes as base64 `blob`, and its `mime_type`
+    /// (`application/pdf`).
+    pub fn blob_resource(
+        uri: impl Into<String>,
+        blob: impl Into<String>,
+        mime_type: impl Into<String>,
+    ) -> Self {
+        Self::Resource {
+            uri: uri.into(),
+            mime_type: Some(mime_type.into()),
+            text: None,
+            blob: Some(blob.into()),
         }
     }
 }
@@ -67,8 +207,9 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
-/// Why the model stopped: `stop`, `length` or `tool_calls` on the wire (`toolUse` is read as
-/// `tool_calls`); the partial answer of a failed or cancelled call says `error` or `aborted`.
+/// Why the model stopped: `stop`, `length`, `tool_calls` or `refusal` on the wire (`toolUse` is
+/// read as `tool_calls`); the partial answer of a failed or cancelled call says `error` or
+/// `aborted`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -85,6 +226,9 @@ pub enum StopReason {
     Error,
     /// It was cancelled.
     Aborted,
+    /// It declined to answer (a provider's content filter, say). The turn ends as after
+    /// [`Stop`](Self::Stop).
+    Refusal,
 }
 
 /// Token counts and their cost.
@@ -194,6 +338,9 @@ pub struct ToolResultMessage {
     /// Whether the call failed (bad arguments, a tool error).
     #[serde(default)]
     pub is_error: bool,
+    /// Images, audio and documents the tool returned, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 /// A model call that failed.

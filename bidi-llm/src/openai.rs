@@ -8,13 +8,21 @@ use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde_json::{Value, json};
 
 use crate::error::ModelError;
-use crate::message::{AssistantContent, Message, StopReason, Usage};
+use crate::message::{AssistantContent, Attachment, Message, StopReason, Usage};
 use crate::model::{Model, ModelEvent, ModelRequest};
 
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint (OpenAI, and the many
 /// servers that speak its wire format), streamed over SSE: text, tool calls with streamed
 /// arguments, `reasoning_content` as thinking, and usage. A request's system prompt goes first,
 /// as a `system` message.
+///
+/// A user message with [`Attachment`]s is sent as content parts: its text, then images as data
+/// URLs, wav and mp3 audio as `input_audio` (audio of other types is left out, and a text part
+/// says so), text documents as text after their URI, binary ones as `file`. A tool message
+/// takes only text, so the attachments of tool results follow them, in one user message. A
+/// message without attachments is plain text content. An answer the provider's content filter
+/// stopped (`finish_reason: "content_filter"`), or that streamed a `refusal`, stops with
+/// [`StopReason::Refusal`].
 ///
 /// An HTTP error status, a malformed SSE line, a tool call without its `index` or `id`, or a
 /// connection that drops before `[DONE]` ends the answer with [`ModelEvent::Error`]; the loop
@@ -60,10 +68,28 @@ impl OpenAiModel {
             .system_prompt
             .as_ref()
             .map(|prompt| json!({"role": "system", "content": prompt}));
-        let messages: Vec<Value> = system
-            .into_iter()
-            .chain(request.messages.iter().filter_map(wire_message))
-            .collect();
+        let mut messages: Vec<Value> = system.into_iter().collect();
+        // The attachments of the tool results since the last other message: a tool message
+        // takes only text, so they follow those results in a user message.
+        let mut attached: Vec<Value> = Vec::new();
+        for message in &request.messages {
+            if let Message::ToolResult(result) = message {
+                if !result.attachments.is_empty() {
+                    attached.push(text_part(&format!(
+                        "Attached to the result of tool call {} ({}):",
+                        result.tool_call_id, result.tool_name
+                    )));
+                    attached.extend(result.attachments.iter().map(part));
+                }
+            } else if !attached.is_empty() {
+                let parts = std::mem::take(&mut attached);
+                messages.push(json!({"role": "user", "content": parts}));
+            }
+            messages.extend(wire_message(message));
+        }
+        if !attached.is_empty() {
+            messages.push(json!({"role": "user", "content": attached}));
+        }
         let mut body = json!({
             "model": self.model,
             "messages": messages,
@@ -122,7 +148,19 @@ fn wire_message(message: &Message) -> Option<Value> {
         wire
     };
     match message {
-        Message::User(user) => Some(json!({"role": "user", "content": user.content})),
+        Message::User(user) if user.attachments.is_empty() => {
+            Some(json!({"role": "user", "content": user.content}))
+        }
+        Message::User(user) => {
+            let text = Some(&user.content)
+                .filter(|text| !text.is_empty())
+                .map(|text| text_part(text));
+            let parts: Vec<Value> = text
+                .into_iter()
+                .chain(user.attachments.iter().map(part))
+                .collect();
+            Some(json!({"role": "user", "content": parts}))
+        }
         Message::Assistant(message) => Some(assistant(&message.content)),
         Message::ToolResult(result) => Some(json!({
             "role": "tool", "tool_call_id": result.tool_call_id, "content": result.content,
@@ -133,6 +171,75 @@ fn wire_message(message: &Message) -> Option<Value> {
             .map(|partial| assistant(&partial.content)),
         Message::Aborted(aborted) => Some(assistant(&aborted.partial.content)),
     }
+}
+
+fn text_part(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// An attachment as a content part: images as data URLs (or their URI when they come without
+/// data), wav and mp3 audio as `input_audio`, text documents as text after their URI, binary
+/// ones as `file`. Audio of another type becomes a text part saying it was left out.
+fn part(attachment: &Attachment) -> Value {
+    match attachment {
+        Attachment::Image {
+            data,
+            mime_type,
+            uri,
+        } => {
+            let url = match uri {
+                Some(uri) if data.is_empty() => uri.clone(),
+                _ => format!("data:{mime_type};base64,{data}"),
+            };
+            json!({"type": "image_url", "image_url": {"url": url}})
+        }
+        Attachment::Audio { data, mime_type } => match audio_format(mime_type) {
+            Some(format) => {
+                json!({"type": "input_audio", "input_audio": {"data": data, "format": format}})
+            }
+            None => text_part(&format!(
+                "[an audio clip of type {mime_type} was left out: only wav and mp3 can be sent]"
+            )),
+        },
+        Attachment::Resource {
+            uri,
+            text: Some(text),
+            ..
+        } => text_part(&format!("{uri}\n{text}")),
+        Attachment::Resource {
+            uri,
+            mime_type,
+            blob: Some(blob),
+            ..
+        } => {
+            let mime_type = mime_type.as_deref().unwrap_or("application/octet-stream");
+            json!({"type": "file", "file": {
+                "file_data": format!("data:{mime_type};base64,{blob}"),
+                "filename": file_name(uri),
+            }})
+        }
+        Attachment::Resource { uri, .. } => text_part(uri),
+    }
+}
+
+/// The `input_audio` format of audio of `mime_type`: `wav` or `mp3`, the two Chat Completions
+/// takes.
+fn audio_format(mime_type: &str) -> Option<&'static str> {
+    let essence = mime_type.split(';').next().unwrap_or_default().trim();
+    match essence.to_ascii_lowercase().as_str() {
+        "audio/wav" | "audio/wave" | "audio/x-wav" | "audio/vnd.wave" => Some("wav"),
+        "audio/mpeg" | "audio/mp3" | "audio/mpeg3" | "audio/x-mpeg-3" => Some("mp3"),
+        _ => None,
+    }
+}
+
+/// The last segment of `uri`'s path (`report.pdf`), or `uri` itself if it has none.
+fn file_name(uri: &str) -> &str {
+    let path = uri.split(['?', '#']).next().unwrap_or_default();
+    path.rsplit('/')
+        .next()
+        .filter(|name| !name.is_empty())
+        .unwrap_or(uri)
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -221,6 +328,8 @@ struct Decoder {
     /// Tool calls by the provider's index: (id, name) once started.
     tools: BTreeMap<u64, (String, String)>,
     stop_reason: Option<StopReason>,
+    /// Whether the model streamed a `refusal`.
+    refused: bool,
     usage: Usage,
 }
 
@@ -249,8 +358,12 @@ impl Decoder {
             let data = data.trim_start();
             if data == "[DONE]" {
                 self.close(out);
+                let stop_reason = match self.stop_reason.unwrap_or(StopReason::Stop) {
+                    StopReason::Stop if self.refused => StopReason::Refusal,
+                    other => other,
+                };
                 out.push(ModelEvent::Done {
-                    stop_reason: self.stop_reason.unwrap_or(StopReason::Stop),
+                    stop_reason,
                     usage: self.usage,
                 });
                 return true;
@@ -299,6 +412,15 @@ impl Decoder {
         {
             self.switch(Block::Thinking, out);
             out.push(ModelEvent::ThinkingDelta(thinking.to_owned()));
+        }
+        if let Some(refusal) = delta
+            .get("refusal")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            self.refused = true;
+            self.switch(Block::Text, out);
+            out.push(ModelEvent::TextDelta(refusal.to_owned()));
         }
         if let Some(text) = delta
             .get("content")
@@ -354,6 +476,7 @@ impl Decoder {
             self.stop_reason = Some(match reason {
                 "length" => StopReason::Length,
                 "tool_calls" | "function_call" => StopReason::ToolCalls,
+                "content_filter" => StopReason::Refusal,
                 _ => StopReason::Stop,
             });
         }

@@ -104,6 +104,7 @@ impl fmt::Debug for ScriptedModel {
 pub struct Scripted {
     events: Vec<ModelEvent>,
     usage: Usage,
+    stop_reason: Option<StopReason>,
     ending: Option<ModelEvent>,
     cut: bool,
 }
@@ -170,6 +171,24 @@ impl Scripted {
         self
     }
 
+    /// The stop reason reported with `Done`; without it, `tool_calls` when the answer calls
+    /// tools and `stop` otherwise.
+    ///
+    /// ```
+    /// use bidi_llm::testing::Scripted;
+    /// use bidi_llm::{ModelEvent, StopReason};
+    ///
+    /// let refused = Scripted::new().text("I can't help with that.").stop(StopReason::Refusal);
+    /// assert!(matches!(
+    ///     refused.events().last(),
+    ///     Some(ModelEvent::Done { stop_reason: StopReason::Refusal, .. })
+    /// ));
+    /// ```
+    pub fn stop(mut self, stop_reason: StopReason) -> Self {
+        self.stop_reason = Some(stop_reason);
+        self
+    }
+
     /// Fails with `error` after the blocks so far (mid-stream, the last block left open).
     pub fn fail(mut self, error: &str) -> Self {
         self.ending = Some(ModelEvent::Error(ModelError::other(error.to_owned())));
@@ -197,14 +216,14 @@ impl Scripted {
                 events.push(ending.clone());
             }
             None => {
-                let stop_reason = if events
+                let calls = events
                     .iter()
-                    .any(|e| matches!(e, ModelEvent::ToolCallStart { .. }))
-                {
+                    .any(|e| matches!(e, ModelEvent::ToolCallStart { .. }));
+                let stop_reason = self.stop_reason.unwrap_or(if calls {
                     StopReason::ToolCalls
                 } else {
                     StopReason::Stop
-                };
+                });
                 events.push(ModelEvent::Done {
                     stop_reason,
                     usage: self.usage,

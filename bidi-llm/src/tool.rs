@@ -13,14 +13,35 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::message::Attachment;
 use crate::model::ToolSpec;
 
-/// One event of a local tool's execution.
+/// One event of a local tool's execution: deltas and attachments as it goes, then `Complete` or
+/// `Failed`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ToolEvent {
     /// More output, shown as it comes.
     Delta(String),
+    /// An image, audio clip or document for the result: the attachments a tool streams before
+    /// it completes go with its result, in order. A tool that fails drops them.
+    ///
+    /// ```
+    /// use bidi_llm::{Attachment, Tool, ToolEvent};
+    /// use futures_util::stream;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Shot {}
+    ///
+    /// let screenshot = Tool::local("screenshot", "Screenshot", "Takes a screenshot", |_id, _: Shot| {
+    ///     stream::iter([
+    ///         ToolEvent::Attachment(Attachment::image("iVBORw0K", "image/png")),
+    ///         ToolEvent::Complete { output: "the screen, attached".into(), details: None },
+    ///     ])
+    /// });
+    /// # drop(screenshot);
+    /// ```
+    Attachment(Attachment),
     /// The tool finished: its output for the model and details for the application.
     Complete {
         /// The output.

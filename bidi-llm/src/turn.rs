@@ -19,7 +19,8 @@ use tokio::time::{Instant, Sleep};
 use crate::error::Error;
 use crate::event::AgentEvent;
 use crate::message::{
-    AbortedMessage, ErrorMessage, Message, Role, StopReason, ToolCall, ToolResultMessage,
+    AbortedMessage, Attachment, ErrorMessage, Message, Role, StopReason, ToolCall,
+    ToolResultMessage,
 };
 use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
 use crate::policy::Policy;
@@ -449,6 +450,8 @@ impl<'a> Turn<'a> {
             });
         }
         let mut done: BTreeMap<usize, ToolResultMessage> = BTreeMap::new();
+        // What each call attached so far.
+        let mut attached: Vec<Vec<Attachment>> = vec![Vec::new(); calls.len()];
         let mut next_end = 0;
         let outcome = loop {
             let room = self.outbox.len() < BATCH;
@@ -463,7 +466,7 @@ impl<'a> Turn<'a> {
                 Err(Interrupted) => break Err(Interrupted),
             };
             let call = &calls[index];
-            let (content, details, is_error) = match event {
+            let (content, details, is_error, attachments) = match event {
                 ToolEvent::Delta(delta) => {
                     self.emit(AgentEvent::ToolExecutionDelta {
                         tool_call_id: call.id.clone(),
@@ -471,8 +474,15 @@ impl<'a> Turn<'a> {
                     });
                     continue;
                 }
-                ToolEvent::Complete { output, details } => (output, details, false),
-                ToolEvent::Failed(error) => (error, None, true),
+                ToolEvent::Attachment(attachment) => {
+                    attached[index].push(attachment);
+                    continue;
+                }
+                ToolEvent::Complete { output, details } => {
+                    (output, details, false, std::mem::take(&mut attached[index]))
+                }
+                // A failed call's attachments are dropped with it.
+                ToolEvent::Failed(error) => (error, None, true, Vec::new()),
             };
             done.insert(
                 index,
@@ -482,6 +492,7 @@ impl<'a> Turn<'a> {
                     content,
                     details,
                     is_error,
+                    attachments,
                 },
             );
             // Emit every result that is next in call order.
@@ -504,6 +515,7 @@ impl<'a> Turn<'a> {
                 content: unfinished.to_owned(),
                 details: None,
                 is_error: true,
+                attachments: Vec::new(),
             });
         }
         for result in done.range(next_end..).map(|(_, result)| result) {
@@ -569,7 +581,7 @@ impl Stream for UntilResult {
             return Poll::Ready(None);
         };
         let event = ready!(events.poll_next_unpin(cx));
-        if !matches!(event, Some(ToolEvent::Delta(_))) {
+        if !matches!(event, Some(ToolEvent::Delta(_) | ToolEvent::Attachment(_))) {
             self.events = None;
         }
         Poll::Ready(event.map(|event| (self.index, event)))
@@ -583,5 +595,6 @@ fn end_event(result: &ToolResultMessage) -> AgentEvent {
         output: result.content.clone(),
         details: result.details.clone(),
         is_error: result.is_error,
+        attachments: result.attachments.clone(),
     }
 }

@@ -163,6 +163,7 @@ async fn an_agent_tool_wins_over_a_session_tool_of_its_name() {
         output: "sunny in Bergen".into(),
         details: Some(json!({"city": "Bergen"})),
         is_error: false,
+        attachments: Vec::new(),
     }));
     let request = &model.requests()[0];
     assert_eq!(names(&request.tools), ["weather", "pick"]);

@@ -6,6 +6,7 @@
 mod agent_loop;
 mod cancel;
 mod context;
+mod media;
 #[cfg(feature = "openai")]
 mod openai;
 mod policy;

@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use bidi_agent::AgentInit;
 use bidi_llm::{
-    AgentEvent, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model, ModelOptions,
-    OpenAiModel, Status, StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
+    AgentEvent, Attachment, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model,
+    ModelOptions, OpenAiModel, Status, StopReason, Tool, ToolEvent, TurnInput, UserMessage,
+    execute,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -94,10 +95,12 @@ async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>) {
 }
 
 async fn run(agent: &LlmAgent, text: &str) -> (Vec<AgentEvent>, ExecuteResult) {
+    run_message(agent, UserMessage::new(text)).await
+}
+
+async fn run_message(agent: &LlmAgent, message: UserMessage) -> (Vec<AgentEvent>, ExecuteResult) {
     let mut conn = agent.connect(AgentInit::new());
-    let mut stream = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
-        .await
-        .unwrap();
+    let mut stream = execute(&mut conn, TurnInput::User(message)).await.unwrap();
     let mut events = Vec::new();
     while let Some(event) = stream.next().await {
         events.push(event.unwrap());
@@ -340,4 +343,137 @@ async fn sends_the_system_prompt_and_the_client_tools() {
         body["tools"][1]["function"],
         json!({"name": "pick", "description": "Picks a file", "parameters": parameters})
     );
+}
+
+/// A user message's attachments go as content parts after its text; a tool's follow its
+/// results in a user message, the tool message staying text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_attachments_as_content_parts() {
+    let (base, bodies) = serve(vec![
+        Reply::Sse {
+            data: vec![
+                chunk(
+                    &json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "shot", "arguments": "{\"city\":\"Oslo\"}"}}]}),
+                ),
+                chunk(
+                    &json!({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                    "function": {"name": "shot", "arguments": "{\"city\":\"Bergen\"}"}}]}),
+                ),
+                finish("tool_calls"),
+            ],
+            done: true,
+        },
+        Reply::Sse {
+            data: vec![chunk(&json!({"content": "Nice."})), finish("stop")],
+            done: true,
+        },
+    ])
+    .await;
+    let shot = Tool::local("shot", "Shot", "Photographs a city", |_id, args: City| {
+        let events = if args.city == "Oslo" {
+            vec![
+                ToolEvent::Attachment(Attachment::image("T1NMTw==", "image/jpeg")),
+                ToolEvent::Complete {
+                    output: "a photo of Oslo".into(),
+                    details: None,
+                },
+            ]
+        } else {
+            vec![ToolEvent::Complete {
+                output: "too foggy".into(),
+                details: None,
+            }]
+        };
+        stream::iter(events)
+    });
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m"))
+        .tool(shot)
+        .build();
+    let message = UserMessage::new("look").attachments([
+        Attachment::image("iVBORw0K", "image/png"),
+        Attachment::Image {
+            data: String::new(),
+            mime_type: "image/jpeg".into(),
+            uri: Some("https://example.com/cat.jpg".into()),
+        },
+        Attachment::audio("UklGRg==", "audio/wav"),
+        Attachment::audio("SUQz", "audio/mpeg"),
+        Attachment::audio("T2dnUw==", "audio/ogg"),
+        Attachment::text_resource("file:///project/notes.md", "# Notes"),
+        Attachment::blob_resource(
+            "file:///project/docs/report.pdf?v=2",
+            "JVBERi0x",
+            "application/pdf",
+        ),
+        Attachment::Resource {
+            uri: "file:///project/big.bin".into(),
+            mime_type: None,
+            text: None,
+            blob: None,
+        },
+    ]);
+    let (_, result) = run_message(&agent, message).await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let bodies = bodies.lock().unwrap();
+    let user = json!({"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+        {"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+        {"type": "text", "text": "[an audio clip of type audio/ogg was left out: only wav and mp3 can be sent]"},
+        {"type": "text", "text": "file:///project/notes.md\n# Notes"},
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0x", "filename": "report.pdf"}},
+        {"type": "text", "text": "file:///project/big.bin"},
+    ]});
+    assert_eq!(bodies[0]["messages"], json!([user]));
+    let second = bodies[1]["messages"].as_array().unwrap();
+    assert_eq!(second.len(), 5, "{second:#?}");
+    assert_eq!(second[0], user);
+    assert_eq!(
+        second[2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "a photo of Oslo"})
+    );
+    assert_eq!(
+        second[3],
+        json!({"role": "tool", "tool_call_id": "call_2", "content": "too foggy"})
+    );
+    assert_eq!(
+        second[4],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "Attached to the result of tool call call_1 (shot):"},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,T1NMTw=="}},
+        ]})
+    );
+}
+
+/// The content filter's stop, and a streamed `refusal`, are refusals; the turn completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_filter_and_refusals_stop_with_refusal() {
+    let (base, _) = serve(vec![
+        Reply::Sse {
+            data: vec![chunk(&json!({"content": "Well"})), finish("content_filter")],
+            done: true,
+        },
+        Reply::Sse {
+            data: vec![
+                chunk(&json!({"refusal": "I can't help with that."})),
+                finish("stop"),
+            ],
+            done: true,
+        },
+    ])
+    .await;
+    let agent = LlmAgent::builder("a", OpenAiModel::new(base, "m")).build();
+    for text in ["Well", "I can't help with that."] {
+        let (_, result) = run(&agent, "something bad").await;
+        assert_eq!(result.status, Status::Completed, "{result:?}");
+        assert_eq!(result.error, None);
+        let Some(Message::Assistant(answer)) = result.messages.last() else {
+            panic!("{result:?}")
+        };
+        assert_eq!(answer.stop_reason, StopReason::Refusal);
+        assert_eq!(answer.text(), text);
+    }
 }

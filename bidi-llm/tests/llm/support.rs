@@ -45,6 +45,7 @@ pub(crate) fn result_for(id: &str, tool: &str) -> ToolResultMessage {
         content: "yes".into(),
         details: None,
         is_error: false,
+        attachments: Vec::new(),
     }
 }
 

@@ -117,6 +117,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
                 output: "sunny".into(),
                 details: Some(json!({"c": 21})),
                 is_error: false,
+                attachments: Vec::new(),
             },
             json!({"type": "tool_execution_end", "toolCallId": "c1", "output": "sunny", "details": {"c": 21}, "isError": false}),
         ),
@@ -201,6 +202,7 @@ fn messages_serialize_with_their_role() {
         content: "sunny".into(),
         details: None,
         is_error: true,
+        attachments: Vec::new(),
     });
     assert_eq!(
         serde_json::to_value(&result).unwrap(),

@@ -131,6 +131,7 @@ async fn main() -> Result<(), BoxError> {
                         content: "confirmed by the user".to_owned(),
                         details: None,
                         is_error: false,
+                        attachments: Vec::new(),
                     }
                 })
                 .collect();
