@@ -1,4 +1,4 @@
-//! Serve a bidi [`LlmAgent`](bidi_llm::LlmAgent) over the
+//! Serve a bidi [`LlmAgent`](bidi_llm::LlmAgent), or an agent of your own, over the
 //! [Agent Client Protocol](https://agentclientprotocol.com) (ACP): JSON-RPC 2.0 as
 //! newline-delimited JSON on the agent's stdin and stdout, the way code editors (Zed, JetBrains
 //! IDEs, Neovim plugins, command-line clients) talk to agents.
@@ -55,11 +55,11 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, text and resource-link prompts |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
 //! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
-//! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the modes) |
-//! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests` or `cancelled` |
+//! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
+//! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests`, `refusal` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
 //! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
 //!
@@ -67,9 +67,10 @@
 //!
 //! | method / update | when |
 //! |---|---|
+//! | `available_commands_update` | a session opened, and the server has [`Command`]s |
 //! | `agent_message_chunk`, `agent_thought_chunk` | the model's text and thinking, as they stream |
 //! | `tool_call` | a tool starts: its kind (from its name, or [`Server::tool_kind`]), the files its arguments name as `locations`, `rawInput` |
-//! | `tool_call_update` | its output so far as it streams, then `completed` or `failed` with its output and `rawOutput` |
+//! | `tool_call_update` | its output so far as it streams, then `completed` or `failed` with its output (and the images, audio and resources its result carries) and `rawOutput` |
 //! | `plan` | the agent calls [`plan_tool`] |
 //! | `session/request_permission` | a tool that [`Server::require_permission`] names is about to run |
 //!
@@ -88,9 +89,15 @@
 //! advertises neither). A session's servers are stopped when a `session/load` replaces them
 //! and when the client's input ends, and the server waits for them to exit.
 //!
-//! Not supported yet: image, audio
-//! and embedded-resource prompts; `available_commands_update`; `session/resume`, `fork` and
-//! `list`; `$/cancel_request`.
+//! # Content
+//!
+//! A prompt's text blocks, and its resource links as Markdown links, make the text of the user
+//! message the agent reads, one block a line; its images, audio and embedded resources are the
+//! message's [attachments](bidi_llm::Attachment), which the model reads with the text. The
+//! attachments a tool's result carries are shown in its `tool_call_update` after its text, and
+//! `session/load` replays both as the blocks they came as.
+//!
+//! Not supported: `session/resume`, `fork` and `list`; `$/cancel_request`.
 //!
 //! # Permissions and modes
 //!
@@ -120,18 +127,29 @@
 //!   option that was not offered, or a `session/cancel` while waiting: the tool does not run,
 //!   its `tool_call_update` is `failed` with the reason, and the model reads the reason as the
 //!   tool's error result. `allow_always` and `reject_always` hold for that tool for the rest of
-//!   the session on this connection.
+//!   the session.
 //! - A mode puts its system prompt before the session's, offers the model only its tools (a
 //!   call of another one is refused), and may allow or refuse the tools that need permission
-//!   without asking. A session starts in the first mode (or [`Server::default_mode`]); the
-//!   mode is kept per connection, not in the session store.
+//!   without asking. A session starts in the first mode (or [`Server::default_mode`]).
+//! - A session's mode and its `allow_always` / `reject_always` answers are kept in the agent's
+//!   store, in a scope of the server's own next to the agent's sessions: `session/load` in a
+//!   later process finds them.
 //! - Permissions and modes are a [`bidi_llm::Policy`] on each prompt turn's connection:
 //!   they apply to the agent's local tools.
+//!
+//! # Your own agent
+//!
+//! Any bidi [`Agent`](bidi_agent::Agent) can be served: a [`Bridge`] says which input a
+//! prompt makes and which updates its chunks show, and [`Server::bridge`] serves it. Each
+//! prompt turn is a connection on the session that ends with the agent's turn; modes and
+//! commands apply, and the connection carries the session's [`Workspace`].
 //!
 //! # Rules
 //!
 //! - A prompt turn runs in a task of its own: the server goes on reading while it runs, so a
-//!   `session/cancel` reaches it. One turn runs per session at a time.
+//!   `session/cancel` reaches it. One turn runs per session at a time. `session/new` and
+//!   `session/load` run in tasks of their own too, since starting MCP servers takes a while; a
+//!   prompt for a session being loaded is refused.
 //! - Stdout carries protocol lines only, one message per line; the few things the server logs
 //!   go to stderr.
 //! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
@@ -153,6 +171,7 @@
 
 mod bridge;
 mod codec;
+mod content;
 mod mcp;
 mod plan;
 mod policy;

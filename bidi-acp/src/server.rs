@@ -13,22 +13,21 @@ use std::time::Duration;
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
     AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, AvailableCommandsUpdate,
-    CLIENT_METHOD_NAMES, CancelNotification, Content, ContentBlock, ContentChunk,
-    CurrentModeUpdate, Error, ErrorCode, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestId, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SessionId, SessionModeState, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    CLIENT_METHOD_NAMES, CancelNotification, ContentBlock, CurrentModeUpdate, Error, ErrorCode,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionId, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use bidi_agent::{Agent, AgentInit};
 use bidi_core::ConnectOptions;
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, AssistantContent, AssistantMessage, ErrorCode as LlmErrorCode, ExecuteResult,
-    LlmAgent, LlmSession, Message, Policy, Status, TurnInput, UserMessage, execute,
+    AgentEvent, AssistantContent, AssistantMessage, Attachment, ErrorCode as LlmErrorCode,
+    ExecuteResult, LlmAgent, LlmSession, Message, Policy, Status, TurnInput, execute,
 };
 use bidi_session::{Scoped, Session, SessionStore, StoreError};
 use futures_util::StreamExt as _;
@@ -41,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Bridge, Bridged, Turns, Workspace};
 use crate::codec::{self, Incoming, Refusal};
+use crate::content::{self, chunk};
 use crate::mcp::Servers;
 use crate::plan::{PLAN_TOOL, plan};
 use crate::policy::{Command, Mode, Permission, Rules, locations};
@@ -787,7 +787,12 @@ fn initialize(shared: &Shared) -> InitializeResponse {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
-                .prompt_capabilities(PromptCapabilities::new())
+                .prompt_capabilities(
+                    PromptCapabilities::new()
+                        .image(true)
+                        .audio(true)
+                        .embedded_context(true),
+                )
                 // Stdio MCP servers only: neither HTTP nor SSE ones.
                 .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
         )
@@ -1009,9 +1014,11 @@ fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
     };
     for message in messages {
         match message {
-            Message::User(user) => {
-                updates.push(SessionUpdate::UserMessageChunk(chunk(&user.content)));
-            }
+            Message::User(user) => updates.extend(
+                content::user_chunks(user)
+                    .into_iter()
+                    .map(SessionUpdate::UserMessageChunk),
+            ),
             Message::Assistant(message) => assistant(&mut updates, message),
             Message::Aborted(aborted) => assistant(&mut updates, &aborted.partial),
             Message::Error(error) => {
@@ -1022,6 +1029,7 @@ fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
             Message::ToolResult(result) => updates.push(tool_done(
                 &result.tool_call_id,
                 &result.content,
+                &result.attachments,
                 result.details.clone(),
                 result.is_error,
             )),
@@ -1031,15 +1039,13 @@ fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
     updates
 }
 
-fn chunk(text: &str) -> ContentChunk {
-    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
-}
-
-fn text_content(text: &str) -> ToolCallContent {
-    ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(text))))
-}
-
-fn tool_done(id: &str, output: &str, details: Option<Value>, is_error: bool) -> SessionUpdate {
+fn tool_done(
+    id: &str,
+    output: &str,
+    attachments: &[Attachment],
+    details: Option<Value>,
+    is_error: bool,
+) -> SessionUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
@@ -1049,7 +1055,7 @@ fn tool_done(id: &str, output: &str, details: Option<Value>, is_error: bool) -> 
         id.to_owned(),
         ToolCallUpdateFields::new()
             .status(status)
-            .content(vec![text_content(output)])
+            .content(content::tool_content(output, attachments))
             .raw_output(details.unwrap_or_else(|| Value::String(output.to_owned()))),
     ))
 }
@@ -1082,35 +1088,6 @@ fn start(
     let token = shared.stop.child_token();
     slot.running = Some(token.clone());
     Ok((request.session_id, request.prompt, token))
-}
-
-/// The user message a prompt's content blocks make: its text, and its resource links as links.
-fn prompt_text(prompt: &[ContentBlock]) -> Result<String, Error> {
-    let mut text = String::new();
-    for (index, block) in prompt.iter().enumerate() {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        match block {
-            ContentBlock::Text(block) => text.push_str(&block.text),
-            ContentBlock::ResourceLink(link) => {
-                text.push_str(&format!("[{}]({})", link.name, link.uri));
-            }
-            other => {
-                let kind = match other {
-                    ContentBlock::Image(_) => "image",
-                    ContentBlock::Audio(_) => "audio",
-                    ContentBlock::Resource(_) => "resource",
-                    _ => "this kind of",
-                };
-                return Err(codec::invalid_params(
-                    &format!("prompt[{index}]"),
-                    format!("{kind} content is not supported (see promptCapabilities)"),
-                ));
-            }
-        }
-    }
-    Ok(text)
 }
 
 /// One prompt turn, in a task of its own: its updates, then its one answer.
@@ -1159,7 +1136,7 @@ async fn turn(
     prompt: &[ContentBlock],
     token: &CancellationToken,
 ) -> Result<StopReason, Error> {
-    let text = prompt_text(prompt)?;
+    let message = content::user_message(prompt)?;
     let (mode, cwd, tools) = shared
         .sessions()
         .get(&session_id.0)
@@ -1173,7 +1150,7 @@ async fn turn(
     }
     let options = ConnectOptions::new().extension(policy);
     let mut conn = agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
-    let mut run = execute(&mut conn, TurnInput::User(UserMessage::new(text)))
+    let mut run = execute(&mut conn, TurnInput::User(message))
         .await
         .map_err(|error| {
             Error::internal_error().data(format!("the agent refused the turn: {error}"))
@@ -1479,6 +1456,7 @@ impl<'a> Updates<'a> {
                 tool_done(
                     &id,
                     "the prompt turn was cancelled before the tool finished",
+                    &[],
                     None,
                     true,
                 )
@@ -1523,7 +1501,7 @@ impl<'a> Updates<'a> {
                 output.push_str(&delta);
                 SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                     tool_call_id,
-                    ToolCallUpdateFields::new().content(vec![text_content(output)]),
+                    ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
                 ))
             }
             AgentEvent::ToolExecutionEnd {
@@ -1531,6 +1509,7 @@ impl<'a> Updates<'a> {
                 output,
                 details,
                 is_error,
+                attachments,
                 ..
             } => {
                 self.output.remove(&tool_call_id);
@@ -1539,7 +1518,7 @@ impl<'a> Updates<'a> {
                     return None; // Its plan update showed it.
                 }
                 self.open.end(&tool_call_id);
-                tool_done(&tool_call_id, &output, details, is_error)
+                tool_done(&tool_call_id, &output, &attachments, details, is_error)
             }
             _ => return None,
         })
@@ -1550,20 +1529,18 @@ impl<'a> Updates<'a> {
 fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
     match result.status {
         Status::Completed => {
-            let truncated = result
+            let last = result
                 .messages
                 .iter()
                 .rev()
                 .find_map(|message| match message {
-                    Message::Assistant(message) => {
-                        Some(message.stop_reason == bidi_llm::StopReason::Length)
-                    }
+                    Message::Assistant(message) => Some(message.stop_reason),
                     _ => None,
                 });
-            Ok(if truncated == Some(true) {
-                StopReason::MaxTokens
-            } else {
-                StopReason::EndTurn
+            Ok(match last {
+                Some(bidi_llm::StopReason::Length) => StopReason::MaxTokens,
+                Some(bidi_llm::StopReason::Refusal) => StopReason::Refusal,
+                _ => StopReason::EndTurn,
             })
         }
         Status::Error => match &result.error {
@@ -1738,27 +1715,6 @@ mod tests {
             error.data,
             Some(json!({"reason": "incoming_transport_closed"}))
         );
-    }
-
-    #[test]
-    fn prompts_take_text_and_links_and_name_what_they_refuse() {
-        let blocks: Vec<ContentBlock> = serde_json::from_value(json!([
-            {"type": "text", "text": "look at"},
-            {"type": "resource_link", "uri": "file:///a/README.md", "name": "README.md"},
-        ]))
-        .unwrap();
-        assert_eq!(
-            prompt_text(&blocks).unwrap(),
-            "look at\n[README.md](file:///a/README.md)"
-        );
-        let blocks: Vec<ContentBlock> = serde_json::from_value(json!([
-            {"type": "text", "text": "see"},
-            {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
-        ]))
-        .unwrap();
-        let error = prompt_text(&blocks).unwrap_err();
-        assert_eq!(code(&error), -32602);
-        assert!(error.message.contains("prompt[1]"), "{}", error.message);
     }
 
     #[test]

@@ -54,7 +54,7 @@ async fn the_turn_limit_ends_the_turn_with_max_turn_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_truncated_answer_ends_with_max_tokens_and_a_failed_model_call_is_an_error() {
+async fn truncated_and_refused_answers_end_with_their_reasons_and_a_failed_model_call_is_an_error() {
     let (model, events) = ChannelModel::new();
     let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
     let session = client.new_session().await["sessionId"].clone();
@@ -63,6 +63,12 @@ async fn a_truncated_answer_ends_with_max_tokens_and_a_failed_model_call_is_an_e
     let turn = client.until(1).await;
     assert_eq!(text_of(&turn), "and so on");
     assert_eq!(turn.last().unwrap()["result"]["stopReason"], "max_tokens");
+
+    client.prompt(3, &session, "something forbidden").await;
+    send_text(&events, "I can't help with that.", StopReason::Refusal);
+    let turn = client.until(3).await;
+    assert_eq!(text_of(&turn), "I can't help with that.");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "refusal");
 
     client.prompt(2, &session, "again").await;
     events
@@ -163,7 +169,7 @@ async fn unknown_sessions_and_authentication_are_refused() {
     assert_eq!(init["result"]["authMethods"], json!([]));
     assert_eq!(
         init["result"]["agentCapabilities"]["promptCapabilities"],
-        json!({"image": false, "audio": false, "embeddedContext": false})
+        json!({"image": true, "audio": true, "embeddedContext": true})
     );
 
     client

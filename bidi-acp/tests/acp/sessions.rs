@@ -1,6 +1,6 @@
 //! What a session keeps across connections (its mode, the answers that hold for it), the
 //! commands announced when it opens, requests the reader answers while a session starts, and
-//! an agent of one's own behind a bridge.
+//! an agent of one's own behind a bridge; content blocks both ways.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +11,7 @@ use bidi_acp::{Bridge, Cancelled, Command, Mode, Permission, Server, Workspace};
 use bidi_agent::{Agent, AgentResult, Responder};
 use bidi_core::{ActionContext, BoxError, Inbound};
 use bidi_llm::testing::{Scripted, ScriptedModel};
-use bidi_llm::{LlmAgent, Tool, simple_tool};
+use bidi_llm::{Attachment, LlmAgent, Tool, ToolEvent, simple_tool};
 use bidi_session::{MemoryStore, Session, SessionStore};
 use serde_json::{Value, json};
 
@@ -318,6 +318,106 @@ async fn an_agent_of_ones_own_serves_through_a_bridge() {
     assert_eq!(
         text(&client.until(8).await),
         "prompt 4 in /elsewhere (loud): hi"
+    );
+    assert!(client.finish().await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content blocks both ways.
+
+/// `snapshot`, a tool whose result carries an image.
+fn snapshot() -> Tool {
+    Tool::dynamic(
+        "snapshot",
+        "Snapshot",
+        "Takes a screenshot",
+        json!({"type": "object"}),
+        |_id, _args| {
+            futures_util::stream::iter([
+                ToolEvent::Attachment(Attachment::image("iVBORw0KGgo=", "image/png")),
+                ToolEvent::Complete {
+                    output: "one screenshot".to_owned(),
+                    details: None,
+                },
+            ])
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_audio_and_resources_go_both_ways() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("c1", "snapshot", &json!({})),
+        Scripted::new().text("I see it"),
+    ]);
+    let agent = LlmAgent::builder("eyes", model.clone())
+        .tool(snapshot())
+        .store(Arc::clone(&store))
+        .build();
+    let mut client = Client::start(Server::new(agent.clone()));
+    let session = client.new_session().await["sessionId"].clone();
+    let prompt = json!([
+        {"type": "text", "text": "compare"},
+        {"type": "image", "mimeType": "image/png", "data": "AAAA"},
+        {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+        {"type": "resource", "resource": {"uri": "file:///project/a.rs", "text": "fn a() {}"}},
+    ]);
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":session,"prompt":prompt}}))
+        .await;
+    let turn = client.until(1).await;
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+
+    // The model read the attachments with the text...
+    let first = serde_json::to_value(&model.requests()[0].messages[0]).unwrap();
+    assert_eq!(first["content"], "compare");
+    assert_eq!(
+        first["attachments"],
+        json!([
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "uri": "file:///project/a.rs", "text": "fn a() {}"},
+        ])
+    );
+    // ...and the client saw the tool's image in its result.
+    let done = turn
+        .iter()
+        .find(|m| m["params"]["update"]["status"] == "completed")
+        .unwrap();
+    assert_eq!(
+        done["params"]["update"]["content"],
+        json!([
+            {"type": "content", "content": {"type": "text", "text": "one screenshot"}},
+            {"type": "content", "content": {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}},
+        ])
+    );
+    assert!(client.finish().await.is_empty());
+
+    // Loaded again, the prompt's blocks and the tool's image are replayed as they came.
+    let mut client = Client::start(Server::new(agent));
+    client
+        .send(json!({"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":session,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    let replay = client.until(2).await;
+    let user: Vec<&Value> = replay
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .map(|m| &m["params"]["update"]["content"])
+        .collect();
+    assert_eq!(user.len(), 4, "{replay:?}");
+    for (replayed, sent) in user.iter().zip(prompt.as_array().unwrap()) {
+        assert_eq!(replayed["type"], sent["type"]);
+    }
+    assert_eq!(user[1]["data"], "AAAA");
+    assert_eq!(user[3]["resource"]["text"], "fn a() {}");
+    let tool = replay
+        .iter()
+        .find(|m| m["params"]["update"]["status"] == "completed")
+        .unwrap();
+    assert_eq!(
+        tool["params"]["update"]["content"][1]["content"]["type"],
+        "image"
     );
     assert!(client.finish().await.is_empty());
 }
