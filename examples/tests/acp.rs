@@ -10,10 +10,11 @@ use std::sync::Arc;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest,
-    PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
-    SessionUpdate, SetSessionModeRequest, StopReason, TextContent, ToolCallStatus, ToolKind,
+    CancelNotification, ContentBlock, ImageContent, InitializeRequest, LoadSessionRequest,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, StopReason, TextContent,
+    ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::{AcpAgent, Agent, Client};
 use serde_json::{Value, json};
@@ -233,18 +234,43 @@ async fn sdk_load_replays_the_history_after_a_restart() {
     let db = dir.path().join("s.sqlite3");
     let (session, live) = with_agent(&db, async |cx, mut updates| {
         let session = new_session(&cx).await?;
-        cx.send_request(PromptRequest::new(session.clone(), text("remember me")))
+        cx.send_request(SetSessionModeRequest::new(session.clone(), "yolo"))
+            .block_task()
+            .await?;
+        let mut prompt = text("remember me");
+        prompt.push(ContentBlock::Image(ImageContent::new(
+            "iVBORw0KGgo=",
+            "image/png",
+        )));
+        cx.send_request(PromptRequest::new(session.clone(), prompt))
             .block_task()
             .await?;
         Ok((session, drain(&mut updates)))
     })
     .await;
+    // The commands were announced when the session opened.
+    let commands = live
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::AvailableCommandsUpdate(update) => Some(update),
+            _ => None,
+        })
+        .expect("available_commands_update");
+    let names: Vec<&str> = commands
+        .available_commands
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["save_note", "word_count"]);
 
     // A new process on the same file.
     let replayed = with_agent(&db, async |cx, mut updates| {
-        cx.send_request(LoadSessionRequest::new(session.clone(), "/tmp"))
+        let loaded = cx
+            .send_request(LoadSessionRequest::new(session.clone(), "/tmp"))
             .block_task()
             .await?;
+        // The session's mode was kept with it.
+        assert_eq!(&*loaded.modes.unwrap().current_mode_id.0, "yolo");
         let replayed = drain(&mut updates);
         let next = cx
             .send_request(PromptRequest::new(session.clone(), text("still there?")))
@@ -260,6 +286,13 @@ async fn sdk_load_replays_the_history_after_a_restart() {
     assert_eq!(
         first.content,
         ContentBlock::Text(TextContent::new("remember me"))
+    );
+    let Some(SessionUpdate::UserMessageChunk(image)) = replayed.get(1) else {
+        panic!("then its image: {replayed:?}");
+    };
+    assert_eq!(
+        image.content,
+        ContentBlock::Image(ImageContent::new("iVBORw0KGgo=", "image/png"))
     );
     assert_eq!(said(&live), "Let me use word_count.Done: 2 words");
     assert_eq!(said(&replayed), said(&live));

@@ -122,6 +122,9 @@ await run(async (agent, dir) => {
       assert(acp.PROTOCOL_VERSION === 1, `the SDK speaks ${acp.PROTOCOL_VERSION}`);
       assert(typeof response.agentCapabilities === 'object', () => `agentCapabilities: ${JSON.stringify(response)}`);
       assert(response.agentCapabilities.loadSession === true, () => `loadSession: ${JSON.stringify(response.agentCapabilities)}`);
+      const prompts = response.agentCapabilities.promptCapabilities ?? {};
+      assert(prompts.image === true && prompts.audio === true && prompts.embeddedContext === true,
+        () => `promptCapabilities: ${JSON.stringify(prompts)}`);
       return response;
     });
     if (!init) return;
@@ -145,6 +148,9 @@ await run(async (agent, dir) => {
       assert(updates.every((u) => u.sessionId === sessionId), () => `an update of another session: ${JSON.stringify(updates)}`);
       const kinds = new Set(updates.map((u) => u.update.sessionUpdate));
       assert(kinds.has('agent_message_chunk'), () => `no agent_message_chunk among ${[...kinds]}`);
+      const commands = updates.find((u) => u.update.sessionUpdate === 'available_commands_update');
+      assert(commands && commands.update.availableCommands.some((c) => c.name === 'save_note' && c.input?.hint),
+        () => `no available_commands_update with /save_note: ${JSON.stringify(commands)}`);
       firstAnswer = messageText(updates);
       assert(firstAnswer.length > 0, 'the message chunks carry no text');
       // The demo model calls the agent's word_count tool: a tool_call, then its completion.
@@ -160,7 +166,11 @@ await run(async (agent, dir) => {
       const before = updates.length;
       const response = await ctx.request(acp.methods.agent.session.prompt, {
         sessionId,
-        prompt: [{ type: 'text', text: 'and a second prompt' }],
+        prompt: [
+          { type: 'text', text: 'and a second prompt' },
+          { type: 'image', mimeType: 'image/png', data: 'iVBORw0KGgo=' },
+          { type: 'resource', resource: { uri: 'file:///tmp/a.txt', mimeType: 'text/plain', text: 'attached text' } },
+        ],
       });
       await settle();
       assertJson(response.stopReason, 'end_turn', 'stopReason');
@@ -218,6 +228,11 @@ await run(async (agent, dir) => {
       const users = userText(updates);
       assert(users.includes('hello from the TypeScript SDK'), () => `the first prompt is not replayed: ${users}`);
       assert(users.includes('and a second prompt'), () => `the second prompt is not replayed: ${users}`);
+      const blocks = updates.filter((u) => u.update.sessionUpdate === 'user_message_chunk').map((u) => u.update.content);
+      assert(blocks.some((b) => b.type === 'image' && b.data === 'iVBORw0KGgo=' && b.mimeType === 'image/png'),
+        () => `the image is not replayed: ${JSON.stringify(blocks)}`);
+      assert(blocks.some((b) => b.type === 'resource' && b.resource.text === 'attached text'),
+        () => `the embedded resource is not replayed: ${JSON.stringify(blocks)}`);
       const agents = messageText(updates);
       assert(agents.includes(firstAnswer) && agents.includes(secondAnswer), () => `the answers are not replayed: ${agents}`);
     });

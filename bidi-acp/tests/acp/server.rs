@@ -54,7 +54,8 @@ async fn the_turn_limit_ends_the_turn_with_max_turn_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn truncated_and_refused_answers_end_with_their_reasons_and_a_failed_model_call_is_an_error() {
+async fn truncated_and_refused_answers_end_with_their_reasons_and_a_failed_model_call_is_an_error()
+{
     let (model, events) = ChannelModel::new();
     let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
     let session = client.new_session().await["sessionId"].clone();

@@ -19,7 +19,9 @@
 //! `save_note` appends the prompt to a notes file (`--notes`): it changes something, so it
 //! needs the user's permission, which the editor asks for. Three session modes: `ask` (the
 //! default: permission is asked), `read-only` (only `word_count` is offered, and `save_note`
-//! is refused) and `yolo` (nothing is asked).
+//! is refused) and `yolo` (nothing is asked). The mode and the "always" answers are kept with
+//! the session. Two commands are announced, `/save_note` and `/word_count`: the prompt's text
+//! is what the model reads, and the demo model calls the tool it names.
 //! The stdio MCP servers a client names in `session/new` or `session/load` are started for
 //! the session; their tools are offered as `{server}__{tool}` (a prompt naming one makes the
 //! demo model call it).
@@ -41,7 +43,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use bidi_acp::{Mode, Permission, Server, ToolKind};
+use bidi_acp::{Command, Mode, Permission, Server, ToolKind};
 use bidi_llm::{LlmAgent, OpenAiModel, Tool, simple_tool};
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
@@ -162,6 +164,8 @@ async fn main() -> ExitCode {
         .mcp_call_timeout(std::time::Duration::from_secs(args.mcp_call_timeout))
         .require_permission("save_note")
         .tool_kind("save_note", ToolKind::Edit)
+        .command(Command::new("save_note", "Save a note").hint("the note"))
+        .command(Command::new("word_count", "Count the words of a text").hint("the text"))
         .mode(Mode::new("ask", "Ask").description("Asks before it changes anything"))
         .mode(
             Mode::new("read-only", "Read only")
