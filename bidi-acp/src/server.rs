@@ -627,7 +627,7 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                 .load_session(true)
                 .prompt_capabilities(PromptCapabilities::new())
                 // Stdio MCP servers only: neither HTTP nor SSE ones.
-                .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(false)),
         )
         .agent_info(shared.info.clone())
 }
