@@ -55,7 +55,7 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
 //! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
@@ -76,18 +76,29 @@
 //!
 //! # MCP servers
 //!
-//! The stdio MCP servers (`command`, `args`, `env`) a client lists in `session/new` or
-//! `session/load` are started for that session, each in a process group of its own with its
-//! stderr on the agent's. Their tools are offered to the session's prompt turns next to the
+//! The MCP servers a client lists in `session/new` or `session/load` are started or connected
+//! to for that session:
+//!
+//! - stdio servers (`command`, `args`, `env`) are started each in a process group of its own,
+//!   with its stderr on the agent's;
+//! - HTTP servers (`url`, `headers`) are connected to with MCP's streamable HTTP transport,
+//!   their `headers` (`Authorization`, say) sent with every request. The URL must be `http` or
+//!   `https` (https needs a TLS backend enabled on `reqwest` by the program, as `bidi-llm`'s
+//!   `native-tls` feature does); a malformed URL or header is refused with invalid params
+//!   naming it (`mcpServers[0].url`), and header values are never quoted in errors.
+//!
+//! Their tools are offered to the session's prompt turns next to the
 //! agent's own, named `{server}__{tool}` (an agent tool of the same name hides one), and run
 //! like them: `tool_call` and `tool_call_update`s, permission when
 //! [`Server::require_permission`] names them (`fs__*`, say), a mode's tool list. A call's
 //! text content is the tool's output, and an `isError` result fails it; a call that takes
-//! longer than [`Server::mcp_call_timeout`] fails. A server that fails to start or to list
-//! its tools within [`Server::mcp_start_timeout`] fails the `session/new` or `session/load`,
-//! which names it. HTTP and SSE servers are refused with invalid params (`initialize`
-//! advertises neither). A session's servers are stopped when a `session/load` replaces them
-//! and when the client's input ends, and the server waits for them to exit.
+//! longer than [`Server::mcp_call_timeout`] fails. A server that fails to start, connect or
+//! list its tools within [`Server::mcp_start_timeout`] fails the `session/new` or
+//! `session/load`, which names it (and its URL). `initialize` advertises `mcpCapabilities.http`;
+//! SSE servers (the deprecated HTTP+SSE transport) are refused with invalid params naming
+//! `mcpServers[i]`. A session's servers are stopped (their HTTP sessions ended) when a
+//! `session/load` replaces them and when the client's input ends, and the server waits for
+//! them to exit.
 //!
 //! # Content
 //!

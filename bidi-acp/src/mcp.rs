@@ -1,22 +1,32 @@
-//! The MCP servers a client names in `session/new` and `session/load`: started as child
-//! processes, their tools offered to the session's prompt turns as `{server}__{tool}`.
+//! The MCP servers a client names in `session/new` and `session/load`: stdio ones started as
+//! child processes, HTTP ones connected to with the streamable HTTP transport; their tools
+//! offered to the session's prompt turns as `{server}__{tool}`.
 
+use std::collections::HashMap;
+use std::error::Error as _;
 use std::fmt;
 use std::time::Duration;
 
-use agent_client_protocol_schema::v1::{Error, McpServer, McpServerStdio};
+use agent_client_protocol_schema::v1::{Error, McpServer, McpServerHttp, McpServerStdio};
 use bidi_flow::text::cap;
-use bidi_llm::{Tool, ToolEvent};
-use futures_util::stream;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use bidi_llm::{Attachment, Tool, ToolEvent};
+use futures_util::{StreamExt as _, stream};
+use reqwest::Url;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ResourceContents};
+use rmcp::service::ClientInitializeError;
 use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::Value;
 
 use crate::codec;
 
-/// How long an MCP server may take to start and list its tools, by default.
+/// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
+/// default.
 pub(crate) const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long an MCP tool call may take, by default.
@@ -42,8 +52,9 @@ impl fmt::Debug for Servers {
 }
 
 impl Servers {
-    /// Starts every server in `servers` and lists its tools; the first that fails stops the
-    /// others and is the error, naming it. Two servers of one name are refused first.
+    /// Starts (stdio) or connects to (http) every server in `servers` and lists its tools; the
+    /// first that fails stops the others and is the error, naming it. Two servers of one name
+    /// are refused first.
     pub(crate) async fn start(
         servers: &[McpServer],
         start_timeout: Duration,
@@ -63,29 +74,45 @@ impl Servers {
         }
         let mut started = Self::default();
         for (index, server) in servers.iter().enumerate() {
-            let McpServer::Stdio(stdio) = server else {
-                started.close().await;
-                return Err(codec::invalid_params(
-                    &format!("mcpServers[{index}]"),
-                    format!(
-                        "MCP server `{}`: only stdio MCP servers are supported (no http, no sse)",
-                        cap(name_of(server))
-                    ),
-                ));
+            let connecting = match server {
+                McpServer::Stdio(stdio) => Connecting::Stdio(stdio),
+                McpServer::Http(http) => match http_config(http, index) {
+                    Ok(config) => Connecting::Http(http, config),
+                    Err(error) => {
+                        started.close().await;
+                        return Err(error);
+                    }
+                },
+                _ => {
+                    started.close().await;
+                    return Err(codec::invalid_params(
+                        &format!("mcpServers[{index}]"),
+                        format!(
+                            "MCP server `{}`: only stdio and http MCP servers are supported (no sse)",
+                            cap(name_of(server))
+                        ),
+                    ));
+                }
             };
-            match tokio::time::timeout(start_timeout, start(stdio, call_timeout)).await {
+            let failed = |reason: &str| connecting.failed(reason);
+            match tokio::time::timeout(start_timeout, connecting.start(call_timeout)).await {
                 Ok(Ok((service, tools))) => {
                     started.running.push(service);
                     started.tools.extend(tools);
                 }
                 Ok(Err(reason)) => {
                     started.close().await;
-                    return Err(failed(stdio, &reason));
+                    return Err(failed(&reason));
                 }
                 Err(_) => {
                     started.close().await;
-                    let reason = format!("it did not start within {start_timeout:?}");
-                    return Err(failed(stdio, &reason));
+                    let what = match connecting {
+                        Connecting::Stdio(_) => "start",
+                        Connecting::Http(..) => "answer",
+                    };
+                    return Err(failed(&format!(
+                        "it did not {what} within {start_timeout:?}"
+                    )));
                 }
             }
         }
@@ -97,7 +124,8 @@ impl Servers {
         &self.tools
     }
 
-    /// Stops the servers and waits for them to exit (killing those that do not in time).
+    /// Stops the servers and waits for them to exit (killing those that do not in time); ends
+    /// the HTTP servers' sessions.
     pub(crate) async fn close(&mut self) {
         self.tools.clear();
         for mut service in self.running.drain(..) {
@@ -115,20 +143,97 @@ fn name_of(server: &McpServer) -> &str {
     }
 }
 
-fn failed(server: &McpServerStdio, reason: &str) -> Error {
-    Error::internal_error().data(format!(
-        "the MCP server `{}` failed to start: {}",
-        cap(&server.name),
-        cap(reason)
-    ))
+/// One server being started or connected to.
+enum Connecting<'a> {
+    Stdio(&'a McpServerStdio),
+    Http(&'a McpServerHttp, StreamableHttpClientTransportConfig),
+}
+
+impl Connecting<'_> {
+    /// Starts or connects to the server, lists its tools and wraps them.
+    async fn start(
+        &self,
+        call_timeout: Duration,
+    ) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String> {
+        let (name, service) = match self {
+            Self::Stdio(server) => (&server.name, spawn(server).await?),
+            Self::Http(server, config) => {
+                let transport = StreamableHttpClientTransport::from_config(config.clone());
+                let service = ().serve(transport).await.map_err(|e| reason(&e))?;
+                (&server.name, service)
+            }
+        };
+        tools_of(name, service, call_timeout).await
+    }
+
+    /// The error of a server that failed to start or connect, naming it (and its URL).
+    fn failed(&self, reason: &str) -> Error {
+        let what = match self {
+            Self::Stdio(server) => {
+                format!("the MCP server `{}` failed to start", cap(&server.name))
+            }
+            Self::Http(server, _) => format!(
+                "the MCP server `{}` at {} failed to connect",
+                cap(&server.name),
+                cap(&server.url)
+            ),
+        };
+        Error::internal_error().data(format!("{what}: {}", cap(reason)))
+    }
+}
+
+/// The transport's configuration for `server`: its URL, which must be an absolute http or
+/// https one, and its headers (sent with every request).
+fn http_config(
+    server: &McpServerHttp,
+    index: usize,
+) -> Result<StreamableHttpClientTransportConfig, Error> {
+    let field = format!("mcpServers[{index}]");
+    let refuse = |field: &str, reason: String| {
+        codec::invalid_params(
+            field,
+            format!("MCP server `{}`: {reason}", cap(&server.name)),
+        )
+    };
+    match Url::parse(&server.url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+        Ok(url) => {
+            return Err(refuse(
+                &format!("{field}.url"),
+                format!("the URL must be http or https, not `{}`", cap(url.scheme())),
+            ));
+        }
+        Err(error) => {
+            return Err(refuse(
+                &format!("{field}.url"),
+                format!("`{}` is no URL: {error}", cap(&server.url)),
+            ));
+        }
+    }
+    let mut headers = HashMap::new();
+    for (at, header) in server.headers.iter().enumerate() {
+        let field = format!("{field}.headers[{at}]");
+        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| {
+            refuse(
+                &field,
+                format!("`{}` is no HTTP header name", cap(&header.name)),
+            )
+        })?;
+        // The value may be a secret: it is never quoted.
+        let value = HeaderValue::from_str(&header.value).map_err(|_| {
+            refuse(
+                &field,
+                format!("the value of `{name}` is no HTTP header value"),
+            )
+        })?;
+        headers.insert(name, value);
+    }
+    Ok(StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).custom_headers(headers))
 }
 
 /// Starts one server in a process group of its own (so a terminal's signals reach the agent
-/// only), its stderr on ours, and wraps its tools.
-async fn start(
-    server: &McpServerStdio,
-    call_timeout: Duration,
-) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String> {
+/// only), its stderr on ours.
+async fn spawn(server: &McpServerStdio) -> Result<RunningService<RoleClient, ()>, String> {
     let mut command = tokio::process::Command::new(&server.command);
     command.args(&server.args);
     for variable in &server.env {
@@ -136,7 +241,40 @@ async fn start(
     }
     command.process_group(0);
     let transport = TokioChildProcess::new(command).map_err(|error| error.to_string())?;
-    let mut service = ().serve(transport).await.map_err(|error| error.to_string())?;
+    ().serve(transport).await.map_err(|e| reason(&e))
+}
+
+/// Why the MCP handshake failed: for a transport's failure, its error and their causes (a
+/// refused connection, an HTTP status), without the transport's type names.
+fn reason(error: &ClientInitializeError) -> String {
+    let ClientInitializeError::TransportError { error, .. } = error else {
+        return error.to_string();
+    };
+    let mut reason = error.error.to_string();
+    let mut source = error.error.source();
+    if let Some(StreamableHttpError::Client(client)) = error
+        .error
+        .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        // The HTTP client's error is no `source` of rmcp's: its causes are walked from it.
+        source = client.source();
+    }
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !reason.contains(&text) {
+            reason = format!("{reason}: {text}");
+        }
+        source = cause.source();
+    }
+    reason
+}
+
+/// Lists the tools of the server `name` and wraps them; a failure closes it.
+async fn tools_of(
+    name: &str,
+    mut service: RunningService<RoleClient, ()>,
+    call_timeout: Duration,
+) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String> {
     let listed = match service.list_all_tools().await {
         Ok(listed) => listed,
         Err(error) => {
@@ -147,7 +285,7 @@ async fn start(
     let peer = service.peer().clone();
     let tools = listed
         .into_iter()
-        .map(|tool| wrap(&server.name, &tool, peer.clone(), call_timeout))
+        .map(|tool| wrap(name, &tool, peer.clone(), call_timeout))
         .collect();
     Ok((service, tools))
 }
@@ -162,39 +300,100 @@ fn wrap(server: &str, tool: &rmcp::model::Tool, peer: Peer<RoleClient>, timeout:
     Tool::dynamic(&name, &label, &description, parameters, move |_id, args| {
         let peer = peer.clone();
         let remote = remote.clone();
-        stream::once(async move { call(&peer, remote, args, timeout).await })
+        stream::once(async move { call(&peer, remote, args, timeout).await }).flat_map(stream::iter)
     })
 }
 
-async fn call(peer: &Peer<RoleClient>, name: String, args: Value, timeout: Duration) -> ToolEvent {
+async fn call(
+    peer: &Peer<RoleClient>,
+    name: String,
+    args: Value,
+    timeout: Duration,
+) -> Vec<ToolEvent> {
     let Value::Object(arguments) = args else {
-        return ToolEvent::Failed("the arguments must be a JSON object".to_owned());
+        return vec![ToolEvent::Failed(
+            "the arguments must be a JSON object".to_owned(),
+        )];
     };
     let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
     match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-        Err(_) => ToolEvent::Failed(format!(
+        Err(_) => vec![ToolEvent::Failed(format!(
             "the MCP tool `{name}` did not answer within {timeout:?}"
-        )),
-        Ok(Err(error)) => ToolEvent::Failed(format!("the MCP tool `{name}` failed: {error}")),
+        ))],
+        Ok(Err(error)) => vec![ToolEvent::Failed(format!(
+            "the MCP tool `{name}` failed: {error}"
+        ))],
         Ok(Ok(result)) => outcome(result),
     }
 }
 
-/// The result's text content is the output; `is_error` makes it a failure.
-fn outcome(result: CallToolResult) -> ToolEvent {
+/// The result's text content (and its resource links, as Markdown links) is the output; its
+/// images, audio and embedded resources are attachments; `is_error` makes it a failure.
+fn outcome(result: CallToolResult) -> Vec<ToolEvent> {
     let CallToolResult {
         content,
         structured_content: details,
         is_error,
         ..
     } = result;
-    let output = content
-        .iter()
-        .filter_map(|block| block.as_text().map(|text| text.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("\n");
-    if is_error == Some(true) {
-        return ToolEvent::Failed(output);
+    let mut lines = Vec::new();
+    let mut events = Vec::new();
+    for block in content {
+        match block {
+            ContentBlock::Text(text) => lines.push(text.text),
+            ContentBlock::ResourceLink(link) => {
+                lines.push(format!("[{}]({})", link.name, link.uri));
+            }
+            ContentBlock::Image(image) => {
+                events.push(ToolEvent::Attachment(Attachment::image(
+                    image.data,
+                    image.mime_type,
+                )));
+            }
+            ContentBlock::Audio(audio) => {
+                events.push(ToolEvent::Attachment(Attachment::audio(
+                    audio.data,
+                    audio.mime_type,
+                )));
+            }
+            ContentBlock::Resource(embedded) => {
+                let attachment = match embedded.resource {
+                    ResourceContents::TextResourceContents {
+                        uri,
+                        mime_type,
+                        text,
+                        ..
+                    } => {
+                        let mut attachment = Attachment::text_resource(uri, text);
+                        if let Attachment::Resource {
+                            mime_type: kept, ..
+                        } = &mut attachment
+                        {
+                            *kept = mime_type;
+                        }
+                        attachment
+                    }
+                    ResourceContents::BlobResourceContents {
+                        uri,
+                        mime_type,
+                        blob,
+                        ..
+                    } => Attachment::blob_resource(
+                        uri,
+                        blob,
+                        mime_type.unwrap_or_else(|| "application/octet-stream".to_owned()),
+                    ),
+                    _ => continue,
+                };
+                events.push(ToolEvent::Attachment(attachment));
+            }
+            _ => {}
+        }
     }
-    ToolEvent::Complete { output, details }
+    let output = lines.join("\n");
+    if is_error == Some(true) {
+        return vec![ToolEvent::Failed(output)];
+    }
+    events.push(ToolEvent::Complete { output, details });
+    events
 }

@@ -211,8 +211,9 @@ impl Server {
         self
     }
 
-    /// How long an MCP server a client names may take to start and list its tools before
-    /// `session/new` or `session/load` fails, naming it (default 30 s).
+    /// How long an MCP server a client names may take to start (or, over HTTP, to connect)
+    /// and list its tools before `session/new` or `session/load` fails, naming it (default
+    /// 30 s).
     pub fn mcp_start_timeout(mut self, timeout: Duration) -> Self {
         self.rules.mcp_start_timeout = timeout;
         self
@@ -793,8 +794,8 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .audio(true)
                         .embedded_context(true),
                 )
-                // Stdio MCP servers only: neither HTTP nor SSE ones.
-                .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
+                // Stdio and streamable HTTP MCP servers; rmcp has no client for the old SSE transport.
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(false)),
         )
         .agent_info(shared.info.clone())
 }

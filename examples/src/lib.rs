@@ -72,8 +72,10 @@ pub async fn chat(
 /// A model that needs no service, for the examples and their tests: it answers a user message
 /// by calling the tool the message names, else the last tool it is offered (the client's own
 /// tools come last), with
-/// `{"request": <the message>}`, or, without tools, by saying what it heard; a tool result by
-/// reporting it. A message containing "slowly" makes it think for three seconds first.
+/// `{"request": <the message>}` (or, when what follows the tool's name in the message is a JSON
+/// object, with that object: `fs__read_text_file {"path": "/tmp/a.txt"}`), or, without tools,
+/// by saying what it heard; a tool result by reporting it. A message containing "slowly" makes
+/// it think for three seconds first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DemoModel;
 
@@ -110,7 +112,15 @@ impl bidi_llm::Model for DemoModel {
         let stop_reason = match (last, named.or(request.tools.last())) {
             (Some(Message::User(_)), Some(tool)) => {
                 say(&format!("Let me use {}.", tool.name));
-                let arguments = serde_json::json!({ "request": text }).to_string();
+                let given = text
+                    .split_once(tool.name.as_str())
+                    .and_then(|(_, rest)| {
+                        serde_json::from_str::<serde_json::Value>(rest.trim()).ok()
+                    })
+                    .filter(serde_json::Value::is_object);
+                let arguments = given
+                    .unwrap_or_else(|| serde_json::json!({ "request": text }))
+                    .to_string();
                 events.push(ModelEvent::ToolCallStart {
                     id: format!("call-{}", request.messages.len()),
                     name: tool.name.clone(),

@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
     NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
     SessionNotification, SessionUpdate, SetSessionModeRequest, StopReason, TextContent,
-    ToolCallStatus, ToolKind,
+    ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::{AcpAgent, Agent, Client};
 use serde_json::{Value, json};
@@ -91,15 +91,29 @@ where
         ) -> Result<R, agent_client_protocol::Error>
         + Send,
 {
+    with_args(db, &[], user, main).await
+}
+
+/// As [`with_user`], the agent started with `args` too.
+async fn with_args<R, F>(db: &Path, args: &[&str], user: User, main: F) -> R
+where
+    R: Send + 'static,
+    F: AsyncFnOnce(
+            ConnectionTo<Agent>,
+            mpsc::UnboundedReceiver<SessionNotification>,
+        ) -> Result<R, agent_client_protocol::Error>
+        + Send,
+{
     let notes = db.with_extension("notes");
-    let agent = AcpAgent::from_args([
+    let mut command = vec![
         AGENT,
         "--db",
         db.to_str().unwrap(),
         "--notes",
         notes.to_str().unwrap(),
-    ])
-    .unwrap();
+    ];
+    command.extend_from_slice(args);
+    let agent = AcpAgent::from_args(command).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     Client
         .v1()
@@ -741,10 +755,9 @@ async fn raw_an_mcp_call_that_never_answers_fails_at_the_timeout() {
     let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &["--mcp-call-timeout", "1"]);
     agent.send(initialize()).await;
     let init = agent.answer(0).await;
-    assert_eq!(
-        init["result"]["agentCapabilities"]["mcpCapabilities"]["http"],
-        false
-    );
+    let mcp = &init["result"]["agentCapabilities"]["mcpCapabilities"];
+    assert_eq!(mcp["http"], true, "{init}");
+    assert_eq!(mcp["sse"], false, "{init}");
     let server = json!({"name": "slow", "command": MCP_FIXTURE, "args": [],
         "env": [{"name": "MCP_FIXTURE_PID_FILE", "value": pids.to_str().unwrap()}]});
     agent
@@ -781,7 +794,7 @@ async fn raw_an_mcp_call_that_never_answers_fails_at_the_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_naming_it() {
+async fn raw_an_mcp_server_that_cannot_start_or_connect_fails_the_session_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut agent = Raw::spawn(&dir.path().join("s.sqlite3"), &[]);
     agent.send(initialize()).await;
@@ -790,19 +803,23 @@ async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_n
         .send(json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}))
         .await;
     let session = agent.answer(1).await["result"]["sessionId"].clone();
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = format!("http://{}/mcp", closed.local_addr().unwrap());
+    drop(closed);
     let servers = [
         (
             json!({"name": "ghost", "command": "/nonexistent/mcp", "args": [], "env": []}),
-            "`ghost` failed to start",
+            "`ghost` failed to start".to_owned(),
         ),
         // Starts, but is no MCP server: its stdout ends at once.
         (
             json!({"name": "liar", "command": "/bin/true", "args": [], "env": []}),
-            "`liar` failed to start",
+            "`liar` failed to start".to_owned(),
         ),
         (
-            json!({"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}),
-            "`web`: only stdio",
+            json!({"type": "http", "name": "web", "url": unreachable, "headers": []}),
+            format!("`web` at {unreachable} failed to connect"),
         ),
     ];
     let twin = json!({"name": "twin", "command": MCP_FIXTURE, "args": [], "env": []});
@@ -827,22 +844,27 @@ async fn raw_an_mcp_server_that_cannot_start_or_is_not_stdio_fails_the_session_n
                 .await;
             let answer = agent.answer(id).await;
             let data = answer["error"]["data"].to_string();
-            assert!(data.contains(expected), "{method}: {answer}");
+            assert!(data.contains(&expected), "{method}: {answer}");
         }
     }
     agent.finish().await;
 }
 
-/// The reference MCP server of `tests/acp` (`@modelcontextprotocol/server-everything`), after
-/// `npm ci` there.
-fn everything() -> agent_client_protocol::v1::schema::McpServer {
-    use agent_client_protocol::v1::schema::{EnvVariable, McpServer, McpServerStdio};
+/// The main script of the npm package `package` of `tests/acp`, after `npm ci` there.
+fn peer_script(package: &str) -> String {
     let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp");
     tests::node::npm_ci(&peers).unwrap();
-    let main = peers.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let main = peers.join(format!("node_modules/{package}/dist/index.js"));
+    main.to_str().unwrap().to_owned()
+}
+
+/// The reference MCP server of `tests/acp` (`@modelcontextprotocol/server-everything`).
+fn everything() -> agent_client_protocol::v1::schema::McpServer {
+    use agent_client_protocol::v1::schema::{EnvVariable, McpServer, McpServerStdio};
+    let main = peer_script("@modelcontextprotocol/server-everything");
     McpServer::Stdio(
         McpServerStdio::new("everything", "node")
-            .args(vec![main.to_str().unwrap().to_owned(), "stdio".to_owned()])
+            .args(vec![main, "stdio".to_owned()])
             .env(vec![EnvVariable::new("BIDI_MARK", "marked-for-the-test")]),
     )
 }
@@ -859,8 +881,13 @@ async fn sdk_the_reference_mcp_server_tools_run_and_fail_through_the_agent() {
             .session_id;
         let mut seen = Vec::new();
         // `get-env` takes no arguments; `echo` needs a `message`, which the demo model never
-        // sends, so the server answers an error result.
-        for prompt in ["everything__get-env", "everything__echo"] {
+        // sends, so the server answers an error result; `get-tiny-image` answers an image
+        // between two texts.
+        for prompt in [
+            "everything__get-env",
+            "everything__echo",
+            "everything__get-tiny-image",
+        ] {
             let answer = cx
                 .send_request(PromptRequest::new(session.clone(), text(prompt)))
                 .block_task()
@@ -872,7 +899,7 @@ async fn sdk_the_reference_mcp_server_tools_run_and_fail_through_the_agent() {
     })
     .await;
     let finished = finished(&updates);
-    assert_eq!(finished.len(), 2, "{finished:?}");
+    assert_eq!(finished.len(), 3, "{finished:?}");
     assert_eq!(finished[0].0, ToolCallStatus::Completed);
     assert!(
         finished[0].1.contains("marked-for-the-test"),
@@ -880,4 +907,237 @@ async fn sdk_the_reference_mcp_server_tools_run_and_fail_through_the_agent() {
     );
     assert_eq!(finished[1].0, ToolCallStatus::Failed);
     assert!(finished[1].1.contains("message"), "{finished:?}");
+    // The image reaches the client as a block of the call's content, after its text.
+    assert_eq!(finished[2].0, ToolCallStatus::Completed);
+    assert!(finished[2].1.contains("The image above"), "{finished:?}");
+    let image = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(update) => update.fields.content.as_ref(),
+            _ => None,
+        })
+        .flatten()
+        .find_map(|content| match content {
+            ToolCallContent::Content(content) => match &content.content {
+                ContentBlock::Image(image) => Some(image),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("an image in the tool's content");
+    assert_eq!(image.mime_type, "image/png");
+    assert!(
+        image.data.starts_with("iVBORw0KGgo"),
+        "a PNG: {}",
+        image.data
+    );
+}
+
+/// `@modelcontextprotocol/server-everything` in its streamable HTTP mode on a free port of
+/// 127.0.0.1, with `BIDI_MARK` in its environment; killed when dropped. Returns it and its
+/// URL once it listens.
+async fn everything_over_http() -> (Child, String) {
+    let main =
+        tokio::task::spawn_blocking(|| peer_script("@modelcontextprotocol/server-everything"))
+            .await
+            .unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let mut server = Command::new("node")
+        .args([main.as_str(), "streamableHttp"])
+        .env("PORT", port.to_string())
+        .env("BIDI_MARK", "marked-over-http")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // It says so on stderr once it listens.
+    let mut stderr = BufReader::new(server.stderr.take().unwrap()).lines();
+    loop {
+        let line = stderr.next_line().await.unwrap();
+        let line = line.expect("server-everything exited before it listened");
+        if line.contains(&format!("listening on port {port}")) {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_the_reference_mcp_server_over_http_runs_a_tool_through_the_agent() {
+    use agent_client_protocol::v1::schema::{HttpHeader, McpServer, McpServerHttp};
+    let (_server, url) = everything_over_http().await;
+    let dir = tempfile::tempdir().unwrap();
+    let http = McpServer::Http(
+        McpServerHttp::new("web", url)
+            .headers(vec![HttpHeader::new("Authorization", "Bearer test-token")]),
+    );
+    let updates = with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![http]))
+            .block_task()
+            .await?
+            .session_id;
+        let answer = cx
+            .send_request(PromptRequest::new(session, text("web__get-env")))
+            .block_task()
+            .await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        Ok(drain(&mut updates))
+    })
+    .await;
+    let finished = finished(&updates);
+    assert_eq!(finished.len(), 1, "{updates:?}");
+    assert_eq!(finished[0].0, ToolCallStatus::Completed, "{finished:?}");
+    // The environment of the HTTP server's process: the call went there.
+    assert!(finished[0].1.contains("marked-over-http"), "{finished:?}");
+    assert!(said(&updates).contains("Let me use web__get-env."));
+}
+
+/// `@modelcontextprotocol/server-filesystem` of `tests/acp` as the MCP server `fs`, allowed
+/// into `root` only.
+fn filesystem(root: &Path) -> agent_client_protocol::v1::schema::McpServer {
+    use agent_client_protocol::v1::schema::{McpServer, McpServerStdio};
+    let main = peer_script("@modelcontextprotocol/server-filesystem");
+    McpServer::Stdio(
+        McpServerStdio::new("fs", "node").args(vec![main, root.to_str().unwrap().to_owned()]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_the_filesystem_mcp_server_reads_a_file_shown_as_its_location() {
+    let dir = tempfile::tempdir().unwrap();
+    // The server resolves symbolic links in its allowed directory; so does the test.
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let file = root.join("hello.txt");
+    std::fs::write(&file, "first line\nread through MCP\n").unwrap();
+    let server = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || filesystem(&root)
+    })
+    .await
+    .unwrap();
+    let prompt = format!(
+        "fs__read_text_file {}",
+        json!({"path": file.to_str().unwrap()})
+    );
+    let updates = with_agent(&dir.path().join("s.sqlite3"), async |cx, mut updates| {
+        let session = cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![server]))
+            .block_task()
+            .await?
+            .session_id;
+        let answer = cx
+            .send_request(PromptRequest::new(session, text(&prompt)))
+            .block_task()
+            .await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        Ok(drain(&mut updates))
+    })
+    .await;
+    let call = updates
+        .iter()
+        .find_map(|update| match update {
+            SessionUpdate::ToolCall(call) => Some(call),
+            _ => None,
+        })
+        .expect("a tool_call update");
+    assert_eq!(
+        call.raw_input,
+        Some(json!({"path": file.to_str().unwrap()}))
+    );
+    let paths: Vec<&Path> = call.locations.iter().map(|l| l.path.as_path()).collect();
+    assert_eq!(paths, [file.as_path()], "{call:?}");
+    assert_eq!(
+        finished(&updates),
+        [(
+            ToolCallStatus::Completed,
+            "first line\nread through MCP\n".to_owned()
+        )]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_an_mcp_tool_needing_permission_runs_only_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let file = root.join("written.txt");
+    let server = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || filesystem(&root)
+    })
+    .await
+    .unwrap();
+    let prompt = format!(
+        "fs__write_file {}",
+        json!({"path": file.to_str().unwrap(), "content": "allowed\n"})
+    );
+    let db = dir.path().join("s.sqlite3");
+    for choice in [
+        PermissionOptionKind::RejectOnce,
+        PermissionOptionKind::AllowOnce,
+    ] {
+        let (user, mut requests) = user(Some(choice));
+        let server = server.clone();
+        let prompt = prompt.clone();
+        let updates = with_args(
+            &db,
+            &["--ask", "fs__write*"],
+            user,
+            async |cx, mut updates| {
+                let session = cx
+                    .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![server]))
+                    .block_task()
+                    .await?
+                    .session_id;
+                // Reading needs no permission.
+                let answer = cx
+                    .send_request(PromptRequest::new(
+                        session.clone(),
+                        text("fs__list_allowed_directories"),
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(answer.stop_reason, StopReason::EndTurn);
+                let answer = cx
+                    .send_request(PromptRequest::new(session, text(&prompt)))
+                    .block_task()
+                    .await?;
+                assert_eq!(answer.stop_reason, StopReason::EndTurn);
+                Ok(drain(&mut updates))
+            },
+        )
+        .await;
+        let asked = requests.try_recv().expect("the write was asked about");
+        assert!(requests.try_recv().is_err(), "asked once only");
+        let paths: Vec<&Path> = asked
+            .tool_call
+            .fields
+            .locations
+            .iter()
+            .flatten()
+            .map(|l| l.path.as_path())
+            .collect();
+        assert_eq!(paths, [file.as_path()], "{asked:?}");
+        let finished = finished(&updates);
+        assert_eq!(finished.len(), 2, "{finished:?}");
+        assert_eq!(finished[0].0, ToolCallStatus::Completed, "{finished:?}");
+        if choice == PermissionOptionKind::RejectOnce {
+            assert_eq!(finished[1].0, ToolCallStatus::Failed, "{finished:?}");
+            assert!(finished[1].1.contains("rejected"), "{finished:?}");
+            // The MCP server never got the call.
+            assert!(!file.exists(), "the rejected write ran");
+        } else {
+            assert_eq!(finished[1].0, ToolCallStatus::Completed, "{finished:?}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "allowed\n");
+        }
+    }
 }

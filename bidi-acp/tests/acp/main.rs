@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod mcp;
 mod permissions;
 mod server;
 mod sessions;

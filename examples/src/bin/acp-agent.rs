@@ -22,9 +22,10 @@
 //! is refused) and `yolo` (nothing is asked). The mode and the "always" answers are kept with
 //! the session. Two commands are announced, `/save_note` and `/word_count`: the prompt's text
 //! is what the model reads, and the demo model calls the tool it names.
-//! The stdio MCP servers a client names in `session/new` or `session/load` are started for
-//! the session; their tools are offered as `{server}__{tool}` (a prompt naming one makes the
-//! demo model call it).
+//! The MCP servers a client names in `session/new` or `session/load` are started (stdio) or
+//! connected to (http) for the session; their tools are offered as `{server}__{tool}` (a
+//! prompt naming one makes the demo model call it), and `--ask fs__write*` makes the ones a
+//! pattern names ask for permission first.
 //! Sessions live in SQLite (`--db`), so `session/load` replays a conversation after a restart.
 //! Logs go to stderr; stdout carries protocol lines only.
 //!
@@ -70,6 +71,10 @@ struct Args {
     /// How many model calls one prompt turn may make.
     #[arg(long, default_value_t = 10)]
     max_turns: u32,
+    /// Also ask the user before running the tools this pattern names (`fs__write*`, say: an
+    /// MCP server's tools); repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    ask: Vec<String>,
 }
 
 /// What `word_count` counts.
@@ -159,7 +164,7 @@ async fn main() -> ExitCode {
         }
     };
     eprintln!("[acp-agent] sessions: {}", args.db.display());
-    let server = Server::new(agent(store, args.max_turns, args.notes))
+    let mut server = Server::new(agent(store, args.max_turns, args.notes))
         .max_line_bytes(args.max_line_bytes)
         .mcp_call_timeout(std::time::Duration::from_secs(args.mcp_call_timeout))
         .require_permission("save_note")
@@ -179,6 +184,9 @@ async fn main() -> ExitCode {
                 .description("Changes things without asking")
                 .permission(Permission::Allow),
         );
+    for pattern in &args.ask {
+        server = server.require_permission(pattern);
+    }
     match server.serve_stdio().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
