@@ -1,0 +1,190 @@
+//! One round with handlers: the `listen` loop.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use bidi_core::BoxError;
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::child::{Child, Error, error_message};
+use crate::codec::{ERROR, Message, Prompt, RESULT, Reply};
+
+type Handler<'a> = Box<
+    dyn FnMut(&Message) -> Result<BoxFuture<'a, Result<Option<Value>, BoxError>>, Error>
+        + Send
+        + 'a,
+>;
+type Observer<'a> = Box<dyn FnMut(&Message, Option<&Value>) + Send + 'a>;
+
+/// One round of [`Child::listen`]: add handlers with [`on`](Self::on), then `.await` it for
+/// the agent's `result` (its fields but `type`).
+///
+/// A message of a type with a handler is decoded into the handler's argument type (any
+/// `Deserialize` type: [`Progress`](crate::Progress), [`Question`](crate::Question), a struct
+/// of yours, or `serde_json::Map<String, Value>` for all fields), and what the handler returns
+/// is written back as the reply (`Some(value)`, a `Result` of one) or not (`None`, `()`).
+/// A message no handler takes is reported to [`on_unhandled`](Self::on_unhandled) and answered
+/// with its type's default reply, if it has one (see
+/// [`Command::default_reply`](crate::Command::default_reply)); the loop goes on.
+#[must_use = "a round does nothing until awaited"]
+pub struct Listen<'a> {
+    child: &'a mut Child,
+    prompt: Prompt,
+    handlers: HashMap<String, Handler<'a>>,
+    unhandled: Option<Observer<'a>>,
+}
+
+impl fmt::Debug for Listen<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listen")
+            .field("prompt", &self.prompt)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Listen<'a> {
+    pub(crate) fn new(child: &'a mut Child, prompt: Prompt) -> Self {
+        Self {
+            child,
+            prompt,
+            handlers: HashMap::new(),
+            unhandled: None,
+        }
+    }
+
+    /// Handles the messages of type `kind` (a second handler for a type replaces the first).
+    /// `result` and `error` end the round and take no handler.
+    pub fn on<T, F, Fut>(mut self, kind: impl Into<String>, mut handler: F) -> Self
+    where
+        T: DeserializeOwned,
+        F: FnMut(T) -> Fut + Send + 'a,
+        Fut: Future + Send + 'a,
+        Fut::Output: IntoReply,
+    {
+        let handle = move |message: &Message| {
+            let argument: T = message
+                .parse()
+                .map_err(|(path, reason)| Error::InvalidMessage {
+                    kind: message.kind.clone(),
+                    path,
+                    reason,
+                })?;
+            let reply = handler(argument);
+            Ok(Box::pin(async move { reply.await.into_reply() }) as BoxFuture<'a, _>)
+        };
+        self.handlers.insert(kind.into(), Box::new(handle));
+        self
+    }
+
+    /// Called with each message no handler takes, and the default reply it got, if any.
+    pub fn on_unhandled(
+        mut self,
+        observer: impl FnMut(&Message, Option<&Value>) + Send + 'a,
+    ) -> Self {
+        self.unhandled = Some(Box::new(observer));
+        self
+    }
+
+    async fn run(mut self) -> Result<Map<String, Value>, Error> {
+        let settings = std::sync::Arc::clone(&self.child.settings);
+        let deadline = settings
+            .session_timeout
+            .map(|limit| (Instant::now() + limit, limit));
+        let within = |deadline: Option<(Instant, std::time::Duration)>| async move {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        self.child.prompt(&self.prompt).await?;
+        loop {
+            let message = self.child.next_before(deadline).await?;
+            match message.kind.as_str() {
+                RESULT => return Ok(message.fields),
+                ERROR => {
+                    return Err(Error::Agent {
+                        message: error_message(&message.fields),
+                        fields: message.fields,
+                    });
+                }
+                _ => {}
+            }
+            let reply = match self.handlers.get_mut(&message.kind) {
+                Some(handler) => {
+                    let handled = handler(&message)?;
+                    let outcome = tokio::select! {
+                        outcome = handled => outcome,
+                        () = within(deadline) => {
+                            self.child.kill().await;
+                            let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
+                            return Err(Error::SessionTimeout(limit));
+                        }
+                    };
+                    outcome.map_err(|source| Error::Handler {
+                        kind: message.kind.clone(),
+                        source,
+                    })?
+                }
+                None => {
+                    let reply = settings.replies.get(&message.kind);
+                    if let Some(observer) = &mut self.unhandled {
+                        observer(&message, reply);
+                    }
+                    reply.cloned()
+                }
+            };
+            if let Some(value) = reply {
+                self.child.reply(&Reply::to(&message, value)).await?;
+            }
+        }
+    }
+}
+
+impl<'a> IntoFuture for Listen<'a> {
+    type Output = Result<Map<String, Value>, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}
+
+/// What a handler returns: the reply to write back, if any.
+///
+/// `()` and `None` write nothing; `Some(value)` writes `value` (anything `Serialize`); a
+/// `Result` is its `Ok`, and its `Err` ends the round with [`Error::Handler`].
+pub trait IntoReply {
+    /// The reply, or why the handler failed.
+    ///
+    /// # Errors
+    ///
+    /// The handler's error, or the reply's if it cannot be serialized.
+    fn into_reply(self) -> Result<Option<Value>, BoxError>;
+}
+
+impl IntoReply for () {
+    fn into_reply(self) -> Result<Option<Value>, BoxError> {
+        Ok(None)
+    }
+}
+
+impl<T: Serialize> IntoReply for Option<T> {
+    fn into_reply(self) -> Result<Option<Value>, BoxError> {
+        self.map(serde_json::to_value)
+            .transpose()
+            .map_err(Into::into)
+    }
+}
+
+impl<T: IntoReply, E: Into<BoxError>> IntoReply for Result<T, E> {
+    fn into_reply(self) -> Result<Option<Value>, BoxError> {
+        self.map_err(Into::into)?.into_reply()
+    }
+}
