@@ -365,7 +365,7 @@ impl Child {
     /// use bidi_ndjson::{Command, Progress, Question};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), bidi_ndjson::Error> {
+    /// # async fn main() -> Result<(), bidi_ndjson::Error> {
     /// let mut child = Command::new("./agent.sh").spawn().await?;
     /// let result = child
     ///     .listen("Implement OAuth2 login")

@@ -1,0 +1,9 @@
+//! NDJSON agents as real subprocesses (bash and Python): rounds with handlers, failures and
+//! limits, the agent as a flow.
+
+#![allow(clippy::unwrap_used)]
+
+mod failures;
+mod flow;
+mod rounds;
+mod support;
