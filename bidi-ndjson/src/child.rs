@@ -429,7 +429,7 @@ impl Child {
                 Err(Error::Stdin {
                     source,
                     status,
-                    stderr: self.stderr_tail(),
+                    stderr: self.stderr_tail().await,
                 })
             }
             other => other,
@@ -495,7 +495,7 @@ impl Child {
                 let status = self.exit_status(EXIT_GRACE).await;
                 Err(Error::Exited {
                     status,
-                    stderr: self.stderr_tail(),
+                    stderr: self.stderr_tail().await,
                 })
             }
             Err(error @ (Error::MessageTimeout(_) | Error::SessionTimeout(_))) => {
@@ -566,9 +566,13 @@ impl Child {
         self.status
     }
 
-    /// The last few KiB the agent wrote to stderr, once it has exited (what it wrote until now
-    /// otherwise).
-    fn stderr_tail(&self) -> String {
+    /// The last few KiB the agent wrote to stderr: once it has exited, all it wrote (waiting a
+    /// moment for the pipe to drain, unless a process it left behind holds it open); what it
+    /// wrote until now otherwise.
+    async fn stderr_tail(&mut self) -> String {
+        if self.status.is_some() && !self.stderr.is_finished() {
+            let _ = tokio::time::timeout(EXIT_GRACE, &mut self.stderr).await;
+        }
         let tail = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&tail.0).trim().to_owned()
     }

@@ -70,15 +70,16 @@ impl Message {
     pub fn is_terminal(&self) -> bool {
         self.kind == RESULT || self.kind == ERROR
     }
+}
 
-    /// The fields as `T`, or the JSON Pointer of the first field that does not fit and why.
-    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, (String, String)> {
-        let value = Value::Object(self.fields.clone());
-        serde_path_to_error::deserialize(value).map_err(|error| {
-            let path = bidi_flow::text::pointer(error.path());
-            (path, error.inner().to_string())
-        })
-    }
+/// `fields` as `T`, or the JSON Pointer of the first field that does not fit and why.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    fields: Map<String, Value>,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(Value::Object(fields)).map_err(|error| {
+        let path = bidi_flow::text::pointer(error.path());
+        (path, error.inner().to_string())
+    })
 }
 
 /// The type of the message that ends a round with its payload.
@@ -426,14 +427,16 @@ mod tests {
     #[test]
     fn typed_fields_name_what_does_not_fit() {
         let message = Message::decode(br#"{"type":"question","question":7}"#, "result");
-        let (path, reason) = message.parse::<Question>().unwrap_err();
+        let (path, reason) = parse::<Question>(message.fields).unwrap_err();
         assert_eq!(path, "/question");
         assert!(reason.contains("string"), "{reason}");
-        let question: Question = Message::decode(
-            br#"{"type":"question","id":"q","question":"a or b?","options":["a","b"],"extra":1}"#,
-            "result",
+        let question: Question = parse(
+            Message::decode(
+                br#"{"type":"question","id":"q","question":"a or b?","options":["a","b"],"extra":1}"#,
+                "result",
+            )
+            .fields,
         )
-        .parse()
         .unwrap();
         assert_eq!(question.options, ["a", "b"]);
     }

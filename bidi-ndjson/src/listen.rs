@@ -15,8 +15,12 @@ use tokio::time::Instant;
 use crate::child::{Child, Error, error_message};
 use crate::codec::{ERROR, Message, Prompt, RESULT, Reply};
 
+/// A handler: the message's fields in, the reply's future out (or where the fields do not fit
+/// and why).
 type Handler<'a> = Box<
-    dyn FnMut(&Message) -> Result<BoxFuture<'a, Result<Option<Value>, BoxError>>, Error>
+    dyn FnMut(
+            Map<String, Value>,
+        ) -> Result<BoxFuture<'a, Result<Option<Value>, BoxError>>, (String, String)>
         + Send
         + 'a,
 >;
@@ -68,14 +72,8 @@ impl<'a> Listen<'a> {
         Fut: Future + Send + 'a,
         Fut::Output: IntoReply,
     {
-        let handle = move |message: &Message| {
-            let argument: T = message
-                .parse()
-                .map_err(|(path, reason)| Error::InvalidMessage {
-                    kind: message.kind.clone(),
-                    path,
-                    reason,
-                })?;
+        let handle = move |fields: Map<String, Value>| {
+            let argument: T = crate::codec::parse(fields)?;
             let reply = handler(argument);
             Ok(Box::pin(async move { reply.await.into_reply() }) as BoxFuture<'a, _>)
         };
@@ -116,9 +114,17 @@ impl<'a> Listen<'a> {
                 }
                 _ => {}
             }
-            let reply = match self.handlers.get_mut(&message.kind) {
+            let Message { kind, fields } = message;
+            let id = fields.get("id").filter(|id| !id.is_null()).cloned();
+            let reply = match self.handlers.get_mut(&kind) {
                 Some(handler) => {
-                    let handled = handler(&message)?;
+                    // The handler takes the fields, without a copy.
+                    let handled =
+                        handler(fields).map_err(|(path, reason)| Error::InvalidMessage {
+                            kind: kind.clone(),
+                            path,
+                            reason,
+                        })?;
                     let outcome = tokio::select! {
                         outcome = handled => outcome,
                         () = within(deadline) => {
@@ -128,20 +134,31 @@ impl<'a> Listen<'a> {
                         }
                     };
                     outcome.map_err(|source| Error::Handler {
-                        kind: message.kind.clone(),
+                        kind: kind.clone(),
                         source,
                     })?
                 }
                 None => {
-                    let reply = settings.replies.get(&message.kind);
+                    let reply = settings.replies.get(&kind).cloned();
                     if let Some(observer) = &mut self.unhandled {
-                        observer(&message, reply);
+                        observer(
+                            &Message {
+                                kind: kind.clone(),
+                                fields,
+                            },
+                            reply.as_ref(),
+                        );
                     }
-                    reply.cloned()
+                    reply
                 }
             };
             if let Some(value) = reply {
-                self.child.reply(&Reply::to(&message, value)).await?;
+                let reply = Reply {
+                    in_reply_to: kind,
+                    in_reply_to_id: id,
+                    value,
+                };
+                self.child.reply(&reply).await?;
             }
         }
     }
