@@ -59,7 +59,7 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
                 _ => Some(Line::Frame),
             });
         }
-        let newline = available.iter().position(|&b| b == b'\n');
+        let newline = memchr::memchr(b'\n', available);
         let part = &available[..newline.unwrap_or(available.len())];
         len += part.len();
         if len <= limit {

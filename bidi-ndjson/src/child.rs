@@ -458,6 +458,16 @@ impl Child {
         &mut self,
         deadline: Option<(Instant, Duration)>,
     ) -> Result<Message, Error> {
+        self.next_line_before(deadline).await?;
+        Ok(Message::decode(self.line(), &self.settings.plain))
+    }
+
+    /// Reads the next line into [`line`](Self::line), waiting at most the message timeout
+    /// and `deadline` (the round's limit, `limit` long).
+    pub(crate) async fn next_line_before(
+        &mut self,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<(), Error> {
         let Some(reader) = self.reader.as_mut() else {
             return Err(Error::Io(io::Error::other(
                 "the agent's output is being read elsewhere",
@@ -474,8 +484,13 @@ impl Child {
             }
             (message, round) => message.or(round),
         };
-        let read = reader.read(at).await;
+        let read = reader.next_line(at).await.map(|more| more.then_some(()));
         self.read(read).await
+    }
+
+    /// The line last read by [`next_line_before`](Self::next_line_before).
+    pub(crate) fn line(&self) -> &[u8] {
+        self.reader.as_ref().map_or(&[], Reader::line)
     }
 
     /// The agent's output, for a task that reads it.
@@ -485,10 +500,7 @@ impl Child {
 
     /// A read's outcome: the end of the agent's output says how it exited; a timeout kills
     /// it.
-    pub(crate) async fn read(
-        &mut self,
-        read: Result<Option<Message>, Error>,
-    ) -> Result<Message, Error> {
+    pub(crate) async fn read<T>(&mut self, read: Result<Option<T>, Error>) -> Result<T, Error> {
         match read {
             Ok(Some(message)) => Ok(message),
             Ok(None) => {
@@ -610,8 +622,24 @@ impl Reader {
     /// ends.
     pub(crate) async fn read(
         &mut self,
-        mut deadline: Option<(Instant, Error)>,
+        deadline: Option<(Instant, Error)>,
     ) -> Result<Option<Message>, Error> {
+        Ok(self
+            .next_line(deadline)
+            .await?
+            .then(|| Message::decode(&self.line, &self.settings.plain)))
+    }
+
+    /// Reads the next line that is not blank into [`line`](Self::line): `false` at the end of
+    /// the output; past `deadline`, its error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, as [`read`](Self::read).
+    pub(crate) async fn next_line(
+        &mut self,
+        mut deadline: Option<(Instant, Error)>,
+    ) -> Result<bool, Error> {
         loop {
             let at = deadline.take();
             let max = self.settings.max_line_bytes;
@@ -627,14 +655,17 @@ impl Reader {
                 None => read.await?,
             };
             match line {
-                None => return Ok(None),
+                None => return Ok(false),
                 Some(Line::TooLarge(len)) => return Err(Error::LineTooLong { len, limit: max }),
                 Some(Line::Frame) if self.line.iter().all(u8::is_ascii_whitespace) => {}
-                Some(Line::Frame) => {
-                    return Ok(Some(Message::decode(&self.line, &self.settings.plain)));
-                }
+                Some(Line::Frame) => return Ok(true),
             }
         }
+    }
+
+    /// The line last read.
+    pub(crate) fn line(&self) -> &[u8] {
+        &self.line
     }
 }
 

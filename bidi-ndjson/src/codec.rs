@@ -72,14 +72,50 @@ impl Message {
     }
 }
 
-/// `fields` as `T`, or the JSON Pointer of the first field that does not fit and why.
-pub(crate) fn parse<T: serde::de::DeserializeOwned>(
-    fields: Map<String, Value>,
+/// What a line says before it is read whole: its type and id, if it is a message (the other
+/// fields are skipped, not kept).
+#[derive(Deserialize)]
+pub(crate) struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(crate) kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    pub(crate) id: Option<Value>,
+}
+
+impl<'a> Head<'a> {
+    /// The head of `line`; `None` if it is not a JSON object with a string `type`.
+    pub(crate) fn of(line: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(line).ok()
+    }
+}
+
+/// The fields of the message on `line` as `T`, read from the line itself; or the JSON Pointer
+/// of the first field that does not fit and why. A `Map` or `Value` gets every field but
+/// `type`.
+pub(crate) fn parse_line<T: serde::de::DeserializeOwned + 'static>(
+    line: &[u8],
 ) -> Result<T, (String, String)> {
-    serde_path_to_error::deserialize(Value::Object(fields)).map_err(|error| {
-        let path = bidi_flow::text::pointer(error.path());
-        (path, error.inner().to_string())
-    })
+    let mut value: T = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(_) => {
+            // Read it again, tracking where it fails.
+            let mut json = serde_json::Deserializer::from_slice(line);
+            return Err(match serde_path_to_error::deserialize::<_, T>(&mut json) {
+                Ok(_) => (String::new(), "the message is malformed".to_owned()),
+                Err(error) => (
+                    bidi_flow::text::pointer(error.path()),
+                    error.inner().to_string(),
+                ),
+            });
+        }
+    };
+    let any: &mut dyn std::any::Any = &mut value;
+    if let Some(map) = any.downcast_mut::<Map<String, Value>>() {
+        map.remove("type");
+    } else if let Some(Value::Object(map)) = any.downcast_mut::<Value>() {
+        map.remove("type");
+    }
+    Ok(value)
 }
 
 /// The type of the message that ends a round with its payload.
@@ -426,18 +462,16 @@ mod tests {
 
     #[test]
     fn typed_fields_name_what_does_not_fit() {
-        let message = Message::decode(br#"{"type":"question","question":7}"#, "result");
-        let (path, reason) = parse::<Question>(message.fields).unwrap_err();
+        let (path, reason) =
+            parse_line::<Question>(br#"{"type":"question","question":7}"#).unwrap_err();
         assert_eq!(path, "/question");
         assert!(reason.contains("string"), "{reason}");
-        let question: Question = parse(
-            Message::decode(
-                br#"{"type":"question","id":"q","question":"a or b?","options":["a","b"],"extra":1}"#,
-                "result",
-            )
-            .fields,
+        let question: Question = parse_line(
+            br#"{"type":"question","id":"q","question":"a or b?","options":["a","b"],"extra":1}"#,
         )
         .unwrap();
+        let untyped: Map<String, Value> = parse_line(br#"{"type":"x","a":1}"#).unwrap();
+        assert_eq!(Value::Object(untyped), serde_json::json!({"a": 1}));
         assert_eq!(question.options, ["a", "b"]);
     }
 

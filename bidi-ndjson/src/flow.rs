@@ -178,7 +178,7 @@ async fn serve(
                 let message = match read {
                     Some(Ok(Some(message))) => message,
                     Some(read) => return Err(child.read(read).await.err().unwrap_or_else(gone)),
-                    None => return Err(child.read(Ok(None)).await.err().unwrap_or_else(gone)),
+                    None => return Err(child.read::<Message>(Ok(None)).await.err().unwrap_or_else(gone)),
                 };
                 let terminal = message.is_terminal();
                 if out.send(message).await.is_err() {
@@ -196,7 +196,7 @@ async fn serve(
             }
             () = expired, if round.is_some() => {
                 if let Some((_, error)) = timeout {
-                    return Err(child.read(Err(error)).await.err().unwrap_or_else(gone));
+                    return Err(child.read::<Message>(Err(error)).await.err().unwrap_or_else(gone));
                 }
             }
             input = inbound.recv(), if input_open => match input {

@@ -13,14 +13,12 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::child::{Child, Error, error_message};
-use crate::codec::{ERROR, Message, Prompt, RESULT, Reply};
+use crate::codec::{ERROR, Head, Message, Prompt, RESULT, Reply};
 
 /// A handler: the message's fields in, the reply's future out (or where the fields do not fit
 /// and why).
 type Handler<'a> = Box<
-    dyn FnMut(
-            Map<String, Value>,
-        ) -> Result<BoxFuture<'a, Result<Option<Value>, BoxError>>, (String, String)>
+    dyn FnMut(&[u8]) -> Result<BoxFuture<'a, Result<Option<Value>, BoxError>>, (String, String)>
         + Send
         + 'a,
 >;
@@ -67,13 +65,13 @@ impl<'a> Listen<'a> {
     /// `result` and `error` end the round and take no handler.
     pub fn on<T, F, Fut>(mut self, kind: impl Into<String>, mut handler: F) -> Self
     where
-        T: DeserializeOwned,
+        T: DeserializeOwned + 'static,
         F: FnMut(T) -> Fut + Send + 'a,
         Fut: Future + Send + 'a,
         Fut::Output: IntoReply,
     {
-        let handle = move |fields: Map<String, Value>| {
-            let argument: T = crate::codec::parse(fields)?;
+        let handle = move |line: &[u8]| {
+            let argument: T = crate::codec::parse_line(line)?;
             let reply = handler(argument);
             Ok(Box::pin(async move { reply.await.into_reply() }) as BoxFuture<'a, _>)
         };
@@ -95,66 +93,87 @@ impl<'a> Listen<'a> {
         let deadline = settings
             .session_timeout
             .map(|limit| (Instant::now() + limit, limit));
-        let within = |deadline: Option<(Instant, std::time::Duration)>| async move {
-            match deadline {
-                Some((at, _)) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         self.child.prompt(&self.prompt).await?;
+        // The type of the message being handled, in a buffer reused from message to message.
+        let mut kind = String::new();
         loop {
-            let message = self.child.next_before(deadline).await?;
-            match message.kind.as_str() {
-                RESULT => return Ok(message.fields),
-                ERROR => {
-                    return Err(Error::Agent {
-                        message: error_message(&message.fields),
-                        fields: message.fields,
-                    });
+            self.child.next_line_before(deadline).await?;
+            let line = self.child.line();
+            // A message with a handler is read straight into the handler's type; any other
+            // (an unhandled type, the result, plain text) is read whole.
+            let head = Head::of(line).filter(|head| {
+                head.kind != RESULT && head.kind != ERROR && self.handlers.contains_key(&*head.kind)
+            });
+            let (handled, unhandled) = match head {
+                Some(head) => {
+                    kind.clear();
+                    kind.push_str(&head.kind);
+                    (Some((None, head.id)), None)
                 }
-                _ => {}
-            }
-            let Message { kind, fields } = message;
-            let id = fields.get("id").filter(|id| !id.is_null()).cloned();
-            let reply = match self.handlers.get_mut(&kind) {
-                Some(handler) => {
-                    // The handler takes the fields, without a copy.
+                None => {
+                    let message = Message::decode(line, &settings.plain);
+                    match message.kind.as_str() {
+                        RESULT => return Ok(message.fields),
+                        ERROR => {
+                            return Err(Error::Agent {
+                                message: error_message(&message.fields),
+                                fields: message.fields,
+                            });
+                        }
+                        _ => {}
+                    }
+                    kind.clone_from(&message.kind);
+                    if self.handlers.contains_key(&message.kind) {
+                        // Plain text taken as a handled type: its fields are the handler's.
+                        let id = message.id().cloned();
+                        let fields =
+                            serde_json::to_vec(&message.fields).map_err(std::io::Error::from)?;
+                        (Some((Some(fields), id)), None)
+                    } else {
+                        (None, Some(message))
+                    }
+                }
+            };
+            let (reply, id) = match (handled, unhandled) {
+                (Some((fields, id)), _) => {
+                    let Some(handler) = self.handlers.get_mut(&kind) else {
+                        continue; // Checked above.
+                    };
+                    let line = fields.as_deref().unwrap_or_else(|| self.child.line());
                     let handled =
-                        handler(fields).map_err(|(path, reason)| Error::InvalidMessage {
+                        handler(line).map_err(|(path, reason)| Error::InvalidMessage {
                             kind: kind.clone(),
                             path,
                             reason,
                         })?;
-                    let outcome = tokio::select! {
-                        outcome = handled => outcome,
-                        () = within(deadline) => {
-                            self.child.kill().await;
-                            let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
-                            return Err(Error::SessionTimeout(limit));
-                        }
+                    let outcome = match deadline {
+                        None => handled.await,
+                        Some((at, limit)) => tokio::select! {
+                            outcome = handled => outcome,
+                            () = tokio::time::sleep_until(at) => {
+                                self.child.kill().await;
+                                return Err(Error::SessionTimeout(limit));
+                            }
+                        },
                     };
-                    outcome.map_err(|source| Error::Handler {
+                    let reply = outcome.map_err(|source| Error::Handler {
                         kind: kind.clone(),
                         source,
-                    })?
+                    })?;
+                    (reply, id.filter(|id| !id.is_null()))
                 }
-                None => {
-                    let reply = settings.replies.get(&kind).cloned();
+                (None, Some(message)) => {
+                    let reply = settings.replies.get(&message.kind).cloned();
                     if let Some(observer) = &mut self.unhandled {
-                        observer(
-                            &Message {
-                                kind: kind.clone(),
-                                fields,
-                            },
-                            reply.as_ref(),
-                        );
+                        observer(&message, reply.as_ref());
                     }
-                    reply
+                    (reply, message.id().cloned())
                 }
+                (None, None) => continue,
             };
             if let Some(value) = reply {
                 let reply = Reply {
-                    in_reply_to: kind,
+                    in_reply_to: kind.clone(),
                     in_reply_to_id: id,
                     value,
                 };
