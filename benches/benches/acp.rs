@@ -1,14 +1,24 @@
 //! `bidi-acp` against an agent written with the official ACP Rust SDK (`agent-client-protocol`)
 //! that sends the same updates, and against raw NDJSON lines, same run. One SDK client drives
-//! both agents; every side is in this process, each connection two `tokio::io::duplex` pipes.
+//! both agents; every side is in this process, on the benchmarks' two-worker runtime, each
+//! connection two `tokio::io::duplex` pipes.
 //!
 //! - `acp_stream`: one prompt turn streaming 100,000 `agent_message_chunk` updates; the unit is
-//!   the whole turn (prompt sent, every update counted by the client, `stopReason` received).
-//! - `acp_round_trip`: prompt, one chunk, `stopReason`, many turns on one open session.
+//!   the whole turn (prompt sent, every update counted by the client, `stopReason` received),
+//!   each turn on a new session.
+//! - `acp_round_trip`: prompt, one chunk, `stopReason`; sessions of 100 turns (a bidi session's
+//!   history grows with each turn), or a new session per turn (`*_fresh_session`).
+//!
+//! The rows: `bidi_acp` (an `LlmAgent` whose model streams the deltas, served by
+//! `bidi_acp::Server`) and `sdk_agent` (a prompt handler sending the notifications), both to the
+//! SDK client; `raw_lines`, a loop writing the same lines to a reader parsing each with
+//! serde_json (the floor); and, to say where the time goes, `raw_agent_to_sdk_client` (the SDK
+//! client's own ceiling), `bidi_acp_to_raw_client` (bidi's side alone) and
+//! `agent_turn_without_acp` (the same `LlmAgent` turn run directly, as the server runs it).
 //!
 //! ```sh
 //! cargo bench -p benches --bench acp
-//! BIDI_BENCH_UPDATES=10000 cargo bench -p benches --bench acp -- acp_stream
+//! BIDI_BENCH_UPDATES=10000 BIDI_BENCH_TURNS=10 cargo bench -p benches --bench acp
 //! ```
 
 #![allow(clippy::unwrap_used)]
