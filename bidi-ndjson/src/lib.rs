@@ -73,6 +73,9 @@
 //!   type expects a reply (`question` and `approval` by default) it gets a default one, so the
 //!   agent never waits forever for an answer nobody gives ([`Command::default_reply`]).
 //! - Several rounds may run one after the other on one process: one prompt line each.
+//! - A round records `listen:start`, `listen:unhandled` (with the message's type),
+//!   `listen:complete` and `listen:error` as events on the current OpenTelemetry span (a
+//!   flow's, or a `bidi_flow::run` step's).
 //! - Limits: [`Command::message_timeout`] (silence between messages) and
 //!   [`Command::session_timeout`] (a whole round, handlers included) kill the agent and fail
 //!   the round; a line over [`Command::max_line_bytes`] is never held whole in memory and

@@ -7,6 +7,8 @@ use std::pin::Pin;
 
 use bidi_core::BoxError;
 use futures_util::future::BoxFuture;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::TraceContextExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -164,6 +166,13 @@ impl<'a> Listen<'a> {
                 }
                 (None, Some(message)) => {
                     let reply = settings.replies.get(&message.kind).cloned();
+                    event(
+                        "listen:unhandled",
+                        vec![
+                            KeyValue::new("ndjson.type", message.kind.clone()),
+                            KeyValue::new("ndjson.replied", reply.is_some()),
+                        ],
+                    );
                     if let Some(observer) = &mut self.unhandled {
                         observer(&message, reply.as_ref());
                     }
@@ -188,7 +197,28 @@ impl<'a> IntoFuture for Listen<'a> {
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(async move {
+            event("listen:start", Vec::new());
+            let outcome = self.run().await;
+            match &outcome {
+                Ok(_) => event("listen:complete", Vec::new()),
+                Err(error) => event(
+                    "listen:error",
+                    vec![KeyValue::new("ndjson.error", error.to_string())],
+                ),
+            }
+            outcome
+        })
+    }
+}
+
+/// An event on the current OpenTelemetry span (a flow's, a `bidi_flow::run` step's, yours):
+/// nothing when there is none.
+fn event(name: &'static str, attributes: Vec<KeyValue>) {
+    let cx = opentelemetry::Context::current();
+    let span = cx.span();
+    if span.is_recording() {
+        span.add_event(name, attributes);
     }
 }
 

@@ -313,3 +313,53 @@ echo '{"type":"result","reply":'"$reply"'}'"#;
         assert_eq!(value, format!("answer for agent-{n}"));
     }
 }
+
+#[tokio::test]
+async fn a_round_records_its_events_on_the_current_span() {
+    use opentelemetry::trace::{
+        FutureExt as _, TraceContextExt as _, Tracer as _, TracerProvider as _,
+    };
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let cx = opentelemetry::Context::current_with_span(provider.tracer("test").start("supervise"));
+    let mut child = agent("supervised.sh").spawn().await.unwrap();
+    child
+        .listen("x")
+        .on("approval", |_: Approval| async { Some("yes") })
+        .await
+        .unwrap();
+    let failed = async { child.listen("y").await }
+        .with_context(cx.clone())
+        .await;
+    assert!(failed.is_err(), "the default approval is no");
+    cx.span().end();
+    let spans = exporter.get_finished_spans().unwrap();
+    let events: Vec<String> = spans[0]
+        .events
+        .iter()
+        .map(|event| {
+            let kind = event
+                .attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == "ndjson.type")
+                .map(|kv| format!(" {}", kv.value))
+                .unwrap_or_default();
+            format!("{}{kind}", event.name)
+        })
+        .collect();
+    // Only the second round ran under the span.
+    assert_eq!(
+        events,
+        [
+            "listen:start",
+            "listen:unhandled progress",
+            "listen:unhandled question",
+            "listen:unhandled approval",
+            "listen:error"
+        ]
+    );
+}
