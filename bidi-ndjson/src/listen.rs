@@ -106,11 +106,14 @@ impl<'a> Listen<'a> {
             let head = Head::of(line).filter(|head| {
                 head.kind != RESULT && head.kind != ERROR && self.handlers.contains_key(&*head.kind)
             });
-            let (handled, unhandled) = match head {
+            let next = match head {
                 Some(head) => {
                     kind.clear();
                     kind.push_str(&head.kind);
-                    (Some((None, head.id)), None)
+                    Next::Handle {
+                        fields: None,
+                        id: head.id,
+                    }
                 }
                 None => {
                     let message = Message::decode(line, &settings.plain);
@@ -127,21 +130,24 @@ impl<'a> Listen<'a> {
                     kind.clone_from(&message.kind);
                     if self.handlers.contains_key(&message.kind) {
                         // Plain text taken as a handled type: its fields are the handler's.
-                        let id = message.id().cloned();
-                        let fields =
-                            serde_json::to_vec(&message.fields).map_err(std::io::Error::from)?;
-                        (Some((Some(fields), id)), None)
+                        Next::Handle {
+                            fields: Some(
+                                serde_json::to_vec(&message.fields)
+                                    .map_err(std::io::Error::from)?,
+                            ),
+                            id: message.id().cloned(),
+                        }
                     } else {
-                        (None, Some(message))
+                        Next::Unhandled(message)
                     }
                 }
             };
-            let (reply, id) = match (handled, unhandled) {
-                (Some((fields, id)), _) => {
-                    let Some(handler) = self.handlers.get_mut(&kind) else {
-                        continue; // Checked above.
-                    };
+            let (reply, id) = match next {
+                Next::Handle { fields, id } => {
                     let line = fields.as_deref().unwrap_or_else(|| self.child.line());
+                    let Some(handler) = self.handlers.get_mut(&kind) else {
+                        continue; // Not reached: the handler was found above.
+                    };
                     let handled =
                         handler(line).map_err(|(path, reason)| Error::InvalidMessage {
                             kind: kind.clone(),
@@ -164,7 +170,7 @@ impl<'a> Listen<'a> {
                     })?;
                     (reply, id.filter(|id| !id.is_null()))
                 }
-                (None, Some(message)) => {
+                Next::Unhandled(message) => {
                     let reply = settings.replies.get(&message.kind).cloned();
                     event(
                         "listen:unhandled",
@@ -178,7 +184,6 @@ impl<'a> Listen<'a> {
                     }
                     (reply, message.id().cloned())
                 }
-                (None, None) => continue,
             };
             if let Some(value) = reply {
                 let reply = Reply {
@@ -210,6 +215,17 @@ impl<'a> IntoFuture for Listen<'a> {
             outcome
         })
     }
+}
+
+/// What to do with the message just read.
+enum Next {
+    /// Hand it to its handler: the line itself, or these fields (of a plain-text line).
+    Handle {
+        fields: Option<Vec<u8>>,
+        id: Option<Value>,
+    },
+    /// Nobody handles it.
+    Unhandled(Message),
 }
 
 /// An event on the current OpenTelemetry span (a flow's, a `bidi_flow::run` step's, yours):
