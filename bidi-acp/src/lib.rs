@@ -55,12 +55,13 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP, `sessionCapabilities.close` |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
 //! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
 //! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests`, `refusal` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
+//! | `session/close` | the session's running turn is cancelled (it answers `cancelled`), its MCP servers stopped, and it is forgotten on this connection (a `session/load` opens it again) |
 //! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
 //!
 //! And the server sends:
@@ -97,8 +98,8 @@
 //! `session/load`, which names it (and its URL). `initialize` advertises `mcpCapabilities.http`;
 //! SSE servers (the deprecated HTTP+SSE transport) are refused with invalid params naming
 //! `mcpServers[i]`. A session's servers are stopped (their HTTP sessions ended) when a
-//! `session/load` replaces them and when the client's input ends, and the server waits for
-//! them to exit.
+//! `session/load` replaces them, when the session is closed (`session/close`) and when the
+//! client's input ends, and the server waits for them to exit.
 //!
 //! # Content
 //!

@@ -13,13 +13,15 @@ use std::time::Duration;
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
     AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, AvailableCommandsUpdate,
-    CLIENT_METHOD_NAMES, CancelNotification, ContentBlock, CurrentModeUpdate, Error, ErrorCode,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
-    PromptCapabilities, PromptRequest, PromptResponse, RequestId, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SessionId, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    CLIENT_METHOD_NAMES, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    ContentBlock, CurrentModeUpdate, Error, ErrorCode, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PermissionOptionKind, PromptCapabilities, PromptRequest,
+    PromptResponse, RequestId, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionCapabilities, SessionCloseCapabilities, SessionId,
+    SessionModeState, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use bidi_agent::{Agent, AgentInit};
 use bidi_core::ConnectOptions;
@@ -341,6 +343,8 @@ pub(crate) struct Shared {
     out: Writer,
     sessions: Mutex<HashMap<Arc<str>, Slot>>,
     pub(crate) pending: Pending,
+    /// The number of the last prompt turn started on the connection.
+    turns: AtomicU64,
     /// Cancelled when the client is gone: every turn's token is a child of it.
     stop: CancellationToken,
 }
@@ -350,6 +354,9 @@ pub(crate) struct Shared {
 struct Slot {
     /// The running prompt turn's cancellation, if one runs.
     running: Option<CancellationToken>,
+    /// The running (or last) prompt turn's number, unique on the connection: a turn that ends
+    /// after its session was closed and opened again leaves the new one's turn alone.
+    turn: u64,
     /// A `session/load` of it runs: no prompt turn may start.
     loading: bool,
     /// The current mode: an index into the server's modes.
@@ -366,6 +373,7 @@ impl Slot {
     fn new(cwd: PathBuf, mode: usize) -> Self {
         Self {
             running: None,
+            turn: 0,
             loading: false,
             mode,
             cwd,
@@ -393,6 +401,7 @@ impl Shared {
             },
             sessions: Mutex::new(HashMap::new()),
             pending: Pending::default(),
+            turns: AtomicU64::new(0),
             stop: stop.clone(),
         });
         (shared, stop)
@@ -745,6 +754,18 @@ async fn dispatch(
             }
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
         }
+    } else if method == methods.session_close {
+        match codec::params::<CloseSessionRequest>(params) {
+            Ok(request) => {
+                // Stopping its MCP servers takes a while: the reader goes on meanwhile.
+                let shared = Arc::clone(shared);
+                turns.spawn(async move {
+                    let result = close_session(&shared, &request.session_id).await;
+                    shared.respond(id, result).await;
+                });
+            }
+            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        }
     } else if method == methods.session_set_mode {
         let result = match codec::params::<SetSessionModeRequest>(params) {
             Ok(request) => set_mode(shared, request).await,
@@ -753,8 +774,8 @@ async fn dispatch(
         shared.respond(id, result).await;
     } else if method == methods.session_prompt {
         match codec::params::<PromptRequest>(params).and_then(|request| start(shared, request)) {
-            Ok((session_id, blocks, token)) => {
-                turns.spawn(prompt(Arc::clone(shared), id, session_id, blocks, token));
+            Ok(turn) => {
+                turns.spawn(prompt(Arc::clone(shared), id, turn));
             }
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
         }
@@ -795,7 +816,10 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .embedded_context(true),
                 )
                 // Stdio and streamable HTTP MCP servers; rmcp has no client for the old SSE transport.
-                .mcp_capabilities(McpCapabilities::new().http(true).sse(false)),
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
+                .session_capabilities(
+                    SessionCapabilities::new().close(SessionCloseCapabilities::new()),
+                ),
         )
         .agent_info(shared.info.clone())
 }
@@ -941,6 +965,23 @@ fn store_failed(error: &StoreError) -> Error {
     Error::internal_error().data(format!("the session store failed: {error}"))
 }
 
+/// Closes a session on this connection: its running prompt turn is cancelled (it answers
+/// `cancelled`), its MCP servers are stopped, and it is forgotten here (not in the store: a
+/// `session/load` opens it again).
+async fn close_session(
+    shared: &Shared,
+    session_id: &SessionId,
+) -> Result<CloseSessionResponse, Error> {
+    let Some(mut slot) = shared.sessions().remove(&session_id.0) else {
+        return Err(no_session(session_id));
+    };
+    if let Some(running) = &slot.running {
+        running.cancel();
+    }
+    slot.mcp.close().await;
+    Ok(CloseSessionResponse::new())
+}
+
 /// Switches a session's mode: its next prompt turn runs in it.
 async fn set_mode(
     shared: &Shared,
@@ -1066,10 +1107,7 @@ fn tool_done(
 
 /// Checks a prompt and marks its session running: the session, the user message, and the
 /// turn's cancellation.
-fn start(
-    shared: &Shared,
-    request: PromptRequest,
-) -> Result<(SessionId, Vec<ContentBlock>, CancellationToken), Error> {
+fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Error> {
     let mut sessions = shared.sessions();
     let Some(slot) = sessions.get_mut(&request.session_id.0) else {
         return Err(no_session(&request.session_id));
@@ -1088,17 +1126,32 @@ fn start(
     }
     let token = shared.stop.child_token();
     slot.running = Some(token.clone());
-    Ok((request.session_id, request.prompt, token))
+    slot.turn = shared.turns.fetch_add(1, Ordering::Relaxed) + 1;
+    Ok(Turn {
+        session_id: request.session_id,
+        prompt: request.prompt,
+        token,
+        number: slot.turn,
+    })
 }
 
-/// One prompt turn, in a task of its own: its updates, then its one answer.
-async fn prompt(
-    shared: Arc<Shared>,
-    id: RequestId,
+/// A prompt turn about to run.
+struct Turn {
     session_id: SessionId,
     prompt: Vec<ContentBlock>,
     token: CancellationToken,
-) {
+    /// Its number on the connection.
+    number: u64,
+}
+
+/// One prompt turn, in a task of its own: its updates, then its one answer.
+async fn prompt(shared: Arc<Shared>, id: RequestId, started: Turn) {
+    let Turn {
+        session_id,
+        prompt,
+        token,
+        number,
+    } = started;
     let mut result = match &shared.agent {
         Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token).await,
         Backend::Bridged(turns) => {
@@ -1124,7 +1177,9 @@ async fn prompt(
     if token.is_cancelled() && result.is_ok() {
         result = Ok(StopReason::Cancelled);
     }
-    if let Some(slot) = shared.sessions().get_mut(&session_id.0) {
+    if let Some(slot) = shared.sessions().get_mut(&session_id.0)
+        && slot.turn == number
+    {
         slot.running = None;
     }
     shared.respond(id, result.map(PromptResponse::new)).await;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, ImageContent, InitializeRequest, LoadSessionRequest,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
-    SessionNotification, SessionUpdate, SetSessionModeRequest, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    CancelNotification, CloseSessionRequest, ContentBlock, ImageContent, InitializeRequest,
+    LoadSessionRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::{AcpAgent, Agent, Client};
 use serde_json::{Value, json};
@@ -746,6 +746,43 @@ async fn sdk_mcp_tools_are_offered_and_called_and_the_servers_exit_with_the_agen
             "MCP server {pid} outlived the agent"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_closing_a_session_stops_its_mcp_servers_and_the_agent_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    with_agent(&dir.path().join("s.sqlite3"), async |cx, _updates| {
+        let session = cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![fixture("calc", &pids)]))
+            .block_task()
+            .await?
+            .session_id;
+        let pid: u32 = std::fs::read_to_string(&pids)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(pid));
+        cx.send_request(CloseSessionRequest::new(session.clone()))
+            .block_task()
+            .await?;
+        // Closed and reaped before the answer, with the agent still serving.
+        assert!(!alive(pid), "MCP server {pid} outlived its session");
+        let closed = cx
+            .send_request(PromptRequest::new(session.clone(), text("hi")))
+            .block_task()
+            .await;
+        assert!(closed.is_err(), "a closed session takes no prompt");
+        let other = new_session(&cx).await?;
+        let answer = cx
+            .send_request(PromptRequest::new(other, text("hello")))
+            .block_task()
+            .await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,7 @@ for line in sys.stdin:
         continue
     method, id_ = message["method"], message["id"]
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": id_, "result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}}})
+        send({"jsonrpc": "2.0", "id": id_, "result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": True, "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True}}}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": id_, "result": {"sessionId": "s1"}})
     elif method == "session/prompt":

@@ -193,3 +193,65 @@ async fn unknown_sessions_and_authentication_are_refused() {
 
     assert!(client.finish().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_cancels_the_running_turn_and_forgets_the_session_until_it_is_loaded() {
+    let (model, events) = ChannelModel::new();
+    let mut client = Client::start(Server::new(LlmAgent::builder("a", model).build()));
+    client
+        .send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}))
+        .await;
+    assert_eq!(
+        client.answer(0).await["result"]["agentCapabilities"]["sessionCapabilities"],
+        json!({"close": {}})
+    );
+    let session = client.new_session().await["sessionId"].clone();
+    client.prompt(1, &session, "go on and on").await;
+    events.send(ModelEvent::TextStart).unwrap();
+    events
+        .send(ModelEvent::TextDelta("partial".to_owned()))
+        .unwrap();
+    assert_eq!(
+        client.recv().await.unwrap()["params"]["update"]["content"]["text"],
+        "partial"
+    );
+    client
+        .send(
+            json!({"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":session}}),
+        )
+        .await;
+    // The turn answers cancelled, and the close answers.
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let message = client.recv().await.unwrap();
+        if message.get("method").is_none() {
+            answers.push(message);
+        }
+    }
+    answers.sort_by_key(|a| a["id"].as_i64());
+    assert_eq!(
+        answers[0]["result"]["stopReason"], "cancelled",
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["result"], json!({}), "{answers:?}");
+
+    // Closed: unknown here, until loaded again.
+    client.prompt(3, &session, "still there?").await;
+    assert_eq!(client.answer(3).await["error"]["code"], -32002);
+    client
+        .send(
+            json!({"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":session}}),
+        )
+        .await;
+    assert_eq!(client.answer(4).await["error"]["code"], -32002);
+    client
+        .send(json!({"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":session,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    let replay = client.until(5).await;
+    assert!(replay.last().unwrap().get("result").is_some(), "{replay:?}");
+    assert_eq!(text_of(&replay), "partial");
+    client.prompt(6, &session, "again").await;
+    send_text(&events, "back", StopReason::Stop);
+    assert_eq!(text_of(&client.until(6).await), "back");
+    assert!(client.finish().await.is_empty());
+}
