@@ -112,15 +112,11 @@ pub(crate) async fn execute(
             AgentInit::new().session_id(id).init(state)
         }
     };
-    let options = Shared::options(identity.as_ref().map(|Extension(identity)| identity));
-    let conn = agent.connect_with(init, options);
-    let (head, answer) = oneshot::channel();
-    let (writes, body) = mpsc::channel::<Bytes>(1);
-    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
-    tokio::spawn(run(conn, request.input, head, writes, idle));
-    let session_id = match answer.await {
-        Ok(Ok(session_id)) => session_id,
-        Ok(Err(failure)) => match resumed {
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let started = start(&shared, agent, init, request.input, identity, Records::default()).await;
+    let (session_id, body) = match started {
+        Ok(started) => started,
+        Err(failure) => match resumed {
             Some(id) if failure.code == Code::NotFound => {
                 return Err(Failure::new(
                     StatusCode::BAD_REQUEST,
@@ -134,6 +130,47 @@ pub(crate) async fn execute(
             }
             _ => return Err(failure),
         },
+    };
+    let mut response = (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(SESSION_ID, value);
+    }
+    Ok(response)
+}
+
+/// Starts one execution of `agent` on the session `init` names, with `input`, as `identity`:
+/// once it has started, its session's id and the response body its events make through
+/// `encoder`.
+///
+/// # Errors
+///
+/// The execution's refusal (a session that is running, an input that does not fit, a session
+/// that does not exist: [`Code::NotFound`]) as the failure to answer.
+pub(crate) async fn start<E: Encoder>(
+    shared: &Shared,
+    agent: &LlmAgent,
+    init: AgentInit<LlmSession>,
+    input: TurnInput,
+    identity: Option<&Identity>,
+    encoder: E,
+) -> Result<(String, Body), Failure> {
+    let conn = agent.connect_with(init, Shared::options(identity));
+    let (head, answer) = oneshot::channel();
+    let (writes, body) = mpsc::channel::<Bytes>(1);
+    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
+    tokio::spawn(run(conn, input, head, writes, idle, encoder));
+    let session_id = match answer.await {
+        Ok(started) => started?,
         Err(_) => {
             return Err(Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -147,21 +184,42 @@ pub(crate) async fn execute(
             .await
             .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
     });
-    let mut response = (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response();
-    if let Ok(value) = HeaderValue::from_str(&session_id) {
-        response.headers_mut().insert(SESSION_ID, value);
+    Ok((session_id, Body::from_stream(body)))
+}
+
+/// Turns an execution's events into a response body's bytes, one event at a time: the
+/// execute endpoint's SSE records, AG-UI's events, the UI message stream's chunks.
+pub(crate) trait Encoder: Send + 'static {
+    /// Appends what `event` becomes to `buf` (perhaps nothing).
+    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>);
+
+    /// Appends what says the execution was cut short (its connection failed with `message`).
+    fn failed(&mut self, message: &str, buf: &mut Vec<u8>);
+
+    /// Appends what ends the body, after the last event (nothing by default).
+    fn end(&mut self, buf: &mut Vec<u8>) {
+        let _ = buf;
     }
-    Ok(response)
+}
+
+/// The execute endpoint's SSE: `event: {kind}` and the event's JSON.
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    /// `execute_complete` was written: nothing comes after it.
+    completed: bool,
+}
+
+impl Encoder for Records {
+    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+        self.completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
+        event_record(event, buf);
+    }
+
+    fn failed(&mut self, message: &str, buf: &mut Vec<u8>) {
+        if !self.completed {
+            failed_event(message, buf);
+        }
+    }
 }
 
 /// How many bytes of events a write gathers at most.
@@ -169,12 +227,13 @@ const WRITE_BATCH: usize = 16 * 1024;
 
 /// Runs the execution: reports its start (the session's id) or its refusal through `head`, then
 /// writes every event to `writes` as an SSE event named by its kind.
-async fn run(
+async fn run<E: Encoder>(
     mut conn: AgentConnection,
     input: TurnInput,
     head: oneshot::Sender<Result<String, Failure>>,
     writes: mpsc::Sender<Bytes>,
     mut idle: Idle,
+    mut encoder: E,
 ) {
     let mut head = Some(head);
     let refuse = |head: &mut Option<oneshot::Sender<_>>, failure: Failure| {
@@ -195,7 +254,6 @@ async fn run(
     };
     let mut buf = Vec::with_capacity(256);
     let mut stopped = false;
-    let mut completed = false;
     loop {
         let next = tokio::select! {
             biased;
@@ -219,7 +277,7 @@ async fn run(
                     refuse(&mut head, failure);
                     return;
                 }
-                failed_event(&failure.message, &mut buf);
+                encoder.failed(&failure.message, &mut buf);
                 break;
             }
             None => break,
@@ -258,17 +316,13 @@ async fn run(
         if stopped {
             continue;
         }
-        completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
-        event_record(&event, &mut buf);
+        encoder.event(&event, &mut buf);
         let mut ended = false;
         while buf.len() < WRITE_BATCH {
             match run.next().now_or_never() {
-                Some(Some(Ok(event))) => {
-                    completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
-                    event_record(&event, &mut buf);
-                }
+                Some(Some(Ok(event))) => encoder.event(&event, &mut buf),
                 Some(Some(Err(error))) => {
-                    failed_event(&Failure::from_connection(&error).message, &mut buf);
+                    encoder.failed(&Failure::from_connection(&error).message, &mut buf);
                     ended = true;
                     break;
                 }
@@ -280,18 +334,24 @@ async fn run(
             }
         }
         idle.touch();
+        if ended {
+            break;
+        }
+        if buf.is_empty() {
+            continue; // Events the encoder shows as nothing.
+        }
         let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
         if writes.send(write).await.is_err() {
             run.cancel_with(Disconnected);
             stopped = true;
         }
-        if ended {
-            break;
-        }
     }
     drop(run);
-    if !completed && !stopped && !buf.is_empty() {
-        let _ = writes.send(Bytes::from(buf)).await;
+    if !stopped {
+        encoder.end(&mut buf);
+        if !buf.is_empty() {
+            let _ = writes.send(Bytes::from(buf)).await;
+        }
     }
     conn.close();
     let _ = conn.output().await;
