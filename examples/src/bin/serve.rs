@@ -1,5 +1,7 @@
 //! Serves the example flows and agents over HTTP with `bidi-http`: Genkit's flow wire (JSON and
-//! SSE), WebSocket, and the agent execute endpoints, with sessions in SQLite (or PostgreSQL).
+//! SSE), WebSocket, the agent execute endpoints, AG-UI and the AI SDK's UI message stream, with
+//! sessions in SQLite (or PostgreSQL); and a chat page at `/` that talks AG-UI or the UI message
+//! stream from a browser (no build step: `examples/src/page.html`).
 //!
 //! ```sh
 //! cargo run -p examples --bin serve                              # 127.0.0.1:8080, SQLite
@@ -21,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt as _;
 use bidi_agent::Agent;
 use bidi_core::BoxError;
 use bidi_flow::{BidiFlow, Registry};
@@ -80,12 +83,12 @@ async fn main() -> Result<(), BoxError> {
     let assistant = assistant(store);
     registry.register(assistant.agent().clone().into_flow())?;
 
-    let bound = Server::new(registry)
-        .agent(&assistant)
-        .addr(args.addr)
-        .bind()
-        .await?;
-    let addr = bound.local_addr()?;
+    // bidi's routes, and the page next to them.
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(page))
+        .merge(Server::new(registry).agent(&assistant).router());
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    let addr = listener.local_addr()?;
     println!("listening on http://{addr}");
     match &args.postgres {
         Some(_) => eprintln!("sessions: PostgreSQL"),
@@ -104,12 +107,22 @@ curl -s http://{addr}/agent/chat -d '{{"data":"hi","init":{{"sessionId":"demo"}}
 curl -sN http://{addr}/agent/assistant/execute -d '{{"sessionId":"trip","input":{{"content":"Book Oslo"}},"context":{{"tools":[{{"name":"book","description":"Books a trip","parameters":{{"type":"object"}}}}]}}}}'
 curl -sN http://{addr}/agent/assistant/execute -d '{{"sessionId":"trip","input":[{{"toolCallId":"call-1","toolName":"book","content":"booked","isError":false}}]}}'
 curl -s http://{addr}/agent/assistant/session/trip
-# full duplex: a WebSocket at ws://{addr}/bidi-flow/echo, frames {{"type":"init"|"send"|"close"|"cancel",..}}"#
+# full duplex: a WebSocket at ws://{addr}/bidi-flow/echo, frames {{"type":"init"|"send"|"close"|"cancel",..}}
+# a chat page over AG-UI or the UI message stream: open http://{addr}/"#
     );
-    bound
-        .serve_with_shutdown(async {
+    // Each response's chunks go out at once, not after the peer's delayed acknowledgement.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
     Ok(())
+}
+
+/// The chat page.
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("../page.html"))
 }
