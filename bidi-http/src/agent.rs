@@ -113,7 +113,15 @@ pub(crate) async fn execute(
         }
     };
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(&shared, agent, init, request.input, identity, Records::default()).await;
+    let started = start(
+        &shared,
+        agent,
+        init,
+        request.input,
+        identity,
+        Records::default(),
+    )
+    .await;
     let (session_id, body) = match started {
         Ok(started) => started,
         Err(failure) => match resumed {
