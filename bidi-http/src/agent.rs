@@ -50,7 +50,11 @@ struct ExecuteRequest {
 type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
 
 /// The agent `name` serves, or 404.
-fn agent<'a>(shared: &'a Shared, kind: &str, name: &str) -> Result<&'a LlmAgent, Failure> {
+pub(crate) fn agent<'a>(
+    shared: &'a Shared,
+    kind: &str,
+    name: &str,
+) -> Result<&'a LlmAgent, Failure> {
     shared
         .agents
         .get(name)
@@ -113,7 +117,15 @@ pub(crate) async fn execute(
         }
     };
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(&shared, agent, init, request.input, identity, Records::default()).await;
+    let started = start(
+        &shared,
+        agent,
+        init,
+        request.input,
+        identity,
+        Records::default(),
+    )
+    .await;
     let (session_id, body) = match started {
         Ok(started) => started,
         Err(failure) => match resumed {

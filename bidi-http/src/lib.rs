@@ -47,6 +47,7 @@
 //! | `GET /{type}/{name}` with a WebSocket upgrade | one socket, one connection, full duplex |
 //! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
+//! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
 //!
 //! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
 //! [`Router::merge`](axum::Router::merge); the paths above are relative to it. Layers of your
@@ -206,6 +207,7 @@ mod auth;
 mod codec;
 mod flow;
 mod idle;
+mod vercel;
 mod ws;
 
 use std::collections::HashMap;
@@ -225,6 +227,7 @@ use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
 pub use auth::{Identity, Unauthorized};
+pub use vercel::UiMessageStream;
 
 use auth::Authenticate;
 
@@ -399,6 +402,7 @@ impl Server {
             .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
             .route("/{kind}/{name}/execute", post(agent::execute))
             .route("/{kind}/{name}/session/{id}", get(agent::session))
+            .route("/{kind}/{name}/chat", post(vercel::chat))
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
