@@ -169,6 +169,32 @@
 //! client that can retry knows better when. Results that do not answer the pending calls are 400
 //! `invalid_input`.
 //!
+//! ## The Vercel AI SDK's UI message stream
+//!
+//! `POST /agent/{name}/chat` takes what the AI SDK's `DefaultChatTransport` (`useChat`) sends
+//! and answers one execution as its UI message stream (v1: `data: {json}` chunks with the
+//! `x-vercel-ai-ui-message-stream: v1` header, ended by `data: [DONE]`); [`UiMessageStream`]
+//! says which chunks the agent's events become.
+//!
+//! ```json
+//! {"id": "chat-1", "trigger": "submit-message",
+//!  "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Book Oslo"}]}],
+//!  "tools": [{"name": "ask", "description": "..", "parameters": {"type": "object"}}],
+//!  "system": ".."}
+//! ```
+//!
+//! The chat `id` is the session's id. A chat the server knows goes on from its stored session:
+//! the last user message is the input, or, when the chat waits for client tools, the outputs the
+//! last assistant message's tool parts carry (`state` `output-available` or `output-error`). A
+//! chat the server does not know is made from the request's `messages` (system messages become
+//! the system prompt), then answers the same way; so a client that keeps the conversation needs
+//! no stored session. `tools` and `system` are ours, added through the transport's `body`
+//! option: the client's own tools (which it runs: `onToolCall`, `addToolOutput`) and a system
+//! prompt, both read when the chat is new. A call of a client tool is left at `input-available`
+//! and the answer finishes with `tool-calls`. `regenerate-message` replaces the stored
+//! conversation with the request's. Other fields are refused (400), like bodies that are not
+//! a chat; refusals answer the JSON error body, before any stream.
+//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number

@@ -1093,7 +1093,7 @@ mod tests {
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "c1".into(),
                 tool_name: "weather".into(),
-                args: call.arguments.clone(),
+                args: call.arguments,
             },
             AgentEvent::ToolExecutionDelta {
                 tool_call_id: "c1".into(),
