@@ -63,7 +63,7 @@ pub(crate) fn agent<'a>(
             Failure::new(
                 StatusCode::NOT_FOUND,
                 Code::NotFound,
-                format!("no agent serves `/{kind}/{name}/execute`"),
+                format!("no agent is served under `/{kind}/{name}/`"),
             )
         })
 }

@@ -938,13 +938,22 @@ pub(crate) async fn chat(
             }
             state.options = before.options;
             state.total_cost = before.total_cost;
-            session.update_state(state).await.map_err(|error| {
-                Failure::new(
-                    StatusCode::CONFLICT,
-                    Code::SessionRunning,
-                    error.to_string(),
-                )
-            })?;
+            session
+                .update_state(state)
+                .await
+                .map_err(|error| match error {
+                    // Another request changed the chat meanwhile.
+                    bidi_session::StoreError::Conflict { .. } => Failure::new(
+                        StatusCode::CONFLICT,
+                        Code::SessionRunning,
+                        error.to_string(),
+                    ),
+                    _ => Failure::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Code::ConnectionFailed,
+                        error.to_string(),
+                    ),
+                })?;
             (AgentInit::new().resume(request.id.clone()), input)
         }
         (None, _) => {

@@ -364,3 +364,73 @@ async fn bad_chat_requests_are_refused_before_the_stream() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regenerating_replaces_the_stored_conversation_with_the_clients() {
+    let model = ScriptedModel::new([
+        Scripted::new().text("First."),
+        Scripted::new().text("Second."),
+    ]);
+    let addr = server(model.clone()).await;
+    let body = json!({"id": "chat-7", "messages": [user("u1", "hi")]});
+    let first = chunks(chat(addr, &body).await).await;
+    let message_id = first[0]["messageId"].as_str().unwrap();
+    // `regenerate` drops the answer and sends the conversation before it, naming the message.
+    let again = json!({"id": "chat-7", "messages": [user("u1", "hi again")],
+                       "trigger": "regenerate-message", "messageId": message_id});
+    let second = chunks(chat(addr, &again).await).await;
+    assert_eq!(second[0], json!({"type": "start", "messageId": message_id}));
+    assert_eq!(second[3]["delta"], "Second.");
+    let requests = model.requests();
+    assert_eq!(requests[1].messages.len(), 1, "{:?}", requests[1].messages);
+    let session: Value = reqwest::get(url(addr, "/agent/helper/session/chat-7"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let messages = session["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["content"], "hi again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_of_one_identity_are_not_anothers() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("k1", "ask", &json!({})),
+        Scripted::new().text("Hello Bob."),
+    ]);
+    let agent = LlmAgent::builder("helper", model.clone()).build();
+    let server =
+        Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .auth(|headers| async move {
+                match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                    Some("Bearer alice") => Ok(bidi_http::Identity::new("alice")),
+                    Some("Bearer bob") => Ok(bidi_http::Identity::new("bob")),
+                    _ => Err(bidi_http::Unauthorized::new("a bearer token is required")),
+                }
+            });
+    let addr = start(server).await;
+    let post = |who: &'static str, body: Value| async move {
+        reqwest::Client::new()
+            .post(url(addr, "/agent/helper/chat"))
+            .header("authorization", format!("Bearer {who}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    };
+    // Alice's chat waits for her client tool.
+    let alice = json!({"id": "shared", "messages": [user("u1", "hi")], "tools": [ask_tool()]});
+    let chunks_alice = chunks(post("alice", alice).await).await;
+    assert_eq!(chunks_alice.last().unwrap()["finishReason"], "tool-calls");
+    // Bob's chat of the same id is a new one: his user message is answered.
+    let bob = json!({"id": "shared", "messages": [user("u1", "I am Bob")]});
+    let chunks_bob = chunks(post("bob", bob).await).await;
+    assert_eq!(chunks_bob.last().unwrap()["finishReason"], "stop");
+    match &model.requests()[1].messages[..] {
+        [Message::User(first)] => assert_eq!(first.content, "I am Bob"),
+        other => panic!("{other:?}"),
+    }
+}
