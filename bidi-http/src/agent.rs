@@ -50,7 +50,11 @@ struct ExecuteRequest {
 type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
 
 /// The agent `name` serves, or 404.
-fn agent<'a>(shared: &'a Shared, kind: &str, name: &str) -> Result<&'a LlmAgent, Failure> {
+pub(crate) fn agent<'a>(
+    shared: &'a Shared,
+    kind: &str,
+    name: &str,
+) -> Result<&'a LlmAgent, Failure> {
     shared
         .agents
         .get(name)
@@ -59,7 +63,7 @@ fn agent<'a>(shared: &'a Shared, kind: &str, name: &str) -> Result<&'a LlmAgent,
             Failure::new(
                 StatusCode::NOT_FOUND,
                 Code::NotFound,
-                format!("no agent serves `/{kind}/{name}/execute`"),
+                format!("no agent is served under `/{kind}/{name}/`"),
             )
         })
 }

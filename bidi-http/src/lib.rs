@@ -47,6 +47,7 @@
 //! | `GET /{type}/{name}` with a WebSocket upgrade | one socket, one connection, full duplex |
 //! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
+//! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
 //!
 //! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
 //! [`Router::merge`](axum::Router::merge); the paths above are relative to it. Layers of your
@@ -168,6 +169,32 @@
 //! client that can retry knows better when. Results that do not answer the pending calls are 400
 //! `invalid_input`.
 //!
+//! ## The Vercel AI SDK's UI message stream
+//!
+//! `POST /agent/{name}/chat` takes what the AI SDK's `DefaultChatTransport` (`useChat`) sends
+//! and answers one execution as its UI message stream (v1: `data: {json}` chunks with the
+//! `x-vercel-ai-ui-message-stream: v1` header, ended by `data: [DONE]`); [`UiMessageStream`]
+//! says which chunks the agent's events become.
+//!
+//! ```json
+//! {"id": "chat-1", "trigger": "submit-message",
+//!  "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Book Oslo"}]}],
+//!  "tools": [{"name": "ask", "description": "..", "parameters": {"type": "object"}}],
+//!  "system": ".."}
+//! ```
+//!
+//! The chat `id` is the session's id. A chat the server knows goes on from its stored session:
+//! the last user message is the input, or, when the chat waits for client tools, the outputs the
+//! last assistant message's tool parts carry (`state` `output-available` or `output-error`). A
+//! chat the server does not know is made from the request's `messages` (system messages become
+//! the system prompt), then answers the same way; so a client that keeps the conversation needs
+//! no stored session. `tools` and `system` are ours, added through the transport's `body`
+//! option: the client's own tools (which it runs: `onToolCall`, `addToolOutput`) and a system
+//! prompt, both read when the chat is new. A call of a client tool is left at `input-available`
+//! and the answer finishes with `tool-calls`. `regenerate-message` replaces the stored
+//! conversation with the request's. Other fields are refused (400), like bodies that are not
+//! a chat; refusals answer the JSON error body, before any stream.
+//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -206,6 +233,7 @@ mod auth;
 mod codec;
 mod flow;
 mod idle;
+mod vercel;
 mod ws;
 
 use std::collections::HashMap;
@@ -225,6 +253,7 @@ use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
 pub use auth::{Identity, Unauthorized};
+pub use vercel::UiMessageStream;
 
 use auth::Authenticate;
 
@@ -399,6 +428,7 @@ impl Server {
             .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
             .route("/{kind}/{name}/execute", post(agent::execute))
             .route("/{kind}/{name}/session/{id}", get(agent::session))
+            .route("/{kind}/{name}/chat", post(vercel::chat))
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))

@@ -89,6 +89,14 @@ impl LlmAgent {
         &self.agent
     }
 
+    /// The agent's own tools, local and remote, in the order they were added: what a front end
+    /// that resends the whole conversation needs to tell the calls the agent ran (local tools)
+    /// from those its client runs.
+    #[must_use]
+    pub fn tools(&self) -> &[Tool] {
+        &self.config.tools
+    }
+
     /// Opens a connection: the session is resumed or created as `init` says. Send it
     /// [`TurnInput`]s with [`execute`](crate::execute).
     ///

@@ -6,4 +6,5 @@ mod agent;
 mod flow;
 mod safety;
 mod support;
+mod vercel;
 mod ws;

@@ -1,0 +1,436 @@
+//! `POST /agent/{name}/chat`: the Vercel AI SDK's UI message stream, on real sockets.
+
+use std::net::SocketAddr;
+
+use bidi_http::Server;
+use bidi_llm::testing::{Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, Message, Tool, ToolEvent};
+use futures_util::stream;
+use serde_json::{Value, json};
+
+use crate::support::{Probe, registry, start, url};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct City {
+    city: String,
+}
+
+/// A local tool that streams its answer in two pieces.
+fn weather() -> Tool {
+    Tool::local(
+        "weather",
+        "Weather",
+        "The weather in a city",
+        |_id, args: City| {
+            stream::iter([
+                ToolEvent::Delta("sunny ".into()),
+                ToolEvent::Complete {
+                    output: format!("sunny in {}", args.city),
+                    details: None,
+                },
+            ])
+        },
+    )
+}
+
+async fn server(model: ScriptedModel) -> SocketAddr {
+    let agent = LlmAgent::builder("helper", model).tool(weather()).build();
+    start(Server::new(registry(&Probe::default())).agent(&agent)).await
+}
+
+async fn chat(addr: SocketAddr, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url(addr, "/agent/helper/chat"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The chunks of a UI message stream; checks the framing and the `[DONE]` at its end.
+async fn chunks(response: reqwest::Response) -> Vec<Value> {
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let mut records: Vec<&str> = text.split_terminator("\n\n").collect();
+    assert_eq!(records.pop(), Some("data: [DONE]"), "{text}");
+    records
+        .into_iter()
+        .map(|record| serde_json::from_str(record.strip_prefix("data: ").unwrap()).unwrap())
+        .collect()
+}
+
+fn types(chunks: &[Value]) -> Vec<&str> {
+    chunks
+        .iter()
+        .map(|chunk| chunk["type"].as_str().unwrap())
+        .collect()
+}
+
+fn user(id: &str, text: &str) -> Value {
+    json!({"id": id, "role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+fn ask_tool() -> Value {
+    json!({"name": "ask", "description": "Asks the user", "parameters": {"type": "object"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_answer_with_reasoning_has_the_sdk_headers_and_chunks() {
+    let addr = server(ScriptedModel::new([Scripted::new()
+        .thinking("Easy one.")
+        .text("Hello there")]))
+    .await;
+    let body = json!({"id": "chat-1", "messages": [user("u1", "hi")], "trigger": "submit-message"});
+    let response = chat(addr, &body).await;
+    let headers = response.headers();
+    for (name, value) in [
+        ("content-type", "text/event-stream"),
+        ("cache-control", "no-cache"),
+        ("connection", "keep-alive"),
+        ("x-vercel-ai-ui-message-stream", "v1"),
+        ("x-accel-buffering", "no"),
+    ] {
+        assert_eq!(headers[name], value, "{name}");
+    }
+    let chunks = chunks(response).await;
+    assert_eq!(
+        types(&chunks),
+        [
+            "start",
+            "start-step",
+            "reasoning-start",
+            "reasoning-delta",
+            "reasoning-delta",
+            "reasoning-end",
+            "text-start",
+            "text-delta",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish",
+        ]
+    );
+    assert!(chunks[0]["messageId"].as_str().unwrap().starts_with("msg-"));
+    assert_eq!(
+        chunks[7],
+        json!({"type": "text-delta", "id": "text-1", "delta": "Hello "})
+    );
+    assert_eq!(
+        chunks[11],
+        json!({"type": "finish", "finishReason": "stop"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_tool_runs_within_its_step() {
+    let addr = server(ScriptedModel::new([
+        Scripted::new().tool_call("w1", "weather", &json!({"city": "Oslo"})),
+        Scripted::new().text("Sunny."),
+    ]))
+    .await;
+    let body = json!({"id": "chat-2", "messages": [user("u1", "Weather in Oslo?")]});
+    let chunks = chunks(chat(addr, &body).await).await;
+    assert_eq!(
+        types(&chunks),
+        [
+            "start",
+            "start-step",
+            "tool-input-start",
+            "tool-input-delta",
+            "tool-input-available",
+            "tool-output-available",
+            "tool-output-available",
+            "finish-step",
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish",
+        ]
+    );
+    assert_eq!(
+        chunks[4],
+        json!({"type": "tool-input-available", "toolCallId": "w1", "toolName": "weather", "input": {"city": "Oslo"}})
+    );
+    assert_eq!(chunks[5]["preliminary"], true);
+    assert_eq!(
+        chunks[6],
+        json!({"type": "tool-output-available", "toolCallId": "w1", "output": "sunny in Oslo"})
+    );
+}
+
+/// The assistant message of a client tool call `k1` of `ask`, answered.
+fn answered(message_id: &str) -> Value {
+    json!({"id": message_id, "role": "assistant", "parts": [
+        {"type": "step-start"},
+        {"type": "tool-ask", "toolCallId": "k1", "state": "output-available",
+         "input": {"q": "Oslo?"}, "output": "yes"},
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_waits_and_the_next_request_resumes_the_stored_chat() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("k1", "ask", &json!({"q": "Oslo?"})),
+        Scripted::new().text("Booked."),
+    ]);
+    let addr = server(model.clone()).await;
+    let first =
+        json!({"id": "chat-3", "messages": [user("u1", "Book a trip")], "tools": [ask_tool()]});
+    let chunks1 = chunks(chat(addr, &first).await).await;
+    assert_eq!(
+        types(&chunks1),
+        [
+            "start",
+            "start-step",
+            "tool-input-start",
+            "tool-input-delta",
+            "tool-input-available",
+            "finish-step",
+            "finish",
+        ]
+    );
+    assert_eq!(chunks1[6]["finishReason"], "tool-calls");
+    let message_id = chunks1[0]["messageId"].as_str().unwrap();
+
+    // The client adds the output and sends the whole conversation again.
+    let second =
+        json!({"id": "chat-3", "messages": [user("u1", "Book a trip"), answered(message_id)]});
+    let chunks2 = chunks(chat(addr, &second).await).await;
+    assert_eq!(
+        chunks2[0],
+        json!({"type": "start", "messageId": message_id}),
+        "the answer goes on in the same message"
+    );
+    assert_eq!(chunks2.last().unwrap()["finishReason"], "stop");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    match requests[1].messages.last().unwrap() {
+        Message::ToolResult(result) => {
+            assert_eq!(
+                (result.tool_call_id.as_str(), result.content.as_str()),
+                ("k1", "yes")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The session is the chat.
+    let session: Value = reqwest::get(url(addr, "/agent/helper/session/chat-3"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["status"], "completed");
+    assert_eq!(session["messages"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_result_resumes_a_chat_the_server_never_saw() {
+    let model = ScriptedModel::new([Scripted::new().text("Booked.")]);
+    let addr = server(model.clone()).await;
+    let body = json!({
+        "id": "chat-4", "tools": [ask_tool()], "system": "You book trips.",
+        "messages": [user("u1", "Book a trip"), answered("a1")],
+    });
+    let chunks = chunks(chat(addr, &body).await).await;
+    assert_eq!(chunks[0], json!({"type": "start", "messageId": "a1"}));
+    assert_eq!(
+        types(&chunks)[1..],
+        [
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish"
+        ]
+    );
+    let request = &model.requests()[0];
+    assert_eq!(request.system_prompt.as_deref(), Some("You book trips."));
+    assert!(request.tools.iter().any(|tool| tool.name == "ask"));
+    let roles: Vec<_> = request.messages.iter().map(Message::role).collect();
+    assert_eq!(
+        serde_json::to_value(roles).unwrap(),
+        json!(["user", "assistant", "toolResult"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_failure_mid_block_closes_it_then_reports_the_error() {
+    let addr = server(ScriptedModel::new([Scripted::new()
+        .text("Half an answer")
+        .fail("the provider went away")]))
+    .await;
+    let body = json!({"id": "chat-5", "messages": [user("u1", "hi")]});
+    let chunks = chunks(chat(addr, &body).await).await;
+    let n = chunks.len();
+    assert_eq!(
+        types(&chunks)[n - 5..],
+        ["text-delta", "text-end", "error", "finish-step", "finish"]
+    );
+    assert!(
+        chunks[n - 3]["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("the provider went away")
+    );
+    assert_eq!(chunks[n - 1]["finishReason"], "error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_chat_requests_are_refused_before_the_stream() {
+    let addr = server(ScriptedModel::new([Scripted::new().tool_call(
+        "k1",
+        "ask",
+        &json!({}),
+    )]))
+    .await;
+    let cases = [
+        (json!("not an object"), 400, "malformed_frame", ""),
+        (
+            json!({"messages": [user("u1", "hi")]}),
+            400,
+            "malformed_frame",
+            "",
+        ),
+        (
+            json!({"id": "x", "messages": [], "extra": 1}),
+            400,
+            "malformed_frame",
+            "",
+        ),
+        (
+            json!({"id": "x", "messages": []}),
+            400,
+            "malformed_frame",
+            "/messages",
+        ),
+        (
+            json!({"id": "", "messages": [user("u1", "hi")]}),
+            400,
+            "malformed_frame",
+            "/id",
+        ),
+        (
+            json!({"id": "x", "messages": [user("u1", "hi")], "trigger": "retry"}),
+            400,
+            "malformed_frame",
+            "/trigger",
+        ),
+        (
+            json!({"id": "x", "messages": [{"id": "a", "role": "assistant", "parts": []}]}),
+            400,
+            "invalid_input",
+            "/messages",
+        ),
+        (
+            json!({"id": "x", "messages": [user("u1", "hi")], "tools": [{"name": "weather", "description": "", "parameters": {}}]}),
+            400,
+            "invalid_input",
+            "/tools",
+        ),
+    ];
+    for (body, status, code, path) in cases {
+        let response = chat(addr, &body).await;
+        assert_eq!(response.status().as_u16(), status, "{body}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["details"]["code"], code, "{body}: {error}");
+        if !path.is_empty() {
+            assert_eq!(error["error"]["details"]["path"], path, "{body}: {error}");
+        }
+    }
+    let response = reqwest::Client::new()
+        .post(url(addr, "/agent/nobody/chat"))
+        .body(json!({"id": "x", "messages": [user("u1", "hi")]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+
+    // A chat waiting for a client tool's result does not take a new user message.
+    let first = json!({"id": "chat-6", "messages": [user("u1", "go")], "tools": [ask_tool()]});
+    let chunks = chunks(chat(addr, &first).await).await;
+    assert_eq!(chunks.last().unwrap()["finishReason"], "tool-calls");
+    let again = json!({"id": "chat-6", "messages": [user("u1", "go"), user("u2", "hello?")]});
+    let response = chat(addr, &again).await;
+    assert_eq!(response.status().as_u16(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(
+        error["error"]["details"]["code"], "invalid_input",
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regenerating_replaces_the_stored_conversation_with_the_clients() {
+    let model = ScriptedModel::new([
+        Scripted::new().text("First."),
+        Scripted::new().text("Second."),
+    ]);
+    let addr = server(model.clone()).await;
+    let body = json!({"id": "chat-7", "messages": [user("u1", "hi")]});
+    let first = chunks(chat(addr, &body).await).await;
+    let message_id = first[0]["messageId"].as_str().unwrap();
+    // `regenerate` drops the answer and sends the conversation before it, naming the message.
+    let again = json!({"id": "chat-7", "messages": [user("u1", "hi again")],
+                       "trigger": "regenerate-message", "messageId": message_id});
+    let second = chunks(chat(addr, &again).await).await;
+    assert_eq!(second[0], json!({"type": "start", "messageId": message_id}));
+    assert_eq!(second[3]["delta"], "Second.");
+    let requests = model.requests();
+    assert_eq!(requests[1].messages.len(), 1, "{:?}", requests[1].messages);
+    let session: Value = reqwest::get(url(addr, "/agent/helper/session/chat-7"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let messages = session["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["content"], "hi again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_of_one_identity_are_not_anothers() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("k1", "ask", &json!({})),
+        Scripted::new().text("Hello Bob."),
+    ]);
+    let agent = LlmAgent::builder("helper", model.clone()).build();
+    let server =
+        Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .auth(|headers| async move {
+                match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                    Some("Bearer alice") => Ok(bidi_http::Identity::new("alice")),
+                    Some("Bearer bob") => Ok(bidi_http::Identity::new("bob")),
+                    _ => Err(bidi_http::Unauthorized::new("a bearer token is required")),
+                }
+            });
+    let addr = start(server).await;
+    let post = |who: &'static str, body: Value| async move {
+        reqwest::Client::new()
+            .post(url(addr, "/agent/helper/chat"))
+            .header("authorization", format!("Bearer {who}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    };
+    // Alice's chat waits for her client tool.
+    let alice = json!({"id": "shared", "messages": [user("u1", "hi")], "tools": [ask_tool()]});
+    let chunks_alice = chunks(post("alice", alice).await).await;
+    assert_eq!(chunks_alice.last().unwrap()["finishReason"], "tool-calls");
+    // Bob's chat of the same id is a new one: his user message is answered.
+    let bob = json!({"id": "shared", "messages": [user("u1", "I am Bob")]});
+    let chunks_bob = chunks(post("bob", bob).await).await;
+    assert_eq!(chunks_bob.last().unwrap()["finishReason"], "stop");
+    match &model.requests()[1].messages[..] {
+        [Message::User(first)] => assert_eq!(first.content, "I am Bob"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,142 @@
+// The Vercel AI SDK's own client (`ai@6`: DefaultChatTransport + readUIMessageStream, what
+// `useChat` runs) against bidi-http's `POST /agent/{name}/chat`. The server (started by the
+// tests package's `vercel_client` test) serves four agents whose scripted models answer:
+// `text` (reasoning, then text), `weather` (a server tool, then text), `ask` (a client tool,
+// then text once its output comes back), `fail` (half a text, then a model failure).
+//
+// Usage: node vercel_client.mjs <baseUrl>
+
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
+
+import { assert, assertJson, check, rejects, run } from './harness.mjs';
+
+const user = (id, text) => ({ id, role: 'user', parts: [{ type: 'text', text }] });
+
+/** Sends `messages` as `useChat` does; returns the final assistant message. */
+async function send(base, agent, chatId, messages, { body, message, terminateOnError, onError } = {}) {
+  const transport = new DefaultChatTransport({ api: `${base}/agent/${agent}/chat`, body });
+  const stream = await transport.sendMessages({
+    chatId,
+    messages,
+    trigger: 'submit-message',
+    messageId: undefined,
+    abortSignal: undefined,
+  });
+  let last;
+  for await (const snapshot of readUIMessageStream({ stream, message, terminateOnError, onError })) {
+    last = snapshot;
+  }
+  return last;
+}
+
+/** The parts without what varies (text ids, provider fields). */
+const shape = (message) =>
+  message.parts.map((part) => {
+    switch (part.type) {
+      case 'step-start':
+        return { type: part.type };
+      case 'text':
+      case 'reasoning':
+        return { type: part.type, text: part.text, state: part.state };
+      default:
+        return {
+          type: part.type,
+          toolCallId: part.toolCallId,
+          state: part.state,
+          input: part.input,
+          ...(part.output !== undefined ? { output: part.output } : {}),
+          ...(part.errorText !== undefined ? { errorText: part.errorText } : {}),
+        };
+    }
+  });
+
+await run(async (base) => {
+  await check('text and reasoning become done parts of one assistant message', async () => {
+    const message = await send(base, 'text', 'chat-text', [user('u1', 'hi')]);
+    assert(message.role === 'assistant', `role ${message.role}`);
+    assert(message.id.startsWith('msg-'), `id ${message.id}`);
+    assertJson(
+      shape(message),
+      [
+        { type: 'step-start' },
+        { type: 'reasoning', text: 'Easy one.', state: 'done' },
+        { type: 'text', text: 'Hello there', state: 'done' },
+      ],
+      'parts',
+    );
+  });
+
+  await check('a server tool ends output-available, then the answer in a second step', async () => {
+    const message = await send(base, 'weather', 'chat-weather', [user('u1', 'Weather in Oslo?')]);
+    assertJson(
+      shape(message),
+      [
+        { type: 'step-start' },
+        { type: 'tool-weather', toolCallId: 'w1', state: 'output-available', input: { city: 'Oslo' }, output: 'sunny in Oslo' },
+        { type: 'step-start' },
+        { type: 'text', text: 'Sunny.', state: 'done' },
+      ],
+      'parts',
+    );
+  });
+
+  await check('a client tool waits at input-available and its output resumes the chat', async () => {
+    const body = {
+      tools: [{ name: 'ask', description: 'Asks the user', parameters: { type: 'object', properties: { q: { type: 'string' } } } }],
+    };
+    const first = await send(base, 'ask', 'chat-ask', [user('u1', 'Book a trip')], { body });
+    assertJson(
+      shape(first),
+      [{ type: 'step-start' }, { type: 'tool-ask', toolCallId: 'k1', state: 'input-available', input: { q: 'Oslo?' } }],
+      'parts after the first request',
+    );
+    // What `addToolOutput` does, then the automatic resend of the whole conversation.
+    const tool = first.parts[1];
+    tool.state = 'output-available';
+    tool.output = 'yes';
+    const answered = structuredClone(first);
+    const second = await send(base, 'ask', 'chat-ask', [user('u1', 'Book a trip'), answered], { message: answered });
+    assert(second.id === first.id, `the same message: ${second.id} vs ${first.id}`);
+    assertJson(
+      shape(second),
+      [
+        { type: 'step-start' },
+        { type: 'tool-ask', toolCallId: 'k1', state: 'output-available', input: { q: 'Oslo?' }, output: 'yes' },
+        { type: 'step-start' },
+        { type: 'text', text: 'Booked.', state: 'done' },
+      ],
+      'parts after the output',
+    );
+  });
+
+  await check('a model failure mid-text reaches onError and the text part is closed', async () => {
+    const errors = [];
+    const message = await send(base, 'fail', 'chat-fail-1', [user('u1', 'hi')], {
+      onError: (error) => errors.push(error),
+    });
+    assert(errors.length === 1, `errors: ${errors.map(String)}`);
+    assert(/the provider went away/.test(errors[0].message), errors[0].message);
+    assertJson(
+      shape(message),
+      [{ type: 'step-start' }, { type: 'text', text: 'Half an answer', state: 'done' }],
+      'parts',
+    );
+  });
+
+  await check('with terminateOnError the failure rejects the read', async () => {
+    const error = await rejects(
+      send(base, 'fail', 'chat-fail-2', [user('u1', 'hi')], { terminateOnError: true }),
+      'a failed answer',
+    );
+    assert(/the provider went away/.test(error.message), error.message);
+  });
+
+  await check('a refused request rejects sendMessages with the JSON error', async () => {
+    const transport = new DefaultChatTransport({ api: `${base}/agent/text/chat`, body: { nope: 1 } });
+    const error = await rejects(
+      transport.sendMessages({ chatId: 'chat-bad', messages: [user('u1', 'hi')], trigger: 'submit-message' }),
+      'an unknown field',
+    );
+    assert(/malformed_frame/.test(error.message), error.message);
+  });
+});

@@ -1,0 +1,470 @@
+//! The Vercel AI SDK's UI message stream (`POST /agent/{name}/chat`) against the SDK's own
+//! client, `ai@6` (the scripts of `tests/node`):
+//!
+//! - `vercel_client.mjs` talks to a real server with `DefaultChatTransport` and
+//!   `readUIMessageStream`: text, reasoning, a server tool, a client tool resumed, failures.
+//! - A property test runs the real agent loop on hundreds of random scripts (text, thinking and
+//!   tool calls, model failures mid-block, local tools that succeed, fail or stream, client tools,
+//!   cancellations at random points), encodes each execution with [`UiMessageStream`], checks
+//!   the chunks against the ordering rules here, and has `vercel_streams.mjs` read every stream
+//!   with the SDK's own parser and reader.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use bidi_agent::AgentInit;
+use bidi_flow::Registry;
+use bidi_http::{Server, UiMessageStream};
+use bidi_llm::testing::{Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, Tool, ToolEvent, TurnInput, UserMessage, execute};
+use futures_util::{StreamExt as _, stream};
+use serde_json::{Value, json};
+use tests::node::{Summary, npm_ci, run_node};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct City {
+    city: String,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Anything {}
+
+fn weather() -> Tool {
+    Tool::local(
+        "weather",
+        "Weather",
+        "The weather in a city",
+        |_id, args: City| {
+            stream::iter([
+                ToolEvent::Delta("sunny ".into()),
+                ToolEvent::Complete {
+                    output: format!("sunny in {}", args.city),
+                    details: None,
+                },
+            ])
+        },
+    )
+}
+
+/// The agents `vercel_client.mjs` expects, on a free port of 127.0.0.1.
+async fn serve() -> SocketAddr {
+    let text = LlmAgent::builder(
+        "text",
+        ScriptedModel::new([Scripted::new().thinking("Easy one.").text("Hello there")]),
+    )
+    .build();
+    let weather = LlmAgent::builder(
+        "weather",
+        ScriptedModel::new([
+            Scripted::new().tool_call("w1", "weather", &json!({"city": "Oslo"})),
+            Scripted::new().text("Sunny."),
+        ]),
+    )
+    .tool(weather())
+    .build();
+    let ask = LlmAgent::builder(
+        "ask",
+        ScriptedModel::new([
+            Scripted::new().tool_call("k1", "ask", &json!({"q": "Oslo?"})),
+            Scripted::new().text("Booked."),
+        ]),
+    )
+    .build();
+    let failing = || {
+        Scripted::new()
+            .text("Half an answer")
+            .fail("the provider went away")
+    };
+    let fail = LlmAgent::builder("fail", ScriptedModel::new([failing(), failing()])).build();
+    let server = Server::new(Registry::new())
+        .agent(&text)
+        .agent(&weather)
+        .agent(&ask)
+        .agent(&fail);
+    let bound = server
+        .addr("127.0.0.1:0".parse().unwrap())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.local_addr().unwrap();
+    tokio::spawn(bound.serve());
+    addr
+}
+
+fn clients() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("node")
+}
+
+/// Installs the clients' packages, then runs `script` with `arg`.
+async fn run(script: &str, arg: String) -> Summary {
+    let script = clients().join(script);
+    tokio::task::spawn_blocking(move || {
+        npm_ci(&clients()).unwrap();
+        run_node(&script, &[&arg])
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
+    let addr = serve().await;
+    let summary = run("vercel_client.mjs", format!("http://{addr}")).await;
+    assert!(summary.failures().is_empty(), "{summary}");
+    assert_eq!(summary.passed, Some(6), "{summary}");
+    assert!(summary.succeeded(), "{summary}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generated executions.
+
+/// A small deterministic PRNG (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const WORDS: [&str; 6] = [
+    "alpha ",
+    "beta",
+    " gamma",
+    "δ ",
+    "\"quoted\" ",
+    "line\nbreak",
+];
+
+/// A random answer: up to four blocks, perhaps failing after them.
+fn scripted(rng: &mut Rng, call: &mut usize) -> Scripted {
+    let mut answer = Scripted::new();
+    for _ in 0..rng.below(5) {
+        let words = 1 + rng.below(4);
+        let text: String = (0..words)
+            .map(|_| WORDS[usize::try_from(rng.below(6)).unwrap()])
+            .collect();
+        answer = match rng.below(3) {
+            0 => answer.text(&text),
+            1 => answer.thinking(&text),
+            _ => {
+                *call += 1;
+                let tool = ["ok", "bad", "streams", "client", "missing"]
+                    [usize::try_from(rng.below(5)).unwrap()];
+                if rng.chance(10) {
+                    answer.raw_tool_call(&format!("call-{call}"), tool, "{\"broken")
+                } else {
+                    answer.tool_call(&format!("call-{call}"), tool, &json!({"n": *call}))
+                }
+            }
+        };
+    }
+    if rng.chance(20) {
+        answer = answer.fail("the model failed");
+    }
+    answer
+}
+
+fn agent(rng: &mut Rng) -> LlmAgent {
+    let mut call = 0;
+    let answers: Vec<Scripted> = (0..1 + rng.below(4))
+        .map(|_| scripted(rng, &mut call))
+        .collect();
+    let ok = Tool::local("ok", "Ok", "Succeeds", |_id, _: Anything| {
+        stream::iter([ToolEvent::Complete {
+            output: "done".into(),
+            details: Some(json!({"done": true})),
+        }])
+    });
+    let bad = Tool::local("bad", "Bad", "Fails", |_id, _: Anything| {
+        stream::iter([ToolEvent::Failed("it broke".into())])
+    });
+    let streams = Tool::local("streams", "Streams", "Streams", |_id, _: Anything| {
+        stream::iter([
+            ToolEvent::Delta("one ".into()),
+            ToolEvent::Delta("two".into()),
+            ToolEvent::Complete {
+                output: "one two".into(),
+                details: None,
+            },
+        ])
+        .then(|event| async move {
+            tokio::task::yield_now().await;
+            event
+        })
+    });
+    LlmAgent::builder("gen", ScriptedModel::new(answers))
+        .tool(ok)
+        .tool(bad)
+        .tool(streams)
+        .tool(Tool::remote::<Anything>(
+            "client",
+            "Client",
+            "The client runs it",
+        ))
+        .max_turns(3)
+        .build()
+}
+
+/// One execution of a random agent, encoded; cancelled after a random number of events, or not.
+async fn generated(seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let agent = agent(&mut rng);
+    let cancel_after = rng.chance(30).then(|| rng.below(25));
+    let mut conn = agent.connect(AgentInit::new());
+    let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
+        .await
+        .unwrap();
+    let mut encoder = UiMessageStream::new(format!("msg-{seed}"));
+    let mut buf = Vec::new();
+    let mut seen = 0;
+    while let Some(next) = run.next().await {
+        match next {
+            Ok(event) => encoder.event(&event, &mut buf),
+            Err(error) => {
+                encoder.failed(&error.to_string(), &mut buf);
+                break;
+            }
+        }
+        seen += 1;
+        if cancel_after == Some(seen) {
+            run.cancel_with("the client went away");
+        }
+    }
+    encoder.end(&mut buf);
+    drop(run);
+    conn.close();
+    let _ = conn.output().await;
+    buf
+}
+
+/// The keys each chunk type may have: required, then optional (`ai@6.0.0` refused others).
+fn keys(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    match kind {
+        "start" => (&[], &["messageId"]),
+        "start-step" | "finish-step" => (&[], &[]),
+        "text-start" | "text-end" | "reasoning-start" | "reasoning-end" => (&["id"], &[]),
+        "text-delta" | "reasoning-delta" => (&["id", "delta"], &[]),
+        "tool-input-start" => (&["toolCallId", "toolName"], &[]),
+        "tool-input-delta" => (&["toolCallId", "inputTextDelta"], &[]),
+        "tool-input-available" => (&["toolCallId", "toolName", "input"], &[]),
+        "tool-output-available" => (&["toolCallId", "output"], &["preliminary"]),
+        "tool-output-error" => (&["toolCallId", "errorText"], &[]),
+        "error" => (&["errorText"], &[]),
+        "finish" => (&[], &["finishReason"]),
+        other => panic!("a chunk of type {other}"),
+    }
+}
+
+/// Checks a stream against the UI message stream's rules: framing, keys, one `start` first and
+/// one `finish` last then `[DONE]`, blocks opened before their deltas and closed before the step
+/// ends, steps that nest nothing, tool outputs after their inputs.
+fn validate(buf: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(buf).map_err(|e| e.to_string())?;
+    let mut records: Vec<&str> = text.split_terminator("\n\n").collect();
+    if !text.ends_with("\n\n") || records.pop() != Some("data: [DONE]") {
+        return Err("the stream does not end with data: [DONE]".into());
+    }
+    let (mut step, mut finished) = (false, false);
+    let (mut text_open, mut reasoning_open) = (HashSet::new(), HashSet::new());
+    let (mut ids, mut started_tools, mut inputs) = (HashSet::new(), HashSet::new(), HashSet::new());
+    for (at, record) in records.iter().enumerate() {
+        let data = record
+            .strip_prefix("data: ")
+            .ok_or_else(|| format!("record {at} is not `data: `: {record:?}"))?;
+        if data.contains('\n') {
+            return Err(format!("record {at} spans lines"));
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+        let object = chunk.as_object().ok_or("a chunk is not an object")?;
+        let kind = object["type"].as_str().ok_or("no type")?;
+        let (required, optional) = keys(kind);
+        for key in object.keys().filter(|key| *key != "type") {
+            if !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
+                return Err(format!("{kind} has the extra key {key}"));
+            }
+        }
+        if let Some(missing) = required.iter().find(|key| !object.contains_key(**key)) {
+            return Err(format!("{kind} lacks {missing}"));
+        }
+        let fail = |why: &str| Err(format!("chunk {at} ({data}): {why}"));
+        if finished {
+            return fail("after finish");
+        }
+        if (at == 0) != (kind == "start") {
+            return fail("start is the first chunk, and only it");
+        }
+        let id = || object.get("id").and_then(Value::as_str).unwrap().to_owned();
+        let call = || {
+            object
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned()
+        };
+        let in_step = matches!(
+            kind,
+            "text-start"
+                | "text-delta"
+                | "text-end"
+                | "reasoning-start"
+                | "reasoning-delta"
+                | "reasoning-end"
+                | "tool-input-start"
+                | "tool-input-delta"
+                | "tool-input-available"
+                | "tool-output-available"
+                | "tool-output-error"
+        );
+        if in_step && !step {
+            return fail("outside a step");
+        }
+        match kind {
+            "start-step" if step => return fail("a step in a step"),
+            "start-step" => step = true,
+            "finish-step" | "finish" | "error" => {
+                if !text_open.is_empty() || !reasoning_open.is_empty() {
+                    return fail("a block is open");
+                }
+                if kind == "finish-step" {
+                    if !step {
+                        return fail("no step to finish");
+                    }
+                    step = false;
+                }
+                if kind == "finish" {
+                    if step {
+                        return fail("a step is open");
+                    }
+                    finished = true;
+                }
+            }
+            "text-start" | "reasoning-start" => {
+                if !text_open.is_empty() || !reasoning_open.is_empty() || !ids.insert(id()) {
+                    return fail("a block opened twice, or in another");
+                }
+                if kind == "text-start" {
+                    text_open.insert(id());
+                } else {
+                    reasoning_open.insert(id());
+                }
+            }
+            "text-delta" if !text_open.contains(&id()) => return fail("no such text"),
+            "text-end" if !text_open.remove(&id()) => return fail("no such text"),
+            "reasoning-delta" if !reasoning_open.contains(&id()) => {
+                return fail("no such reasoning");
+            }
+            "reasoning-end" if !reasoning_open.remove(&id()) => return fail("no such reasoning"),
+            "tool-input-start" if !started_tools.insert(call()) => return fail("a call twice"),
+            "tool-input-delta" if !started_tools.contains(&call()) => {
+                return fail("a delta before its start");
+            }
+            "tool-input-available"
+                if !started_tools.contains(&call()) || !inputs.insert(call()) =>
+            {
+                return fail("an input without its start, or twice");
+            }
+            "tool-output-available" | "tool-output-error" if !inputs.contains(&call()) => {
+                return fail("an output before its input");
+            }
+            _ => {}
+        }
+    }
+    if finished {
+        Ok(())
+    } else {
+        Err("no finish".into())
+    }
+}
+
+/// How many executions the property test generates.
+const RUNS: u64 = 400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kinds = HashSet::new();
+    for seed in 0..RUNS {
+        let buf = generated(seed).await;
+        if let Err(why) = validate(&buf) {
+            panic!("seed {seed}: {why}\n{}", String::from_utf8_lossy(&buf));
+        }
+        for record in String::from_utf8_lossy(&buf).split_terminator("\n\n") {
+            if let Ok(chunk) = serde_json::from_str::<Value>(&record[6..]) {
+                kinds.insert(chunk["type"].as_str().unwrap().to_owned());
+                if chunk["errorText"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("went away"))
+                {
+                    kinds.insert("error:cancelled".to_owned());
+                }
+                if let Some(reason) = chunk.get("finishReason") {
+                    kinds.insert(format!("finish:{}", reason.as_str().unwrap()));
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&buf);
+        for (end, kind) in [("text-end", "text"), ("reasoning-end", "reasoning")] {
+            let closed = format!("{{\"type\":\"{end}\",");
+            if text.split(&closed).skip(1).any(|rest| {
+                rest.split_once("\n\n")
+                    .is_some_and(|(_, next)| next.starts_with("data: {\"type\":\"error\""))
+            }) {
+                kinds.insert(format!("{kind} closed by an error"));
+            }
+        }
+        std::fs::write(dir.path().join(format!("{seed:04}.sse")), &buf).unwrap();
+    }
+    // The generator reaches every kind of chunk and ending.
+    for kind in [
+        "reasoning-delta",
+        "text-delta",
+        "tool-input-delta",
+        "tool-output-available",
+        "tool-output-error",
+        "error",
+        "finish:stop",
+        "finish:tool-calls",
+        "finish:error",
+        "error:cancelled",
+        "text closed by an error",
+        "reasoning closed by an error",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} in {kinds:?}");
+    }
+    // And one stream the client must refuse, so that the reader is seen to refuse.
+    let broken = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"text-delta\",\"id\":\"t9\",\"delta\":\"x\"}\n\ndata: [DONE]\n\n";
+    assert!(validate(broken.as_bytes()).is_err());
+    std::fs::write(dir.path().join("broken.sse"), broken).unwrap();
+    let summary = run(
+        "vercel_streams.mjs",
+        dir.path().to_string_lossy().into_owned(),
+    )
+    .await;
+    let failures = summary.failures();
+    assert_eq!(failures.len(), 1, "{summary}");
+    assert!(
+        failures[0].starts_with("not ok - broken.sse") && failures[0].contains("t9"),
+        "{summary}"
+    );
+    assert_eq!(
+        summary.passed,
+        Some(usize::try_from(RUNS).unwrap()),
+        "{summary}"
+    );
+    assert_eq!(summary.failed, Some(1), "{summary}");
+}
