@@ -48,6 +48,7 @@
 //! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
 //! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
+//! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //!
 //! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
 //! [`Router::merge`](axum::Router::merge); the paths above are relative to it. Layers of your
@@ -229,6 +230,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod agent;
+pub mod agui;
 mod auth;
 mod codec;
 mod flow;
@@ -429,6 +431,7 @@ impl Server {
             .route("/{kind}/{name}/execute", post(agent::execute))
             .route("/{kind}/{name}/session/{id}", get(agent::session))
             .route("/{kind}/{name}/chat", post(vercel::chat))
+            .route("/{kind}/{name}/ag-ui", post(agui::run))
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod agent;
+mod agui;
 mod flow;
 mod safety;
 mod support;

@@ -1,0 +1,1440 @@
+//! [AG-UI](https://docs.ag-ui.com) 1.0: `POST /agent/{name}/ag-ui` takes a `RunAgentInput` and
+//! answers SSE of AG-UI events, and [`Encoder`] turns an execution's [`AgentEvent`]s into those
+//! events, for transports of your own.
+//!
+//! An execution becomes one run:
+//!
+//! | agent events | AG-UI events |
+//! |---|---|
+//! | `session_start` | `RUN_STARTED`, then `STATE_SNAPSHOT` of the input's `state` if it has one |
+//! | `text_start` / `text_delta` / `text_end` | `TEXT_MESSAGE_START` / `_CONTENT` / `_END`, the message id one per model answer |
+//! | `thinking_start` / `thinking_delta` / `thinking_end` | `REASONING_START` + `REASONING_MESSAGE_START` / `REASONING_MESSAGE_CONTENT` / `REASONING_MESSAGE_END` + `REASONING_END` |
+//! | `toolcall_end` | `TOOL_CALL_START` / `TOOL_CALL_ARGS` (the whole arguments) / `TOOL_CALL_END`, its parent the answer's message |
+//! | `tool_execution_end` | `TOOL_CALL_RESULT` |
+//! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
+//! | `execute_complete` | `RUN_FINISHED`: outcome `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
+//!
+//! A tool call streams as one piece once the model has finished it: the agent loop learns a
+//! call's id and tool only then, and AG-UI's `TOOL_CALL_START` needs both. A call the model
+//! left unfinished (its answer failed or was cancelled mid-call) is not shown. Tool progress
+//! (`tool_execution_delta`) is not shown either.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bidi_agent::AgentInit;
+use bidi_flow::text::cap;
+use bidi_llm::{
+    AgentEvent, AssistantContent, AssistantMessage, Attachment, Context, ErrorCode, LlmAgent,
+    LlmSession, Message, ToolCall, ToolResultMessage, ToolSpec, TurnInput, UserMessage,
+};
+use bidi_session::{Scoped, Session, SessionStore};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::codec::{self, Code, Failure};
+use crate::flow::body;
+use crate::{Identity, Shared};
+
+// ---------------------------------------------------------------------------------------------
+// The events.
+
+/// One AG-UI event: `type` tag in `SCREAMING_SNAKE_CASE`, `camelCase` fields, as `@ag-ui/core`
+/// 1.0 defines them. Only the events an execution of an agent makes.
+///
+/// ```
+/// use bidi_http::agui::Event;
+/// use serde_json::json;
+///
+/// let event = Event::TextMessageContent { message_id: "m1".into(), delta: "Hi".into() };
+/// assert_eq!(
+///     serde_json::to_value(&event)?,
+///     json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Hi"}),
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum Event {
+    /// The run began: always the first event.
+    RunStarted {
+        /// The thread: the agent's session.
+        thread_id: String,
+        /// The run, as the input named it.
+        run_id: String,
+    },
+    /// The run ended without failing: the last event.
+    RunFinished {
+        /// The thread.
+        thread_id: String,
+        /// The run.
+        run_id: String,
+        /// How it ended.
+        outcome: Outcome,
+    },
+    /// The run failed: the last event.
+    RunError {
+        /// What went wrong.
+        message: String,
+        /// What kind of failure: the agent's error code (`model`, `max_turns`, `store`, ...)
+        /// or `connection_failed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+    /// The agent's state, whole.
+    StateSnapshot {
+        /// The state.
+        snapshot: Value,
+    },
+    /// A text message begins (or goes on: a message of several text blocks starts once per
+    /// block).
+    TextMessageStart {
+        /// The message.
+        message_id: String,
+        /// Always `assistant`.
+        role: String,
+    },
+    /// More text.
+    TextMessageContent {
+        /// The message.
+        message_id: String,
+        /// The new text; never empty.
+        delta: String,
+    },
+    /// A text message's block ends.
+    TextMessageEnd {
+        /// The message.
+        message_id: String,
+    },
+    /// A span of reasoning begins.
+    ReasoningStart {
+        /// The reasoning message.
+        message_id: String,
+    },
+    /// A reasoning message begins.
+    ReasoningMessageStart {
+        /// The reasoning message.
+        message_id: String,
+        /// Always `reasoning`.
+        role: String,
+    },
+    /// More reasoning.
+    ReasoningMessageContent {
+        /// The reasoning message.
+        message_id: String,
+        /// The new reasoning; never empty.
+        delta: String,
+    },
+    /// A reasoning message ends.
+    ReasoningMessageEnd {
+        /// The reasoning message.
+        message_id: String,
+    },
+    /// A span of reasoning ends.
+    ReasoningEnd {
+        /// The reasoning message.
+        message_id: String,
+    },
+    /// A tool call begins.
+    ToolCallStart {
+        /// The call.
+        tool_call_id: String,
+        /// The tool.
+        tool_call_name: String,
+        /// The assistant message that makes the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_message_id: Option<String>,
+    },
+    /// The call's arguments, JSON text.
+    ToolCallArgs {
+        /// The call.
+        tool_call_id: String,
+        /// The arguments (all of them at once).
+        delta: String,
+    },
+    /// The call's arguments are complete.
+    ToolCallEnd {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// What a tool the agent ran returned.
+    ToolCallResult {
+        /// The tool message it makes.
+        message_id: String,
+        /// The call.
+        tool_call_id: String,
+        /// The tool's output.
+        content: String,
+        /// Always `tool`.
+        role: String,
+    },
+}
+
+/// How a run ended without failing: `type` tag, `camelCase` fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It completed; frontend tool calls may wait for their results, which the next run's
+    /// `tool` messages bring.
+    Success {
+        /// The calls waiting for their results.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pending_tool_call_ids: Vec<String>,
+    },
+    /// It was cancelled before it completed.
+    Cancelled,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The encoder.
+
+/// Turns one execution's [`AgentEvent`]s into the AG-UI events of one run, in an order
+/// `@ag-ui/client` accepts, whatever the execution did: `RUN_STARTED` first; every text and
+/// reasoning block ended before the run's last event; exactly one last event, `RUN_FINISHED`
+/// or `RUN_ERROR`, and nothing after it.
+///
+/// ```
+/// use bidi_http::agui::Encoder;
+/// use bidi_llm::AgentEvent;
+///
+/// let mut encoder = Encoder::new("thread-1", "run-1");
+/// let mut events = Vec::new();
+/// encoder.event(&AgentEvent::SessionStart { session_id: "thread-1".into() }, &mut events);
+/// encoder.event(&AgentEvent::TextStart, &mut events);
+/// encoder.event(&AgentEvent::TextDelta { delta: "Hi".into() }, &mut events);
+/// // The execution's connection fails mid-text: the text ends, then the run fails.
+/// encoder.failed("the connection failed", &mut events);
+/// let kinds: Vec<_> = events.iter().map(|event| {
+///     serde_json::to_value(event).unwrap()["type"].as_str().unwrap().to_owned()
+/// }).collect();
+/// assert_eq!(kinds, [
+///     "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_ERROR",
+/// ]);
+/// // Nothing follows RUN_ERROR.
+/// encoder.end(&mut events);
+/// assert_eq!(events.len(), 5);
+/// ```
+#[derive(Debug)]
+pub struct Encoder {
+    thread_id: String,
+    run_id: String,
+    state: Option<Value>,
+    phase: Phase,
+    /// The message of the model's current answer, once it has one.
+    message_id: Option<String>,
+    /// The text or reasoning block being streamed.
+    open: Option<Open>,
+    /// A model answer was cut short by a cancellation.
+    cancelled: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing written yet.
+    Idle,
+    /// `RUN_STARTED` written.
+    Running,
+    /// `RUN_FINISHED` or `RUN_ERROR` written: nothing more.
+    Ended,
+}
+
+#[derive(Debug)]
+enum Open {
+    Text(String),
+    Reasoning(String),
+}
+
+/// A fresh id for a message of the run.
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl Encoder {
+    /// An encoder for the run `run_id` of the thread `thread_id`.
+    pub fn new(thread_id: impl Into<String>, run_id: impl Into<String>) -> Self {
+        Self {
+            thread_id: thread_id.into(),
+            run_id: run_id.into(),
+            state: None,
+            phase: Phase::Idle,
+            message_id: None,
+            open: None,
+            cancelled: false,
+        }
+    }
+
+    /// Sends `state` as a `STATE_SNAPSHOT` right after `RUN_STARTED` (the agent keeps no state
+    /// of its own: this echoes the client's).
+    #[must_use]
+    pub fn state(mut self, state: Value) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Whether the run's last event is written: what comes next is dropped.
+    #[must_use]
+    pub fn is_ended(&self) -> bool {
+        self.phase == Phase::Ended
+    }
+
+    /// Appends what `event` becomes to `out` (perhaps nothing).
+    pub fn event(&mut self, event: &AgentEvent, out: &mut Vec<Event>) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        self.start(out);
+        match event {
+            AgentEvent::MessageStart { .. } => {
+                self.close(out);
+                self.message_id = None;
+            }
+            AgentEvent::TextStart => {
+                self.close(out);
+                self.open_text(out);
+            }
+            AgentEvent::TextDelta { delta } => {
+                if delta.is_empty() {
+                    return;
+                }
+                let message_id = match &self.open {
+                    Some(Open::Text(id)) => id.clone(),
+                    _ => {
+                        self.close(out);
+                        self.open_text(out)
+                    }
+                };
+                out.push(Event::TextMessageContent {
+                    message_id,
+                    delta: delta.clone(),
+                });
+            }
+            AgentEvent::ThinkingStart => {
+                self.close(out);
+                self.open_reasoning(out);
+            }
+            AgentEvent::ThinkingDelta { delta } => {
+                if delta.is_empty() {
+                    return;
+                }
+                let message_id = match &self.open {
+                    Some(Open::Reasoning(id)) => id.clone(),
+                    _ => {
+                        self.close(out);
+                        self.open_reasoning(out)
+                    }
+                };
+                out.push(Event::ReasoningMessageContent {
+                    message_id,
+                    delta: delta.clone(),
+                });
+            }
+            AgentEvent::TextEnd { .. } | AgentEvent::ThinkingEnd { .. } => self.close(out),
+            AgentEvent::ToolcallStart { .. } => self.close(out),
+            AgentEvent::ToolcallEnd { tool_call, .. } => {
+                self.close(out);
+                let parent = self.message_id().to_owned();
+                self.tool_call(tool_call, parent, out);
+            }
+            AgentEvent::MessageEnd { message } => {
+                self.close(out);
+                self.cancelled |= matches!(**message, Message::Aborted(_));
+                self.message_id = None;
+            }
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                output,
+                ..
+            } => out.push(Event::ToolCallResult {
+                message_id: new_id(),
+                tool_call_id: tool_call_id.clone(),
+                content: output.clone(),
+                role: "tool".to_owned(),
+            }),
+            AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
+            AgentEvent::ExecuteComplete {
+                status,
+                pending_tool_calls,
+                ..
+            } => {
+                if *status == bidi_llm::Status::Error {
+                    // A failure the execution did not report with an `error` event first.
+                    self.fail("the execution failed", None, out);
+                    return;
+                }
+                self.close(out);
+                let outcome = if !pending_tool_calls.is_empty() {
+                    Outcome::Success {
+                        pending_tool_call_ids: pending_tool_calls
+                            .iter()
+                            .map(|call| call.id.clone())
+                            .collect(),
+                    }
+                } else if self.cancelled {
+                    Outcome::Cancelled
+                } else {
+                    Outcome::Success {
+                        pending_tool_call_ids: Vec::new(),
+                    }
+                };
+                out.push(Event::RunFinished {
+                    thread_id: self.thread_id.clone(),
+                    run_id: self.run_id.clone(),
+                    outcome,
+                });
+                self.phase = Phase::Ended;
+            }
+            // Shown by other events, or not at all.
+            _ => {}
+        }
+    }
+
+    /// Appends what says the execution was cut short (its connection failed with `message`):
+    /// the end of every open block and `RUN_ERROR`, unless the run has ended.
+    pub fn failed(&mut self, message: &str, out: &mut Vec<Event>) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        self.start(out);
+        self.close(out);
+        out.push(Event::RunError {
+            message: message.to_owned(),
+            code: Some("connection_failed".to_owned()),
+        });
+        self.phase = Phase::Ended;
+    }
+
+    /// Appends what ends the run after the execution's last event: nothing if the run has
+    /// ended, else (the events stopped before `execute_complete`) the end of every open block
+    /// and `RUN_ERROR`.
+    pub fn end(&mut self, out: &mut Vec<Event>) {
+        if self.phase != Phase::Ended {
+            self.failed("the execution ended before it completed", out);
+        }
+    }
+
+    /// `RUN_STARTED` (and the state), if not written yet.
+    fn start(&mut self, out: &mut Vec<Event>) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.phase = Phase::Running;
+        out.push(Event::RunStarted {
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+        });
+        if let Some(snapshot) = self.state.take() {
+            out.push(Event::StateSnapshot { snapshot });
+        }
+    }
+
+    /// The id of the model's current answer.
+    fn message_id(&mut self) -> &str {
+        self.message_id.get_or_insert_with(new_id)
+    }
+
+    fn open_text(&mut self, out: &mut Vec<Event>) -> String {
+        let message_id = self.message_id().to_owned();
+        out.push(Event::TextMessageStart {
+            message_id: message_id.clone(),
+            role: "assistant".to_owned(),
+        });
+        self.open = Some(Open::Text(message_id.clone()));
+        message_id
+    }
+
+    fn open_reasoning(&mut self, out: &mut Vec<Event>) -> String {
+        // A message of its own: the client would append reasoning with the answer's id to the
+        // answer's text.
+        let message_id = new_id();
+        out.push(Event::ReasoningStart {
+            message_id: message_id.clone(),
+        });
+        out.push(Event::ReasoningMessageStart {
+            message_id: message_id.clone(),
+            role: "reasoning".to_owned(),
+        });
+        self.open = Some(Open::Reasoning(message_id.clone()));
+        message_id
+    }
+
+    /// Ends the open block, if any.
+    fn close(&mut self, out: &mut Vec<Event>) {
+        match self.open.take() {
+            Some(Open::Text(message_id)) => out.push(Event::TextMessageEnd { message_id }),
+            Some(Open::Reasoning(message_id)) => {
+                out.push(Event::ReasoningMessageEnd {
+                    message_id: message_id.clone(),
+                });
+                out.push(Event::ReasoningEnd { message_id });
+            }
+            None => {}
+        }
+    }
+
+    fn tool_call(&mut self, call: &ToolCall, parent: String, out: &mut Vec<Event>) {
+        // Arguments the model got wrong (not JSON) are kept as the text it wrote.
+        let arguments = match &call.arguments {
+            Value::String(raw) => raw.clone(),
+            arguments => arguments.to_string(),
+        };
+        out.push(Event::ToolCallStart {
+            tool_call_id: call.id.clone(),
+            tool_call_name: call.name.clone(),
+            parent_message_id: Some(parent),
+        });
+        if !arguments.is_empty() {
+            out.push(Event::ToolCallArgs {
+                tool_call_id: call.id.clone(),
+                delta: arguments,
+            });
+        }
+        out.push(Event::ToolCallEnd {
+            tool_call_id: call.id.clone(),
+        });
+    }
+
+    /// Ends every open block and the run with `RUN_ERROR`.
+    fn fail(&mut self, message: &str, code: Option<ErrorCode>, out: &mut Vec<Event>) {
+        self.close(out);
+        let code = code.and_then(|code| {
+            serde_json::to_value(code)
+                .ok()
+                .and_then(|code| code.as_str().map(str::to_owned))
+        });
+        out.push(Event::RunError {
+            message: message.to_owned(),
+            code,
+        });
+        self.phase = Phase::Ended;
+    }
+}
+
+/// The endpoint's SSE: `data: {json}\n\n` per event.
+#[derive(Debug)]
+struct Sse {
+    encoder: Encoder,
+    events: Vec<Event>,
+}
+
+impl Sse {
+    fn write(&mut self, buf: &mut Vec<u8>) {
+        for event in self.events.drain(..) {
+            buf.extend_from_slice(b"data: ");
+            // Events are plain data: they always serialize.
+            let _ = serde_json::to_writer(&mut *buf, &event);
+            buf.extend_from_slice(b"\n\n");
+        }
+    }
+}
+
+impl crate::agent::Encoder for Sse {
+    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+        self.encoder.event(event, &mut self.events);
+        self.write(buf);
+    }
+
+    fn failed(&mut self, message: &str, buf: &mut Vec<u8>) {
+        self.encoder.failed(message, &mut self.events);
+        self.write(buf);
+    }
+
+    fn end(&mut self, buf: &mut Vec<u8>) {
+        self.encoder.end(&mut self.events);
+        self.write(buf);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request.
+
+/// `RunAgentInput`: what `HttpAgent` posts. Other fields (`context`, `forwardedProps`, ...) are
+/// read and ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunAgentInput {
+    /// The thread: the session.
+    thread_id: String,
+    /// The run.
+    run_id: String,
+    /// The client's state, echoed as `STATE_SNAPSHOT`.
+    #[serde(default)]
+    state: Option<Value>,
+    /// The conversation as the client has it.
+    messages: Vec<InputMessage>,
+    /// The client's (frontend) tools.
+    #[serde(default)]
+    tools: Vec<InputTool>,
+    /// Answers to interrupts; this endpoint makes none.
+    #[serde(default)]
+    resume: Option<Vec<Value>>,
+}
+
+/// A message of the input, tagged by `role`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum InputMessage {
+    /// Instructions from the application's developer: part of the system prompt.
+    Developer { content: String },
+    /// Instructions: part of the system prompt.
+    System { content: String },
+    /// What the agent answered.
+    #[serde(rename_all = "camelCase")]
+    Assistant {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        tool_calls: Vec<InputToolCall>,
+    },
+    /// What the user said.
+    User { content: Content },
+    /// A tool call's result.
+    #[serde(rename_all = "camelCase")]
+    Tool {
+        content: Content,
+        tool_call_id: String,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Shown to the user only: not part of the conversation the model sees.
+    Activity {},
+    /// The agent's reasoning: not sent back to the model.
+    Reasoning {},
+}
+
+/// A message's content: text, or parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+/// One part of a message's content.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Part {
+    Text {
+        text: String,
+    },
+    Image {
+        source: Source,
+    },
+    Audio {
+        source: Source,
+    },
+    Video {},
+    #[serde(rename_all = "camelCase")]
+    Document {
+        source: Source,
+        #[serde(default)]
+        id: Option<String>,
+    },
+}
+
+/// Where a media part's bytes are.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Source {
+    /// Inline, base64.
+    #[serde(rename_all = "camelCase")]
+    Data { value: String, mime_type: String },
+    /// At a URL.
+    #[serde(rename_all = "camelCase")]
+    Url {
+        value: String,
+        #[serde(default)]
+        mime_type: Option<String>,
+    },
+    /// At the provider: this server cannot read it.
+    File {},
+}
+
+#[derive(Debug, Deserialize)]
+struct InputToolCall {
+    id: String,
+    function: InputFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct InputFunction {
+    name: String,
+    arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct InputTool {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+fn invalid(message: impl Into<String>, path: &str) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, Code::InvalidInput, message).at(path)
+}
+
+impl Content {
+    /// The text and attachments of the content at `path`.
+    fn read(self, path: &str) -> Result<(String, Vec<Attachment>), Failure> {
+        let parts = match self {
+            Self::Text(text) => return Ok((text, Vec::new())),
+            Self::Parts(parts) => parts,
+        };
+        let mut texts = Vec::new();
+        let mut attachments = Vec::new();
+        for (index, part) in parts.into_iter().enumerate() {
+            let at = || format!("{path}/{index}");
+            let unsupported =
+                |what: &str| invalid(format!("{what} parts are not supported here"), &at());
+            match part {
+                Part::Text { text } => texts.push(text),
+                Part::Image { source } => attachments.push(match source {
+                    Source::Data { value, mime_type } => Attachment::image(value, mime_type),
+                    Source::Url { value, mime_type } => Attachment::Image {
+                        data: String::new(),
+                        mime_type: mime_type.unwrap_or_default(),
+                        uri: Some(value),
+                    },
+                    Source::File {} => return Err(unsupported("provider file")),
+                }),
+                Part::Audio { source } => match source {
+                    Source::Data { value, mime_type } => {
+                        attachments.push(Attachment::audio(value, mime_type));
+                    }
+                    _ => return Err(unsupported("audio by reference")),
+                },
+                Part::Document { source, id } => attachments.push(match source {
+                    Source::Data { value, mime_type } => Attachment::blob_resource(
+                        id.unwrap_or_else(|| "document".to_owned()),
+                        value,
+                        mime_type,
+                    ),
+                    Source::Url { value, mime_type } => Attachment::Resource {
+                        uri: value,
+                        mime_type,
+                        text: None,
+                        blob: None,
+                    },
+                    Source::File {} => return Err(unsupported("provider file")),
+                }),
+                Part::Video {} => return Err(unsupported("video")),
+            }
+        }
+        Ok((texts.join("\n"), attachments))
+    }
+}
+
+/// A tool call's arguments: JSON, or the text as it is when it is not.
+fn arguments(text: String) -> Value {
+    if text.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The result of the call `tool_call_id` of `tool_name`.
+fn tool_result(
+    tool_call_id: String,
+    tool_name: String,
+    content: Content,
+    error: Option<String>,
+    path: &str,
+) -> Result<ToolResultMessage, Failure> {
+    let (mut text, attachments) = content.read(&format!("{path}/content"))?;
+    let is_error = error.is_some();
+    if text.is_empty()
+        && let Some(error) = error
+    {
+        text = error;
+    }
+    Ok(ToolResultMessage {
+        tool_call_id,
+        tool_name,
+        content: text,
+        details: None,
+        is_error,
+        attachments,
+    })
+}
+
+/// A new thread's session and its first input: the messages before the last user message are
+/// its history (system and developer messages its system prompt), the input's tools its remote
+/// tools, and the last user message the input.
+fn create(
+    agent: &LlmAgent,
+    messages: Vec<InputMessage>,
+    tools: Vec<InputTool>,
+) -> Result<(LlmSession, TurnInput), Failure> {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return Err(invalid(
+            "a new thread needs a user message to answer",
+            "/messages",
+        ));
+    };
+    if !matches!(messages[last], InputMessage::User { .. }) {
+        return Err(invalid(
+            "the last message of a new thread is the user message to answer",
+            &format!("/messages/{last}"),
+        ));
+    }
+    let mut prompt = Vec::new();
+    let mut history = Vec::new();
+    let mut input = None;
+    for (index, message) in messages.into_iter().enumerate() {
+        let path = format!("/messages/{index}");
+        match message {
+            InputMessage::Developer { content } | InputMessage::System { content } => {
+                prompt.push(content);
+            }
+            InputMessage::User { content } => {
+                let (text, attachments) = content.read(&format!("{path}/content"))?;
+                let user = UserMessage::new(text).attachments(attachments);
+                if index == last {
+                    input = Some(TurnInput::User(user));
+                } else {
+                    history.push(Message::User(user));
+                }
+            }
+            InputMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::new();
+                if let Some(text) = content.filter(|text| !text.is_empty()) {
+                    blocks.push(AssistantContent::Text { text });
+                }
+                for call in tool_calls {
+                    blocks.push(AssistantContent::ToolCall(ToolCall {
+                        id: call.id,
+                        name: call.function.name,
+                        arguments: arguments(call.function.arguments),
+                    }));
+                }
+                history.push(Message::Assistant(AssistantMessage {
+                    content: blocks,
+                    ..AssistantMessage::default()
+                }));
+            }
+            InputMessage::Tool {
+                content,
+                tool_call_id,
+                error,
+            } => {
+                let name = history.iter().rev().find_map(|message| match message {
+                    Message::Assistant(assistant) => assistant
+                        .tool_calls()
+                        .find(|call| call.id == tool_call_id)
+                        .map(|call| call.name.clone()),
+                    _ => None,
+                });
+                let Some(name) = name else {
+                    return Err(invalid(
+                        format!(
+                            "the tool message answers `{}`, which no assistant message before it calls",
+                            cap(&tool_call_id)
+                        ),
+                        &format!("{path}/toolCallId"),
+                    ));
+                };
+                history.push(Message::ToolResult(tool_result(
+                    tool_call_id,
+                    name,
+                    content,
+                    error,
+                    &path,
+                )?));
+            }
+            InputMessage::Activity {} | InputMessage::Reasoning {} => {}
+        }
+    }
+    let context = Context {
+        system_prompt: (!prompt.is_empty()).then(|| prompt.join("\n\n")),
+        messages: history,
+        tools: tools
+            .into_iter()
+            .map(|tool| ToolSpec {
+                name: tool.name,
+                description: tool.description,
+                parameters: tool
+                    .parameters
+                    .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+            })
+            .collect(),
+    };
+    let state = agent
+        .new_session(context)
+        .map_err(|error| invalid(error.to_string(), "/tools"))?;
+    // `create` made sure the last message is the user's.
+    let input = input.ok_or_else(|| invalid("no user message", "/messages"))?;
+    Ok((state, input))
+}
+
+/// The input that goes on with an existing thread: the results of its pending calls (the
+/// `tool` messages that answer them), or else the last message, a user message.
+fn resume(state: &LlmSession, messages: Vec<InputMessage>) -> Result<TurnInput, Failure> {
+    let last = messages.len().checked_sub(1);
+    let mut results = Vec::new();
+    let mut user = None;
+    for (index, message) in messages.into_iter().enumerate() {
+        let path = format!("/messages/{index}");
+        match message {
+            InputMessage::Tool {
+                content,
+                tool_call_id,
+                error,
+            } => {
+                let Some(call) = state
+                    .pending_tool_calls
+                    .iter()
+                    .find(|call| call.id == tool_call_id)
+                else {
+                    continue; // The result of an earlier run's call.
+                };
+                let result = tool_result(tool_call_id, call.name.clone(), content, error, &path)?;
+                results.retain(|earlier: &ToolResultMessage| {
+                    earlier.tool_call_id != result.tool_call_id
+                });
+                results.push(result);
+            }
+            InputMessage::User { content } if Some(index) == last => {
+                let (text, attachments) = content.read(&format!("{path}/content"))?;
+                user = Some(UserMessage::new(text).attachments(attachments));
+            }
+            _ => {}
+        }
+    }
+    if !results.is_empty() {
+        return Ok(TurnInput::ToolResults(results));
+    }
+    match user {
+        Some(user) if state.pending_tool_calls.is_empty() => Ok(TurnInput::User(user)),
+        None if state.pending_tool_calls.is_empty() => Err(invalid(
+            "the last message is the user message to answer",
+            &last.map_or_else(
+                || "/messages".to_owned(),
+                |last| format!("/messages/{last}"),
+            ),
+        )),
+        _ => Err(invalid(
+            format!(
+                "the thread waits for the results of {}: send them as `tool` messages",
+                state
+                    .pending_tool_calls
+                    .iter()
+                    .map(|call| format!("`{}`", cap(&call.id)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "/messages",
+        )),
+    }
+}
+
+/// `POST /agent/{name}/ag-ui`: one run, as SSE of AG-UI events.
+pub(crate) async fn run(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name)): Path<(String, String)>,
+    identity: Option<Extension<Identity>>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = shared
+        .agents
+        .get(&name)
+        .filter(|_| kind == "agent")
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                Code::NotFound,
+                format!("no agent serves `/{}/{}/ag-ui`", cap(&kind), cap(&name)),
+            )
+        })?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let input: RunAgentInput = codec::decode_object(&bytes)?;
+    if input.thread_id.is_empty() {
+        return Err(invalid("the `threadId` is empty", "/threadId"));
+    }
+    if input
+        .resume
+        .as_ref()
+        .is_some_and(|resume| !resume.is_empty())
+    {
+        return Err(invalid(
+            "this agent makes no interrupts: there is nothing to resume",
+            "/resume",
+        ));
+    }
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let store = Arc::clone(agent.agent().store());
+    let scope = crate::scope(identity);
+    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
+    let loaded = Session::<LlmSession>::load(store, &input.thread_id)
+        .await
+        .map_err(|error| {
+            Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Code::ConnectionFailed,
+                error.to_string(),
+            )
+        })?;
+    let (init, turn) = match loaded {
+        Some(session) => (
+            AgentInit::new().resume(&input.thread_id),
+            resume(&session.state(), input.messages)?,
+        ),
+        None => {
+            let (state, turn) = create(agent, input.messages, input.tools)?;
+            (
+                AgentInit::new().session_id(&input.thread_id).init(state),
+                turn,
+            )
+        }
+    };
+    let mut encoder = Encoder::new(input.thread_id, input.run_id);
+    if let Some(state) = input.state {
+        encoder = encoder.state(state);
+    }
+    let sse = Sse {
+        encoder,
+        events: Vec::new(),
+    };
+    let (_, body) = crate::agent::start(&shared, agent, init, turn, identity, sse).await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use bidi_llm::{AbortedMessage, ErrorMessage, Role, Status};
+    use serde_json::json;
+
+    use super::*;
+
+    fn kinds(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|event| {
+                serde_json::to_value(event).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn encode(encoder: &mut Encoder, events: &[AgentEvent]) -> Vec<Event> {
+        let mut out = Vec::new();
+        for event in events {
+            encoder.event(event, &mut out);
+        }
+        encoder.end(&mut out);
+        out
+    }
+
+    fn start() -> AgentEvent {
+        AgentEvent::SessionStart {
+            session_id: "t1".into(),
+        }
+    }
+
+    fn complete(status: Status, pending: Vec<ToolCall>) -> AgentEvent {
+        AgentEvent::ExecuteComplete {
+            status,
+            pending_tool_calls: pending,
+            cost: 0.0,
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "pick".into(),
+            arguments: json!({"a": 1}),
+        }
+    }
+
+    #[test]
+    fn a_text_answer_is_one_message_between_run_started_and_run_finished() {
+        let mut encoder = Encoder::new("t1", "r1").state(json!({"n": 1}));
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Hi ".into(),
+                },
+                AgentEvent::TextDelta {
+                    delta: String::new(),
+                },
+                AgentEvent::TextDelta {
+                    delta: "there".into(),
+                },
+                AgentEvent::TextEnd {
+                    text: "Hi there".into(),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "STATE_SNAPSHOT",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_eq!(
+            wire[0],
+            json!({"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"})
+        );
+        assert_eq!(
+            wire[1],
+            json!({"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}})
+        );
+        assert_eq!(wire[2]["role"], "assistant");
+        assert_eq!(wire[2]["messageId"], wire[5]["messageId"]);
+        assert_eq!(
+            wire[6],
+            json!({"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1",
+                   "outcome": {"type": "success"}})
+        );
+        assert!(encoder.is_ended());
+    }
+
+    #[test]
+    fn tool_calls_stream_whole_under_their_answer_and_local_results_follow() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ThinkingStart,
+                AgentEvent::ThinkingDelta {
+                    delta: "hmm".into(),
+                },
+                AgentEvent::ThinkingEnd {
+                    thinking: "hmm".into(),
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Let me".into(),
+                },
+                AgentEvent::TextEnd {
+                    text: "Let me".into(),
+                },
+                AgentEvent::ToolcallStart { index: 0 },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "{\"a\":".into(),
+                },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
+                    args: json!({"a": 1}),
+                },
+                AgentEvent::ToolExecutionDelta {
+                    tool_call_id: "c1".into(),
+                    delta: "..".into(),
+                },
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c1".into(),
+                    output: "picked".into(),
+                    details: None,
+                    is_error: false,
+                    attachments: vec![],
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "TOOL_CALL_RESULT",
+                "RUN_FINISHED"
+            ]
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_ne!(
+            wire[1]["messageId"], wire[6]["messageId"],
+            "reasoning is a message of its own"
+        );
+        assert_eq!(wire[9]["parentMessageId"], wire[6]["messageId"]);
+        assert_eq!(wire[9]["toolCallName"], "pick");
+        assert_eq!(wire[10]["delta"], "{\"a\":1}");
+        assert_eq!(wire[12]["toolCallId"], "c1");
+        assert_eq!(wire[12]["content"], "picked");
+        assert_eq!(wire[12]["role"], "tool");
+    }
+
+    #[test]
+    fn remote_calls_finish_the_run_with_their_ids_pending() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ToolcallStart { index: 0 },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                AgentEvent::AwaitingToolExecution {
+                    session_id: "t1".into(),
+                    tool_calls: vec![call("c1")],
+                },
+                complete(Status::AwaitingToolExecution, vec![call("c1")]),
+            ],
+        );
+        let last = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(
+            last["outcome"],
+            json!({"type": "success", "pendingToolCallIds": ["c1"]})
+        );
+    }
+
+    #[test]
+    fn a_failure_mid_block_ends_the_block_then_the_run_and_nothing_follows() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let failed = Message::Error(ErrorMessage {
+            error: "boom".into(),
+            partial: None,
+        });
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ThinkingStart,
+                AgentEvent::ThinkingDelta {
+                    delta: "hmm".into(),
+                },
+                AgentEvent::MessageEnd {
+                    message: Box::new(failed.clone()),
+                },
+                AgentEvent::Error {
+                    code: ErrorCode::Model,
+                    error: "boom".into(),
+                    message: Some(Box::new(failed)),
+                },
+                AgentEvent::SessionEnd {
+                    session_id: "t1".into(),
+                    messages: vec![],
+                },
+                complete(Status::Error, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "RUN_ERROR"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap(),
+            json!({"type": "RUN_ERROR", "message": "boom", "code": "model"})
+        );
+    }
+
+    #[test]
+    fn a_cancelled_answer_ends_its_block_and_finishes_the_run_cancelled() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let aborted = Message::Aborted(AbortedMessage {
+            partial: AssistantMessage::default(),
+        });
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Hel".into(),
+                },
+                AgentEvent::MessageEnd {
+                    message: Box::new(aborted),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let last = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(last["outcome"], json!({"type": "cancelled"}));
+    }
+
+    #[test]
+    fn events_that_stop_before_the_end_make_a_run_error() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(&mut encoder, &[start(), AgentEvent::TextStart]);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_END",
+                "RUN_ERROR"
+            ]
+        );
+        // And no events at all: the run starts to fail.
+        let out = encode(&mut Encoder::new("t1", "r1"), &[]);
+        assert_eq!(kinds(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    }
+
+    #[test]
+    fn input_messages_become_a_session_history_and_its_input() {
+        let input: RunAgentInput = serde_json::from_value(json!({
+            "threadId": "t1", "runId": "r1", "state": null, "context": [], "forwardedProps": {},
+            "messages": [
+                {"id": "s", "role": "system", "content": "Be brief."},
+                {"id": "u1", "role": "user", "content": "pick one"},
+                {"id": "a1", "role": "assistant", "content": "ok",
+                 "toolCalls": [{"id": "c1", "type": "function",
+                                "function": {"name": "pick", "arguments": "{\"a\":1}"}}]},
+                {"id": "t", "role": "tool", "toolCallId": "c1", "content": "1"},
+                {"id": "r", "role": "reasoning", "content": "hidden"},
+                {"id": "u2", "role": "user", "content": [
+                    {"type": "text", "text": "and"},
+                    {"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}}
+                ]}
+            ],
+            "tools": [{"name": "ask", "description": "asks"}]
+        }))
+        .unwrap();
+        assert!(input.state.is_none());
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
+        let (state, turn) = create(&agent, input.messages, input.tools).unwrap();
+        assert_eq!(state.system_prompt.as_deref(), Some("Be brief."));
+        assert_eq!(state.messages.len(), 3);
+        let Message::ToolResult(result) = &state.messages[2] else {
+            panic!("{:?}", state.messages[2])
+        };
+        assert_eq!(
+            (result.tool_name.as_str(), result.content.as_str()),
+            ("pick", "1")
+        );
+        assert_eq!(state.tools[0].parameters["type"], "object");
+        let TurnInput::User(user) = turn else {
+            panic!("{turn:?}")
+        };
+        assert_eq!(user.content, "and");
+        assert_eq!(user.attachments, [Attachment::image("AAAA", "image/png")]);
+    }
+
+    #[test]
+    fn a_tool_message_answering_nothing_is_refused_with_its_path() {
+        let messages: Vec<InputMessage> = serde_json::from_value(json!([
+            {"id": "t", "role": "tool", "toolCallId": "c9", "content": "1"},
+            {"id": "u", "role": "user", "content": "hi"}
+        ]))
+        .unwrap();
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
+        let failure = create(&agent, messages, vec![]).unwrap_err();
+        assert_eq!(failure.status, StatusCode::BAD_REQUEST);
+        assert_eq!(failure.path.as_deref(), Some("/messages/0/toolCallId"));
+    }
+
+    #[test]
+    fn a_resumed_thread_takes_the_results_of_its_pending_calls() {
+        let state = LlmSession {
+            pending_tool_calls: vec![call("c1")],
+            ..LlmSession::default()
+        };
+        let messages: Vec<InputMessage> = serde_json::from_value(json!([
+            {"id": "u", "role": "user", "content": "hi"},
+            {"id": "t", "role": "tool", "toolCallId": "c1", "content": "", "error": "denied"}
+        ]))
+        .unwrap();
+        let TurnInput::ToolResults(results) = resume(&state, messages).unwrap() else {
+            panic!()
+        };
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].tool_name, "pick");
+        assert!(results[0].is_error);
+        assert_eq!(results[0].content, "denied");
+
+        let messages: Vec<InputMessage> =
+            serde_json::from_value(json!([{"id": "u", "role": "user", "content": "hi"}])).unwrap();
+        let failure = resume(&state, messages).unwrap_err();
+        assert!(failure.message.contains("`c1`"), "{}", failure.message);
+    }
+}
