@@ -1,6 +1,37 @@
 //! [AG-UI](https://docs.ag-ui.com) 1.0: `POST /agent/{name}/ag-ui` takes a `RunAgentInput` and
 //! answers SSE of AG-UI events, and [`Encoder`] turns an execution's [`AgentEvent`]s into those
-//! events, for transports of your own.
+//! events, for transports of your own. `@ag-ui/client`'s `HttpAgent` speaks it:
+//!
+//! ```js
+//! const agent = new HttpAgent({ url: 'http://127.0.0.1:8080/agent/helper/ag-ui', threadId: 't-1' });
+//! agent.addMessage({ id: 'u1', role: 'user', content: 'Deploy, please' });
+//! const { newMessages } = await agent.runAgent({ tools: [confirmTool] });
+//! ```
+//!
+//! # The endpoint
+//!
+//! The `threadId` is the agent's session, in the request's identity's scope as with the execute
+//! endpoint; each request is one execution.
+//!
+//! - A **new thread** is created from the input: the messages before its last one are the
+//!   history (`system` and `developer` messages make the system prompt; `reasoning` and
+//!   `activity` messages are left out), the input's `tools` are the session's **remote tools**,
+//!   and the last message, which must be the user's, is answered.
+//! - An **existing thread** goes on with its last message, a user message; only that one is
+//!   read (the thread has the rest, and keeps the tools it was created with). When the thread
+//!   waits for frontend tool results, the `tool` messages answering its pending calls are read
+//!   instead, and must answer all of them.
+//! - When the model calls a frontend tool, the run finishes (`RUN_FINISHED`, outcome `success`
+//!   with the call in `pendingToolCallIds`); the next run's `tool` messages resume it.
+//! - `state`, when the input has one, comes back as a `STATE_SNAPSHOT` (the agent keeps no
+//!   state of its own). `context` and `forwardedProps` are read and ignored; `resume` is refused
+//!   (the agent makes no interrupts).
+//!
+//! A request refused before the run starts (a body that is not a `RunAgentInput`, a new thread
+//! without a user message to answer, a thread another request runs) gets the crate's JSON error
+//! (400, 404, 409); once the stream has started, a failure is `RUN_ERROR`.
+//!
+//! # The events
 //!
 //! An execution becomes one run:
 //!

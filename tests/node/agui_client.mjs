@@ -1,0 +1,150 @@
+// @ag-ui/client 1.0.0's HttpAgent against a bidi HTTP server's AG-UI endpoint
+// (`POST /agent/{name}/ag-ui`). Usage: node agui_client.mjs <baseUrl>
+//
+// Agents the server must serve, each on a scripted model:
+// - /agent/writer: answers "Hello world" (after thinking "let me see").
+// - /agent/deployer: answers "Asking" and calls the frontend tool `confirm` with
+//   {"action":"deploy"} (id `call-1`); once it has the result, answers "Deployed".
+// - /agent/broken: streams "Half an answer" and fails mid-text with "the model broke".
+// - /agent/calculator: calls its local tool `add` with {"a":2,"b":3} (id `call-1`), which returns
+//   "5", then answers "5".
+
+import { HttpAgent } from '@ag-ui/client';
+import { assert, assertJson, check, run } from './harness.mjs';
+
+const confirm = {
+  name: 'confirm',
+  description: 'Asks the user to confirm an action',
+  parameters: { type: 'object', properties: { action: { type: 'string' } } },
+};
+
+/** Keeps what a run reported to its subscriber. */
+function recorder() {
+  const seen = { finished: undefined, errors: [], types: [] };
+  seen.subscriber = {
+    onEvent: ({ event }) => {
+      seen.types.push(event.type);
+    },
+    onRunFinishedEvent: (params) => {
+      seen.finished = params;
+    },
+    onRunErrorEvent: ({ event }) => {
+      seen.errors.push(event);
+    },
+  };
+  return seen;
+}
+
+/** A value with its object keys sorted, so that JSON comparisons ignore their order. */
+function canon(value) {
+  if (Array.isArray(value)) return value.map(canon);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.keys(value).sort().map((key) => [key, canon(value[key])]));
+  }
+  return value;
+}
+
+/** The messages without their ids (each must have one), keys sorted. */
+function strip(messages) {
+  return canon(messages.map(({ id, ...rest }) => {
+    assert(typeof id === 'string' && id.length > 0, 'every message has an id');
+    return rest;
+  }));
+}
+
+await run(async (base) => {
+  await check('a text run adds the reasoning and the answer to the messages', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/writer/ag-ui`,
+      threadId: 'text-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'hi' }],
+    });
+    const seen = recorder();
+    const { newMessages } = await agent.runAgent({ runId: 'run-1' }, seen.subscriber);
+    assertJson(strip(newMessages), canon([
+      { role: 'reasoning', content: 'let me see' },
+      { role: 'assistant', content: 'Hello world' },
+    ]), 'new messages');
+    assert(seen.finished?.outcome === 'success', 'outcome success');
+    assertJson(seen.finished.pendingToolCallIds, [], 'nothing pending');
+    assertJson(seen.types.at(0), 'RUN_STARTED', 'first event');
+    assertJson(seen.types.at(-1), 'RUN_FINISHED', 'last event');
+  });
+
+  await check('the state the client sends comes back as a snapshot', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/writer/ag-ui`,
+      threadId: 'state-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'hi' }],
+      initialState: { count: 1, items: ['a'] },
+    });
+    const seen = recorder();
+    let snapshot;
+    await agent.runAgent({ runId: 'run-1' }, {
+      ...seen.subscriber,
+      onStateSnapshotEvent: ({ event }) => {
+        snapshot = event.snapshot;
+      },
+    });
+    assertJson(snapshot, { count: 1, items: ['a'] }, 'snapshot');
+    assertJson(agent.state, { count: 1, items: ['a'] }, 'state');
+  });
+
+  await check('a frontend tool call leaves the run pending, and a tool message resumes it', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/deployer/ag-ui`,
+      threadId: 'tool-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'deploy, please' }],
+    });
+    const first = recorder();
+    const { newMessages } = await agent.runAgent({ runId: 'run-1', tools: [confirm] }, first.subscriber);
+    assertJson(strip(newMessages), canon([{
+      role: 'assistant',
+      content: 'Asking',
+      toolCalls: [{ id: 'call-1', type: 'function', function: { name: 'confirm', arguments: '{"action":"deploy"}' } }],
+    }]), 'first run messages');
+    assert(first.finished?.outcome === 'success', 'outcome success');
+    assertJson(first.finished.pendingToolCallIds, ['call-1'], 'pending tool calls');
+
+    agent.addMessage({ id: 'r1', role: 'tool', toolCallId: 'call-1', content: 'true' });
+    const second = recorder();
+    const resumed = await agent.runAgent({ runId: 'run-2', tools: [confirm] }, second.subscriber);
+    assertJson(strip(resumed.newMessages), canon([{ role: 'assistant', content: 'Deployed' }]), 'second run messages');
+    assertJson(second.finished?.pendingToolCallIds, [], 'nothing pending');
+    assertJson(agent.messages.map((message) => message.role), ['user', 'assistant', 'tool', 'assistant'], 'thread');
+  });
+
+  await check('an error mid-stream resolves the run with RUN_ERROR, the partial text kept', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/broken/ag-ui`,
+      threadId: 'error-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'go' }],
+    });
+    const seen = recorder();
+    const { newMessages } = await agent.runAgent({ runId: 'run-1' }, seen.subscriber);
+    assert(seen.errors.length === 1, () => `${seen.errors.length} RUN_ERRORs`);
+    assert(seen.errors[0].message.includes('the model broke'), () => seen.errors[0].message);
+    assert(seen.finished === undefined, 'no RUN_FINISHED');
+    assertJson(seen.types.slice(-2), ['TEXT_MESSAGE_END', 'RUN_ERROR'], 'the text ends, then the run fails');
+    assertJson(strip(newMessages), canon([{ role: 'assistant', content: 'Half an answer' }]), 'partial message');
+  });
+
+  await check('a local tool call and its result are messages of the run', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/calculator/ag-ui`,
+      threadId: 'calc-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: '2+3?' }],
+    });
+    const seen = recorder();
+    const { newMessages } = await agent.runAgent({ runId: 'run-1' }, seen.subscriber);
+    assertJson(strip(newMessages), canon([
+      {
+        role: 'assistant',
+        toolCalls: [{ id: 'call-1', type: 'function', function: { name: 'add', arguments: '{"a":2,"b":3}' } }],
+      },
+      { toolCallId: 'call-1', role: 'tool', content: '5' },
+      { role: 'assistant', content: '5' },
+    ]), 'new messages');
+    assertJson(seen.finished?.pendingToolCallIds, [], 'nothing pending');
+  });
+});
