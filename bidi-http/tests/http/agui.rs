@@ -399,3 +399,103 @@ async fn bad_requests_are_refused_before_the_stream_with_a_json_error() {
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["details"]["code"], "not_found");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_are_kept_apart_by_identity() {
+    use bidi_http::{Identity, Unauthorized};
+
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("call-1", "confirm", &json!({})),
+        Scripted::new().text("Hello Bob"),
+    ]);
+    let agent = LlmAgent::builder("helper", model.clone()).build();
+    let server =
+        Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .auth(|headers| async move {
+                match headers
+                    .get("authorization")
+                    .and_then(|value| value.to_str().ok())
+                {
+                    Some("Bearer alice") => Ok(Identity::new("alice")),
+                    Some("Bearer bob") => Ok(Identity::new("bob")),
+                    _ => Err(Unauthorized::new("a bearer token is required")),
+                }
+            });
+    let addr = start(server).await;
+    let post_as = |who: &'static str, body: Value| async move {
+        let response = reqwest::Client::new()
+            .post(url(addr, "/agent/helper/ag-ui"))
+            .header("authorization", format!("Bearer {who}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        parse(&response.text().await.unwrap())
+    };
+    let tools = json!([{"name": "confirm", "description": "asks"}]);
+    // Alice's thread waits for a frontend tool...
+    let alice = post_as(
+        "alice",
+        input("shared", "r1", json!([user("u", "hi")]), tools),
+    )
+    .await;
+    assert_eq!(
+        alice.last().unwrap()["outcome"]["pendingToolCallIds"],
+        json!(["call-1"])
+    );
+    // ...and Bob's thread of the same id is another, new one: his message is answered.
+    let bob = post_as(
+        "bob",
+        input("shared", "r1", json!([user("u", "hi")]), json!([])),
+    )
+    .await;
+    assert_eq!(text_of(&bob, "TEXT_MESSAGE_CONTENT"), "Hello Bob");
+    assert_eq!(
+        model.requests()[1].messages.len(),
+        1,
+        "Bob's thread has only his message"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_that_runs_refuses_another_run_with_409() {
+    use bidi_llm::testing::ChannelModel;
+    use bidi_llm::{ModelEvent, StopReason, Usage};
+
+    let (model, tx) = ChannelModel::new();
+    let agent = LlmAgent::builder("helper", model).build();
+    let addr = serve(&agent).await;
+    // The first run has started once its answer's head is in; the model has not answered.
+    let first = post(
+        addr,
+        &input("busy", "r1", json!([user("u", "hi")]), json!([])),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let second = post(
+        addr,
+        &input(
+            "busy",
+            "r2",
+            json!([user("u", "hi"), user("u2", "again")]),
+            json!([]),
+        ),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 409);
+    let answer: Value = second.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "session_running");
+
+    tx.send(ModelEvent::TextStart).unwrap();
+    tx.send(ModelEvent::TextDelta("done".into())).unwrap();
+    tx.send(ModelEvent::Done {
+        stop_reason: StopReason::Stop,
+        usage: Usage::default(),
+    })
+    .unwrap();
+    let events = parse(&first.text().await.unwrap());
+    assert_eq!(text_of(&events, "TEXT_MESSAGE_CONTENT"), "done");
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+}
