@@ -984,17 +984,7 @@ pub(crate) async fn run(
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
-    let agent = shared
-        .agents
-        .get(&name)
-        .filter(|_| kind == "agent")
-        .ok_or_else(|| {
-            Failure::new(
-                StatusCode::NOT_FOUND,
-                Code::NotFound,
-                format!("no agent serves `/{}/{}/ag-ui`", cap(&kind), cap(&name)),
-            )
-        })?;
+    let agent = crate::agent::agent(&shared, &kind, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let input: RunAgentInput = codec::decode_object(&bytes)?;
     if input.thread_id.is_empty() {
