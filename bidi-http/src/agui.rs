@@ -565,16 +565,58 @@ struct Sse {
 impl Sse {
     fn write(&mut self, buf: &mut Vec<u8>) {
         for event in self.events.drain(..) {
-            buf.extend_from_slice(b"data: ");
-            // Events are plain data: they always serialize.
-            let _ = serde_json::to_writer(&mut *buf, &event);
-            buf.extend_from_slice(b"\n\n");
+            write(buf, &event);
         }
     }
 }
 
+/// `data: <json>` and the blank line that ends the record.
+fn write(buf: &mut Vec<u8>, event: &impl Serialize) {
+    buf.extend_from_slice(b"data: ");
+    // Events are plain data: they always serialize.
+    let _ = serde_json::to_writer(&mut *buf, event);
+    buf.extend_from_slice(b"\n\n");
+}
+
+/// A `TEXT_MESSAGE_CONTENT` or `REASONING_MESSAGE_CONTENT` event, borrowed: the same JSON as
+/// its [`Event`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Delta<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message_id: &'a str,
+    delta: &'a str,
+}
+
 impl crate::agent::Encoder for Sse {
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+        // The hot path: a delta of the block already open is one event, written as it is,
+        // without copying it into an `Event` first (what `Encoder::event` would make of it).
+        if self.encoder.phase == Phase::Running {
+            let content = match (event, &self.encoder.open) {
+                (AgentEvent::TextDelta { delta }, Some(Open::Text(id))) => {
+                    Some(("TEXT_MESSAGE_CONTENT", id, delta))
+                }
+                (AgentEvent::ThinkingDelta { delta }, Some(Open::Reasoning(id))) => {
+                    Some(("REASONING_MESSAGE_CONTENT", id, delta))
+                }
+                _ => None,
+            };
+            if let Some((kind, message_id, delta)) = content {
+                if !delta.is_empty() {
+                    write(
+                        buf,
+                        &Delta {
+                            kind,
+                            message_id,
+                            delta,
+                        },
+                    );
+                }
+                return;
+            }
+        }
         self.encoder.event(event, &mut self.events);
         self.write(buf);
     }
@@ -1055,6 +1097,81 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_written_stream_is_the_encoders_events_deltas_included() {
+        use crate::agent::Encoder as _;
+
+        let events = [
+            AgentEvent::SessionStart {
+                session_id: "t".into(),
+            },
+            AgentEvent::MessageStart {
+                role: Role::Assistant,
+            },
+            AgentEvent::ThinkingStart,
+            AgentEvent::ThinkingDelta {
+                delta: "hmm \"quoted\"".into(),
+            },
+            AgentEvent::ThinkingDelta { delta: "".into() },
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Hi\nthere ✓".into(),
+            },
+            AgentEvent::TextDelta { delta: "".into() },
+            AgentEvent::TextDelta {
+                delta: " again".into(),
+            },
+        ];
+        let mut sse = Sse {
+            encoder: Encoder::new("t", "r"),
+            events: Vec::new(),
+        };
+        let mut written = Vec::new();
+        let mut encoder = Encoder::new("t", "r");
+        let mut expected = Vec::new();
+        for event in &events {
+            sse.event(event, &mut written);
+            let mut out = Vec::new();
+            encoder.event(event, &mut out);
+            for event in out {
+                write(&mut expected, &event);
+            }
+        }
+        sse.failed("gone", &mut written);
+        let mut out = Vec::new();
+        encoder.failed("gone", &mut out);
+        for event in out {
+            write(&mut expected, &event);
+        }
+        // Message ids are fresh per run: compare with them named by order of appearance.
+        let normalize = |bytes: &[u8]| {
+            let mut ids: Vec<String> = Vec::new();
+            String::from_utf8(bytes.to_vec())
+                .unwrap()
+                .split("\n\n")
+                .filter(|record| !record.is_empty())
+                .map(|record| {
+                    let mut event: Value =
+                        serde_json::from_str(record.strip_prefix("data: ").unwrap()).unwrap();
+                    if let Some(Value::String(id)) = event.get_mut("messageId") {
+                        let n = ids.iter().position(|known| known == id).unwrap_or_else(|| {
+                            ids.push(id.clone());
+                            ids.len() - 1
+                        });
+                        *id = format!("m{n}");
+                    }
+                    event
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(normalize(&written), normalize(&expected));
+        assert!(
+            String::from_utf8(written)
+                .unwrap()
+                .contains("TEXT_MESSAGE_CONTENT")
+        );
+    }
 
     fn kinds(events: &[Event]) -> Vec<String> {
         events

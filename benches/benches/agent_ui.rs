@@ -1,0 +1,137 @@
+//! The front-end protocols against the agent's own SSE, in the same run: one `LlmAgent` whose
+//! model streams a 10,000-delta answer, served by `bidi-http` on 127.0.0.1 in this process.
+//!
+//! ```sh
+//! cargo bench -p benches --bench agent_ui
+//! ```
+//!
+//! Each iteration is one request on a new session, its whole body read by `reqwest`:
+//! `execute_sse` is `POST /agent/words/execute` (the agent's events as plain SSE JSON, one
+//! record per event); `ag_ui` is `POST /agent/words/ag-ui` (AG-UI events); `ui_message_stream`
+//! is `POST /agent/words/chat` (the AI SDK's UI message stream). The unit is the answer's
+//! deltas.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use benches::{on_worker, runtime};
+use bidi_flow::Registry;
+use bidi_llm::testing::Scripted;
+use bidi_llm::{LlmAgent, Model, ModelEvent, ModelRequest};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt as _, stream};
+use serde_json::{Value, json};
+
+const DELTAS: u64 = 10_000;
+
+/// Streams `n` text deltas, then ends the answer.
+struct Words(u64);
+
+impl Model for Words {
+    fn name(&self) -> &str {
+        "words"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let mut frame = Scripted::new().text("x").events().into_iter();
+        let start = frame.next().into_iter();
+        let _delta = frame.next();
+        let deltas = (0..self.0).map(|_| ModelEvent::TextDelta("word ".to_owned()));
+        stream::iter(start.chain(deltas).chain(frame)).boxed()
+    }
+}
+
+async fn serve() -> SocketAddr {
+    let agent = LlmAgent::builder("words", Words(DELTAS)).build();
+    let bound = bidi_http::Server::new(Registry::new())
+        .agent(&agent)
+        .addr("127.0.0.1:0".parse().expect("an address"))
+        .bind()
+        .await
+        .expect("bound");
+    let addr = bound.local_addr().expect("its address");
+    tokio::spawn(bound.serve());
+    addr
+}
+
+/// The request each endpoint takes for a new session saying "go".
+fn request(endpoint: &str, n: u64) -> Value {
+    let id = format!("bench-{n}-{}", std::process::id());
+    match endpoint {
+        "execute" => json!({"sessionId": id, "input": {"content": "go"}, "context": {}}),
+        "ag-ui" => json!({
+            "threadId": id, "runId": "run-1", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": "go"}],
+        }),
+        _ => json!({
+            "id": id, "trigger": "submit-message",
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        }),
+    }
+}
+
+/// Reads one response to its end; how many bytes it had.
+async fn read(client: &reqwest::Client, url: &str, body: &Value) -> usize {
+    let response = client
+        .post(url)
+        .header("accept", "text/event-stream")
+        .json(body)
+        .send()
+        .await
+        .expect("a response");
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    let mut bytes = 0;
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        bytes += chunk.expect("a body").len();
+    }
+    // Every delta is in it: at least "word " each.
+    assert!(bytes as u64 > DELTAS * 5, "{url}: {bytes} bytes");
+    bytes
+}
+
+fn endpoints(c: &mut Criterion) {
+    let rt = runtime();
+    let addr = on_worker(&rt, serve());
+    let client = reqwest::Client::new();
+    let mut group = c.benchmark_group("agent_ui");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.warm_up_time(Duration::from_secs(1));
+    group.throughput(Throughput::Elements(DELTAS));
+    let mut requests = 0u64;
+    for (name, endpoint) in [
+        ("execute_sse", "execute"),
+        ("ag_ui", "ag-ui"),
+        ("ui_message_stream", "chat"),
+    ] {
+        let url = format!("http://{addr}/agent/words/{endpoint}");
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let bodies: Vec<Value> = (0..iters)
+                    .map(|_| {
+                        requests += 1;
+                        request(endpoint, requests)
+                    })
+                    .collect();
+                let (client, url) = (client.clone(), url.clone());
+                on_worker(&rt, async move {
+                    let start = Instant::now();
+                    for body in &bodies {
+                        read(&client, &url, body).await;
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, endpoints);
+criterion_main!(benches);

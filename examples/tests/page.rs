@@ -1,0 +1,114 @@
+//! The `serve` example's chat page in a real browser: a headless Chromium loads it, sends a
+//! prompt over AG-UI and over the UI message stream, and the streamed answer is in the page.
+//! A screenshot of each is kept under the test's target dir.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// The `serve` example on a free port of 127.0.0.1, killed when dropped.
+struct Serve {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+            .args(["--addr", "127.0.0.1:0", "--db"])
+            .arg(dir.path().join("sessions.sqlite3"))
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("BIDI_POSTGRES_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("serve said {first:?}"))
+            .to_owned();
+        Self {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chromium() -> &'static str {
+    for name in ["chromium", "chromium-browser"] {
+        if Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return name;
+        }
+    }
+    panic!("a headless Chromium is needed: `apt-get install chromium` (.ci/run installs it)");
+}
+
+/// Loads `url` in headless Chromium; with `screenshot`, saves one there, else returns the DOM.
+fn browse(url: &str, screenshot: Option<&PathBuf>) -> String {
+    let mut command = Command::new(chromium());
+    command.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--window-size=900,600",
+        "--virtual-time-budget=10000",
+    ]);
+    match screenshot {
+        Some(path) => command.arg(format!("--screenshot={}", path.display())),
+        None => command.arg("--dump-dom"),
+    };
+    let output = command.arg(url).stderr(Stdio::null()).output().unwrap();
+    assert!(output.status.success(), "chromium failed on {url}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn the_page_streams_an_answer_over_both_protocols() {
+    let serve = Serve::start();
+    let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for protocol in ["ag-ui", "ui-message-stream"] {
+        let url = format!("{}/?protocol={protocol}&prompt=hello%20there", serve.url);
+        let dom = browse(&url, None);
+        // The demo model answers "You said: hello there", streamed word by word.
+        assert!(
+            dom.contains("You said: hello there"),
+            "{protocol}: no streamed answer in the page:\n{dom}"
+        );
+        assert!(
+            dom.contains(r#"data-done="1""#),
+            "{protocol}: the run did not end:\n{dom}"
+        );
+        assert!(
+            !dom.contains(r#"class="turn error""#),
+            "{protocol}: an error:\n{dom}"
+        );
+        let shot = artifacts.join(format!("page-{protocol}.png"));
+        browse(&url, Some(&shot));
+        let png = std::fs::read(&shot).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{}: not a PNG", shot.display());
+        eprintln!("screenshot: {}", shot.display());
+    }
+}
