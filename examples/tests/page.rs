@@ -27,10 +27,11 @@ impl Serve {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        stdout.read_line(&mut first).unwrap();
+        // Keep reading what it prints after, so that it never writes to a closed pipe.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let url = first
             .trim()
             .strip_prefix("listening on ")

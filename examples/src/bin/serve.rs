@@ -19,6 +19,7 @@
 //! Several processes on one PostgreSQL database serve the same sessions: start two on two ports
 //! and resume on one a session started on the other.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -94,7 +95,9 @@ async fn main() -> Result<(), BoxError> {
         Some(_) => eprintln!("sessions: PostgreSQL"),
         None => eprintln!("sessions: {}", args.db.display()),
     }
-    println!(
+    // Help for a person at a terminal: not worth dying for if nobody reads stdout any more.
+    let _ = writeln!(
+        std::io::stdout(),
         r#"
 # the actions
 curl -s http://{addr}/actions
