@@ -176,6 +176,35 @@ pub(crate) async fn start<E: Encoder>(
     identity: Option<&Identity>,
     encoder: E,
 ) -> Result<(String, Body), Failure> {
+    let (session_id, writes) = spawn(shared, agent, init, input, identity, encoder).await?;
+    Ok((session_id, body_of(writes)))
+}
+
+/// A response body of `writes`, in order.
+pub(crate) fn body_of(writes: mpsc::Receiver<Bytes>) -> Body {
+    let body = futures_util::stream::unfold(writes, |mut writes| async move {
+        writes
+            .recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), writes))
+    });
+    Body::from_stream(body)
+}
+
+/// [`start`], with the body's writes as they come: the execution runs while the receiver is
+/// kept and is cancelled (as its client going away) once it is dropped.
+///
+/// # Errors
+///
+/// As [`start`].
+pub(crate) async fn spawn<E: Encoder>(
+    shared: &Shared,
+    agent: &LlmAgent,
+    init: AgentInit<LlmSession>,
+    input: TurnInput,
+    identity: Option<&Identity>,
+    encoder: E,
+) -> Result<(String, mpsc::Receiver<Bytes>), Failure> {
     let conn = agent.connect_with(init, Shared::options(identity));
     let (head, answer) = oneshot::channel();
     let (writes, body) = mpsc::channel::<Bytes>(1);
@@ -191,12 +220,7 @@ pub(crate) async fn start<E: Encoder>(
             ));
         }
     };
-    let body = futures_util::stream::unfold(body, |mut body| async move {
-        body.recv()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
-    });
-    Ok((session_id, Body::from_stream(body)))
+    Ok((session_id, body))
 }
 
 /// Turns an execution's events into a response body's bytes, one event at a time: the

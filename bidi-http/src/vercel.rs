@@ -3,10 +3,10 @@
 //! `readUIMessageStream` reads; [`UiMessageStream`] is the encoder, usable on its own.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::Extension;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -19,8 +19,11 @@ use bidi_llm::{
     UserMessage,
 };
 use bidi_session::{Scoped, Session, SessionStore};
+use futures_util::StreamExt as _;
+use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure};
 use crate::flow::body;
@@ -974,14 +977,205 @@ pub(crate) async fn chat(
             .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4())),
     };
     let encoder = UiMessageStream::new(message_id);
-    let (_, body) = agent::start(&shared, agent, init, input, identity, encoder).await?;
+    let (_, writes) = agent::spawn(&shared, agent, init, input, identity, encoder).await?;
+    let key = ChatKey::new(identity, &name, &request.id);
+    let (stream, reader) = shared.chats.open(key.clone());
+    tokio::spawn(tee(Arc::clone(&shared), key, stream, writes));
+    Ok(ui_stream(agent::body_of(reader)))
+}
+
+/// `body` as a UI message stream: 200 with the AI SDK's headers.
+fn ui_stream(body: Body) -> Response {
     let mut response = body.into_response();
     for (name, value) in HEADERS {
         response
             .headers_mut()
             .insert(name, HeaderValue::from_static(value));
     }
-    Ok(response)
+    response
+}
+
+/// `GET /agent/{name}/chat/{id}/stream`: the answer chat `id` is streaming in this process,
+/// from its first chunk, or 204 when there is none.
+pub(crate) async fn resume(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name, id)): Path<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Response, Failure> {
+    agent::agent(&shared, &kind, &name)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    match shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
+        Attached::Nothing => Ok(StatusCode::NO_CONTENT.into_response()),
+        Attached::TooLong => Err(Failure::new(
+            StatusCode::GONE,
+            Code::FrameTooLarge,
+            format!(
+                "the answer of chat `{}` is over the {} MiB kept for resuming it: only its \
+                 first client reads it",
+                cap(&id),
+                RESUME_BYTES >> 20
+            ),
+        )),
+        Attached::Reader(written, reader) => {
+            let written = futures_util::stream::iter(written.into_iter().map(Ok));
+            let rest = agent::body_of(reader).into_data_stream();
+            Ok(ui_stream(Body::from_stream(written.chain(rest))))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resumption.
+
+/// How many bytes of an answer are kept for the clients that resume it: past them, the answer
+/// streams on to the clients reading it, and new ones are refused (410).
+pub(crate) const RESUME_BYTES: usize = 8 << 20;
+
+/// A chat, as its identity's scope, its agent and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ChatKey {
+    scope: String,
+    agent: String,
+    chat: String,
+}
+
+impl ChatKey {
+    fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            chat: chat.to_owned(),
+        }
+    }
+}
+
+/// The chats whose answer is streaming in this process, with what they wrote so far.
+#[derive(Debug, Default)]
+pub(crate) struct Chats {
+    streams: Mutex<HashMap<ChatKey, Arc<Mutex<Stream>>>>,
+}
+
+/// One answer being streamed.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    /// Everything written so far, unless it outgrew [`RESUME_BYTES`].
+    written: Option<Vec<Bytes>>,
+    /// How many bytes `written` holds.
+    len: usize,
+    /// The clients reading it.
+    readers: Vec<mpsc::Sender<Bytes>>,
+    /// The answer ended or was cancelled: nobody new attaches.
+    over: bool,
+}
+
+/// What a client resuming a chat finds.
+#[derive(Debug)]
+enum Attached {
+    /// The answer so far, and the rest as it comes.
+    Reader(Vec<Bytes>, mpsc::Receiver<Bytes>),
+    /// No answer is streaming.
+    Nothing,
+    /// The answer outgrew what is kept of it.
+    TooLong,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Chats {
+    /// Registers the answer `key` starts, with its first reader.
+    fn open(&self, key: ChatKey) -> (Arc<Mutex<Stream>>, mpsc::Receiver<Bytes>) {
+        let (reader, read) = mpsc::channel(1);
+        let stream = Arc::new(Mutex::new(Stream {
+            written: Some(Vec::new()),
+            len: 0,
+            readers: vec![reader],
+            over: false,
+        }));
+        // An answer of the chat still registered is over: its session runs this one.
+        lock(&self.streams).insert(key, Arc::clone(&stream));
+        (stream, read)
+    }
+
+    /// A new reader of the answer `key` is streaming.
+    fn attach(&self, key: &ChatKey) -> Attached {
+        let Some(stream) = lock(&self.streams).get(key).cloned() else {
+            return Attached::Nothing;
+        };
+        let mut stream = lock(&stream);
+        if stream.over {
+            return Attached::Nothing;
+        }
+        let Some(written) = stream.written.clone() else {
+            return Attached::TooLong;
+        };
+        let (reader, read) = mpsc::channel(1);
+        stream.readers.push(reader);
+        Attached::Reader(written, read)
+    }
+
+    /// Forgets `stream`, the answer of `key`, unless another answer of the chat replaced it.
+    fn close(&self, key: &ChatKey, stream: &Arc<Mutex<Stream>>) {
+        let mut streams = lock(&self.streams);
+        if streams
+            .get(key)
+            .is_some_and(|registered| Arc::ptr_eq(registered, stream))
+        {
+            streams.remove(key);
+        }
+    }
+
+    /// How many answers are registered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.streams).len()
+    }
+}
+
+/// Copies an answer's `writes` to every reader of `stream`, keeping them for readers to come,
+/// until the answer ends, or until nobody reads it any more: then dropping `writes` cancels
+/// the execution, as a client going away does. Either way the answer is forgotten.
+async fn tee(
+    shared: Arc<Shared>,
+    key: ChatKey,
+    stream: Arc<Mutex<Stream>>,
+    mut writes: mpsc::Receiver<Bytes>,
+) {
+    loop {
+        let readers = lock(&stream).readers.clone();
+        let write = tokio::select! {
+            biased;
+            write = writes.recv() => write,
+            _ = join_all(readers.iter().map(mpsc::Sender::closed)) => {
+                let mut stream = lock(&stream);
+                stream.readers.retain(|reader| !reader.is_closed());
+                if stream.readers.is_empty() {
+                    break;
+                }
+                continue;
+            }
+        };
+        let Some(write) = write else { break };
+        let readers = {
+            let mut stream = lock(&stream);
+            let len = stream.len + write.len();
+            match &mut stream.written {
+                Some(written) if len <= RESUME_BYTES => written.push(write.clone()),
+                _ => stream.written = None,
+            }
+            stream.len = len;
+            stream.readers.clone()
+        };
+        join_all(readers.iter().map(|reader| reader.send(write.clone()))).await;
+    }
+    {
+        let mut stream = lock(&stream);
+        stream.over = true;
+        stream.written = None;
+        stream.readers.clear();
+    }
+    shared.chats.close(&key, &stream);
 }
 
 #[cfg(test)]
@@ -1292,5 +1486,153 @@ mod tests {
         };
         assert_eq!(results[0].content, r#"{"yes":true}"#);
         assert_eq!(results[0].details, Some(json!({"yes": true})));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Resumption: the registry and its tee, without sockets.
+
+    fn shared() -> Arc<Shared> {
+        Arc::new(Shared {
+            registry: bidi_flow::Registry::new(),
+            agents: HashMap::new(),
+            limits: crate::Limits {
+                max_body_bytes: 1 << 20,
+                max_message_bytes: 1 << 20,
+                idle_timeout: std::time::Duration::from_secs(300),
+            },
+            chats: Chats::default(),
+        })
+    }
+
+    fn key(chat: &str) -> ChatKey {
+        ChatKey::new(None, "helper", chat)
+    }
+
+    /// Starts a tee of an answer of `chat`: the sender of its writes, its first reader, the task.
+    fn answer(
+        shared: &Arc<Shared>,
+        chat: &str,
+    ) -> (
+        mpsc::Sender<Bytes>,
+        mpsc::Receiver<Bytes>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (writes, written) = mpsc::channel(1);
+        let (stream, reader) = shared.chats.open(key(chat));
+        let task = tokio::spawn(tee(Arc::clone(shared), key(chat), stream, written));
+        (writes, reader, task)
+    }
+
+    async fn read_all(mut reader: mpsc::Receiver<Bytes>) -> Vec<u8> {
+        let mut all = Vec::new();
+        while let Some(bytes) = reader.recv().await {
+            all.extend_from_slice(&bytes);
+        }
+        all
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resumed_answer_is_what_was_written_then_the_rest_and_is_forgotten_at_its_end() {
+        let shared = shared();
+        let (writes, mut first, task) = answer(&shared, "c");
+        assert!(matches!(
+            shared.chats.attach(&key("other")),
+            Attached::Nothing
+        ));
+        writes.send(Bytes::from_static(b"one ")).await.unwrap();
+        writes.send(Bytes::from_static(b"two ")).await.unwrap();
+        // What a reader got is kept.
+        assert_eq!(first.recv().await.unwrap(), "one ");
+        assert_eq!(first.recv().await.unwrap(), "two ");
+        let Attached::Reader(written, rest) = shared.chats.attach(&key("c")) else {
+            panic!("the answer is streaming");
+        };
+        let Attached::Reader(written2, rest2) = shared.chats.attach(&key("c")) else {
+            panic!("the answer is streaming");
+        };
+        assert_eq!(written.concat(), b"one two ");
+        assert_eq!(written2.concat(), b"one two ");
+        let first = tokio::spawn(read_all(first));
+        let rest = tokio::spawn(read_all(rest));
+        let rest2 = tokio::spawn(read_all(rest2));
+        writes.send(Bytes::from_static(b"three ")).await.unwrap();
+        writes.send(Bytes::from_static(b"four")).await.unwrap();
+        drop(writes);
+        task.await.unwrap();
+        assert_eq!(first.await.unwrap(), b"three four");
+        assert_eq!(rest.await.unwrap(), b"three four");
+        assert_eq!(rest2.await.unwrap(), b"three four");
+        assert_eq!(shared.chats.len(), 0, "the answer is forgotten");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_nobody_reads_is_cancelled_and_forgotten() {
+        let shared = shared();
+        let (writes, first, task) = answer(&shared, "c");
+        drop(first);
+        // The tee drops the writes' receiver: the execution sees its client gone.
+        writes.closed().await;
+        task.await.unwrap();
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_runs_on_while_a_resuming_client_reads() {
+        let shared = shared();
+        let (writes, mut first, task) = answer(&shared, "c");
+        writes.send(Bytes::from_static(b"a")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "a");
+        let Attached::Reader(written, mut second) = shared.chats.attach(&key("c")) else {
+            panic!("the answer is streaming");
+        };
+        assert_eq!(written.concat(), b"a");
+        drop(first);
+        writes.send(Bytes::from_static(b"b")).await.unwrap();
+        assert_eq!(second.recv().await.unwrap(), "b");
+        assert!(!writes.is_closed());
+        drop(second);
+        writes.closed().await;
+        task.await.unwrap();
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_the_kept_bytes_streams_on_but_is_not_resumed() {
+        let shared = shared();
+        let (writes, mut first, task) = answer(&shared, "c");
+        writes
+            .send(Bytes::from(vec![b'x'; RESUME_BYTES]))
+            .await
+            .unwrap();
+        assert_eq!(first.recv().await.unwrap().len(), RESUME_BYTES);
+        assert!(matches!(
+            shared.chats.attach(&key("c")),
+            Attached::Reader(..)
+        ));
+        writes.send(Bytes::from_static(b"y")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "y");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::TooLong));
+        let first = tokio::spawn(read_all(first));
+        writes.send(Bytes::from_static(b"z")).await.unwrap();
+        drop(writes);
+        task.await.unwrap();
+        assert_eq!(first.await.unwrap(), b"z");
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_answer_of_the_chat_is_not_forgotten_with_the_old_one() {
+        let shared = shared();
+        let (old_writes, _old_reader, old_task) = answer(&shared, "c");
+        let (new_writes, _new_reader, _new_task) = answer(&shared, "c");
+        drop(old_writes);
+        old_task.await.unwrap();
+        assert_eq!(shared.chats.len(), 1);
+        assert!(matches!(
+            shared.chats.attach(&key("c")),
+            Attached::Reader(..)
+        ));
+        drop(new_writes);
     }
 }
