@@ -1,6 +1,8 @@
 //! The Vercel AI SDK's UI message stream (v1): `POST /agent/{name}/chat` takes the body
 //! `DefaultChatTransport` (`useChat`) sends and answers an execution of the agent as the stream
-//! `readUIMessageStream` reads; [`UiMessageStream`] is the encoder, usable on its own.
+//! `readUIMessageStream` reads, and `GET /agent/{name}/chat/{id}/stream` gives it again, whole,
+//! to clients that resume it while it runs; [`UiMessageStream`] is the encoder, usable on its
+//! own.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
