@@ -25,7 +25,7 @@ use futures_util::StreamExt as _;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::codec::{self, Code, Failure};
 use crate::flow::body;
@@ -979,11 +979,12 @@ pub(crate) async fn chat(
             .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4())),
     };
     let encoder = UiMessageStream::new(message_id);
-    let (_, writes) = agent::spawn(&shared, agent, init, input, identity, encoder).await?;
     let key = ChatKey::new(identity, &name, &request.id);
-    let (stream, reader) = shared.chats.open(key.clone());
-    tokio::spawn(tee(Arc::clone(&shared), key, stream, writes));
-    Ok(ui_stream(agent::body_of(reader)))
+    let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone());
+    let stream = Arc::clone(&tee.stream);
+    agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
+    shared.chats.insert(key, &stream);
+    Ok(ui_stream(reader.body()))
 }
 
 /// `body` as a UI message stream: 200 with the AI SDK's headers.
@@ -1020,7 +1021,7 @@ pub(crate) async fn resume(
         )),
         Attached::Reader(written, reader) => {
             let written = futures_util::stream::iter(written.into_iter().map(Ok));
-            let rest = agent::body_of(reader).into_data_stream();
+            let rest = reader.body().into_data_stream();
             Ok(ui_stream(Body::from_stream(written.chain(rest))))
         }
     }
@@ -1051,22 +1052,31 @@ impl ChatKey {
     }
 }
 
-/// The chats whose answer is streaming in this process, with what they wrote so far.
+/// The chats whose answer is streaming in this process.
 #[derive(Debug, Default)]
 pub(crate) struct Chats {
-    streams: Mutex<HashMap<ChatKey, Arc<Mutex<Stream>>>>,
+    streams: Mutex<HashMap<ChatKey, Arc<Stream>>>,
 }
 
-/// One answer being streamed.
+/// One answer being streamed, and its readers.
 #[derive(Debug, Default)]
 pub(crate) struct Stream {
+    state: Mutex<Tally>,
+    /// Told when the last reader goes away.
+    left: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
     /// Everything written so far, unless it outgrew [`RESUME_BYTES`].
     written: Option<Vec<Bytes>>,
-    /// How many bytes `written` holds.
+    /// How many bytes were written.
     len: usize,
-    /// The clients reading it.
+    /// Where the writes go, one sender per reader.
     readers: Vec<mpsc::Sender<Bytes>>,
-    /// The answer ended or was cancelled: nobody new attaches.
+    /// How many readers' bodies are alive.
+    reading: usize,
+    /// The answer ended, or nobody reads it any more: nobody new attaches.
     over: bool,
 }
 
@@ -1074,7 +1084,7 @@ pub(crate) struct Stream {
 #[derive(Debug)]
 enum Attached {
     /// The answer so far, and the rest as it comes.
-    Reader(Vec<Bytes>, mpsc::Receiver<Bytes>),
+    Reader(Vec<Bytes>, Reader),
     /// No answer is streaming.
     Nothing,
     /// The answer outgrew what is kept of it.
@@ -1085,19 +1095,60 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// One reader's writes; dropping it (its body) says it went away.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    writes: mpsc::Receiver<Bytes>,
+    stream: Arc<Stream>,
+}
+
+impl Reader {
+    fn new(stream: &Arc<Stream>, state: &mut Tally) -> Self {
+        let (sender, writes) = mpsc::channel(1);
+        state.readers.push(sender);
+        state.reading += 1;
+        Self {
+            writes,
+            stream: Arc::clone(stream),
+        }
+    }
+
+    async fn recv(&mut self) -> Option<Bytes> {
+        self.writes.recv().await
+    }
+
+    /// The rest of the answer as a response body.
+    fn body(self) -> Body {
+        let body = futures_util::stream::unfold(self, |mut reader| async move {
+            reader
+                .recv()
+                .await
+                .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), reader))
+        });
+        Body::from_stream(body)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut state = lock(&self.stream.state);
+        state.reading -= 1;
+        if state.reading == 0 {
+            state.over = true;
+            drop(state);
+            self.stream.left.notify_waiters();
+        }
+    }
+}
+
 impl Chats {
-    /// Registers the answer `key` starts, with its first reader.
-    fn open(&self, key: ChatKey) -> (Arc<Mutex<Stream>>, mpsc::Receiver<Bytes>) {
-        let (reader, read) = mpsc::channel(1);
-        let stream = Arc::new(Mutex::new(Stream {
-            written: Some(Vec::new()),
-            len: 0,
-            readers: vec![reader],
-            over: false,
-        }));
-        // An answer of the chat still registered is over: its session runs this one.
-        lock(&self.streams).insert(key, Arc::clone(&stream));
-        (stream, read)
+    /// Registers `tee`'s answer as chat `key`'s, unless it is over already.
+    fn insert(&self, key: ChatKey, tee: &Arc<Stream>) {
+        let mut streams = lock(&self.streams);
+        if !lock(&tee.state).over {
+            // An answer of the chat still registered is over: its session runs this one.
+            streams.insert(key, Arc::clone(tee));
+        }
     }
 
     /// A new reader of the answer `key` is streaming.
@@ -1105,20 +1156,19 @@ impl Chats {
         let Some(stream) = lock(&self.streams).get(key).cloned() else {
             return Attached::Nothing;
         };
-        let mut stream = lock(&stream);
-        if stream.over {
+        let mut state = lock(&stream.state);
+        if state.over {
             return Attached::Nothing;
         }
-        let Some(written) = stream.written.clone() else {
+        let Some(written) = state.written.clone() else {
             return Attached::TooLong;
         };
-        let (reader, read) = mpsc::channel(1);
-        stream.readers.push(reader);
-        Attached::Reader(written, read)
+        let reader = Reader::new(&stream, &mut state);
+        Attached::Reader(written, reader)
     }
 
     /// Forgets `stream`, the answer of `key`, unless another answer of the chat replaced it.
-    fn close(&self, key: &ChatKey, stream: &Arc<Mutex<Stream>>) {
+    fn remove(&self, key: &ChatKey, stream: &Arc<Stream>) {
         let mut streams = lock(&self.streams);
         if streams
             .get(key)
@@ -1135,49 +1185,84 @@ impl Chats {
     }
 }
 
-/// Copies an answer's `writes` to every reader of `stream`, keeping them for readers to come,
-/// until the answer ends, or until nobody reads it any more: then dropping `writes` cancels
-/// the execution, as a client going away does. Either way the answer is forgotten.
-async fn tee(
+/// The writes of a chat's answer: to every reader, kept for readers to come. The answer runs
+/// while anybody reads it; dropping the tee (the answer is over) ends the readers' bodies and
+/// forgets the answer.
+pub(crate) struct Tee {
     shared: Arc<Shared>,
     key: ChatKey,
-    stream: Arc<Mutex<Stream>>,
-    mut writes: mpsc::Receiver<Bytes>,
-) {
-    loop {
-        let readers = lock(&stream).readers.clone();
-        let write = tokio::select! {
-            biased;
-            write = writes.recv() => write,
-            _ = join_all(readers.iter().map(mpsc::Sender::closed)) => {
-                let mut stream = lock(&stream);
-                stream.readers.retain(|reader| !reader.is_closed());
-                if stream.readers.is_empty() {
-                    break;
-                }
-                continue;
-            }
+    stream: Arc<Stream>,
+}
+
+impl Tee {
+    /// A tee of an answer of chat `key`, and its first reader (the client that asked). The
+    /// answer is registered once it has started ([`Chats::insert`]).
+    fn new(shared: Arc<Shared>, key: ChatKey) -> (Self, Reader) {
+        let stream = Arc::new(Stream::default());
+        let reader = {
+            let mut state = lock(&stream.state);
+            state.written = Some(Vec::new());
+            Reader::new(&stream, &mut state)
         };
-        let Some(write) = write else { break };
+        (
+            Self {
+                shared,
+                key,
+                stream,
+            },
+            reader,
+        )
+    }
+}
+
+impl agent::Writes for Tee {
+    async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
         let readers = {
-            let mut stream = lock(&stream);
-            let len = stream.len + write.len();
-            match &mut stream.written {
-                Some(written) if len <= RESUME_BYTES => written.push(write.clone()),
-                _ => stream.written = None,
+            let mut state = lock(&self.stream.state);
+            let len = state.len + bytes.len();
+            match &mut state.written {
+                Some(written) if len <= RESUME_BYTES => written.push(bytes.clone()),
+                _ => state.written = None,
             }
-            stream.len = len;
-            stream.readers.clone()
+            state.len = len;
+            state.readers.clone()
         };
-        join_all(readers.iter().map(|reader| reader.send(write.clone()))).await;
+        if let [reader] = &readers[..] {
+            let _ = reader.send(bytes).await;
+        } else {
+            join_all(readers.iter().map(|reader| reader.send(bytes.clone()))).await;
+        }
+        let mut state = lock(&self.stream.state);
+        state.readers.retain(|reader| !reader.is_closed());
+        if state.reading == 0 {
+            return Err(agent::Gone);
+        }
+        Ok(())
     }
-    {
-        let mut stream = lock(&stream);
-        stream.over = true;
-        stream.written = None;
-        stream.readers.clear();
+
+    async fn closed(&self) {
+        loop {
+            let left = self.stream.left.notified();
+            let mut left = std::pin::pin!(left);
+            left.as_mut().enable();
+            if lock(&self.stream.state).reading == 0 {
+                return;
+            }
+            left.await;
+        }
     }
-    shared.chats.close(&key, &stream);
+}
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        {
+            let mut state = lock(&self.stream.state);
+            state.over = true;
+            state.written = None;
+            state.readers.clear();
+        }
+        self.shared.chats.remove(&self.key, &self.stream);
+    }
 }
 
 #[cfg(test)]
@@ -1188,6 +1273,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::agent::Writes as _;
 
     /// The chunks of an encoded stream, `[DONE]` as the string "[DONE]".
     fn chunks(buf: &[u8]) -> Vec<Value> {
@@ -1510,57 +1596,50 @@ mod tests {
         ChatKey::new(None, "helper", chat)
     }
 
-    /// Starts a tee of an answer of `chat`: the sender of its writes, its first reader, the task.
-    fn answer(
-        shared: &Arc<Shared>,
-        chat: &str,
-    ) -> (
-        mpsc::Sender<Bytes>,
-        mpsc::Receiver<Bytes>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let (writes, written) = mpsc::channel(1);
-        let (stream, reader) = shared.chats.open(key(chat));
-        let task = tokio::spawn(tee(Arc::clone(shared), key(chat), stream, written));
-        (writes, reader, task)
+    /// A registered answer of `chat`, and its first reader.
+    fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee, Reader) {
+        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat));
+        shared.chats.insert(key(chat), &tee.stream);
+        (tee, reader)
     }
 
-    async fn read_all(mut reader: mpsc::Receiver<Bytes>) -> Vec<u8> {
-        let mut all = Vec::new();
-        while let Some(bytes) = reader.recv().await {
-            all.extend_from_slice(&bytes);
+    fn read_all(mut reader: Reader) -> tokio::task::JoinHandle<Vec<u8>> {
+        tokio::spawn(async move {
+            let mut all = Vec::new();
+            while let Some(bytes) = reader.recv().await {
+                all.extend_from_slice(&bytes);
+            }
+            all
+        })
+    }
+
+    fn attach(shared: &Shared, chat: &str) -> (Vec<u8>, Reader) {
+        match shared.chats.attach(&key(chat)) {
+            Attached::Reader(written, reader) => (written.concat(), reader),
+            other => panic!("{other:?}"),
         }
-        all
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_resumed_answer_is_what_was_written_then_the_rest_and_is_forgotten_at_its_end() {
         let shared = shared();
-        let (writes, mut first, task) = answer(&shared, "c");
+        let (tee, mut first) = answer(&shared, "c");
         assert!(matches!(
             shared.chats.attach(&key("other")),
             Attached::Nothing
         ));
-        writes.send(Bytes::from_static(b"one ")).await.unwrap();
-        writes.send(Bytes::from_static(b"two ")).await.unwrap();
-        // What a reader got is kept.
+        tee.send(Bytes::from_static(b"one ")).await.unwrap();
         assert_eq!(first.recv().await.unwrap(), "one ");
+        tee.send(Bytes::from_static(b"two ")).await.unwrap();
         assert_eq!(first.recv().await.unwrap(), "two ");
-        let Attached::Reader(written, rest) = shared.chats.attach(&key("c")) else {
-            panic!("the answer is streaming");
-        };
-        let Attached::Reader(written2, rest2) = shared.chats.attach(&key("c")) else {
-            panic!("the answer is streaming");
-        };
-        assert_eq!(written.concat(), b"one two ");
-        assert_eq!(written2.concat(), b"one two ");
-        let first = tokio::spawn(read_all(first));
-        let rest = tokio::spawn(read_all(rest));
-        let rest2 = tokio::spawn(read_all(rest2));
-        writes.send(Bytes::from_static(b"three ")).await.unwrap();
-        writes.send(Bytes::from_static(b"four")).await.unwrap();
-        drop(writes);
-        task.await.unwrap();
+        let (written, rest) = attach(&shared, "c");
+        let (written2, rest2) = attach(&shared, "c");
+        assert_eq!(written, b"one two ");
+        assert_eq!(written2, b"one two ");
+        let (first, rest, rest2) = (read_all(first), read_all(rest), read_all(rest2));
+        tee.send(Bytes::from_static(b"three ")).await.unwrap();
+        tee.send(Bytes::from_static(b"four")).await.unwrap();
+        drop(tee);
         assert_eq!(first.await.unwrap(), b"three four");
         assert_eq!(rest.await.unwrap(), b"three four");
         assert_eq!(rest2.await.unwrap(), b"three four");
@@ -1571,54 +1650,49 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_nobody_reads_is_cancelled_and_forgotten() {
         let shared = shared();
-        let (writes, first, task) = answer(&shared, "c");
+        let (tee, first) = answer(&shared, "c");
         drop(first);
-        // The tee drops the writes' receiver: the execution sees its client gone.
-        writes.closed().await;
-        task.await.unwrap();
+        // The execution sees its client gone.
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"x")).await.is_err());
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+        drop(tee);
         assert_eq!(shared.chats.len(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_runs_on_while_a_resuming_client_reads() {
         let shared = shared();
-        let (writes, mut first, task) = answer(&shared, "c");
-        writes.send(Bytes::from_static(b"a")).await.unwrap();
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from_static(b"a")).await.unwrap();
         assert_eq!(first.recv().await.unwrap(), "a");
-        let Attached::Reader(written, mut second) = shared.chats.attach(&key("c")) else {
-            panic!("the answer is streaming");
-        };
-        assert_eq!(written.concat(), b"a");
+        let (written, mut second) = attach(&shared, "c");
+        assert_eq!(written, b"a");
         drop(first);
-        writes.send(Bytes::from_static(b"b")).await.unwrap();
+        tee.send(Bytes::from_static(b"b")).await.unwrap();
         assert_eq!(second.recv().await.unwrap(), "b");
-        assert!(!writes.is_closed());
         drop(second);
-        writes.closed().await;
-        task.await.unwrap();
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"c")).await.is_err());
+        drop(tee);
         assert_eq!(shared.chats.len(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_over_the_kept_bytes_streams_on_but_is_not_resumed() {
         let shared = shared();
-        let (writes, mut first, task) = answer(&shared, "c");
-        writes
-            .send(Bytes::from(vec![b'x'; RESUME_BYTES]))
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from(vec![b'x'; RESUME_BYTES]))
             .await
             .unwrap();
         assert_eq!(first.recv().await.unwrap().len(), RESUME_BYTES);
-        assert!(matches!(
-            shared.chats.attach(&key("c")),
-            Attached::Reader(..)
-        ));
-        writes.send(Bytes::from_static(b"y")).await.unwrap();
+        drop(attach(&shared, "c"));
+        tee.send(Bytes::from_static(b"y")).await.unwrap();
         assert_eq!(first.recv().await.unwrap(), "y");
         assert!(matches!(shared.chats.attach(&key("c")), Attached::TooLong));
-        let first = tokio::spawn(read_all(first));
-        writes.send(Bytes::from_static(b"z")).await.unwrap();
-        drop(writes);
-        task.await.unwrap();
+        let first = read_all(first);
+        tee.send(Bytes::from_static(b"z")).await.unwrap();
+        drop(tee);
         assert_eq!(first.await.unwrap(), b"z");
         assert_eq!(shared.chats.len(), 0);
     }
@@ -1626,15 +1700,22 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_new_answer_of_the_chat_is_not_forgotten_with_the_old_one() {
         let shared = shared();
-        let (old_writes, _old_reader, old_task) = answer(&shared, "c");
-        let (new_writes, _new_reader, _new_task) = answer(&shared, "c");
-        drop(old_writes);
-        old_task.await.unwrap();
+        let (old, _old_reader) = answer(&shared, "c");
+        let (new, _new_reader) = answer(&shared, "c");
+        drop(old);
         assert_eq!(shared.chats.len(), 1);
-        assert!(matches!(
-            shared.chats.attach(&key("c")),
-            Attached::Reader(..)
-        ));
-        drop(new_writes);
+        drop(attach(&shared, "c"));
+        drop(new);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_before_it_is_registered_is_not() {
+        let shared = shared();
+        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"));
+        let stream = Arc::clone(&tee.stream);
+        drop(tee);
+        shared.chats.insert(key("c"), &stream);
+        assert_eq!(shared.chats.len(), 0);
     }
 }
