@@ -207,11 +207,11 @@ pub(crate) struct Gone;
 
 impl Writes for mpsc::Sender<Bytes> {
     async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
-        mpsc::Sender::send(self, bytes).await.map_err(|_| Gone)
+        Self::send(self, bytes).await.map_err(|_| Gone)
     }
 
     async fn closed(&self) {
-        mpsc::Sender::closed(self).await;
+        Self::closed(self).await;
     }
 }
 
