@@ -176,9 +176,63 @@ pub(crate) async fn start<E: Encoder>(
     identity: Option<&Identity>,
     encoder: E,
 ) -> Result<(String, Body), Failure> {
+    let (writes, body) = mpsc::channel::<Bytes>(1);
+    let session_id = spawn(shared, agent, init, input, identity, encoder, writes).await?;
+    Ok((session_id, body_of(body)))
+}
+
+/// A response body of `writes`, in order.
+pub(crate) fn body_of(writes: mpsc::Receiver<Bytes>) -> Body {
+    let body = futures_util::stream::unfold(writes, |mut writes| async move {
+        writes
+            .recv()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), writes))
+    });
+    Body::from_stream(body)
+}
+
+/// Where an execution's body goes, one write at a time: one client's response body, or more.
+pub(crate) trait Writes: Send + Sync + 'static {
+    /// Writes `bytes`, once there is room for them; fails once nobody reads any more.
+    fn send(&self, bytes: Bytes) -> impl Future<Output = Result<(), Gone>> + Send;
+
+    /// Completes once nobody reads any more.
+    fn closed(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Nobody reads an execution's body any more.
+#[derive(Debug)]
+pub(crate) struct Gone;
+
+impl Writes for mpsc::Sender<Bytes> {
+    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
+        Self::send(self, bytes).await.map_err(|_| Gone)
+    }
+
+    async fn closed(&self) {
+        Self::closed(self).await;
+    }
+}
+
+/// [`start`], writing the body to `writes`: the execution runs while somebody reads it, and is
+/// cancelled (as its client going away) once [`Writes::closed`] says nobody does. `writes` is
+/// dropped when the execution is over.
+///
+/// # Errors
+///
+/// As [`start`].
+pub(crate) async fn spawn<E: Encoder, W: Writes>(
+    shared: &Shared,
+    agent: &LlmAgent,
+    init: AgentInit<LlmSession>,
+    input: TurnInput,
+    identity: Option<&Identity>,
+    encoder: E,
+    writes: W,
+) -> Result<String, Failure> {
     let conn = agent.connect_with(init, Shared::options(identity));
     let (head, answer) = oneshot::channel();
-    let (writes, body) = mpsc::channel::<Bytes>(1);
     let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
     tokio::spawn(run(conn, input, head, writes, idle, encoder));
     let session_id = match answer.await {
@@ -191,12 +245,7 @@ pub(crate) async fn start<E: Encoder>(
             ));
         }
     };
-    let body = futures_util::stream::unfold(body, |mut body| async move {
-        body.recv()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), body))
-    });
-    Ok((session_id, Body::from_stream(body)))
+    Ok(session_id)
 }
 
 /// Turns an execution's events into a response body's bytes, one event at a time: the
@@ -239,11 +288,11 @@ const WRITE_BATCH: usize = 16 * 1024;
 
 /// Runs the execution: reports its start (the session's id) or its refusal through `head`, then
 /// writes every event to `writes` as an SSE event named by its kind.
-async fn run<E: Encoder>(
+async fn run<E: Encoder, W: Writes>(
     mut conn: AgentConnection,
     input: TurnInput,
     head: oneshot::Sender<Result<String, Failure>>,
-    writes: mpsc::Sender<Bytes>,
+    writes: W,
     mut idle: Idle,
     mut encoder: E,
 ) {
@@ -371,10 +420,7 @@ async fn run<E: Encoder>(
 
 /// Completes when nobody waits for the answer any more: the request was dropped before the
 /// execution started, or the body after.
-async fn gone(
-    head: &mut Option<oneshot::Sender<Result<String, Failure>>>,
-    writes: &mpsc::Sender<Bytes>,
-) {
+async fn gone(head: &mut Option<oneshot::Sender<Result<String, Failure>>>, writes: &impl Writes) {
     match head {
         Some(head) => head.closed().await,
         None => writes.closed().await,

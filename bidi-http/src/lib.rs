@@ -48,6 +48,7 @@
 //! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
 //! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
+//! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //!
 //! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
@@ -196,6 +197,25 @@
 //! conversation with the request's. Other fields are refused (400), like bodies that are not
 //! a chat; refusals answer the JSON error body, before any stream.
 //!
+//! `GET /agent/{name}/chat/{id}/stream` resumes a chat's answer, as
+//! `DefaultChatTransport.reconnectToStream` (`useChat`'s `resume`) asks: while an answer of chat
+//! `id` is streaming in this process, it answers 200 with the same headers and the whole stream,
+//! from its `start` chunk, what was written so far at once and the rest as it comes, to
+//! `data: [DONE]`. Any number of clients resume one answer at once, each reading all of it.
+//! With no answer streaming (none began, it ended, or the chat is another identity's) it answers
+//! 204 with no body, and the client keeps what it has. Resuming is served by the process that
+//! runs the answer: behind a load balancer, route a chat's requests to one process to resume.
+//!
+//! - An answer runs while anybody reads it: its client going away no longer cancels it while a
+//!   resuming client reads, and it is cancelled (as any request whose client went away) once
+//!   its client and every resuming client are gone. So a page reloaded before it resumes finds
+//!   the answer cancelled (204): resumption serves clients that attach while another still
+//!   reads, like a second tab or a reconnect before the old connection drops.
+//! - Up to 8 MiB of an answer are kept for resuming clients, and dropped when it ends. Past
+//!   them, the answer streams on to the clients reading it and new ones are refused with 410
+//!   `frame_too_large` (the client's `reconnectToStream` rejects with it) rather than given a
+//!   stream that would not build the message the others see.
+//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -214,7 +234,8 @@
 //! - A connection on which nothing moves for [`Server::idle_timeout`] (5 minutes) is cancelled:
 //!   504 before an answer started, an `error` record or frame with code `idle_timeout` after.
 //! - A client that goes away (a closed socket, an aborted request) cancels its connection with
-//!   [`Disconnected`] as the cause; nothing of it keeps running.
+//!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer that a
+//!   resuming client still reads).
 //! - [`Server::auth`] turns each request into an [`Identity`] or refuses it with 401. Actions read
 //!   the identity from their context (`ctx.extensions().get::<Identity>()`), and agents keep each
 //!   identity's sessions apart: another identity's session ids name nothing (404).
@@ -302,6 +323,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) agents: HashMap<String, LlmAgent>,
     pub(crate) limits: Limits,
+    /// The UI message streams being answered, for clients that resume them.
+    pub(crate) chats: vercel::Chats,
 }
 
 impl Shared {
@@ -424,6 +447,7 @@ impl Server {
             registry: self.registry,
             agents: self.agents,
             limits: self.limits,
+            chats: vercel::Chats::default(),
         });
         let router = Router::new()
             .route("/actions", get(flow::actions))
@@ -431,6 +455,7 @@ impl Server {
             .route("/{kind}/{name}/execute", post(agent::execute))
             .route("/{kind}/{name}/session/{id}", get(agent::session))
             .route("/{kind}/{name}/chat", post(vercel::chat))
+            .route("/{kind}/{name}/chat/{id}/stream", get(vercel::resume))
             .route("/{kind}/{name}/ag-ui", post(agui::run))
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)

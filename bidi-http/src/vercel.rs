@@ -1,12 +1,14 @@
 //! The Vercel AI SDK's UI message stream (v1): `POST /agent/{name}/chat` takes the body
 //! `DefaultChatTransport` (`useChat`) sends and answers an execution of the agent as the stream
-//! `readUIMessageStream` reads; [`UiMessageStream`] is the encoder, usable on its own.
+//! `readUIMessageStream` reads, and `GET /agent/{name}/chat/{id}/stream` gives it again, whole,
+//! to clients that resume it while it runs; [`UiMessageStream`] is the encoder, usable on its
+//! own.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::Extension;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -19,8 +21,11 @@ use bidi_llm::{
     UserMessage,
 };
 use bidi_session::{Scoped, Session, SessionStore};
+use futures_util::StreamExt as _;
+use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::sync::{Notify, mpsc};
 
 use crate::codec::{self, Code, Failure};
 use crate::flow::body;
@@ -974,14 +979,290 @@ pub(crate) async fn chat(
             .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4())),
     };
     let encoder = UiMessageStream::new(message_id);
-    let (_, body) = agent::start(&shared, agent, init, input, identity, encoder).await?;
+    let key = ChatKey::new(identity, &name, &request.id);
+    let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone());
+    let stream = Arc::clone(&tee.stream);
+    agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
+    shared.chats.insert(key, &stream);
+    Ok(ui_stream(reader.body()))
+}
+
+/// `body` as a UI message stream: 200 with the AI SDK's headers.
+fn ui_stream(body: Body) -> Response {
     let mut response = body.into_response();
     for (name, value) in HEADERS {
         response
             .headers_mut()
             .insert(name, HeaderValue::from_static(value));
     }
-    Ok(response)
+    response
+}
+
+/// `GET /agent/{name}/chat/{id}/stream`: the answer chat `id` is streaming in this process,
+/// from its first chunk, or 204 when there is none.
+pub(crate) async fn resume(
+    State(shared): State<Arc<Shared>>,
+    Path((kind, name, id)): Path<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Response, Failure> {
+    agent::agent(&shared, &kind, &name)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    match shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
+        Attached::Nothing => Ok(StatusCode::NO_CONTENT.into_response()),
+        Attached::TooLong => Err(Failure::new(
+            StatusCode::GONE,
+            Code::FrameTooLarge,
+            format!(
+                "the answer of chat `{}` is over the {} MiB kept for resuming it: only its \
+                 first client reads it",
+                cap(&id),
+                RESUME_BYTES >> 20
+            ),
+        )),
+        Attached::Reader(written, reader) => {
+            let written = futures_util::stream::iter(written.into_iter().map(Ok));
+            let rest = reader.body().into_data_stream();
+            Ok(ui_stream(Body::from_stream(written.chain(rest))))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resumption.
+
+/// How many bytes of an answer are kept for the clients that resume it: past them, the answer
+/// streams on to the clients reading it, and new ones are refused (410).
+pub(crate) const RESUME_BYTES: usize = 8 << 20;
+
+/// A chat, as its identity's scope, its agent and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ChatKey {
+    scope: String,
+    agent: String,
+    chat: String,
+}
+
+impl ChatKey {
+    fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            chat: chat.to_owned(),
+        }
+    }
+}
+
+/// The chats whose answer is streaming in this process.
+#[derive(Debug, Default)]
+pub(crate) struct Chats {
+    streams: Mutex<HashMap<ChatKey, Arc<Stream>>>,
+}
+
+/// One answer being streamed, and its readers.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    state: Mutex<Tally>,
+    /// Told when the last reader goes away.
+    left: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// Everything written so far, unless it outgrew [`RESUME_BYTES`].
+    written: Option<Vec<Bytes>>,
+    /// How many bytes were written.
+    len: usize,
+    /// Where the writes go, one sender per reader.
+    readers: Vec<mpsc::Sender<Bytes>>,
+    /// How many readers' bodies are alive.
+    reading: usize,
+    /// The answer ended, or nobody reads it any more: nobody new attaches.
+    over: bool,
+}
+
+/// What a client resuming a chat finds.
+#[derive(Debug)]
+enum Attached {
+    /// The answer so far, and the rest as it comes.
+    Reader(Vec<Bytes>, Reader),
+    /// No answer is streaming.
+    Nothing,
+    /// The answer outgrew what is kept of it.
+    TooLong,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One reader's writes; dropping it (its body) says it went away.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    writes: mpsc::Receiver<Bytes>,
+    stream: Arc<Stream>,
+}
+
+impl Reader {
+    fn new(stream: &Arc<Stream>, state: &mut Tally) -> Self {
+        let (sender, writes) = mpsc::channel(1);
+        state.readers.push(sender);
+        state.reading += 1;
+        Self {
+            writes,
+            stream: Arc::clone(stream),
+        }
+    }
+
+    async fn recv(&mut self) -> Option<Bytes> {
+        self.writes.recv().await
+    }
+
+    /// The rest of the answer as a response body.
+    fn body(self) -> Body {
+        let body = futures_util::stream::unfold(self, |mut reader| async move {
+            reader
+                .recv()
+                .await
+                .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), reader))
+        });
+        Body::from_stream(body)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut state = lock(&self.stream.state);
+        state.reading -= 1;
+        if state.reading == 0 {
+            state.over = true;
+            drop(state);
+            self.stream.left.notify_waiters();
+        }
+    }
+}
+
+impl Chats {
+    /// Registers `tee`'s answer as chat `key`'s, unless it is over already.
+    fn insert(&self, key: ChatKey, tee: &Arc<Stream>) {
+        let mut streams = lock(&self.streams);
+        if !lock(&tee.state).over {
+            // An answer of the chat still registered is over: its session runs this one.
+            streams.insert(key, Arc::clone(tee));
+        }
+    }
+
+    /// A new reader of the answer `key` is streaming.
+    fn attach(&self, key: &ChatKey) -> Attached {
+        let Some(stream) = lock(&self.streams).get(key).cloned() else {
+            return Attached::Nothing;
+        };
+        let mut state = lock(&stream.state);
+        if state.over {
+            return Attached::Nothing;
+        }
+        let Some(written) = state.written.clone() else {
+            return Attached::TooLong;
+        };
+        let reader = Reader::new(&stream, &mut state);
+        Attached::Reader(written, reader)
+    }
+
+    /// Forgets `stream`, the answer of `key`, unless another answer of the chat replaced it.
+    fn remove(&self, key: &ChatKey, stream: &Arc<Stream>) {
+        let mut streams = lock(&self.streams);
+        if streams
+            .get(key)
+            .is_some_and(|registered| Arc::ptr_eq(registered, stream))
+        {
+            streams.remove(key);
+        }
+    }
+
+    /// How many answers are registered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.streams).len()
+    }
+}
+
+/// The writes of a chat's answer: to every reader, kept for readers to come. The answer runs
+/// while anybody reads it; dropping the tee (the answer is over) ends the readers' bodies and
+/// forgets the answer.
+pub(crate) struct Tee {
+    shared: Arc<Shared>,
+    key: ChatKey,
+    stream: Arc<Stream>,
+}
+
+impl Tee {
+    /// A tee of an answer of chat `key`, and its first reader (the client that asked). The
+    /// answer is registered once it has started ([`Chats::insert`]).
+    fn new(shared: Arc<Shared>, key: ChatKey) -> (Self, Reader) {
+        let stream = Arc::new(Stream::default());
+        let reader = {
+            let mut state = lock(&stream.state);
+            state.written = Some(Vec::new());
+            Reader::new(&stream, &mut state)
+        };
+        (
+            Self {
+                shared,
+                key,
+                stream,
+            },
+            reader,
+        )
+    }
+}
+
+impl agent::Writes for Tee {
+    async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
+        let readers = {
+            let mut state = lock(&self.stream.state);
+            let len = state.len + bytes.len();
+            match &mut state.written {
+                Some(written) if len <= RESUME_BYTES => written.push(bytes.clone()),
+                _ => state.written = None,
+            }
+            state.len = len;
+            state.readers.clone()
+        };
+        if let [reader] = &readers[..] {
+            let _ = reader.send(bytes).await;
+        } else {
+            join_all(readers.iter().map(|reader| reader.send(bytes.clone()))).await;
+        }
+        let mut state = lock(&self.stream.state);
+        state.readers.retain(|reader| !reader.is_closed());
+        if state.reading == 0 {
+            return Err(agent::Gone);
+        }
+        Ok(())
+    }
+
+    async fn closed(&self) {
+        loop {
+            let left = self.stream.left.notified();
+            let mut left = std::pin::pin!(left);
+            left.as_mut().enable();
+            if lock(&self.stream.state).reading == 0 {
+                return;
+            }
+            left.await;
+        }
+    }
+}
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        {
+            let mut state = lock(&self.stream.state);
+            state.over = true;
+            state.written = None;
+            state.readers.clear();
+        }
+        self.shared.chats.remove(&self.key, &self.stream);
+    }
 }
 
 #[cfg(test)]
@@ -992,6 +1273,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::agent::Writes as _;
 
     /// The chunks of an encoded stream, `[DONE]` as the string "[DONE]".
     fn chunks(buf: &[u8]) -> Vec<Value> {
@@ -1292,5 +1574,148 @@ mod tests {
         };
         assert_eq!(results[0].content, r#"{"yes":true}"#);
         assert_eq!(results[0].details, Some(json!({"yes": true})));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Resumption: the registry and its tee, without sockets.
+
+    fn shared() -> Arc<Shared> {
+        Arc::new(Shared {
+            registry: bidi_flow::Registry::new(),
+            agents: HashMap::new(),
+            limits: crate::Limits {
+                max_body_bytes: 1 << 20,
+                max_message_bytes: 1 << 20,
+                idle_timeout: std::time::Duration::from_secs(300),
+            },
+            chats: Chats::default(),
+        })
+    }
+
+    fn key(chat: &str) -> ChatKey {
+        ChatKey::new(None, "helper", chat)
+    }
+
+    /// A registered answer of `chat`, and its first reader.
+    fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee, Reader) {
+        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat));
+        shared.chats.insert(key(chat), &tee.stream);
+        (tee, reader)
+    }
+
+    fn read_all(mut reader: Reader) -> tokio::task::JoinHandle<Vec<u8>> {
+        tokio::spawn(async move {
+            let mut all = Vec::new();
+            while let Some(bytes) = reader.recv().await {
+                all.extend_from_slice(&bytes);
+            }
+            all
+        })
+    }
+
+    fn attach(shared: &Shared, chat: &str) -> (Vec<u8>, Reader) {
+        match shared.chats.attach(&key(chat)) {
+            Attached::Reader(written, reader) => (written.concat(), reader),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resumed_answer_is_what_was_written_then_the_rest_and_is_forgotten_at_its_end() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        assert!(matches!(
+            shared.chats.attach(&key("other")),
+            Attached::Nothing
+        ));
+        tee.send(Bytes::from_static(b"one ")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "one ");
+        tee.send(Bytes::from_static(b"two ")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "two ");
+        let (written, rest) = attach(&shared, "c");
+        let (written2, rest2) = attach(&shared, "c");
+        assert_eq!(written, b"one two ");
+        assert_eq!(written2, b"one two ");
+        let (first, rest, rest2) = (read_all(first), read_all(rest), read_all(rest2));
+        tee.send(Bytes::from_static(b"three ")).await.unwrap();
+        tee.send(Bytes::from_static(b"four")).await.unwrap();
+        drop(tee);
+        assert_eq!(first.await.unwrap(), b"three four");
+        assert_eq!(rest.await.unwrap(), b"three four");
+        assert_eq!(rest2.await.unwrap(), b"three four");
+        assert_eq!(shared.chats.len(), 0, "the answer is forgotten");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_nobody_reads_is_cancelled_and_forgotten() {
+        let shared = shared();
+        let (tee, first) = answer(&shared, "c");
+        drop(first);
+        // The execution sees its client gone.
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"x")).await.is_err());
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+        drop(tee);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_runs_on_while_a_resuming_client_reads() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from_static(b"a")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "a");
+        let (written, mut second) = attach(&shared, "c");
+        assert_eq!(written, b"a");
+        drop(first);
+        tee.send(Bytes::from_static(b"b")).await.unwrap();
+        assert_eq!(second.recv().await.unwrap(), "b");
+        drop(second);
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"c")).await.is_err());
+        drop(tee);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_the_kept_bytes_streams_on_but_is_not_resumed() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from(vec![b'x'; RESUME_BYTES]))
+            .await
+            .unwrap();
+        assert_eq!(first.recv().await.unwrap().len(), RESUME_BYTES);
+        drop(attach(&shared, "c"));
+        tee.send(Bytes::from_static(b"y")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "y");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::TooLong));
+        let first = read_all(first);
+        tee.send(Bytes::from_static(b"z")).await.unwrap();
+        drop(tee);
+        assert_eq!(first.await.unwrap(), b"z");
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_answer_of_the_chat_is_not_forgotten_with_the_old_one() {
+        let shared = shared();
+        let (old, _old_reader) = answer(&shared, "c");
+        let (new, _new_reader) = answer(&shared, "c");
+        drop(old);
+        assert_eq!(shared.chats.len(), 1);
+        drop(attach(&shared, "c"));
+        drop(new);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_before_it_is_registered_is_not() {
+        let shared = shared();
+        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"));
+        let stream = Arc::clone(&tee.stream);
+        drop(tee);
+        shared.chats.insert(key("c"), &stream);
+        assert_eq!(shared.chats.len(), 0);
     }
 }

@@ -2,7 +2,8 @@
 // `useChat` runs) against bidi-http's `POST /agent/{name}/chat`. The server (started by the
 // tests package's `vercel_client` test) serves four agents whose scripted models answer:
 // `text` (reasoning, then text), `weather` (a server tool, then text), `ask` (a client tool,
-// then text once its output comes back), `fail` (half a text, then a model failure).
+// then text once its output comes back), `fail` (half a text, then a model failure), `held`
+// ("Hel", then "lo!" once the flow `/bidi-flow/release` is run: an answer to resume).
 //
 // Usage: node vercel_client.mjs <baseUrl>
 
@@ -129,6 +130,47 @@ await run(async (base) => {
       'a failed answer',
     );
     assert(/the provider went away/.test(error.message), error.message);
+  });
+
+  await check('reconnectToStream answers null when no answer of the chat streams (204)', async () => {
+    const transport = new DefaultChatTransport({ api: `${base}/agent/text/chat` });
+    const stream = await transport.reconnectToStream({ chatId: 'chat-none' });
+    assert(stream === null, `a stream to resume: ${stream}`);
+  });
+
+  await check('reconnectToStream mid-answer reads the whole answer to the final message', async () => {
+    const transport = new DefaultChatTransport({ api: `${base}/agent/held/chat` });
+    const first = await transport.sendMessages({
+      chatId: 'chat-held',
+      messages: [user('u1', 'hi')],
+      trigger: 'submit-message',
+      messageId: undefined,
+      abortSignal: undefined,
+    });
+    // The answer waits for its release: it streams while the client resumes it.
+    const resumed = await transport.reconnectToStream({ chatId: 'chat-held' });
+    assert(resumed !== null, 'nothing to resume mid-answer');
+    const release = await fetch(`${base}/bidi-flow/release`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ data: null }),
+    });
+    assert(release.ok, `release: ${release.status} ${await release.text()}`);
+    const read = async (stream) => {
+      let last;
+      for await (const snapshot of readUIMessageStream({ stream })) {
+        last = snapshot;
+      }
+      return last;
+    };
+    const [original, again] = await Promise.all([read(first), read(resumed)]);
+    assertJson(
+      shape(again),
+      [{ type: 'step-start' }, { type: 'text', text: 'Hello!', state: 'done' }],
+      'parts of the resumed answer',
+    );
+    assertJson(shape(again), shape(original), 'the same parts as the original');
+    assert(again.id === original.id, `the same message: ${again.id} vs ${original.id}`);
   });
 
   await check('a refused request rejects sendMessages with the JSON error', async () => {

@@ -2,7 +2,8 @@
 //! client, `ai@6` (the scripts of `tests/node`):
 //!
 //! - `vercel_client.mjs` talks to a real server with `DefaultChatTransport` and
-//!   `readUIMessageStream`: text, reasoning, a server tool, a client tool resumed, failures.
+//!   `readUIMessageStream`: text, reasoning, a server tool, a client tool resumed, failures,
+//!   and `reconnectToStream`: nothing to resume (204), and an answer resumed while it runs.
 //! - A property test runs the real agent loop on hundreds of random scripts (text, thinking and
 //!   tool calls, model failures mid-block, local tools that succeed, fail or stream, client tools,
 //!   cancellations at random points), encodes each execution with [`UiMessageStream`], checks
@@ -14,15 +15,22 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bidi_agent::AgentInit;
-use bidi_flow::Registry;
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{BidiFlow, Registry};
 use bidi_http::{Server, UiMessageStream};
 use bidi_llm::testing::{Scripted, ScriptedModel};
-use bidi_llm::{LlmAgent, Tool, ToolEvent, TurnInput, UserMessage, execute};
+use bidi_llm::{
+    LlmAgent, Model, ModelEvent, ModelRequest, StopReason, Tool, ToolEvent, TurnInput, Usage,
+    UserMessage, execute,
+};
+use futures_util::stream::BoxStream;
 use futures_util::{StreamExt as _, stream};
 use serde_json::{Value, json};
 use tests::node::{Summary, npm_ci, run_node};
+use tokio::sync::Notify;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct City {
@@ -49,8 +57,56 @@ fn weather() -> Tool {
     )
 }
 
-/// The agents `vercel_client.mjs` expects, on a free port of 127.0.0.1.
+/// A model whose answer is "Hel", then, once released, "lo!": an answer a client can resume
+/// while it runs.
+#[derive(Clone, Default)]
+struct Held {
+    release: Arc<Notify>,
+}
+
+impl Model for Held {
+    fn name(&self) -> &str {
+        "held"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let release = Arc::clone(&self.release);
+        let head = stream::iter([ModelEvent::TextStart, ModelEvent::TextDelta("Hel".into())]);
+        let tail = stream::once(async move {
+            release.notified().await;
+            stream::iter([
+                ModelEvent::TextDelta("lo!".into()),
+                ModelEvent::TextEnd,
+                ModelEvent::Done {
+                    stop_reason: StopReason::Stop,
+                    usage: Usage::default(),
+                },
+            ])
+        })
+        .flatten();
+        head.chain(tail).boxed()
+    }
+}
+
+/// The agents `vercel_client.mjs` expects, on a free port of 127.0.0.1, and the flow
+/// `release` that lets the `held` agent's answer go on.
 async fn serve() -> SocketAddr {
+    let model = Held::default();
+    let release = Arc::clone(&model.release);
+    let held = LlmAgent::builder("held", model).build();
+    let registry = Registry::new();
+    registry
+        .register(BidiFlow::new(
+            "release",
+            move |_ctx: ActionContext, _init: (), _inbound: Inbound<()>, _out: Outbound<()>| {
+                let release = Arc::clone(&release);
+                async move {
+                    release.notify_one();
+                    Ok::<_, BoxError>(())
+                }
+            },
+        ))
+        .unwrap();
     let text = LlmAgent::builder(
         "text",
         ScriptedModel::new([Scripted::new().thinking("Easy one.").text("Hello there")]),
@@ -79,7 +135,8 @@ async fn serve() -> SocketAddr {
             .fail("the provider went away")
     };
     let fail = LlmAgent::builder("fail", ScriptedModel::new([failing(), failing()])).build();
-    let server = Server::new(Registry::new())
+    let server = Server::new(registry)
+        .agent(&held)
         .agent(&text)
         .agent(&weather)
         .agent(&ask)
@@ -114,7 +171,7 @@ async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
     let addr = serve().await;
     let summary = run("vercel_client.mjs", format!("http://{addr}")).await;
     assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(6), "{summary}");
+    assert_eq!(summary.passed, Some(8), "{summary}");
     assert!(summary.succeeded(), "{summary}");
 }
 
@@ -148,7 +205,7 @@ async fn the_ai_sdk_7_client_reads_chats_too() {
     .await
     .unwrap();
     assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(6), "{summary}");
+    assert_eq!(summary.passed, Some(8), "{summary}");
     assert!(summary.succeeded(), "{summary}");
 }
 

@@ -434,3 +434,242 @@ async fn chats_of_one_identity_are_not_anothers() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Resuming a chat's stream: `GET /agent/{name}/chat/{id}/stream`.
+
+mod resume {
+    use std::net::SocketAddr;
+
+    use bidi_http::{Identity, Server, Unauthorized};
+    use bidi_llm::testing::ChannelModel;
+    use bidi_llm::{LlmAgent, ModelEvent, StopReason, Usage};
+    use futures_util::StreamExt as _;
+    use serde_json::{Value, json};
+    use tokio::sync::mpsc::UnboundedSender;
+
+    use super::{types, user};
+    use crate::support::{Probe, registry, start, url};
+
+    /// A server whose `helper` answers what the test sends its model, with identities `alice`
+    /// and `bob` (and anonymous requests).
+    async fn held() -> (SocketAddr, UnboundedSender<ModelEvent>) {
+        let (model, answer) = ChannelModel::new();
+        let agent = LlmAgent::builder("helper", model).build();
+        let server =
+            Server::new(registry(&Probe::default()))
+                .agent(&agent)
+                .auth(|headers| async move {
+                    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                        Some("Bearer alice") => Ok(Identity::new("alice")),
+                        Some("Bearer bob") => Ok(Identity::new("bob")),
+                        None => Ok(Identity::new("anonymous")),
+                        _ => Err(Unauthorized::new("who?")),
+                    }
+                });
+        (start(server).await, answer)
+    }
+
+    async fn post(addr: SocketAddr, who: &str, chat: &str) -> reqwest::Response {
+        let body = json!({"id": chat, "messages": [user("u1", "hi")]});
+        let response = reqwest::Client::new()
+            .post(url(addr, "/agent/helper/chat"))
+            .header("authorization", format!("Bearer {who}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        response
+    }
+
+    async fn resume(addr: SocketAddr, who: &str, chat: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .get(url(addr, &format!("/agent/helper/chat/{chat}/stream")))
+            .header("authorization", format!("Bearer {who}"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Asserts `response` is 204 with no body.
+    async fn nothing(response: reqwest::Response) {
+        assert_eq!(response.status().as_u16(), 204);
+        assert!(response.bytes().await.unwrap().is_empty());
+    }
+
+    /// A body read so far, and the rest of it.
+    struct Reading {
+        text: String,
+        rest: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    }
+
+    impl Reading {
+        fn new(response: reqwest::Response) -> Self {
+            Self {
+                text: String::new(),
+                rest: response.bytes_stream().boxed(),
+            }
+        }
+
+        /// Reads until the text contains `needle`.
+        async fn until(&mut self, needle: &str) {
+            while !self.text.contains(needle) {
+                let bytes = self.rest.next().await.unwrap().unwrap();
+                self.text.push_str(std::str::from_utf8(&bytes).unwrap());
+            }
+        }
+
+        /// Reads to the end.
+        async fn all(mut self) -> String {
+            while let Some(bytes) = self.rest.next().await {
+                self.text
+                    .push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());
+            }
+            self.text
+        }
+    }
+
+    fn chunks(text: &str) -> Vec<Value> {
+        let mut records: Vec<&str> = text.split_terminator("\n\n").collect();
+        assert_eq!(records.pop(), Some("data: [DONE]"), "{text}");
+        records
+            .into_iter()
+            .map(|record| serde_json::from_str(record.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    fn finish(answer: &UnboundedSender<ModelEvent>) {
+        answer.send(ModelEvent::TextDelta("lo!".into())).unwrap();
+        answer.send(ModelEvent::TextEnd).unwrap();
+        answer
+            .send(ModelEvent::Done {
+                stop_reason: StopReason::Stop,
+                usage: Usage::default(),
+            })
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn resuming_mid_answer_gives_the_stream_so_far_then_the_rest_to_each_client() {
+        let (addr, answer) = held().await;
+        nothing(resume(addr, "alice", "c1").await).await;
+        let mut first = Reading::new(post(addr, "alice", "c1").await);
+        answer.send(ModelEvent::TextStart).unwrap();
+        answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
+        first.until("\"Hel\"").await;
+
+        // Another identity's chat of that id is not this one.
+        nothing(resume(addr, "bob", "c1").await).await;
+        nothing(resume(addr, "alice", "c2").await).await;
+
+        let second = resume(addr, "alice", "c1").await;
+        let third = resume(addr, "alice", "c1").await;
+        for response in [&second, &third] {
+            assert_eq!(response.status().as_u16(), 200);
+            let headers = response.headers();
+            for (name, value) in [
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+                ("connection", "keep-alive"),
+                ("x-vercel-ai-ui-message-stream", "v1"),
+                ("x-accel-buffering", "no"),
+            ] {
+                assert_eq!(headers[name], value, "{name}");
+            }
+        }
+        let mut second = Reading::new(second);
+        let mut third = Reading::new(third);
+        // What was written before they came, at once.
+        second.until("\"Hel\"").await;
+        third.until("\"Hel\"").await;
+        finish(&answer);
+        let first = first.all().await;
+        let second = second.all().await;
+        let third = third.all().await;
+        let chunks = chunks(&first);
+        assert_eq!(
+            types(&chunks),
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-delta",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(chunks[4]["delta"], "lo!");
+        assert_eq!(second, first, "the whole stream");
+        assert_eq!(third, first, "the whole stream");
+
+        // The answer is over: nothing to resume.
+        nothing(resume(addr, "alice", "c1").await).await;
+        let other = reqwest::Client::new()
+            .get(url(addr, "/agent/nobody/chat/c1/stream"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(other.status().as_u16(), 404);
+    }
+
+    /// Polls the chat's session until it no longer runs; returns it.
+    async fn settled(addr: SocketAddr, who: &str, chat: &str) -> Value {
+        for _ in 0..500 {
+            let session: Value = reqwest::Client::new()
+                .get(url(addr, &format!("/agent/helper/session/{chat}")))
+                .header("authorization", format!("Bearer {who}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if session["status"] != "running" {
+                return session;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("chat `{chat}` still runs");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_whose_client_left_runs_on_for_a_resuming_client() {
+        let (addr, answer) = held().await;
+        let mut first = Reading::new(post(addr, "alice", "c3").await);
+        answer.send(ModelEvent::TextStart).unwrap();
+        answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
+        first.until("\"Hel\"").await;
+        let mut second = Reading::new(resume(addr, "alice", "c3").await);
+        second.until("\"Hel\"").await;
+        drop(first);
+        finish(&answer);
+        let chunks = chunks(&second.all().await);
+        assert_eq!(chunks.last().unwrap()["finishReason"], "stop");
+        let session = settled(addr, "alice", "c3").await;
+        assert_eq!(session["status"], "completed");
+        let messages = session["messages"].as_array().unwrap();
+        assert_eq!(messages.last().unwrap()["role"], "assistant", "{session}");
+        nothing(resume(addr, "alice", "c3").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_nobody_reads_any_more_is_cancelled() {
+        let (addr, answer) = held().await;
+        let mut first = Reading::new(post(addr, "alice", "c4").await);
+        answer.send(ModelEvent::TextStart).unwrap();
+        answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
+        first.until("\"Hel\"").await;
+        let mut second = Reading::new(resume(addr, "alice", "c4").await);
+        second.until("\"Hel\"").await;
+        drop(first);
+        drop(second);
+        // The model never finishes: only the cancellation ends the execution.
+        let session = settled(addr, "alice", "c4").await;
+        let messages = session["messages"].as_array().unwrap();
+        assert_ne!(messages.last().unwrap()["role"], "assistant", "{session}");
+        nothing(resume(addr, "alice", "c4").await).await;
+    }
+}
