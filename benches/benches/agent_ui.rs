@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo bench -p benches --bench agent_ui
 //! ```
+
 //!
 //! Each iteration is one request on a new session, its whole body read by `reqwest`:
 //! `execute_sse` is `POST /agent/words/execute` (the agent's events as plain SSE JSON, one
@@ -100,15 +101,16 @@ fn endpoints(c: &mut Criterion) {
     let addr = on_worker(&rt, serve());
     let client = reqwest::Client::new();
     let mut group = c.benchmark_group("agent_ui");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(5));
+    // This VM's noise is ±20% between runs of a few seconds: more samples, longer.
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(8));
     group.warm_up_time(Duration::from_secs(1));
     group.throughput(Throughput::Elements(DELTAS));
     let mut requests = 0u64;
     for (name, endpoint) in [
-        ("execute_sse", "execute"),
-        ("ag_ui", "ag-ui"),
         ("ui_message_stream", "chat"),
+        ("ag_ui", "ag-ui"),
+        ("execute_sse", "execute"),
     ] {
         let url = format!("http://{addr}/agent/words/{endpoint}");
         group.bench_function(name, |b| {
@@ -133,5 +135,38 @@ fn endpoints(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, endpoints);
+/// The three endpoints in turn, request after request, and the time each took in all: on a VM
+/// whose speed drifts by ±20% over minutes, ratios from requests interleaved this way are
+/// steadier than those of criterion's functions, measured one after another.
+fn interleaved(_c: &mut Criterion) {
+    const ROUNDS: u64 = 300;
+    let rt = runtime();
+    let addr = on_worker(&rt, serve());
+    let client = reqwest::Client::new();
+    let totals = on_worker(&rt, async move {
+        let mut totals = [Duration::ZERO; 3];
+        for round in 0..ROUNDS {
+            for step in 0..3 {
+                // Each round starts with another endpoint, so none always goes first.
+                let i = (step + round as usize) % 3;
+                let endpoint = ["execute", "ag-ui", "chat"][i];
+                let url = format!("http://{addr}/agent/words/{endpoint}");
+                let body = request(endpoint, 1_000_000 + round);
+                let start = Instant::now();
+                read(&client, &url, &body).await;
+                totals[i] += start.elapsed();
+            }
+        }
+        totals
+    });
+    let rate = |total: Duration| (ROUNDS * DELTAS) as f64 / total.as_secs_f64() / 1e6;
+    let [execute, ag_ui, chat] = totals.map(rate);
+    println!(
+        "agent_ui/interleaved ({ROUNDS} rounds): execute_sse {execute:.2} M/s, ag_ui {ag_ui:.2} M/s ({:.2}), ui_message_stream {chat:.2} M/s ({:.2})",
+        ag_ui / execute,
+        chat / execute,
+    );
+}
+
+criterion_group!(benches, endpoints, interleaved);
 criterion_main!(benches);

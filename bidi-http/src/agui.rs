@@ -290,9 +290,10 @@ enum Open {
     Reasoning(String),
 }
 
-/// A fresh id for a message of the run.
+/// A fresh id for a message of the run: 64 random bits, short because it is in every delta
+/// (`m-` and 16 hex digits: 18 bytes, not a UUID's 36).
 fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    format!("m-{:016x}", uuid::Uuid::new_v4().as_u64_pair().0)
 }
 
 impl Encoder {
