@@ -160,6 +160,28 @@ pub(crate) async fn execute(
     Ok(response)
 }
 
+/// The session `id` of `agent` as `identity` sees it (in its scope), if there is one.
+///
+/// # Errors
+///
+/// The store's, as a 500.
+pub(crate) async fn load(
+    agent: &LlmAgent,
+    identity: Option<&Identity>,
+    id: &str,
+) -> Result<Option<Session<LlmSession>>, Failure> {
+    let store = Arc::clone(agent.agent().store());
+    let scope = crate::scope(identity);
+    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
+    Session::load(store, id).await.map_err(|error| {
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Code::ConnectionFailed,
+            error.to_string(),
+        )
+    })
+}
+
 /// Starts one execution of `agent` on the session `init` names, with `input`, as `identity`:
 /// once it has started, its session's id and the response body its events make through
 /// `encoder`.
@@ -464,19 +486,8 @@ pub(crate) async fn session(
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionView>, Failure> {
     let agent = agent(&shared, &kind, &name)?;
-    let store = Arc::clone(agent.agent().store());
     let identity = identity.map(|Extension(identity)| identity);
-    let scope = crate::scope(identity.as_ref());
-    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
-    let loaded = Session::<LlmSession>::load(store, &id)
-        .await
-        .map_err(|error| {
-            Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Code::ConnectionFailed,
-                error.to_string(),
-            )
-        })?;
+    let loaded = load(agent, identity.as_ref(), &id).await?;
     let Some(session) = loaded else {
         return Err(Failure::new(
             StatusCode::NOT_FOUND,

@@ -64,7 +64,6 @@ use bidi_llm::{
     AgentEvent, AssistantContent, AssistantMessage, Attachment, Context, ErrorCode, LlmAgent,
     LlmSession, Message, ToolCall, ToolResultMessage, ToolSpec, TurnInput, UserMessage,
 };
-use bidi_session::{Scoped, Session, SessionStore};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -1044,18 +1043,7 @@ pub(crate) async fn run(
         ));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let store = Arc::clone(agent.agent().store());
-    let scope = crate::scope(identity);
-    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
-    let loaded = Session::<LlmSession>::load(store, &input.thread_id)
-        .await
-        .map_err(|error| {
-            Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Code::ConnectionFailed,
-                error.to_string(),
-            )
-        })?;
+    let loaded = crate::agent::load(agent, identity, &input.thread_id).await?;
     let (init, turn) = match loaded {
         Some(session) => (
             AgentInit::new().resume(&input.thread_id),

@@ -20,7 +20,6 @@ use bidi_llm::{
     Message, Role, Status, StopReason, ToolCall, ToolResultMessage, ToolSpec, TurnInput,
     UserMessage,
 };
-use bidi_session::{Scoped, Session, SessionStore};
 use futures_util::StreamExt as _;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -906,18 +905,7 @@ pub(crate) async fn chat(
         return Err(Failure::malformed("`id` (the chat) is empty").at("/id"));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let store = Arc::clone(agent.agent().store());
-    let scope = crate::scope(identity);
-    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
-    let stored = Session::<LlmSession>::load(store, &request.id)
-        .await
-        .map_err(|error| {
-            Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Code::ConnectionFailed,
-                error.to_string(),
-            )
-        })?;
+    let stored = agent::load(agent, identity, &request.id).await?;
     let (init, input) = match (&stored, request.trigger) {
         (Some(session), Trigger::SubmitMessage) => {
             let input = resumed(&session.state(), &request)?;

@@ -2,11 +2,12 @@
 //!
 //! The tests live in `tests/`. This library holds what they share: [`node`] installs and runs the
 //! Node peer clients of `tests/node` and `tests/acp`, [`python`] makes the virtual environment of
-//! the Python peers of `tests/acp`. It also makes the README's code a doctest, so the example
+//! the Python peers of `tests/acp`, [`rng`] seeds the property tests. It also makes the README's code a doctest, so the example
 //! users see first is compiled and run with the suite.
 
 pub mod node;
 pub mod python;
+pub mod rng;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

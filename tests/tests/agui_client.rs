@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tests::rng::Rng;
 
 use bidi_agent::AgentInit;
 use bidi_flow::Registry;
@@ -128,32 +129,6 @@ async fn http_agent_runs_text_tools_state_and_errors() {
 
 // ---------------------------------------------------------------------------------------------
 // Property: every execution of the agent loop encodes to a stream the client accepts.
-
-/// xorshift64*: a seeded PRNG, so that a failing case can be replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// True `percent` times in a hundred.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Local tools of the generated agents: one that fails, one that streams (yielding between its
 /// pieces, so that a cancellation can land inside it).

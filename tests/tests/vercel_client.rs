@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tests::rng::Rng;
 
 use bidi_agent::AgentInit;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
@@ -212,26 +213,6 @@ async fn the_ai_sdk_7_client_reads_chats_too() {
 // ---------------------------------------------------------------------------------------------
 // Generated executions.
 
-/// A small deterministic PRNG (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 const WORDS: [&str; 6] = [
     "alpha ",
     "beta",
@@ -313,7 +294,7 @@ fn agent(rng: &mut Rng) -> LlmAgent {
 
 /// One execution of a random agent, encoded; cancelled after a random number of events, or not.
 async fn generated(seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     let agent = agent(&mut rng);
     let cancel_after = rng.chance(30).then(|| rng.below(25));
     let mut conn = agent.connect(AgentInit::new());
