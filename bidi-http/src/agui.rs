@@ -40,15 +40,16 @@
 //! | `session_start` | `RUN_STARTED`, then `STATE_SNAPSHOT` of the input's `state` if it has one |
 //! | `text_start` / `text_delta` / `text_end` | `TEXT_MESSAGE_START` / `_CONTENT` / `_END`, the message id one per model answer |
 //! | `thinking_start` / `thinking_delta` / `thinking_end` | `REASONING_START` + `REASONING_MESSAGE_START` / `REASONING_MESSAGE_CONTENT` / `REASONING_MESSAGE_END` + `REASONING_END` |
-//! | `toolcall_end` | `TOOL_CALL_START` / `TOOL_CALL_ARGS` (the whole arguments) / `TOOL_CALL_END`, its parent the answer's message |
+//! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` (its parent the answer's message) / `TOOL_CALL_ARGS` (the arguments' text as the model writes it) / `TOOL_CALL_END` |
 //! | `tool_execution_end` | `TOOL_CALL_RESULT` |
 //! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
 //! | `execute_complete` | `RUN_FINISHED`: outcome `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
 //!
-//! A tool call streams as one piece once the model has finished it: the agent loop learns a
-//! call's id and tool only then, and AG-UI's `TOOL_CALL_START` needs both. A call the model
-//! left unfinished (its answer failed or was cancelled mid-call) is not shown. Tool progress
-//! (`tool_execution_delta`) is not shown either.
+//! A tool call's arguments stream as the model writes them (JSON text, complete only at
+//! `TOOL_CALL_END`; arguments the model got wrong stay the text it wrote). A call the model
+//! left unfinished (its answer failed or was cancelled mid-call) still gets its
+//! `TOOL_CALL_END`, before `RUN_ERROR` or the run's cancelled end: it has no result and is not
+//! pending. Tool progress (`tool_execution_delta`) is not shown.
 
 use std::sync::Arc;
 
@@ -185,11 +186,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent_message_id: Option<String>,
     },
-    /// The call's arguments, JSON text.
+    /// More of the call's arguments, JSON text.
     ToolCallArgs {
         /// The call.
         tool_call_id: String,
-        /// The arguments (all of them at once).
+        /// The new argument text; never empty.
         delta: String,
     },
     /// The call's arguments are complete.
@@ -234,9 +235,9 @@ pub enum Outcome {
 // The encoder.
 
 /// Turns one execution's [`AgentEvent`]s into the AG-UI events of one run, in an order
-/// `@ag-ui/client` accepts, whatever the execution did: `RUN_STARTED` first; every text and
-/// reasoning block ended before the run's last event; exactly one last event, `RUN_FINISHED`
-/// or `RUN_ERROR`, and nothing after it.
+/// `@ag-ui/client` accepts, whatever the execution did: `RUN_STARTED` first; every text,
+/// reasoning and tool call block ended before the run's last event; exactly one last event,
+/// `RUN_FINISHED` or `RUN_ERROR`, and nothing after it.
 ///
 /// ```
 /// use bidi_http::agui::Encoder;
@@ -267,7 +268,7 @@ pub struct Encoder {
     phase: Phase,
     /// The message of the model's current answer, once it has one.
     message_id: Option<String>,
-    /// The text or reasoning block being streamed.
+    /// The text, reasoning or tool call block being streamed.
     open: Option<Open>,
     /// A model answer was cut short by a cancellation.
     cancelled: bool,
@@ -287,6 +288,8 @@ enum Phase {
 enum Open {
     Text(String),
     Reasoning(String),
+    /// A tool call, by its id.
+    ToolCall(String),
 }
 
 /// A fresh id for a message of the run: 64 random bits, short because it is in every delta
@@ -375,11 +378,37 @@ impl Encoder {
                 });
             }
             AgentEvent::TextEnd { .. } | AgentEvent::ThinkingEnd { .. } => self.close(out),
-            AgentEvent::ToolcallStart { .. } => self.close(out),
-            AgentEvent::ToolcallEnd { tool_call, .. } => {
+            AgentEvent::ToolcallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
                 self.close(out);
-                let parent = self.message_id().to_owned();
-                self.tool_call(tool_call, parent, out);
+                // A start without its id (from a producer that does not send it) waits for the
+                // call's end, which streams it whole.
+                if !tool_call_id.is_empty() {
+                    self.open_tool_call(tool_call_id, tool_name, out);
+                }
+            }
+            AgentEvent::ToolcallDelta { delta, .. } => {
+                if let Some(Open::ToolCall(id)) = &self.open
+                    && !delta.is_empty()
+                {
+                    out.push(Event::ToolCallArgs {
+                        tool_call_id: id.clone(),
+                        delta: delta.clone(),
+                    });
+                }
+            }
+            AgentEvent::ToolcallEnd { tool_call, .. } => {
+                if matches!(&self.open, Some(Open::ToolCall(id)) if *id == tool_call.id) {
+                    self.close(out);
+                } else {
+                    // An end without its start: the whole call at once.
+                    self.close(out);
+                    let parent = self.message_id().to_owned();
+                    self.tool_call(tool_call, parent, out);
+                }
             }
             AgentEvent::MessageEnd { message } => {
                 self.close(out);
@@ -503,9 +532,20 @@ impl Encoder {
         message_id
     }
 
+    fn open_tool_call(&mut self, tool_call_id: &str, tool_name: &str, out: &mut Vec<Event>) {
+        let parent = self.message_id().to_owned();
+        out.push(Event::ToolCallStart {
+            tool_call_id: tool_call_id.to_owned(),
+            tool_call_name: tool_name.to_owned(),
+            parent_message_id: Some(parent),
+        });
+        self.open = Some(Open::ToolCall(tool_call_id.to_owned()));
+    }
+
     /// Ends the open block, if any.
     fn close(&mut self, out: &mut Vec<Event>) {
         match self.open.take() {
+            Some(Open::ToolCall(tool_call_id)) => out.push(Event::ToolCallEnd { tool_call_id }),
             Some(Open::Text(message_id)) => out.push(Event::TextMessageEnd { message_id }),
             Some(Open::Reasoning(message_id)) => {
                 out.push(Event::ReasoningMessageEnd {
@@ -1111,6 +1151,15 @@ mod tests {
             AgentEvent::TextDelta {
                 delta: " again".into(),
             },
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "pick".into(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: "{\"a\"".into(),
+            },
         ];
         let mut sse = Sse {
             encoder: Encoder::new("t", "r"),
@@ -1143,12 +1192,14 @@ mod tests {
                 .map(|record| {
                     let mut event: Value =
                         serde_json::from_str(record.strip_prefix("data: ").unwrap()).unwrap();
-                    if let Some(Value::String(id)) = event.get_mut("messageId") {
-                        let n = ids.iter().position(|known| known == id).unwrap_or_else(|| {
-                            ids.push(id.clone());
-                            ids.len() - 1
-                        });
-                        *id = format!("m{n}");
+                    for field in ["messageId", "parentMessageId"] {
+                        if let Some(Value::String(id)) = event.get_mut(field) {
+                            let n = ids.iter().position(|known| known == id).unwrap_or_else(|| {
+                                ids.push(id.clone());
+                                ids.len() - 1
+                            });
+                            *id = format!("m{n}");
+                        }
                     }
                     event
                 })
@@ -1266,7 +1317,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_calls_stream_whole_under_their_answer_and_local_results_follow() {
+    fn tool_calls_stream_their_arguments_under_their_answer_and_local_results_follow() {
         let mut encoder = Encoder::new("t1", "r1");
         let out = encode(
             &mut encoder,
@@ -1286,13 +1337,23 @@ mod tests {
                 AgentEvent::TextDelta {
                     delta: "Let me".into(),
                 },
-                AgentEvent::TextEnd {
-                    text: "Let me".into(),
+                // No `text_end`: the call's start ends the text.
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
                 },
-                AgentEvent::ToolcallStart { index: 0 },
                 AgentEvent::ToolcallDelta {
                     index: 0,
                     delta: "{\"a\":".into(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: String::new(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "1}".into(),
                 },
                 AgentEvent::ToolcallEnd {
                     index: 0,
@@ -1331,6 +1392,7 @@ mod tests {
                 "TEXT_MESSAGE_END",
                 "TOOL_CALL_START",
                 "TOOL_CALL_ARGS",
+                "TOOL_CALL_ARGS",
                 "TOOL_CALL_END",
                 "TOOL_CALL_RESULT",
                 "RUN_FINISHED"
@@ -1345,11 +1407,149 @@ mod tests {
             "reasoning is a message of its own"
         );
         assert_eq!(wire[9]["parentMessageId"], wire[6]["messageId"]);
+        assert_eq!(wire[9]["toolCallId"], "c1");
         assert_eq!(wire[9]["toolCallName"], "pick");
-        assert_eq!(wire[10]["delta"], "{\"a\":1}");
-        assert_eq!(wire[12]["toolCallId"], "c1");
-        assert_eq!(wire[12]["content"], "picked");
-        assert_eq!(wire[12]["role"], "tool");
+        assert_eq!(
+            wire[10],
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":"})
+        );
+        assert_eq!(wire[11]["delta"], "1}");
+        assert_eq!(
+            wire[12],
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c1"})
+        );
+        assert_eq!(wire[13]["toolCallId"], "c1");
+        assert_eq!(wire[13]["content"], "picked");
+        assert_eq!(wire[13]["role"], "tool");
+    }
+
+    fn cut_call() -> [AgentEvent; 4] {
+        [
+            start(),
+            AgentEvent::MessageStart {
+                role: Role::Assistant,
+            },
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "pick".into(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: "{\"a\"".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_call_cut_mid_arguments_ends_before_the_run_does() {
+        // The model fails mid-call.
+        let failed = Message::Error(ErrorMessage {
+            error: "boom".into(),
+            partial: None,
+        });
+        let mut events = cut_call().to_vec();
+        events.extend([
+            AgentEvent::MessageEnd {
+                message: Box::new(failed.clone()),
+            },
+            AgentEvent::Error {
+                code: ErrorCode::Model,
+                error: "boom".into(),
+                message: Some(Box::new(failed)),
+            },
+            complete(Status::Error, vec![]),
+        ]);
+        let out = encode(&mut Encoder::new("t1", "r1"), &events);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_ERROR"
+            ]
+        );
+        // The execution's connection fails mid-call.
+        let mut encoder = Encoder::new("t1", "r1");
+        let mut out = Vec::new();
+        for event in cut_call() {
+            encoder.event(&event, &mut out);
+        }
+        encoder.failed("gone", &mut out);
+        encoder.end(&mut out);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_ERROR"
+            ]
+        );
+        // A cancellation cuts it: the run finishes cancelled, the call not pending.
+        let mut events = cut_call().to_vec();
+        events.extend([
+            AgentEvent::MessageEnd {
+                message: Box::new(Message::Aborted(AbortedMessage {
+                    partial: AssistantMessage::default(),
+                })),
+            },
+            complete(Status::Completed, vec![]),
+        ]);
+        let out = encode(&mut Encoder::new("t1", "r1"), &events);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_FINISHED"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap()["outcome"],
+            json!({"type": "cancelled"})
+        );
+    }
+
+    #[test]
+    fn a_call_whose_start_has_no_id_comes_whole_at_its_end() {
+        let out = encode(
+            &mut Encoder::new("t1", "r1"),
+            &[
+                start(),
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: String::new(),
+                    tool_name: String::new(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "{\"a\":".into(),
+                },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_eq!(wire[1]["type"], "TOOL_CALL_START");
+        assert_eq!(wire[1]["toolCallId"], "c1");
+        assert_eq!(
+            wire[2],
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":1}"})
+        );
+        assert_eq!(wire[3]["type"], "TOOL_CALL_END");
+        assert_eq!(wire.len(), 5);
     }
 
     #[test]
@@ -1362,7 +1562,11 @@ mod tests {
                 AgentEvent::MessageStart {
                     role: Role::Assistant,
                 },
-                AgentEvent::ToolcallStart { index: 0 },
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
+                },
                 AgentEvent::ToolcallEnd {
                     index: 0,
                     tool_call: call("c1"),
@@ -1373,6 +1577,15 @@ mod tests {
                 },
                 complete(Status::AwaitingToolExecution, vec![call("c1")]),
             ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_END",
+                "RUN_FINISHED"
+            ]
         );
         let last = serde_json::to_value(out.last().unwrap()).unwrap();
         assert_eq!(

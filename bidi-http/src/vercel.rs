@@ -84,6 +84,13 @@ enum Chunk<'a> {
         tool_name: &'a str,
         input: &'a Value,
     },
+    /// A call whose input never completed: `input` is the argument text the model wrote.
+    ToolInputError {
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+        input: &'a Value,
+        error_text: &'a str,
+    },
     /// A local tool's output: `preliminary` while it streams, then final.
     ToolOutputAvailable {
         tool_call_id: &'a str,
@@ -128,7 +135,18 @@ fn write_chunk(chunk: &Chunk<'_>, buf: &mut Vec<u8>) {
 enum Open {
     Text(String),
     Reasoning(String),
+    /// A tool call whose input is streaming (`shown`: its `tool-input-start` is written), or,
+    /// for a start without an id, whose arguments wait for its end.
+    Tool {
+        id: String,
+        name: String,
+        arguments: String,
+        shown: bool,
+    },
 }
+
+/// What a tool call cut short says.
+const CUT: &str = "the model's answer ended before the tool call was complete";
 
 /// Encodes an execution's [`AgentEvent`]s as the Vercel AI SDK's UI message stream (v1):
 /// `data: {json}` chunks, one assistant message per execution, ended by `data: [DONE]`.
@@ -138,20 +156,21 @@ enum Open {
 /// | `session_start` | `start{messageId}` |
 /// | `message_start` of the assistant (a model call) | `start-step` (and `finish-step` of the one before) |
 /// | `text_*` / `thinking_*` | `text-start/delta/end` / `reasoning-start/delta/end` |
-/// | `toolcall_end` | `tool-input-start`, `tool-input-delta` (the arguments' text), `tool-input-available` |
+/// | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `tool-input-start` / `tool-input-delta` (the arguments' text as the model writes it) / `tool-input-available` |
 /// | `tool_execution_delta` | `tool-output-available` with `preliminary: true` and the output so far |
 /// | `tool_execution_end` | `tool-output-available`, or `tool-output-error` if it failed |
 /// | `error` | `error{errorText}` |
 /// | `execute_complete` | `finish-step`, `finish{finishReason}` |
 ///
-/// A tool call's chunks all come once the model finished the call (the events that begin it
-/// do not carry its id and name yet); a call the model never finished shows nothing. Calls the
-/// client runs stay at `input-available`, and the answer finishes with `tool-calls`.
+/// A tool call's input streams as the model writes it; a call the model never finished (its
+/// answer failed or was cancelled mid-call) ends with `tool-input-error`, its `input` the
+/// argument text so far, and the client shows it as failed. Calls the client runs stay at
+/// `input-available`, and the answer finishes with `tool-calls`.
 ///
 /// The encoder is total: any sequence of events becomes a stream `ai`'s client reads to its
 /// end. A block left open when the model fails or the execution is cut short is closed
-/// (`text-end`, `reasoning-end`) before the `error` chunk, the open step is finished, and
-/// `finish` (`error`) and `[DONE]` still come; nothing comes after `finish`.
+/// (`text-end`, `reasoning-end`, `tool-input-error`) before the `error` chunk, the open step is
+/// finished, and `finish` (`error`) and `[DONE]` still come; nothing comes after `finish`.
 ///
 /// ```
 /// use bidi_http::UiMessageStream;
@@ -177,9 +196,7 @@ pub struct UiMessageStream {
     open: Option<Open>,
     /// How many text and reasoning blocks were opened: their ids.
     blocks: usize,
-    /// The arguments of the tool call being streamed.
-    arguments: Option<String>,
-    /// The calls whose input the client has.
+    /// The calls whose input the client has (or had cut short).
     inputs: HashSet<String>,
     /// What each streaming local tool output so far.
     outputs: HashMap<String, String>,
@@ -198,7 +215,6 @@ impl UiMessageStream {
             step: false,
             open: None,
             blocks: 0,
-            arguments: None,
             inputs: HashSet::new(),
             outputs: HashMap::new(),
             stop: None,
@@ -217,7 +233,6 @@ impl UiMessageStream {
                 role: Role::Assistant,
             } => {
                 self.close(buf);
-                self.arguments = None;
                 if self.step {
                     write_chunk(&Chunk::FinishStep, buf);
                 }
@@ -267,24 +282,80 @@ impl UiMessageStream {
                 }
                 self.close(buf);
             }
-            AgentEvent::ToolcallStart { .. } => {
+            AgentEvent::ToolcallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
                 self.close(buf);
-                self.arguments = Some(String::new());
+                // A start without an id (from a producer that does not send it), or naming a
+                // call the client has, is shown whole at its end, or not at all.
+                let shown = !tool_call_id.is_empty() && !self.inputs.contains(tool_call_id);
+                if shown {
+                    self.step(buf);
+                    write_chunk(
+                        &Chunk::ToolInputStart {
+                            tool_call_id,
+                            tool_name,
+                        },
+                        buf,
+                    );
+                }
+                self.open = Some(Open::Tool {
+                    id: tool_call_id.clone(),
+                    name: tool_name.clone(),
+                    arguments: String::new(),
+                    shown,
+                });
             }
             AgentEvent::ToolcallDelta { delta, .. } => {
-                self.arguments
-                    .get_or_insert_with(String::new)
-                    .push_str(delta);
+                if let Some(Open::Tool {
+                    id,
+                    arguments,
+                    shown,
+                    ..
+                }) = &mut self.open
+                {
+                    arguments.push_str(delta);
+                    if *shown && !delta.is_empty() {
+                        write_chunk(
+                            &Chunk::ToolInputDelta {
+                                tool_call_id: id,
+                                input_text_delta: delta,
+                            },
+                            buf,
+                        );
+                    }
+                }
             }
-            AgentEvent::ToolcallEnd { tool_call, .. } => {
-                self.close(buf);
-                let arguments = self.arguments.take().unwrap_or_default();
-                self.input(tool_call, &arguments, buf);
-            }
+            AgentEvent::ToolcallEnd { tool_call, .. } => match self.open.take() {
+                Some(Open::Tool {
+                    id, shown: true, ..
+                }) if id == tool_call.id => {
+                    write_chunk(
+                        &Chunk::ToolInputAvailable {
+                            tool_call_id: &tool_call.id,
+                            tool_name: &tool_call.name,
+                            input: &tool_call.arguments,
+                        },
+                        buf,
+                    );
+                    self.inputs.insert(id);
+                }
+                Some(Open::Tool {
+                    arguments,
+                    shown: false,
+                    ..
+                }) => self.input(tool_call, &arguments, buf),
+                open => {
+                    // An end without its start: the whole call at once.
+                    self.open = open;
+                    self.input(tool_call, "", buf);
+                }
+            },
             AgentEvent::MessageEnd { message } => {
-                // A call the model never finished is dropped with its message.
+                // A call the model never finished ends with its message.
                 self.close(buf);
-                self.arguments = None;
                 match &**message {
                     Message::Assistant(assistant) => self.stop = Some(assistant.stop_reason),
                     Message::Error(_) => self.stop = Some(StopReason::Error),
@@ -449,12 +520,29 @@ impl UiMessageStream {
         self.open = Some(Open::Reasoning(id));
     }
 
-    /// Closes the open text or reasoning block.
+    /// Closes the open block: a tool call open now was cut short.
     fn close(&mut self, buf: &mut Vec<u8>) {
         match self.open.take() {
             Some(Open::Text(id)) => write_chunk(&Chunk::TextEnd { id: &id }, buf),
             Some(Open::Reasoning(id)) => write_chunk(&Chunk::ReasoningEnd { id: &id }, buf),
-            None => {}
+            Some(Open::Tool {
+                id,
+                name,
+                arguments,
+                shown: true,
+            }) => {
+                write_chunk(
+                    &Chunk::ToolInputError {
+                        tool_call_id: &id,
+                        tool_name: &name,
+                        input: &Value::String(arguments),
+                        error_text: CUT,
+                    },
+                    buf,
+                );
+                self.inputs.insert(id);
+            }
+            Some(Open::Tool { shown: false, .. }) | None => {}
         }
     }
 
@@ -1348,7 +1436,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_calls_come_whole_and_local_outputs_follow_in_the_step() {
+    fn tool_call_inputs_stream_and_local_outputs_follow_in_the_step() {
         let call = ToolCall {
             id: "c1".into(),
             name: "weather".into(),
@@ -1356,10 +1444,23 @@ mod tests {
         };
         let mut events = start();
         events.extend([
-            AgentEvent::ToolcallStart { index: 0 },
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Let me".into(),
+            },
+            // No `text_end`: the call's start ends the text.
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "weather".into(),
+            },
             AgentEvent::ToolcallDelta {
                 index: 0,
                 delta: "{\"city\":".into(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: String::new(),
             },
             AgentEvent::ToolcallDelta {
                 index: 0,
@@ -1392,7 +1493,11 @@ mod tests {
             AgentEvent::MessageStart {
                 role: Role::Assistant,
             },
-            AgentEvent::ToolcallStart { index: 0 },
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c2".into(),
+                tool_name: "ask".into(),
+            },
             AgentEvent::ToolcallEnd {
                 index: 0,
                 tool_call: ToolCall {
@@ -1408,8 +1513,12 @@ mod tests {
             [
                 json!({"type": "start", "messageId": "m1"}),
                 json!({"type": "start-step"}),
+                json!({"type": "text-start", "id": "text-0"}),
+                json!({"type": "text-delta", "id": "text-0", "delta": "Let me"}),
+                json!({"type": "text-end", "id": "text-0"}),
                 json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "weather"}),
-                json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{\"city\":\"Oslo\"}"}),
+                json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{\"city\":"}),
+                json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "\"Oslo\"}"}),
                 json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "weather", "input": {"city": "Oslo"}}),
                 json!({"type": "tool-output-available", "toolCallId": "c1", "output": "su", "preliminary": true}),
                 json!({"type": "tool-output-available", "toolCallId": "c1", "output": "sun", "preliminary": true}),
@@ -1433,10 +1542,14 @@ mod tests {
             AgentEvent::TextDelta {
                 delta: "Hal".into(),
             },
-            AgentEvent::ToolcallStart { index: 0 },
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "weather".into(),
+            },
             AgentEvent::ToolcallDelta {
                 index: 0,
-                delta: "{".into(),
+                delta: "{\"ci".into(),
             },
             AgentEvent::MessageEnd {
                 message: Box::new(Message::Error(ErrorMessage {
@@ -1459,6 +1572,10 @@ mod tests {
                 json!({"type": "text-start", "id": "text-0"}),
                 json!({"type": "text-delta", "id": "text-0", "delta": "Hal"}),
                 json!({"type": "text-end", "id": "text-0"}),
+                json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "weather"}),
+                json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{\"ci"}),
+                json!({"type": "tool-input-error", "toolCallId": "c1", "toolName": "weather",
+                       "input": "{\"ci", "errorText": CUT}),
                 json!({"type": "error", "errorText": "boom"}),
                 json!({"type": "finish-step"}),
                 json!({"type": "finish", "finishReason": "error"}),
@@ -1508,6 +1625,85 @@ mod tests {
                 json!({"type": "start", "messageId": "m1"}),
                 json!({"type": "finish", "finishReason": "other"}),
                 json!("[DONE]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_cut_by_a_cancellation_or_a_lost_connection_fails_its_input() {
+        let mut events = start();
+        events.extend([
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "weather".into(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: "{".into(),
+            },
+        ]);
+        let cut = json!({"type": "tool-input-error", "toolCallId": "c1", "toolName": "weather",
+                         "input": "{", "errorText": CUT});
+        // The execution's connection fails.
+        assert_eq!(
+            encode(&events, Some("gone"))[4..],
+            [
+                cut.clone(),
+                json!({"type": "error", "errorText": "gone"}),
+                json!({"type": "finish-step"}),
+                json!({"type": "finish", "finishReason": "error"}),
+                json!("[DONE]"),
+            ]
+        );
+        // A cancellation aborts the answer.
+        events.extend([
+            AgentEvent::MessageEnd {
+                message: Box::new(Message::Aborted(bidi_llm::AbortedMessage {
+                    partial: AssistantMessage::default(),
+                })),
+            },
+            complete(Status::Completed),
+        ]);
+        assert_eq!(
+            encode(&events, None)[4..],
+            [
+                cut,
+                json!({"type": "finish-step"}),
+                json!({"type": "finish", "finishReason": "other"}),
+                json!("[DONE]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_whose_start_has_no_id_comes_whole_at_its_end() {
+        let mut events = start();
+        events.extend([
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: String::new(),
+                tool_name: String::new(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: "{}".into(),
+            },
+            AgentEvent::ToolcallEnd {
+                index: 0,
+                tool_call: ToolCall {
+                    id: "c1".into(),
+                    name: "ask".into(),
+                    arguments: json!({}),
+                },
+            },
+        ]);
+        assert_eq!(
+            encode(&events, None)[2..5],
+            [
+                json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "ask"}),
+                json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{}"}),
+                json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "ask", "input": {}}),
             ]
         );
     }

@@ -74,10 +74,17 @@ pub enum AgentEvent {
         /// The whole block.
         thinking: String,
     },
-    /// A tool call begins (`index` counts the message's tool calls from 0).
+    /// A tool call begins (`index` counts the message's tool calls from 0): the model has named
+    /// the call and its tool, and its arguments follow as [`ToolcallDelta`](Self::ToolcallDelta)s.
     ToolcallStart {
         /// Which tool call.
         index: usize,
+        /// The call's id (empty from a producer that does not send it).
+        #[serde(default)]
+        tool_call_id: String,
+        /// The tool called (empty from a producer that does not send it).
+        #[serde(default)]
+        tool_name: String,
     },
     /// More of a tool call's arguments (JSON text).
     ToolcallDelta {

@@ -279,13 +279,15 @@ impl Assembler {
             }
             ModelEvent::ToolCallStart { id, name } => {
                 self.finish_open(out);
+                out.push(AgentEvent::ToolcallStart {
+                    index: self.tool_calls,
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                });
                 self.open = Some(Open::ToolCall {
                     id,
                     name,
                     arguments: String::new(),
-                });
-                out.push(AgentEvent::ToolcallStart {
-                    index: self.tool_calls,
                 });
             }
             ModelEvent::TextDelta(delta)

@@ -5,9 +5,10 @@
 //!   resumed, a local tool, an error mid-stream.
 //! - Property: executions of the real agent loop on random scripts (text, thinking, tool calls;
 //!   local tools that succeed, fail, stream or are unknown; frontend tools; model failures
-//!   mid-block; cancellation at a random point) are encoded by [`bidi_http::agui::Encoder`] as
-//!   the endpoint does, checked against the AG-UI ordering rules here, then written out and run
-//!   through `HttpAgent` (`tests/node/agui_verify.mjs`), which must accept every one.
+//!   mid-block, a tool call cut mid-arguments among them; cancellation at a random point) are
+//!   encoded by [`bidi_http::agui::Encoder`] as the endpoint does, checked against the AG-UI
+//!   ordering rules here (the arguments streamed included), then written out and run through
+//!   `HttpAgent` (`tests/node/agui_verify.mjs`), which must accept every one.
 
 #![allow(clippy::unwrap_used)]
 
@@ -199,6 +200,10 @@ fn answer(rng: &mut Rng, seed: u64, turn: u64) -> Scripted {
         };
     }
     if rng.chance(20) {
+        if rng.chance(50) {
+            // A call cut mid-arguments: the model fails halfway through them.
+            scripted = scripted.raw_tool_call(&format!("c{seed}-{turn}-cut"), "add", "{\"a\": 2, ");
+        }
         scripted = scripted.fail("the model broke");
     }
     scripted
@@ -327,6 +332,20 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
     let mut reasoning = HashSet::new();
     let mut calls = HashSet::new();
     let mut started_calls = Vec::new();
+    // The argument text streamed per call.
+    let mut arguments: HashMap<String, String> = HashMap::new();
+    // The calls the model finished, with their arguments.
+    let finished: HashMap<&str, &Value> = case
+        .agent_events
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            AgentEvent::ToolcallEnd { tool_call, .. } => {
+                Some((tool_call.id.as_str(), &tool_call.arguments))
+            }
+            _ => None,
+        })
+        .collect();
     let mut results = HashSet::new();
     let mut streamed_text = String::new();
     let mut streamed_thinking = String::new();
@@ -365,6 +384,9 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
             }
         };
         match kind.as_str() {
+            "TEXT_MESSAGE_START" | "REASONING_START" if !calls.is_empty() => {
+                return Err(format!("{kind} inside a tool call"));
+            }
             "TEXT_MESSAGE_START" => open(&mut text, "messageId")?,
             "TEXT_MESSAGE_CONTENT" => {
                 active(&text, "messageId")?;
@@ -396,19 +418,43 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
                 reasoning.remove(&id);
             }
             "TOOL_CALL_START" => {
-                if !text.is_empty() || !reasoning.is_empty() {
-                    return Err("a tool call inside a text or reasoning block".into());
+                if !text.is_empty() || !reasoning.is_empty() || !calls.is_empty() {
+                    return Err("a tool call inside a text, reasoning or tool call block".into());
                 }
                 open(&mut calls, "toolCallId")?;
                 started_calls.push(id(event, "toolCallId"));
             }
             "TOOL_CALL_ARGS" => {
-                active(&calls, "toolCallId")?;
-                delta()?;
+                let id = active(&calls, "toolCallId")?;
+                arguments.entry(id).or_default().push_str(&delta()?);
             }
             "TOOL_CALL_END" => {
                 let id = active(&calls, "toolCallId")?;
                 calls.remove(&id);
+                let streamed = arguments.get(&id).map_or("", String::as_str);
+                match finished.get(id.as_str()) {
+                    // What streamed is the call's arguments: their text as the model wrote it.
+                    Some(Value::String(raw)) if !case.cancelled && raw != streamed => {
+                        return Err(format!("`{id}` streamed {streamed:?}, not {raw:?}"));
+                    }
+                    Some(Value::String(_)) => {}
+                    Some(whole) if !case.cancelled => {
+                        let parsed: Value =
+                            serde_json::from_str(if streamed.is_empty() { "{}" } else { streamed })
+                                .map_err(|e| format!("`{id}` streamed {streamed:?}: {e}"))?;
+                        if parsed != **whole {
+                            return Err(format!("`{id}` streamed {parsed}, not {whole}"));
+                        }
+                        seen.push("streamed arguments");
+                    }
+                    Some(_) => {}
+                    // Cut short: ended, before the run's end.
+                    None if case.cancelled => seen.push("call cut by a cancellation"),
+                    None if id.ends_with("-cut") && !streamed.is_empty() => {
+                        seen.push("call cut mid-arguments by a failure");
+                    }
+                    None => seen.push("call cut by a failure"),
+                }
             }
             "TOOL_CALL_RESULT" => {
                 let call = id(event, "toolCallId");
@@ -432,10 +478,13 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
                 {
                     return Err("RUN_FINISHED with open blocks".into());
                 }
-                // What the client derives (calls without results) is what the run says.
+                // What the client derives (calls without results) is what the run says; a
+                // cancelled run has no pending calls (its cut calls have no results).
                 let derived: HashSet<&String> = started_calls
                     .iter()
-                    .filter(|call| !results.contains(*call))
+                    .filter(|call| {
+                        !results.contains(*call) && event["outcome"]["type"] == "success"
+                    })
                     .collect();
                 let said: HashSet<&str> = event["outcome"]["pendingToolCallIds"]
                     .as_array()
@@ -453,14 +502,19 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
             }
             "RUN_ERROR" => {
                 // Stricter than the client: every block ends before the run fails.
-                if !(text.is_empty() && reasoning.is_empty() && reasoning_spans.is_empty()) {
+                if !(text.is_empty()
+                    && reasoning.is_empty()
+                    && reasoning_spans.is_empty()
+                    && calls.is_empty())
+                {
                     return Err("RUN_ERROR with open blocks".into());
                 }
-                if matches!(
-                    events[index - 1]["type"].as_str(),
-                    Some("TEXT_MESSAGE_END" | "REASONING_END")
-                ) {
-                    seen.push("block closed before RUN_ERROR");
+                match events[index - 1]["type"].as_str() {
+                    Some("TEXT_MESSAGE_END" | "REASONING_END") => {
+                        seen.push("block closed before RUN_ERROR");
+                    }
+                    Some("TOOL_CALL_END") => seen.push("tool call closed before RUN_ERROR"),
+                    _ => {}
                 }
             }
             other => return Err(format!("unexpected {other}")),
@@ -564,6 +618,10 @@ async fn every_generated_execution_encodes_to_a_stream_the_client_accepts() {
         "tool result",
         "pending",
         "block closed before RUN_ERROR",
+        "tool call closed before RUN_ERROR",
+        "streamed arguments",
+        "call cut mid-arguments by a failure",
+        "call cut by a cancellation",
         "cancellation",
     ] {
         assert!(

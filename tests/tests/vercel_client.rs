@@ -5,10 +5,10 @@
 //!   `readUIMessageStream`: text, reasoning, a server tool, a client tool resumed, failures,
 //!   and `reconnectToStream`: nothing to resume (204), and an answer resumed while it runs.
 //! - A property test runs the real agent loop on hundreds of random scripts (text, thinking and
-//!   tool calls, model failures mid-block, local tools that succeed, fail or stream, client tools,
-//!   cancellations at random points), encodes each execution with [`UiMessageStream`], checks
-//!   the chunks against the ordering rules here, and has `vercel_streams.mjs` read every stream
-//!   with the SDK's own parser and reader.
+//!   tool calls, model failures mid-block (a tool call cut mid-arguments among them), local
+//!   tools that succeed, fail or stream, client tools, cancellations at random points), encodes
+//!   each execution with [`UiMessageStream`], checks the chunks against the ordering rules here,
+//!   and has `vercel_streams.mjs` read every stream with the SDK's own parser and reader.
 
 #![allow(clippy::unwrap_used)]
 
@@ -246,6 +246,11 @@ fn scripted(rng: &mut Rng, call: &mut usize) -> Scripted {
         };
     }
     if rng.chance(20) {
+        if rng.chance(50) {
+            // A call cut mid-arguments: the model fails halfway through them.
+            *call += 1;
+            answer = answer.raw_tool_call(&format!("call-{call}"), "ok", "{\"n\": 1, ");
+        }
         answer = answer.fail("the model failed");
     }
     answer
@@ -334,6 +339,7 @@ fn keys(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
         "tool-input-start" => (&["toolCallId", "toolName"], &[]),
         "tool-input-delta" => (&["toolCallId", "inputTextDelta"], &[]),
         "tool-input-available" => (&["toolCallId", "toolName", "input"], &[]),
+        "tool-input-error" => (&["toolCallId", "toolName", "input", "errorText"], &[]),
         "tool-output-available" => (&["toolCallId", "output"], &["preliminary"]),
         "tool-output-error" => (&["toolCallId", "errorText"], &[]),
         "error" => (&["errorText"], &[]),
@@ -343,8 +349,9 @@ fn keys(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
 }
 
 /// Checks a stream against the UI message stream's rules: framing, keys, one `start` first and
-/// one `finish` last then `[DONE]`, blocks opened before their deltas and closed before the step
-/// ends, steps that nest nothing, tool outputs after their inputs.
+/// one `finish` last then `[DONE]`, blocks (text, reasoning, a tool call's input) opened before
+/// their deltas, one at a time, and closed before the step ends, steps that nest nothing, tool
+/// outputs after their inputs.
 fn validate(buf: &[u8]) -> Result<(), String> {
     let text = std::str::from_utf8(buf).map_err(|e| e.to_string())?;
     let mut records: Vec<&str> = text.split_terminator("\n\n").collect();
@@ -354,6 +361,8 @@ fn validate(buf: &[u8]) -> Result<(), String> {
     let (mut step, mut finished) = (false, false);
     let (mut text_open, mut reasoning_open) = (HashSet::new(), HashSet::new());
     let (mut ids, mut started_tools, mut inputs) = (HashSet::new(), HashSet::new(), HashSet::new());
+    // The call whose input is streaming.
+    let mut tool_open: Option<String> = None;
     for (at, record) in records.iter().enumerate() {
         let data = record
             .strip_prefix("data: ")
@@ -399,6 +408,7 @@ fn validate(buf: &[u8]) -> Result<(), String> {
                 | "tool-input-start"
                 | "tool-input-delta"
                 | "tool-input-available"
+                | "tool-input-error"
                 | "tool-output-available"
                 | "tool-output-error"
         );
@@ -409,7 +419,7 @@ fn validate(buf: &[u8]) -> Result<(), String> {
             "start-step" if step => return fail("a step in a step"),
             "start-step" => step = true,
             "finish-step" | "finish" | "error" => {
-                if !text_open.is_empty() || !reasoning_open.is_empty() {
+                if !text_open.is_empty() || !reasoning_open.is_empty() || tool_open.is_some() {
                     return fail("a block is open");
                 }
                 if kind == "finish-step" {
@@ -426,7 +436,11 @@ fn validate(buf: &[u8]) -> Result<(), String> {
                 }
             }
             "text-start" | "reasoning-start" => {
-                if !text_open.is_empty() || !reasoning_open.is_empty() || !ids.insert(id()) {
+                if !text_open.is_empty()
+                    || !reasoning_open.is_empty()
+                    || tool_open.is_some()
+                    || !ids.insert(id())
+                {
                     return fail("a block opened twice, or in another");
                 }
                 if kind == "text-start" {
@@ -441,14 +455,23 @@ fn validate(buf: &[u8]) -> Result<(), String> {
                 return fail("no such reasoning");
             }
             "reasoning-end" if !reasoning_open.remove(&id()) => return fail("no such reasoning"),
-            "tool-input-start" if !started_tools.insert(call()) => return fail("a call twice"),
-            "tool-input-delta" if !started_tools.contains(&call()) => {
-                return fail("a delta before its start");
+            "tool-input-start" => {
+                if !text_open.is_empty() || !reasoning_open.is_empty() || tool_open.is_some() {
+                    return fail("a call in another block");
+                }
+                if !started_tools.insert(call()) {
+                    return fail("a call twice");
+                }
+                tool_open = Some(call());
             }
-            "tool-input-available"
-                if !started_tools.contains(&call()) || !inputs.insert(call()) =>
-            {
-                return fail("an input without its start, or twice");
+            "tool-input-delta" if tool_open != Some(call()) => {
+                return fail("a delta of a call not streaming");
+            }
+            "tool-input-available" | "tool-input-error" => {
+                if tool_open != Some(call()) || !inputs.insert(call()) {
+                    return fail("an input without its start, or twice");
+                }
+                tool_open = None;
             }
             "tool-output-available" | "tool-output-error" if !inputs.contains(&call()) => {
                 return fail("an output before its input");
@@ -484,13 +507,22 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
                 {
                     kinds.insert("error:cancelled".to_owned());
                 }
+                if chunk["type"] == "tool-input-error"
+                    && !chunk["input"].as_str().unwrap().is_empty()
+                {
+                    kinds.insert("tool-input-error mid-arguments".to_owned());
+                }
                 if let Some(reason) = chunk.get("finishReason") {
                     kinds.insert(format!("finish:{}", reason.as_str().unwrap()));
                 }
             }
         }
         let text = String::from_utf8_lossy(&buf);
-        for (end, kind) in [("text-end", "text"), ("reasoning-end", "reasoning")] {
+        for (end, kind) in [
+            ("text-end", "text"),
+            ("reasoning-end", "reasoning"),
+            ("tool-input-error", "tool call"),
+        ] {
             let closed = format!("{{\"type\":\"{end}\",");
             if text.split(&closed).skip(1).any(|rest| {
                 rest.split_once("\n\n")
@@ -499,6 +531,9 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
                 kinds.insert(format!("{kind} closed by an error"));
             }
         }
+        if text.contains("\"tool-input-error\"") && text.contains("went away") {
+            kinds.insert("tool call cut by a cancellation".to_owned());
+        }
         std::fs::write(dir.path().join(format!("{seed:04}.sse")), &buf).unwrap();
     }
     // The generator reaches every kind of chunk and ending.
@@ -506,6 +541,8 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
         "reasoning-delta",
         "text-delta",
         "tool-input-delta",
+        "tool-input-error",
+        "tool-input-error mid-arguments",
         "tool-output-available",
         "tool-output-error",
         "error",
@@ -515,6 +552,8 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
         "error:cancelled",
         "text closed by an error",
         "reasoning closed by an error",
+        "tool call closed by an error",
+        "tool call cut by a cancellation",
     ] {
         assert!(kinds.contains(kind), "no {kind} in {kinds:?}");
     }

@@ -188,6 +188,7 @@ async fn a_local_tool_runs_and_its_result_streams() {
             "STATE_SNAPSHOT",
             "TOOL_CALL_START",
             "TOOL_CALL_ARGS",
+            "TOOL_CALL_ARGS",
             "TOOL_CALL_END",
             "TOOL_CALL_RESULT",
             "TEXT_MESSAGE_START",
@@ -198,12 +199,18 @@ async fn a_local_tool_runs_and_its_result_streams() {
     );
     assert_eq!(events[2]["toolCallId"], "call-1");
     assert_eq!(events[2]["toolCallName"], "add");
-    let args: Value = serde_json::from_str(events[3]["delta"].as_str().unwrap()).unwrap();
+    // The arguments stream in the pieces the model wrote them in.
+    let streamed = format!(
+        "{}{}",
+        events[3]["delta"].as_str().unwrap(),
+        events[4]["delta"].as_str().unwrap()
+    );
+    let args: Value = serde_json::from_str(&streamed).unwrap();
     assert_eq!(args, json!({"a": 2, "b": 3}));
-    assert_eq!(events[5]["toolCallId"], "call-1");
-    assert_eq!(events[5]["content"], "5");
-    assert_ne!(events[5]["messageId"], events[2]["parentMessageId"]);
-    assert_eq!(events[9]["outcome"], json!({"type": "success"}));
+    assert_eq!(events[6]["toolCallId"], "call-1");
+    assert_eq!(events[6]["content"], "5");
+    assert_ne!(events[6]["messageId"], events[2]["parentMessageId"]);
+    assert_eq!(events[10]["outcome"], json!({"type": "success"}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,6 +138,7 @@ async fn a_server_tool_runs_within_its_step() {
             "start-step",
             "tool-input-start",
             "tool-input-delta",
+            "tool-input-delta",
             "tool-input-available",
             "tool-output-available",
             "tool-output-available",
@@ -150,13 +151,18 @@ async fn a_server_tool_runs_within_its_step() {
             "finish",
         ]
     );
+    // The input streams in the pieces the model wrote it in.
     assert_eq!(
-        chunks[4],
+        [&chunks[3]["inputTextDelta"], &chunks[4]["inputTextDelta"]],
+        [&json!("{\"city\""), &json!(":\"Oslo\"}")]
+    );
+    assert_eq!(
+        chunks[5],
         json!({"type": "tool-input-available", "toolCallId": "w1", "toolName": "weather", "input": {"city": "Oslo"}})
     );
-    assert_eq!(chunks[5]["preliminary"], true);
+    assert_eq!(chunks[6]["preliminary"], true);
     assert_eq!(
-        chunks[6],
+        chunks[7],
         json!({"type": "tool-output-available", "toolCallId": "w1", "output": "sunny in Oslo"})
     );
 }
@@ -187,12 +193,13 @@ async fn a_client_tool_waits_and_the_next_request_resumes_the_stored_chat() {
             "start-step",
             "tool-input-start",
             "tool-input-delta",
+            "tool-input-delta",
             "tool-input-available",
             "finish-step",
             "finish",
         ]
     );
-    assert_eq!(chunks1[6]["finishReason"], "tool-calls");
+    assert_eq!(chunks1[7]["finishReason"], "tool-calls");
     let message_id = chunks1[0]["messageId"].as_str().unwrap();
 
     // The client adds the output and sends the whole conversation again.

@@ -79,8 +79,12 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             json!({"type": "thinking_end", "thinking": "hm"}),
         ),
         (
-            AgentEvent::ToolcallStart { index: 0 },
-            json!({"type": "toolcall_start", "index": 0}),
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "weather".into(),
+            },
+            json!({"type": "toolcall_start", "index": 0, "toolCallId": "c1", "toolName": "weather"}),
         ),
         (
             AgentEvent::ToolcallDelta {
@@ -156,6 +160,16 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             event
         );
     }
+    // `toolCallId` and `toolName` came later: an event without them still reads.
+    assert_eq!(
+        serde_json::from_value::<AgentEvent>(json!({"type": "toolcall_start", "index": 2}))
+            .unwrap(),
+        AgentEvent::ToolcallStart {
+            index: 2,
+            tool_call_id: String::new(),
+            tool_name: String::new(),
+        }
+    );
 }
 
 #[test]
@@ -272,6 +286,19 @@ async fn assembler_builds_the_message_and_its_events() {
         })
         .collect();
     assert_eq!(ends, [(0, "c1".to_owned()), (1, "c2".to_owned())]);
+    // Starts name the call and its tool before the arguments stream.
+    let starts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolcallStart {
+                index,
+                tool_call_id,
+                tool_name,
+            } => Some((*index, tool_call_id.as_str(), tool_name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(0, "c1", "weather"), (1, "c2", "weather")]);
     // Deltas of the second call carry its index.
     assert!(
         events
