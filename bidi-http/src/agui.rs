@@ -341,42 +341,12 @@ impl Encoder {
                 self.close(out);
                 self.open_text(out);
             }
-            AgentEvent::TextDelta { delta } => {
-                if delta.is_empty() {
-                    return;
-                }
-                let message_id = match &self.open {
-                    Some(Open::Text(id)) => id.clone(),
-                    _ => {
-                        self.close(out);
-                        self.open_text(out)
-                    }
-                };
-                out.push(Event::TextMessageContent {
-                    message_id,
-                    delta: delta.clone(),
-                });
-            }
+            AgentEvent::TextDelta { delta } => self.content(false, delta, out),
             AgentEvent::ThinkingStart => {
                 self.close(out);
                 self.open_reasoning(out);
             }
-            AgentEvent::ThinkingDelta { delta } => {
-                if delta.is_empty() {
-                    return;
-                }
-                let message_id = match &self.open {
-                    Some(Open::Reasoning(id)) => id.clone(),
-                    _ => {
-                        self.close(out);
-                        self.open_reasoning(out)
-                    }
-                };
-                out.push(Event::ReasoningMessageContent {
-                    message_id,
-                    delta: delta.clone(),
-                });
-            }
+            AgentEvent::ThinkingDelta { delta } => self.content(true, delta, out),
             AgentEvent::TextEnd { .. } | AgentEvent::ThinkingEnd { .. } => self.close(out),
             AgentEvent::ToolcallStart {
                 tool_call_id,
@@ -488,6 +458,31 @@ impl Encoder {
     }
 
     /// `RUN_STARTED` (and the state), if not written yet.
+    /// A delta of text or (`reasoning`) of reasoning, in the open block of its kind: opened
+    /// first, closing any other, if none is.
+    fn content(&mut self, reasoning: bool, delta: &str, out: &mut Vec<Event>) {
+        if delta.is_empty() {
+            return;
+        }
+        let message_id = match (&self.open, reasoning) {
+            (Some(Open::Text(id)), false) | (Some(Open::Reasoning(id)), true) => id.clone(),
+            _ => {
+                self.close(out);
+                if reasoning {
+                    self.open_reasoning(out)
+                } else {
+                    self.open_text(out)
+                }
+            }
+        };
+        let delta = delta.to_owned();
+        out.push(if reasoning {
+            Event::ReasoningMessageContent { message_id, delta }
+        } else {
+            Event::TextMessageContent { message_id, delta }
+        });
+    }
+
     fn start(&mut self, out: &mut Vec<Event>) {
         if self.phase != Phase::Idle {
             return;

@@ -130,6 +130,13 @@ fn write_chunk(chunk: &Chunk<'_>, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"\n\n");
 }
 
+/// The kinds of content block a delta goes to.
+#[derive(Debug, Clone, Copy)]
+enum Block {
+    Text,
+    Reasoning,
+}
+
 /// The block being streamed.
 #[derive(Debug)]
 enum Open {
@@ -240,47 +247,12 @@ impl UiMessageStream {
                 self.step = true;
             }
             AgentEvent::TextStart => self.open_text(buf),
-            AgentEvent::TextDelta { delta } => {
-                if !matches!(self.open, Some(Open::Text(_))) {
-                    self.open_text(buf);
-                }
-                if let Some(Open::Text(id)) = &self.open {
-                    write_chunk(&Chunk::TextDelta { id, delta }, buf);
-                }
-            }
-            AgentEvent::TextEnd { text } => {
-                if !matches!(self.open, Some(Open::Text(_))) {
-                    // An end without its start: the whole block at once.
-                    self.open_text(buf);
-                    if let Some(Open::Text(id)) = &self.open {
-                        write_chunk(&Chunk::TextDelta { id, delta: text }, buf);
-                    }
-                }
-                self.close(buf);
-            }
+            AgentEvent::TextDelta { delta } => self.delta(Block::Text, delta, buf),
+            AgentEvent::TextEnd { text } => self.end_block(Block::Text, text, buf),
             AgentEvent::ThinkingStart => self.open_reasoning(buf),
-            AgentEvent::ThinkingDelta { delta } => {
-                if !matches!(self.open, Some(Open::Reasoning(_))) {
-                    self.open_reasoning(buf);
-                }
-                if let Some(Open::Reasoning(id)) = &self.open {
-                    write_chunk(&Chunk::ReasoningDelta { id, delta }, buf);
-                }
-            }
+            AgentEvent::ThinkingDelta { delta } => self.delta(Block::Reasoning, delta, buf),
             AgentEvent::ThinkingEnd { thinking } => {
-                if !matches!(self.open, Some(Open::Reasoning(_))) {
-                    self.open_reasoning(buf);
-                    if let Some(Open::Reasoning(id)) = &self.open {
-                        write_chunk(
-                            &Chunk::ReasoningDelta {
-                                id,
-                                delta: thinking,
-                            },
-                            buf,
-                        );
-                    }
-                }
-                self.close(buf);
+                self.end_block(Block::Reasoning, thinking, buf);
             }
             AgentEvent::ToolcallStart {
                 tool_call_id,
@@ -502,6 +474,37 @@ impl UiMessageStream {
         let id = format!("{kind}-{}", self.blocks);
         self.blocks += 1;
         id
+    }
+
+    /// Whether a block of `kind` is open.
+    fn is_open(&self, kind: Block) -> bool {
+        matches!(
+            (&self.open, kind),
+            (Some(Open::Text(_)), Block::Text) | (Some(Open::Reasoning(_)), Block::Reasoning)
+        )
+    }
+
+    /// Writes `delta` to the open block of `kind`, opening one first if another is open.
+    fn delta(&mut self, kind: Block, delta: &str, buf: &mut Vec<u8>) {
+        if !self.is_open(kind) {
+            match kind {
+                Block::Text => self.open_text(buf),
+                Block::Reasoning => self.open_reasoning(buf),
+            }
+        }
+        match &self.open {
+            Some(Open::Text(id)) => write_chunk(&Chunk::TextDelta { id, delta }, buf),
+            Some(Open::Reasoning(id)) => write_chunk(&Chunk::ReasoningDelta { id, delta }, buf),
+            _ => {}
+        }
+    }
+
+    /// Ends the block of `kind`; an end without its start is the whole block at once.
+    fn end_block(&mut self, kind: Block, whole: &str, buf: &mut Vec<u8>) {
+        if !self.is_open(kind) {
+            self.delta(kind, whole, buf);
+        }
+        self.close(buf);
     }
 
     fn open_text(&mut self, buf: &mut Vec<u8>) {
