@@ -10,9 +10,10 @@ use bidi_session::{Session, SessionStore};
 use crate::error::Error;
 use crate::event::AgentEvent;
 use crate::model::Model;
+use crate::policy::Policy;
 use crate::session::{self, Context, LlmSession, Status, TurnInput};
 use crate::tool::Tool;
-use crate::turn::{Config, Turn};
+use crate::turn::{self, Config, Turn};
 
 /// An LLM agent: a model, tools, and a turn limit, served as a `bidi-agent` [`Agent`]
 /// (registered as `/agent/{name}`) whose turn input is a [`TurnInput`] and whose chunks are
@@ -224,9 +225,11 @@ async fn serve(
     out: Responder<AgentEvent>,
 ) -> Result<AgentResult<u32>, BoxError> {
     let owner = ctx.connection_id().to_string();
+    let policy = ctx.extensions().get::<Policy>();
+    let local = |name: &str| turn::tool(&config, policy, name).is_some_and(Tool::is_local);
     let mut executions = 0;
     while let Some(input) = inbound.recv().await {
-        let state = match session::claim(&session, &input, &owner, config.lease).await {
+        let state = match session::claim(&session, &input, &owner, config.lease, &local).await {
             Ok(state) => state,
             Err(error) => {
                 if refuse(&out, &error).await.is_err() {

@@ -24,7 +24,14 @@ pub enum Error {
         /// The ids of the calls waiting for results.
         pending: Vec<String>,
     },
-    /// A tool result names a call that is not pending. Nothing changed.
+    /// Calls wait for the caller's approval, and the input does not decide on them (a user
+    /// message, or answers that leave some out). Nothing changed.
+    #[error("tool calls {} wait for approval; send a decision on each", ids(.pending))]
+    AwaitingApproval {
+        /// The ids of the calls without a decision.
+        pending: Vec<String>,
+    },
+    /// A tool result or a decision names a call that is not pending. Nothing changed.
     #[error("`{id}` is not a pending tool call")]
     NotPending {
         /// The id the result named.
@@ -43,6 +50,12 @@ pub enum Error {
     /// Two results for one call. Nothing changed.
     #[error("two results for tool call `{id}`")]
     DuplicateResult {
+        /// The call.
+        id: String,
+    },
+    /// Two decisions for one call waiting for approval. Nothing changed.
+    #[error("two decisions for tool call `{id}`")]
+    DuplicateApproval {
         /// The call.
         id: String,
     },
@@ -106,9 +119,11 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::AwaitingToolResults { .. }
+            | Self::AwaitingApproval { .. }
             | Self::NotPending { .. }
             | Self::WrongTool { .. }
             | Self::DuplicateResult { .. }
+            | Self::DuplicateApproval { .. }
             | Self::MissingResults { .. }
             | Self::NothingPending
             | Self::InvalidContext { .. }

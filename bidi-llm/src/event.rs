@@ -39,6 +39,15 @@ pub enum AgentEvent {
         /// The calls to execute remotely.
         tool_calls: Vec<ToolCall>,
     },
+    /// The turn stopped for calls of tools that need the caller's approval; send a decision on
+    /// each (in a [`TurnInput::Resume`](crate::TurnInput::Resume)) to go on. Comes with
+    /// [`AwaitingToolExecution`](Self::AwaitingToolExecution) when remote calls wait as well.
+    AwaitingApproval {
+        /// The session.
+        session_id: String,
+        /// The calls waiting for approval.
+        tool_calls: Vec<ToolCall>,
+    },
     /// A message begins.
     MessageStart {
         /// Its role.
@@ -146,7 +155,8 @@ pub enum AgentEvent {
     },
     /// The execution ended; always its last event.
     ExecuteComplete {
-        /// How it ended: `completed`, `awaiting_tool_execution` or `error`.
+        /// How it ended: `completed`, `awaiting_tool_execution` (remote calls or approvals
+        /// pending) or `error`.
         status: Status,
         /// The calls to execute remotely when awaiting them; empty otherwise (always on the
         /// wire, as clients read it).
@@ -167,6 +177,7 @@ impl AgentEvent {
             Self::SessionStart { .. } => "session_start",
             Self::SessionEnd { .. } => "session_end",
             Self::AwaitingToolExecution { .. } => "awaiting_tool_execution",
+            Self::AwaitingApproval { .. } => "awaiting_approval",
             Self::MessageStart { .. } => "message_start",
             Self::MessageEnd { .. } => "message_end",
             Self::TextStart => "text_start",

@@ -29,6 +29,9 @@ pub struct ExecuteResult {
     /// The remote calls to execute, when awaiting them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<ToolCall>,
+    /// The calls waiting for the caller's approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approvals: Vec<ToolCall>,
     /// What the execution's model calls cost, in the provider's currency.
     pub cost: f64,
     /// Why the execution failed or its input was refused.
@@ -78,6 +81,8 @@ pub struct Failure {
 pub struct ExecuteStream<'a> {
     responses: Responses<'a, AgentEvent>,
     messages: Vec<Message>,
+    /// What `awaiting_approval` said.
+    approvals: Vec<ToolCall>,
     error: Option<Failure>,
     /// What `execute_complete` said: status, pending calls, cost.
     complete: Option<(Status, Vec<ToolCall>, f64)>,
@@ -104,6 +109,7 @@ pub async fn execute<Out: Send + 'static>(
     Ok(ExecuteStream {
         responses: conn.responses(),
         messages: Vec::new(),
+        approvals: Vec::new(),
         error: None,
         complete: None,
         failed: None,
@@ -134,6 +140,7 @@ impl ExecuteStream<'_> {
             status,
             messages: self.messages,
             pending_tool_calls,
+            pending_approvals: self.approvals,
             cost,
             error: self.error,
         })
@@ -149,6 +156,9 @@ impl ExecuteStream<'_> {
     fn observe(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::SessionEnd { messages, .. } => self.messages.clone_from(messages),
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                self.approvals.clone_from(tool_calls);
+            }
             AgentEvent::Error { code, error, .. } => {
                 self.error = Some(Failure {
                     code: *code,

@@ -110,5 +110,5 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequ
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
 pub use policy::Policy;
-pub use session::{Context, Lease, LlmSession, Status, TurnInput};
+pub use session::{Approval, Context, Lease, LlmSession, Resume, Status, TurnInput};
 pub use tool::{Tool, ToolEvent, simple_tool};

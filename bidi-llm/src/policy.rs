@@ -149,7 +149,9 @@ impl Policy {
     }
 
     /// Every local tool call waits for `gate` before it runs: `Ok(())` runs it, `Err(reason)`
-    /// refuses it with `reason`.
+    /// refuses it with `reason`. The gate also decides on the calls of tools that
+    /// [need approval](crate::Tool::needs_approval), in the execution's course, instead of
+    /// ending it to wait for a decision.
     pub fn gate<F, Fut>(mut self, gate: F) -> Self
     where
         F: Fn(&ToolCall) -> Fut + Send + Sync + 'static,
@@ -171,6 +173,11 @@ impl Policy {
     /// Whether the model is offered the agent's tool `name`.
     pub(crate) fn offers(&self, name: &str) -> bool {
         self.offer.as_ref().is_none_or(|offer| offer(name))
+    }
+
+    /// Whether a gate asks before every local tool call.
+    pub(crate) fn has_gate(&self) -> bool {
+        self.gate.is_some()
     }
 
     /// The check `call` waits for before it runs, if there is one.

@@ -22,7 +22,9 @@ use crate::tool::Tool;
 pub enum Status {
     /// An execution is running; the session's [`Lease`] says whose.
     Running,
-    /// Remote tool calls are pending; the next input must be their results.
+    /// Tool calls wait for the caller: remote calls for their results, calls of tools that
+    /// [need approval](crate::Tool::needs_approval) for a decision. The next input must answer
+    /// them all.
     AwaitingToolExecution,
     /// Nothing runs and nothing is pending: a new session, or the last execution finished or
     /// was cancelled.
@@ -88,7 +90,10 @@ pub struct LlmSession {
     /// Who runs the current execution; only while the status is `running`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
-    /// The calls waiting for remote results; the next input must be their results.
+    /// The calls waiting for the caller, in call order: calls of remote tools wait for their
+    /// results, calls of the agent's local tools (those that
+    /// [need approval](crate::Tool::needs_approval)) for a decision. The next input must answer
+    /// them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<ToolCall>,
     /// The model of the session's last model call.
@@ -177,23 +182,128 @@ impl Context {
     }
 }
 
-/// The input of one execution: a user message, or the results of the pending remote tool calls.
+/// The input of one execution: a user message, or the answers to the pending tool calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum TurnInput {
-    /// Results for exactly the pending tool calls.
+    /// Results for exactly the pending remote calls, when no call waits for approval.
     ToolResults(Vec<ToolResultMessage>),
     /// A user message.
     User(UserMessage),
+    /// Answers to exactly the pending calls: results of the remote ones, decisions on those
+    /// waiting for approval.
+    Resume(Resume),
 }
 
 impl TurnInput {
-    /// The messages the input adds to the conversation.
-    pub(crate) fn into_messages(self) -> Vec<Message> {
+    /// The messages the input adds to the conversation, and the decisions it carries.
+    pub(crate) fn into_parts(self) -> (Vec<Message>, Vec<Approval>) {
         match self {
-            Self::User(user) => vec![Message::User(user)],
-            Self::ToolResults(results) => results.into_iter().map(Message::ToolResult).collect(),
+            Self::User(user) => (vec![Message::User(user)], Vec::new()),
+            Self::ToolResults(results) => (
+                results.into_iter().map(Message::ToolResult).collect(),
+                Vec::new(),
+            ),
+            Self::Resume(resume) => (
+                resume
+                    .results
+                    .into_iter()
+                    .map(Message::ToolResult)
+                    .collect(),
+                resume.approvals,
+            ),
+        }
+    }
+}
+
+/// The answers to a session's pending tool calls: the results of its remote calls and the
+/// caller's decisions on the calls waiting for approval. `camelCase` JSON; unknown fields are
+/// refused.
+///
+/// ```
+/// use bidi_llm::{Approval, Resume, TurnInput};
+/// use serde_json::json;
+///
+/// let input: TurnInput = serde_json::from_value(json!({
+///     "approvals": [{"toolCallId": "c1", "approved": false, "reason": "not today"}],
+/// }))?;
+/// assert_eq!(input, TurnInput::Resume(Resume::new().approval(Approval::deny("c1", "not today"))));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Resume {
+    /// Results of the pending remote calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<ToolResultMessage>,
+    /// Decisions on the calls waiting for approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<Approval>,
+}
+
+impl Resume {
+    /// No answers yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the result of a remote call.
+    #[must_use]
+    pub fn result(mut self, result: ToolResultMessage) -> Self {
+        self.results.push(result);
+        self
+    }
+
+    /// Adds a decision on a call waiting for approval.
+    #[must_use]
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.approvals.push(approval);
+        self
+    }
+}
+
+/// The caller's decision on a call waiting for approval. `camelCase` JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Approval {
+    /// The call.
+    pub tool_call_id: String,
+    /// Whether it may run.
+    pub approved: bool,
+    /// Why, if the caller says; the model reads a denial's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Approval {
+    /// The call `tool_call_id` may run.
+    pub fn approve(tool_call_id: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            approved: true,
+            reason: None,
+        }
+    }
+
+    /// The call `tool_call_id` may not run, for `reason` (empty: no reason given).
+    pub fn deny(tool_call_id: impl Into<String>, reason: impl Into<String>) -> Self {
+        let reason: String = reason.into();
+        Self {
+            tool_call_id: tool_call_id.into(),
+            approved: false,
+            reason: (!reason.is_empty()).then_some(reason),
+        }
+    }
+
+    /// The error result the model reads for a denied call.
+    pub(crate) fn denial(&self) -> String {
+        match &self.reason {
+            Some(reason) => format!("the user denied this call: {reason}"),
+            None => "the user denied this call".to_owned(),
         }
     }
 }
@@ -211,19 +321,34 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Whether `input` fits where `state` stands: tool results must answer exactly the pending
-/// calls, and a user message must wait until there are none.
-fn check(state: &LlmSession, input: &TurnInput) -> Result<(), Error> {
-    let pending = &state.pending_tool_calls;
-    let results = match input {
-        TurnInput::User(_) if pending.is_empty() => return Ok(()),
-        TurnInput::User(_) => {
-            return Err(Error::AwaitingToolResults {
-                pending: pending.iter().map(|call| call.id.clone()).collect(),
+/// Whether `input` fits where `state` stands: it must answer exactly the pending calls (results
+/// for the remote ones, decisions for those of `local` tools, which wait for approval), and a
+/// user message must wait until none are pending.
+fn check(
+    state: &LlmSession,
+    input: &TurnInput,
+    local: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<(), Error> {
+    let (awaiting, pending): (Vec<&ToolCall>, Vec<&ToolCall>) = state
+        .pending_tool_calls
+        .iter()
+        .partition(|call| local(&call.name));
+    let ids = |calls: &[&ToolCall]| calls.iter().map(|call| call.id.clone()).collect();
+    let (results, approvals): (&[ToolResultMessage], &[Approval]) = match input {
+        TurnInput::User(_) if pending.is_empty() && awaiting.is_empty() => return Ok(()),
+        TurnInput::User(_) if pending.is_empty() => {
+            return Err(Error::AwaitingApproval {
+                pending: ids(&awaiting),
             });
         }
-        TurnInput::ToolResults(_) if pending.is_empty() => return Err(Error::NothingPending),
-        TurnInput::ToolResults(results) => results,
+        TurnInput::User(_) => {
+            return Err(Error::AwaitingToolResults {
+                pending: ids(&pending),
+            });
+        }
+        _ if pending.is_empty() && awaiting.is_empty() => return Err(Error::NothingPending),
+        TurnInput::ToolResults(results) => (results, &[]),
+        TurnInput::Resume(resume) => (&resume.results, &resume.approvals),
     };
     let mut seen = HashSet::new();
     for result in results {
@@ -247,15 +372,34 @@ fn check(state: &LlmSession, input: &TurnInput) -> Result<(), Error> {
         .filter(|call| !seen.contains(call.id.as_str()))
         .map(|call| call.id.clone())
         .collect();
-    if missing.is_empty() {
+    if !missing.is_empty() {
+        return Err(Error::MissingResults { missing });
+    }
+    let mut decided = HashSet::new();
+    for approval in approvals {
+        let id = &approval.tool_call_id;
+        if !awaiting.iter().any(|call| &call.id == id) {
+            return Err(Error::NotPending { id: id.clone() });
+        }
+        if !decided.insert(id.as_str()) {
+            return Err(Error::DuplicateApproval { id: id.clone() });
+        }
+    }
+    let undecided: Vec<String> = awaiting
+        .iter()
+        .filter(|call| !decided.contains(call.id.as_str()))
+        .map(|call| call.id.clone())
+        .collect();
+    if undecided.is_empty() {
         Ok(())
     } else {
-        Err(Error::MissingResults { missing })
+        Err(Error::AwaitingApproval { pending: undecided })
     }
 }
 
-/// Starts an execution of `owner` on `session`: checks `input` against the latest state and
-/// takes the session's lease with a compare-and-swap save. Returns the state as saved.
+/// Starts an execution of `owner` on `session`: checks `input` against the latest state (a
+/// pending call of a `local` tool waits for a decision) and takes the session's lease with a
+/// compare-and-swap save. Returns the state as saved.
 ///
 /// A session another execution holds is refused with [`Error::SessionRunning`], an input that
 /// does not fit with its own error; either way nothing is written.
@@ -264,6 +408,7 @@ pub(crate) async fn claim(
     input: &TurnInput,
     owner: &str,
     term: Duration,
+    local: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<LlmSession, Error> {
     // The cached state may be stale (another process ran an execution since): a conflicting
     // save re-reads it, and so does a lease that seems held, before it refuses.
@@ -286,7 +431,7 @@ pub(crate) async fn claim(
             reloaded = true;
             continue;
         }
-        check(&state, input)?;
+        check(&state, input, local)?;
         state.status = Status::Running;
         state.lease = Some(Lease {
             owner: owner.to_owned(),

@@ -75,6 +75,7 @@ pub struct Tool {
     parameters: Value,
     validate: Validate,
     execute: Option<Execute>,
+    approval: bool,
 }
 
 fn parse<Args: DeserializeOwned>(name: &str, args: &Value) -> Result<Args, Error> {
@@ -105,6 +106,7 @@ impl Tool {
             parameters,
             validate: Arc::new(move |args| parse::<Args>(&owned, args).map(drop)),
             execute,
+            approval: false,
         }
     }
 
@@ -172,6 +174,7 @@ impl Tool {
             parameters,
             validate,
             execute: Some(execute),
+            approval: false,
         }
     }
 
@@ -183,6 +186,72 @@ impl Tool {
         description: &str,
     ) -> Self {
         Self::with::<Args>(name, label, description, None)
+    }
+
+    /// Makes every call of this local tool wait for the caller's approval before it runs.
+    ///
+    /// The execution ends there, with the call in
+    /// [`AgentEvent::AwaitingApproval`](crate::AgentEvent::AwaitingApproval) (and the session
+    /// [`awaiting_tool_execution`](crate::Status::AwaitingToolExecution)); the next input is a
+    /// [`TurnInput::Resume`](crate::TurnInput::Resume) with the caller's decision. An approved call
+    /// runs, then the loop goes on; a denied one does not run, and the model reads the denial,
+    /// with its reason, as the call's error result. Other calls of the same answer run meanwhile.
+    ///
+    /// A connection whose [`Policy`](crate::Policy) has a gate asks the gate instead, while the
+    /// execution runs: a transport that can ask its user in the middle of a turn (ACP's
+    /// permission requests) needs no second input. A remote tool is never approved here: its
+    /// caller runs it.
+    ///
+    /// ```
+    /// use bidi_agent::AgentInit;
+    /// use bidi_llm::testing::{Scripted, ScriptedModel};
+    /// use bidi_llm::{Approval, LlmAgent, Resume, Status, TurnInput, UserMessage, execute, simple_tool};
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Path {
+    ///     path: String,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let model = ScriptedModel::new([
+    ///     Scripted::new().tool_call("c1", "delete", &json!({"path": "/tmp/a"})),
+    ///     Scripted::new().text("Deleted."),
+    /// ]);
+    /// let delete = simple_tool("delete", "Delete", "Deletes a file", |_id, args: Path| async move {
+    ///     Ok::<_, String>((format!("deleted {}", args.path), None))
+    /// })
+    /// .needs_approval();
+    /// let agent = LlmAgent::builder("files", model).tool(delete).build();
+    /// let mut conn = agent.connect(AgentInit::new().session_id("s1"));
+    ///
+    /// // The call waits for a decision: the execution ends there.
+    /// let run = execute(&mut conn, TurnInput::User(UserMessage::new("Delete /tmp/a"))).await?;
+    /// let result = run.result().await?;
+    /// assert_eq!(result.status, Status::AwaitingToolExecution);
+    /// assert_eq!(result.pending_approvals[0].id, "c1");
+    ///
+    /// // Approved, it runs, and the model answers.
+    /// let input = TurnInput::Resume(Resume::new().approval(Approval::approve("c1")));
+    /// let result = execute(&mut conn, input).await?.result().await?;
+    /// assert_eq!(result.status, Status::Completed);
+    /// let bidi_llm::Message::ToolResult(done) = &result.messages[0] else { panic!() };
+    /// assert_eq!(done.content, "deleted /tmp/a");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn needs_approval(mut self) -> Self {
+        self.approval = self.execute.is_some();
+        self
+    }
+
+    /// Whether its calls wait for the caller's approval (see
+    /// [`needs_approval`](Self::needs_approval)).
+    #[must_use]
+    pub fn requires_approval(&self) -> bool {
+        self.approval
     }
 
     /// The name the model calls it by.
@@ -248,6 +317,7 @@ impl fmt::Debug for Tool {
             .field("name", &self.name)
             .field("label", &self.label)
             .field("local", &self.is_local())
+            .field("approval", &self.approval)
             .finish_non_exhaustive()
     }
 }

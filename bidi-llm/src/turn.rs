@@ -24,7 +24,7 @@ use crate::message::{
 };
 use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
 use crate::policy::Policy;
-use crate::session::{self, LlmSession, Status, TurnInput};
+use crate::session::{self, Approval, LlmSession, Status, TurnInput};
 use crate::tool::{Tool, ToolEvent};
 
 /// What every execution of an agent shares.
@@ -172,11 +172,34 @@ impl<'a> Turn<'a> {
             session_id: session_id.clone(),
         });
         let first = state.messages.len();
-        state.pending_tool_calls.clear();
-        for message in input.into_messages() {
+        // The pending calls of local tools waited for approval; the others were remote.
+        let waiting: Vec<ToolCall> = std::mem::take(&mut state.pending_tool_calls)
+            .into_iter()
+            .filter(|call| self.tool(&call.name).is_some_and(Tool::is_local))
+            .collect();
+        let (messages, approvals) = input.into_parts();
+        for message in messages {
             self.add(&mut state, message);
         }
-        let mut interrupted = self.execute(&mut state).await.is_err();
+        // The calls that waited for approval (`check` made sure each has a decision): the
+        // approved run, the denied get their denial as an error result.
+        let decided = waiting
+            .into_iter()
+            .map(|call| {
+                let denial = approvals
+                    .iter()
+                    .find(|approval| approval.tool_call_id == call.id)
+                    .filter(|approval| !approval.approved)
+                    .map(Approval::denial);
+                (call, denial)
+            })
+            .collect();
+        let mut interrupted = if self.run_tools(&mut state, decided).await.is_err() {
+            state.status = Status::Completed;
+            true
+        } else {
+            self.execute(&mut state).await.is_err()
+        };
         // The consumer sees the answer before the store is written.
         if !interrupted {
             interrupted = self.flush().await.is_err();
@@ -184,7 +207,13 @@ impl<'a> Turn<'a> {
         debug_assert_ne!(state.status, Status::Running);
         state.lease = None;
         let messages = state.messages[first..].to_vec();
-        let pending_tool_calls = state.pending_tool_calls.clone();
+        // The remote calls: those waiting for approval are in `awaiting_approval`.
+        let pending_tool_calls = state
+            .pending_tool_calls
+            .iter()
+            .filter(|call| !self.tool(&call.name).is_some_and(Tool::is_local))
+            .cloned()
+            .collect();
         let mut status = state.status;
         if let Err(error) = self.session.update_state(state).await {
             self.fail(&Error::Store(error), None);
@@ -279,16 +308,30 @@ impl<'a> Turn<'a> {
             let (remote, local): (Vec<_>, Vec<_>) = calls
                 .into_iter()
                 .partition(|call| self.is_remote(session, &call.name));
-            let tools = self.run_tools(state, local).await;
-            if !remote.is_empty() {
-                // Also after an interruption: the remote calls stay pending, for whoever
-                // resumes the session.
+            let (approvals, local): (Vec<_>, Vec<_>) = local
+                .into_iter()
+                .partition(|call| self.waits_for_approval(&call.name));
+            let tools = self
+                .run_tools(state, local.into_iter().map(|call| (call, None)).collect())
+                .await;
+            if !remote.is_empty() || !approvals.is_empty() {
+                // Also after an interruption: the calls stay pending, for whoever resumes the
+                // session.
                 state.status = Status::AwaitingToolExecution;
-                state.pending_tool_calls.clone_from(&remote);
-                self.emit(AgentEvent::AwaitingToolExecution {
-                    session_id: self.session.id().to_owned(),
-                    tool_calls: remote,
-                });
+                state.pending_tool_calls = remote.iter().chain(&approvals).cloned().collect();
+                let session_id = self.session.id();
+                if !remote.is_empty() {
+                    self.emit(AgentEvent::AwaitingToolExecution {
+                        session_id: session_id.to_owned(),
+                        tool_calls: remote,
+                    });
+                }
+                if !approvals.is_empty() {
+                    self.emit(AgentEvent::AwaitingApproval {
+                        session_id: session_id.to_owned(),
+                        tool_calls: approvals,
+                    });
+                }
                 return tools;
             }
             if tools.is_err() {
@@ -303,13 +346,8 @@ impl<'a> Turn<'a> {
     }
 
     /// The agent's tool named `name`, else the policy's.
-    fn tool(&self, name: &str) -> Option<&Tool> {
-        let policy = self.policy.map(Policy::tools).unwrap_or_default();
-        self.config
-            .tools
-            .iter()
-            .chain(policy)
-            .find(|tool| tool.name() == name)
+    fn tool(&self, name: &str) -> Option<&'a Tool> {
+        tool(self.config, self.policy, name)
     }
 
     /// Whether a call of `name` is for the caller to run: a remote tool of the agent's, or else
@@ -319,6 +357,15 @@ impl<'a> Turn<'a> {
             Some(tool) => !tool.is_local(),
             None => state.tools.iter().any(|tool| tool.name == name),
         }
+    }
+
+    /// Whether a local call of `name` waits for the caller's approval: its tool needs it, the
+    /// connection offers it, and no gate of the connection's asks in the execution's course.
+    fn waits_for_approval(&self, name: &str) -> bool {
+        self.tool(name).is_some_and(Tool::requires_approval)
+            && self
+                .policy
+                .is_none_or(|policy| policy.offers(name) && !policy.has_gate())
     }
 
     /// What the model is asked: the session's system prompt and conversation, the agent's tools
@@ -415,30 +462,35 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// Runs the local calls concurrently; their deltas stream as they come, their ends and
-    /// results in call order. Every call gets a result: one interrupted, or whose stream ended
-    /// without one, an error result saying so.
+    /// Runs the local calls concurrently, but for those refused up front (with the reason
+    /// given); their deltas stream as they come, their ends and results in call order. Every
+    /// call gets a result: one interrupted, or whose stream ended without one, an error result
+    /// saying so.
     async fn run_tools(
         &mut self,
         state: &mut LlmSession,
-        calls: Vec<ToolCall>,
+        calls: Vec<(ToolCall, Option<String>)>,
     ) -> Result<(), Interrupted> {
         if calls.is_empty() {
             return Ok(());
         }
         let mut running = SelectAll::new();
-        for (index, call) in calls.iter().enumerate() {
+        let (calls, refusals): (Vec<_>, Vec<_>) = calls.into_iter().unzip();
+        for (index, (call, refusal)) in calls.iter().zip(refusals).enumerate() {
             self.emit(AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 args: call.arguments.clone(),
             });
-            let events = match self.tool(&call.name) {
-                Some(tool) => match self.policy.and_then(|policy| policy.check(call)) {
+            let events = match (refusal, self.tool(&call.name)) {
+                (Some(refusal), _) => {
+                    futures_util::stream::once(async move { ToolEvent::Failed(refusal) }).boxed()
+                }
+                (None, Some(tool)) => match self.policy.and_then(|policy| policy.check(call)) {
                     None => tool.run(call.id.clone(), call.arguments.clone()),
                     Some(check) => gated(check, tool.clone(), call),
                 },
-                None => futures_util::stream::once({
+                (None, None) => futures_util::stream::once({
                     let name = call.name.clone();
                     async move { ToolEvent::Failed(format!("there is no tool named `{name}`")) }
                 })
@@ -526,6 +578,20 @@ impl<'a> Turn<'a> {
         }
         outcome
     }
+}
+
+/// The agent's tool named `name`, else the connection's `policy`'s.
+pub(crate) fn tool<'a>(
+    config: &'a Config,
+    policy: Option<&'a Policy>,
+    name: &str,
+) -> Option<&'a Tool> {
+    let policy = policy.map(Policy::tools).unwrap_or_default();
+    config
+        .tools
+        .iter()
+        .chain(policy)
+        .find(|tool| tool.name() == name)
 }
 
 /// A local call's events once `check` lets it run; a refusal is its failure.

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod agent_loop;
+mod approval;
 mod cancel;
 mod context;
 mod media;
