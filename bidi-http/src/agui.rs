@@ -54,7 +54,7 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -62,8 +62,9 @@ use axum::response::{IntoResponse, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, AssistantContent, AssistantMessage, Attachment, Context, ErrorCode, LlmAgent,
-    LlmSession, Message, ToolCall, ToolResultMessage, ToolSpec, TurnInput, UserMessage,
+    AgentEvent, Approval, AssistantContent, AssistantMessage, Attachment, Context, ErrorCode,
+    LlmAgent, LlmSession, Message, Resume, Tool, ToolCall, ToolResultMessage, ToolSpec, TurnInput,
+    UserMessage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -126,6 +127,12 @@ pub enum Event {
     StateSnapshot {
         /// The state.
         snapshot: Value,
+    },
+    /// The thread's messages, whole, as the client should have them: `@ag-ui/core` messages
+    /// (`{id, role, content, toolCalls, toolCallId}`).
+    MessagesSnapshot {
+        /// The messages.
+        messages: Vec<Value>,
     },
     /// A text message begins (or goes on: a message of several text blocks starts once per
     /// block).
@@ -227,9 +234,65 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pending_tool_call_ids: Vec<String>,
     },
+    /// It stopped to ask the user: the next run must answer every interrupt in its `resume`.
+    Interrupt {
+        /// What the run asks.
+        interrupts: Vec<Interrupt>,
+    },
     /// It was cancelled before it completed.
     Cancelled,
 }
+
+/// A question an interrupted run asks: here, whether a tool call that needs approval may run.
+/// `camelCase` JSON.
+///
+/// The next run answers it with a `resume` entry naming its `id`: `status: "resolved"` approves
+/// the call unless the `payload` says `"approved": false`; `status: "cancelled"` denies it.
+/// A `reason` in the payload goes to the model with a denial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Interrupt {
+    /// The interrupt: `approval-` and the call's id.
+    pub id: String,
+    /// Always `tool_approval`.
+    pub reason: String,
+    /// What to show the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The call waiting for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The JSON Schema of the answer's payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<Value>,
+}
+
+impl Interrupt {
+    /// The interrupt asking whether `call` may run.
+    #[must_use]
+    pub fn approval(call: &ToolCall) -> Self {
+        Self {
+            id: format!("{APPROVAL}{}", call.id),
+            reason: "tool_approval".to_owned(),
+            message: Some(format!(
+                "Allow `{}` to run with {}?",
+                call.name, call.arguments
+            )),
+            tool_call_id: Some(call.id.clone()),
+            response_schema: Some(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "approved": {"type": "boolean"},
+                    "reason": {"type": "string"},
+                },
+            })),
+        }
+    }
+}
+
+/// What an approval interrupt's id starts with.
+const APPROVAL: &str = "approval-";
 
 // ---------------------------------------------------------------------------------------------
 // The encoder.
@@ -272,6 +335,19 @@ pub struct Encoder {
     open: Option<Open>,
     /// A model answer was cut short by a cancellation.
     cancelled: bool,
+    /// The calls waiting for approval: the run's interrupts.
+    interrupts: Vec<Interrupt>,
+    /// The messages as the client has them, for snapshots; `None`: no snapshots.
+    snapshot: Option<Snapshot>,
+}
+
+/// The thread's messages as the client sees them: those it sent, then the run's, under the ids
+/// the run's events gave them.
+#[derive(Debug, Default)]
+struct Snapshot {
+    messages: Vec<Value>,
+    /// The reasoning messages of the current answer, by id, in order.
+    reasoning: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,7 +385,20 @@ impl Encoder {
             message_id: None,
             open: None,
             cancelled: false,
+            interrupts: Vec::new(),
+            snapshot: None,
         }
+    }
+
+    /// Sends a `MESSAGES_SNAPSHOT` before a run finishes with interrupts: `messages` (the
+    /// input's, `@ag-ui/core` messages) and then the run's own.
+    #[must_use]
+    pub fn messages(mut self, messages: Vec<Value>) -> Self {
+        self.snapshot = Some(Snapshot {
+            messages,
+            reasoning: Vec::new(),
+        });
+        self
     }
 
     /// Sends `state` as a `STATE_SNAPSHOT` right after `RUN_STARTED` (the agent keeps no state
@@ -383,18 +472,33 @@ impl Encoder {
             AgentEvent::MessageEnd { message } => {
                 self.close(out);
                 self.cancelled |= matches!(**message, Message::Aborted(_));
-                self.message_id = None;
+                let message_id = self.message_id.take();
+                if let Some(snapshot) = &mut self.snapshot {
+                    snapshot.answer(message, message_id);
+                }
             }
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,
                 output,
                 ..
-            } => out.push(Event::ToolCallResult {
-                message_id: new_id(),
-                tool_call_id: tool_call_id.clone(),
-                content: output.clone(),
-                role: "tool".to_owned(),
-            }),
+            } => {
+                let message_id = new_id();
+                if let Some(snapshot) = &mut self.snapshot {
+                    snapshot.messages.push(serde_json::json!({
+                        "id": message_id, "role": "tool", "toolCallId": tool_call_id,
+                        "content": output,
+                    }));
+                }
+                out.push(Event::ToolCallResult {
+                    message_id,
+                    tool_call_id: tool_call_id.clone(),
+                    content: output.clone(),
+                    role: "tool".to_owned(),
+                });
+            }
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                self.interrupts = tool_calls.iter().map(Interrupt::approval).collect();
+            }
             AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
             AgentEvent::ExecuteComplete {
                 status,
@@ -407,7 +511,16 @@ impl Encoder {
                     return;
                 }
                 self.close(out);
-                let outcome = if !pending_tool_calls.is_empty() {
+                let outcome = if !self.interrupts.is_empty() {
+                    if let Some(snapshot) = self.snapshot.take() {
+                        out.push(Event::MessagesSnapshot {
+                            messages: snapshot.messages,
+                        });
+                    }
+                    Outcome::Interrupt {
+                        interrupts: std::mem::take(&mut self.interrupts),
+                    }
+                } else if !pending_tool_calls.is_empty() {
                     Outcome::Success {
                         pending_tool_call_ids: pending_tool_calls
                             .iter()
@@ -516,6 +629,9 @@ impl Encoder {
         // A message of its own: the client would append reasoning with the answer's id to the
         // answer's text.
         let message_id = new_id();
+        if let Some(snapshot) = &mut self.snapshot {
+            snapshot.reasoning.push(message_id.clone());
+        }
         out.push(Event::ReasoningStart {
             message_id: message_id.clone(),
         });
@@ -587,6 +703,62 @@ impl Encoder {
             code,
         });
         self.phase = Phase::Ended;
+    }
+}
+
+impl Snapshot {
+    /// Adds the model's answer `message`, whose text and tool calls went out under
+    /// `message_id`, and its reasoning under the ids its reasoning blocks had.
+    fn answer(&mut self, message: &Message, message_id: Option<String>) {
+        let reasoning = std::mem::take(&mut self.reasoning);
+        let answer = match message {
+            Message::Assistant(answer) => answer,
+            Message::Aborted(aborted) => &aborted.partial,
+            Message::Error(failed) => match &failed.partial {
+                Some(partial) => partial,
+                None => return,
+            },
+            _ => return,
+        };
+        let thinking = answer.content.iter().filter_map(|block| match block {
+            AssistantContent::Thinking { thinking, .. } => Some(thinking),
+            _ => None,
+        });
+        for (id, content) in reasoning.into_iter().zip(thinking) {
+            self.messages
+                .push(serde_json::json!({"id": id, "role": "reasoning", "content": content}));
+        }
+        let Some(id) = message_id else { return };
+        let text: String = answer
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                AssistantContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let calls: Vec<Value> = answer
+            .tool_calls()
+            .map(|call| {
+                let arguments = match &call.arguments {
+                    Value::String(raw) => raw.clone(),
+                    arguments => arguments.to_string(),
+                };
+                serde_json::json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments},
+                })
+            })
+            .collect();
+        let mut message = serde_json::json!({"id": id, "role": "assistant"});
+        if !text.is_empty() {
+            message["content"] = Value::String(text);
+        }
+        if !calls.is_empty() {
+            message["toolCalls"] = Value::Array(calls);
+        }
+        self.messages.push(message);
     }
 }
 
@@ -687,9 +859,32 @@ struct RunAgentInput {
     /// The client's (frontend) tools.
     #[serde(default)]
     tools: Vec<InputTool>,
-    /// Answers to interrupts; this endpoint makes none.
+    /// Answers to the thread's interrupts.
     #[serde(default)]
-    resume: Option<Vec<Value>>,
+    resume: Option<Vec<ResumeEntry>>,
+}
+
+/// The answer to an interrupt.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResumeEntry {
+    interrupt_id: String,
+    status: ResumeStatus,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ResumeStatus {
+    Resolved,
+    Cancelled,
+}
+
+/// The input's messages as they came, for the run's `MESSAGES_SNAPSHOT`.
+#[derive(Deserialize)]
+struct RawMessages {
+    messages: Vec<Value>,
 }
 
 /// A message of the input, tagged by `role`.
@@ -993,12 +1188,18 @@ fn create(
     Ok((state, input))
 }
 
-/// The input that goes on with an existing thread: the results of its pending calls (the
-/// `tool` messages that answer them), or else the last message, a user message.
-fn resume(state: &LlmSession, messages: Vec<InputMessage>) -> Result<TurnInput, Failure> {
+/// The input that goes on with an existing thread: the results of its pending frontend calls
+/// (the `tool` messages that answer them) with the decisions on its calls waiting for approval,
+/// or else the last message, a user message.
+fn resume(
+    state: &LlmSession,
+    messages: Vec<InputMessage>,
+    approvals: Vec<Approval>,
+) -> Result<TurnInput, Failure> {
     let last = messages.len().checked_sub(1);
     let mut results = Vec::new();
     let mut user = None;
+    let answers = |id: &str| !approvals.iter().any(|approval| approval.tool_call_id == id);
     for (index, message) in messages.into_iter().enumerate() {
         let path = format!("/messages/{index}");
         match message {
@@ -1010,7 +1211,7 @@ fn resume(state: &LlmSession, messages: Vec<InputMessage>) -> Result<TurnInput, 
                 let Some(call) = state
                     .pending_tool_calls
                     .iter()
-                    .find(|call| call.id == tool_call_id)
+                    .find(|call| call.id == tool_call_id && answers(&call.id))
                 else {
                     continue; // The result of an earlier run's call.
                 };
@@ -1026,6 +1227,12 @@ fn resume(state: &LlmSession, messages: Vec<InputMessage>) -> Result<TurnInput, 
             }
             _ => {}
         }
+    }
+    if !approvals.is_empty() {
+        let mut resume = Resume::new();
+        resume.results = results;
+        resume.approvals = approvals;
+        return Ok(TurnInput::Resume(resume));
     }
     if !results.is_empty() {
         return Ok(TurnInput::ToolResults(results));
@@ -1067,23 +1274,47 @@ pub(crate) async fn run(
     if input.thread_id.is_empty() {
         return Err(invalid("the `threadId` is empty", "/threadId"));
     }
-    if input
-        .resume
-        .as_ref()
-        .is_some_and(|resume| !resume.is_empty())
-    {
-        return Err(invalid(
-            "this agent makes no interrupts: there is nothing to resume",
-            "/resume",
-        ));
-    }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     let loaded = crate::agent::load(agent, identity, &input.thread_id).await?;
+    let entries = input.resume.unwrap_or_default();
     let (init, turn) = match loaded {
-        Some(session) => (
-            AgentInit::new().resume(&input.thread_id),
-            resume(&session.state(), input.messages)?,
-        ),
+        Some(session) => {
+            let state = session.state();
+            let approvals = match interrupts(agent, &state, entries) {
+                Answered::Approvals(approvals) => approvals,
+                Answered::Before => {
+                    return Ok(sse(&[
+                        Event::RunStarted {
+                            thread_id: input.thread_id.clone(),
+                            run_id: input.run_id.clone(),
+                        },
+                        Event::RunFinished {
+                            thread_id: input.thread_id,
+                            run_id: input.run_id,
+                            outcome: Outcome::Success {
+                                pending_tool_call_ids: Vec::new(),
+                            },
+                        },
+                    ]));
+                }
+                Answered::Wrong { message, code } => {
+                    return Ok(sse(&[Event::RunError {
+                        message,
+                        code: Some(code.to_owned()),
+                    }]));
+                }
+            };
+            (
+                AgentInit::new().resume(&input.thread_id),
+                resume(&state, input.messages, approvals)?,
+            )
+        }
+        None if !entries.is_empty() => {
+            return Ok(sse(&[Event::RunError {
+                message: "the thread is new: it has no interrupt to resume".to_owned(),
+                code: Some(NO_INTERRUPT.to_owned()),
+            }]));
+        }
         None => {
             let (state, turn) = create(agent, input.messages, input.tools)?;
             (
@@ -1096,12 +1327,23 @@ pub(crate) async fn run(
     if let Some(state) = input.state {
         encoder = encoder.state(state);
     }
+    if agent.tools().iter().any(Tool::requires_approval) {
+        // The run may end with interrupts, after a snapshot of the messages.
+        let raw: RawMessages = serde_json::from_slice(&bytes)
+            .map_err(|error| invalid(format!("bad messages: {error}"), "/messages"))?;
+        encoder = encoder.messages(raw.messages);
+    }
     let sse = Sse {
         encoder,
         events: Vec::new(),
     };
     let (_, body) = crate::agent::start(&shared, agent, init, turn, identity, sse).await?;
-    Ok((
+    Ok(stream(body))
+}
+
+/// An SSE response of `body`.
+fn stream(body: Body) -> Response {
+    (
         [
             (
                 header::CONTENT_TYPE,
@@ -1111,7 +1353,125 @@ pub(crate) async fn run(
         ],
         body,
     )
-        .into_response())
+        .into_response()
+}
+
+/// A run of `events` only, with no execution behind it.
+fn sse(events: &[Event]) -> Response {
+    let mut buf = Vec::new();
+    for event in events {
+        write(&mut buf, event);
+    }
+    stream(Body::from(buf))
+}
+
+/// The `RUN_ERROR` code of input that leaves interrupts unanswered.
+const INTERRUPTS_PENDING: &str = "interrupts_pending";
+/// The `RUN_ERROR` code of a `resume` naming no open interrupt.
+const NO_INTERRUPT: &str = "no_interrupt";
+
+/// What a run's `resume` does with the thread's interrupts.
+#[derive(Debug)]
+enum Answered {
+    /// It answers every open interrupt (or there are none and it is empty): the decisions.
+    Approvals(Vec<Approval>),
+    /// The thread has no open interrupt, and every one named was answered by an earlier run:
+    /// a resume sent again, which does nothing.
+    Before,
+    /// It does not fit: the run fails with this.
+    Wrong { message: String, code: &'static str },
+}
+
+/// Checks `entries` against the interrupts open on the thread (its calls waiting for approval):
+/// each must be answered, once; an answer to an interrupt that an earlier run answered is
+/// allowed (resumes are idempotent), one to an interrupt the thread never had is not.
+fn interrupts(agent: &LlmAgent, state: &LlmSession, entries: Vec<ResumeEntry>) -> Answered {
+    let local = |name: &str| {
+        agent
+            .tools()
+            .iter()
+            .any(|tool| tool.name() == name && tool.is_local())
+    };
+    let open: Vec<&ToolCall> = state
+        .pending_tool_calls
+        .iter()
+        .filter(|call| local(&call.name))
+        .collect();
+    let answered_before = |call_id: &str| {
+        state.messages.iter().any(|message| {
+            matches!(message, Message::ToolResult(result) if result.tool_call_id == call_id)
+        })
+    };
+    let mut approvals: Vec<Approval> = Vec::new();
+    let mut repeated = 0;
+    for entry in &entries {
+        let call_id = entry
+            .interrupt_id
+            .strip_prefix(APPROVAL)
+            .unwrap_or_default();
+        if !open.iter().any(|call| call.id == call_id) {
+            if !call_id.is_empty() && answered_before(call_id) {
+                repeated += 1;
+                continue;
+            }
+            return Answered::Wrong {
+                message: format!(
+                    "no interrupt `{}` is open on this thread",
+                    cap(&entry.interrupt_id)
+                ),
+                code: NO_INTERRUPT,
+            };
+        }
+        if approvals
+            .iter()
+            .any(|approval| approval.tool_call_id == call_id)
+        {
+            return Answered::Wrong {
+                message: format!("interrupt `{}` is answered twice", cap(&entry.interrupt_id)),
+                code: INTERRUPTS_PENDING,
+            };
+        }
+        let payload = entry.payload.as_ref();
+        let reason = payload
+            .and_then(|payload| payload.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let approved = entry.status == ResumeStatus::Resolved
+            && payload
+                .and_then(|payload| payload.get("approved"))
+                .and_then(Value::as_bool)
+                != Some(false);
+        approvals.push(if approved {
+            Approval::approve(call_id)
+        } else if reason.is_empty() && entry.status == ResumeStatus::Cancelled {
+            Approval::deny(call_id, "the user cancelled the request")
+        } else {
+            Approval::deny(call_id, reason)
+        });
+    }
+    if open.is_empty() && repeated > 0 {
+        return Answered::Before;
+    }
+    let unanswered: Vec<String> = open
+        .iter()
+        .filter(|call| {
+            !approvals
+                .iter()
+                .any(|approval| approval.tool_call_id == call.id)
+        })
+        .map(|call| format!("`{APPROVAL}{}`", cap(&call.id)))
+        .collect();
+    if unanswered.is_empty() {
+        Answered::Approvals(approvals)
+    } else {
+        Answered::Wrong {
+            message: format!(
+                "the thread waits for answers to interrupts {}: resume them first",
+                unanswered.join(", ")
+            ),
+            code: INTERRUPTS_PENDING,
+        }
+    }
 }
 
 #[cfg(test)]

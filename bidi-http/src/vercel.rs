@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, AssistantContent, AssistantMessage, Attachment, Context, LlmAgent, LlmSession,
-    Message, Role, Status, StopReason, ToolCall, ToolResultMessage, ToolSpec, TurnInput,
-    UserMessage,
+    AgentEvent, Approval, AssistantContent, AssistantMessage, Attachment, Context, LlmAgent,
+    LlmSession, Message, Resume, Role, Status, StopReason, ToolCall, ToolResultMessage, ToolSpec,
+    TurnInput, UserMessage,
 };
 use futures_util::StreamExt as _;
 use futures_util::future::join_all;
@@ -102,6 +102,15 @@ enum Chunk<'a> {
         tool_call_id: &'a str,
         error_text: &'a str,
     },
+    /// The call waits for the user's approval.
+    ToolApprovalRequest {
+        approval_id: &'a str,
+        tool_call_id: &'a str,
+    },
+    /// The user denied the call: it did not run.
+    ToolOutputDenied {
+        tool_call_id: &'a str,
+    },
     Error {
         error_text: &'a str,
     },
@@ -152,6 +161,9 @@ enum Open {
     },
 }
 
+/// What an approval's id starts with (the call's id follows).
+const APPROVAL: &str = "approval-";
+
 /// What a tool call cut short says.
 const CUT: &str = "the model's answer ended before the tool call was complete";
 
@@ -165,14 +177,16 @@ const CUT: &str = "the model's answer ended before the tool call was complete";
 /// | `text_*` / `thinking_*` | `text-start/delta/end` / `reasoning-start/delta/end` |
 /// | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `tool-input-start` / `tool-input-delta` (the arguments' text as the model writes it) / `tool-input-available` |
 /// | `tool_execution_delta` | `tool-output-available` with `preliminary: true` and the output so far |
-/// | `tool_execution_end` | `tool-output-available`, or `tool-output-error` if it failed |
+/// | `tool_execution_end` | `tool-output-available`, or `tool-output-error` if it failed (`tool-output-denied` if the user [denied](Self::denied) it) |
+/// | `awaiting_approval` | `tool-approval-request{approvalId, toolCallId}` per call |
 /// | `error` | `error{errorText}` |
 /// | `execute_complete` | `finish-step`, `finish{finishReason}` |
 ///
 /// A tool call's input streams as the model writes it; a call the model never finished (its
 /// answer failed or was cancelled mid-call) ends with `tool-input-error`, its `input` the
 /// argument text so far, and the client shows it as failed. Calls the client runs stay at
-/// `input-available`, and the answer finishes with `tool-calls`.
+/// `input-available`, calls waiting for the user's approval at `approval-requested`, and the
+/// answer finishes with `tool-calls`.
 ///
 /// The encoder is total: any sequence of events becomes a stream `ai`'s client reads to its
 /// end. A block left open when the model fails or the execution is cut short is closed
@@ -211,6 +225,8 @@ pub struct UiMessageStream {
     stop: Option<StopReason>,
     /// `finish` was written: nothing comes after it.
     finished: bool,
+    /// The calls the user denied: their error results are denials.
+    denied: HashSet<String>,
 }
 
 impl UiMessageStream {
@@ -226,7 +242,23 @@ impl UiMessageStream {
             outputs: HashMap::new(),
             stop: None,
             finished: false,
+            denied: HashSet::new(),
         }
+    }
+
+    /// Goes on with an answer whose tool calls `ids` the client has: their input is not sent
+    /// again (the calls whose approval or results the request brings, say).
+    #[must_use]
+    pub fn shown(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.inputs.extend(ids);
+        self
+    }
+
+    /// The calls `ids` were denied by the user: their (error) results are `tool-output-denied`.
+    #[must_use]
+    pub fn denied(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.denied.extend(ids);
+        self
     }
 
     /// Appends the chunks `event` becomes to `buf` (perhaps none).
@@ -371,7 +403,9 @@ impl UiMessageStream {
             } => {
                 self.known(tool_call_id, buf);
                 self.outputs.remove(tool_call_id);
-                let chunk = if *is_error {
+                let chunk = if *is_error && self.denied.contains(tool_call_id) {
+                    Chunk::ToolOutputDenied { tool_call_id }
+                } else if *is_error {
                     Chunk::ToolOutputError {
                         tool_call_id,
                         error_text: output,
@@ -388,6 +422,18 @@ impl UiMessageStream {
             AgentEvent::AwaitingToolExecution { tool_calls, .. } => {
                 for call in tool_calls {
                     self.input(call, "", buf);
+                }
+            }
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                for call in tool_calls {
+                    self.input(call, "", buf);
+                    write_chunk(
+                        &Chunk::ToolApprovalRequest {
+                            approval_id: &format!("{APPROVAL}{}", call.id),
+                            tool_call_id: &call.id,
+                        },
+                        buf,
+                    );
                 }
             }
             AgentEvent::Error { error, .. } => {
@@ -704,6 +750,20 @@ impl UiPart {
         })
     }
 
+    /// A tool part's approval, once the user answered it (state `approval-responded`).
+    fn approval(&self) -> Option<Approval> {
+        if self.str("state")? != "approval-responded" {
+            return None;
+        }
+        let call = self.str("toolCallId")?;
+        let approval = self.fields.get("approval")?;
+        let reason = approval.get("reason").and_then(Value::as_str);
+        Some(match approval.get("approved").and_then(Value::as_bool)? {
+            true => Approval::approve(call),
+            false => Approval::deny(call, reason.unwrap_or_default()),
+        })
+    }
+
     /// A tool part's result: its output or error, if it has one.
     fn tool_result(&self) -> Option<ToolResultMessage> {
         let call = self.tool_call()?;
@@ -866,6 +926,23 @@ fn stateless(agent: &LlmAgent, request: &ChatRequest) -> Result<(LlmSession, Tur
     let mut results = Vec::new();
     let mut skip = HashSet::new();
     if last.role == UiRole::Assistant {
+        if let Some(part) = last_step(last)
+            .iter()
+            .find(|part| part.approval().is_some())
+        {
+            // The client could make up the call it approves: only a chat kept here has calls
+            // waiting for approval.
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidInput,
+                format!(
+                    "chat `{}` is not kept here, so it has no call `{}` waiting for approval",
+                    cap(&request.id),
+                    cap(part.str("toolCallId").unwrap_or_default())
+                ),
+            )
+            .at("/messages"));
+        }
         for part in last_step(last) {
             if let Some(call) = part.tool_call()
                 && remote(&call.name)
@@ -933,27 +1010,49 @@ fn stateless(agent: &LlmAgent, request: &ChatRequest) -> Result<(LlmSession, Tur
     Ok((state, input))
 }
 
-/// What to run on a stored session: the results of its pending calls from the last message's
-/// tool parts, or the last user message.
-fn resumed(state: &LlmSession, request: &ChatRequest) -> Result<TurnInput, Failure> {
+/// What to run on a stored session: the results of its pending client calls and the user's
+/// decisions on its calls waiting for approval, from the last message's tool parts, or the last
+/// user message.
+fn resumed(
+    agent: &LlmAgent,
+    state: &LlmSession,
+    request: &ChatRequest,
+) -> Result<TurnInput, Failure> {
     let Some(last) = request.messages.last() else {
         return Err(
             Failure::malformed("`messages` is empty: there is nothing to answer").at("/messages"),
         );
     };
     if state.status == Status::AwaitingToolExecution && last.role == UiRole::Assistant {
-        let pending: HashSet<&str> = state
+        let local = |name: &str| {
+            agent
+                .tools()
+                .iter()
+                .any(|tool| tool.name() == name && tool.is_local())
+        };
+        let (approving, running): (Vec<&ToolCall>, Vec<&ToolCall>) = state
             .pending_tool_calls
             .iter()
-            .map(|call| call.id.as_str())
-            .collect();
-        let results = last
+            .partition(|call| local(&call.name));
+        let pending = |calls: &[&ToolCall], id: &str| calls.iter().any(|call| call.id == id);
+        let results: Vec<ToolResultMessage> = last
             .parts
             .iter()
             .filter_map(UiPart::tool_result)
-            .filter(|result| pending.contains(result.tool_call_id.as_str()))
+            .filter(|result| pending(&running, &result.tool_call_id))
             .collect();
-        return Ok(TurnInput::ToolResults(results));
+        if approving.is_empty() {
+            return Ok(TurnInput::ToolResults(results));
+        }
+        let mut resume = Resume::new();
+        resume.results = results;
+        resume.approvals = last
+            .parts
+            .iter()
+            .filter_map(UiPart::approval)
+            .filter(|approval| pending(&approving, &approval.tool_call_id))
+            .collect();
+        return Ok(TurnInput::Resume(resume));
     }
     match last.role {
         UiRole::User => Ok(TurnInput::User(user_message(last))),
@@ -999,7 +1098,7 @@ pub(crate) async fn chat(
     let stored = agent::load(agent, identity, &request.id).await?;
     let (init, input) = match (&stored, request.trigger) {
         (Some(session), Trigger::SubmitMessage) => {
-            let input = resumed(&session.state(), &request)?;
+            let input = resumed(agent, &session.state(), &request)?;
             (AgentInit::new().resume(request.id.clone()), input)
         }
         (Some(session), Trigger::RegenerateMessage) => {
@@ -1049,15 +1148,24 @@ pub(crate) async fn chat(
         }
     };
     let message_id = match (&input, request.messages.last()) {
-        // Results go on with the assistant message that called the tools.
-        (TurnInput::ToolResults(_), Some(last)) if !last.id.is_empty() => last.id.clone(),
+        // Answers go on with the assistant message that called the tools.
+        (TurnInput::ToolResults(_) | TurnInput::Resume(_), Some(last)) if !last.id.is_empty() => {
+            last.id.clone()
+        }
         _ => request
             .message_id
             .clone()
             .filter(|_| request.trigger == Trigger::RegenerateMessage)
             .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4())),
     };
-    let encoder = UiMessageStream::new(message_id);
+    let mut encoder = UiMessageStream::new(message_id);
+    if let TurnInput::Resume(resume) = &input {
+        let answered = resume.approvals.iter().map(|a| a.tool_call_id.clone());
+        let denied = resume.approvals.iter().filter(|a| !a.approved);
+        encoder = encoder
+            .denied(denied.map(|a| a.tool_call_id.clone()).collect::<Vec<_>>())
+            .shown(answered.collect::<Vec<_>>());
+    }
     let key = ChatKey::new(identity, &name, &request.id);
     let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone());
     let stream = Arc::clone(&tee.stream);

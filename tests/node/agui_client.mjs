@@ -8,6 +8,9 @@
 // - /agent/broken: streams "Half an answer" and fails mid-text with "the model broke".
 // - /agent/calculator: calls its local tool `add` with {"a":2,"b":3} (id `call-1`), which returns
 //   "5", then answers "5".
+// - /agent/guarded: answers "Checking" and calls its local tool `wipe` with {"target":"db"}
+//   (id `call-1`), which needs approval and returns "wiped db"; once it has the tool's result,
+//   answers "Wiped" the first time and "Not wiped" the second.
 
 import { HttpAgent } from '@ag-ui/client';
 import { assert, assertJson, check, run } from './harness.mjs';
@@ -146,5 +149,98 @@ await run(async (base) => {
       { role: 'assistant', content: '5' },
     ]), 'new messages');
     assertJson(seen.finished?.pendingToolCallIds, [], 'nothing pending');
+  });
+
+  await check('an approval interrupts the run, and resume answers it once (idempotent)', async () => {
+    const url = `${base}/agent/guarded/ag-ui`;
+    const agent = new HttpAgent({
+      url,
+      threadId: 'approve-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'wipe the db' }],
+    });
+    const first = recorder();
+    const { newMessages } = await agent.runAgent({ runId: 'run-1' }, first.subscriber);
+    assert(first.finished?.outcome === 'interrupt', () => `outcome ${first.finished?.outcome}`);
+    assertJson(
+      first.finished.interrupts.map(({ id, reason, toolCallId }) => ({ id, reason, toolCallId })),
+      [{ id: 'approval-call-1', reason: 'tool_approval', toolCallId: 'call-1' }],
+      'interrupts',
+    );
+    assert(first.finished.interrupts[0].message.includes('wipe'), 'the interrupt says what runs');
+    assertJson(agent.pendingInterrupts.map((i) => i.id), ['approval-call-1'], 'pending interrupts');
+    assertJson(first.types.slice(-2), ['MESSAGES_SNAPSHOT', 'RUN_FINISHED'], 'the snapshot comes before the interrupting end');
+    assertJson(strip(newMessages), canon([{
+      role: 'assistant',
+      content: 'Checking',
+      toolCalls: [{ id: 'call-1', type: 'function', function: { name: 'wipe', arguments: '{"target":"db"}' } }],
+    }]), 'first run messages');
+    assertJson(agent.messages.map((m) => m.id).slice(0, 1), ['u1'], 'the snapshot keeps the client ids');
+
+    // The client itself refuses a run that leaves the interrupt unanswered.
+    let refused;
+    try {
+      await agent.runAgent({ runId: 'run-x' });
+    } catch (error) {
+      refused = error;
+    }
+    assert(refused !== undefined, 'HttpAgent refuses to run past a pending interrupt');
+
+    // Another client on the thread sends new input without a resume: RUN_ERROR.
+    const other = new HttpAgent({
+      url,
+      threadId: 'approve-1',
+      initialMessages: [{ id: 'u9', role: 'user', content: 'never mind, say hi' }],
+    });
+    const blocked = recorder();
+    await other.runAgent({ runId: 'run-y' }, blocked.subscriber);
+    assert(blocked.errors.length === 1, () => `${blocked.errors.length} RUN_ERRORs`);
+    assertJson(blocked.errors[0].code, 'interrupts_pending', 'error code');
+    assert(blocked.errors[0].message.includes('approval-call-1'), () => blocked.errors[0].message);
+
+    const resume = [{ interruptId: 'approval-call-1', status: 'resolved', payload: { approved: true } }];
+    const second = recorder();
+    const resumed = await agent.runAgent({ runId: 'run-2', resume }, second.subscriber);
+    assert(second.finished?.outcome === 'success', () => `outcome ${second.finished?.outcome}`);
+    assertJson(strip(resumed.newMessages), canon([
+      { role: 'tool', toolCallId: 'call-1', content: 'wiped db' },
+      { role: 'assistant', content: 'Wiped' },
+    ]), 'second run messages');
+    assertJson(agent.pendingInterrupts, [], 'no pending interrupt');
+
+    // The same resume again (a retried request): nothing runs, the run succeeds.
+    const again = new HttpAgent({ url, threadId: 'approve-1', initialMessages: agent.messages });
+    const third = recorder();
+    const repeated = await again.runAgent({ runId: 'run-3', resume }, third.subscriber);
+    assert(third.finished?.outcome === 'success', () => `outcome ${third.finished?.outcome}`);
+    assertJson(third.types, ['RUN_STARTED', 'RUN_FINISHED'], 'a repeated resume does nothing');
+    assertJson(repeated.newMessages, [], 'no new messages');
+
+    // A resume naming an interrupt the thread never had fails.
+    const wrong = recorder();
+    await again.runAgent({
+      runId: 'run-4',
+      resume: [{ interruptId: 'approval-nope', status: 'resolved' }],
+    }, wrong.subscriber);
+    assertJson(wrong.errors.map((e) => e.code), ['no_interrupt'], 'unknown interrupt');
+  });
+
+  await check('a cancelled interrupt denies the call, and the model reads the reason', async () => {
+    const agent = new HttpAgent({
+      url: `${base}/agent/guarded/ag-ui`,
+      threadId: 'deny-1',
+      initialMessages: [{ id: 'u1', role: 'user', content: 'wipe the db' }],
+    });
+    await agent.runAgent({ runId: 'run-1' });
+    assertJson(agent.pendingInterrupts.map((i) => i.id), ['approval-call-1'], 'pending interrupts');
+    const seen = recorder();
+    const { newMessages } = await agent.runAgent({
+      runId: 'run-2',
+      resume: [{ interruptId: 'approval-call-1', status: 'cancelled', payload: { reason: 'backups first' } }],
+    }, seen.subscriber);
+    assert(seen.finished?.outcome === 'success', () => `outcome ${seen.finished?.outcome}`);
+    assertJson(strip(newMessages), canon([
+      { role: 'tool', toolCallId: 'call-1', content: 'the user denied this call: backups first' },
+      { role: 'assistant', content: 'Not wiped' },
+    ]), 'messages');
   });
 });

@@ -15,6 +15,8 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tests::rng::Rng;
 
 use bidi_agent::AgentInit;
@@ -69,8 +71,27 @@ fn add() -> Tool {
     )
 }
 
-/// The agents `agui_client.mjs` expects.
-async fn serve() -> SocketAddr {
+/// `wipe`: a local tool that needs approval, counting its runs.
+fn wipe(runs: Arc<AtomicUsize>) -> Tool {
+    Tool::dynamic(
+        "wipe",
+        "Wipe",
+        "Wipes a target",
+        json!({"type": "object", "properties": {"target": {"type": "string"}}}),
+        move |_id, args: Value| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let target = args["target"].as_str().unwrap_or_default().to_owned();
+            futures_util::stream::iter([ToolEvent::Complete {
+                output: format!("wiped {target}"),
+                details: None,
+            }])
+        },
+    )
+    .needs_approval()
+}
+
+/// The agents `agui_client.mjs` expects; `wipes` counts the runs of `guarded`'s tool.
+async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
     let writer = LlmAgent::builder(
         "writer",
         ScriptedModel::new([
@@ -107,11 +128,27 @@ async fn serve() -> SocketAddr {
     )
     .tool(add())
     .build();
+    let guarded = LlmAgent::builder(
+        "guarded",
+        ScriptedModel::new([
+            Scripted::new()
+                .text("Checking")
+                .tool_call("call-1", "wipe", &json!({"target": "db"})),
+            Scripted::new().text("Wiped"),
+            Scripted::new()
+                .text("Checking")
+                .tool_call("call-1", "wipe", &json!({"target": "db"})),
+            Scripted::new().text("Not wiped"),
+        ]),
+    )
+    .tool(wipe(wipes))
+    .build();
     let bound = Server::new(Registry::new())
         .agent(&writer)
         .agent(&deployer)
         .agent(&broken)
         .agent(&calculator)
+        .agent(&guarded)
         .addr("127.0.0.1:0".parse().unwrap())
         .bind()
         .await
@@ -123,9 +160,12 @@ async fn serve() -> SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_agent_runs_text_tools_state_and_errors() {
-    let addr = serve().await;
+    let wipes = Arc::new(AtomicUsize::new(0));
+    let addr = serve(Arc::clone(&wipes)).await;
     let summary = node("agui_client.mjs", format!("http://{addr}")).await;
-    assert_all_passed(&summary, 5);
+    assert_all_passed(&summary, 7);
+    // Approved once, resumed twice, denied once: the tool ran once.
+    assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -168,6 +208,23 @@ fn ticker() -> Tool {
     )
 }
 
+/// A local tool that needs approval: its calls end the run with an interrupt.
+fn guard() -> Tool {
+    Tool::dynamic(
+        "guard",
+        "Guard",
+        "Runs once approved",
+        json!({"type": "object"}),
+        |_id, _args| {
+            futures_util::stream::iter([ToolEvent::Complete {
+                output: "guarded".into(),
+                details: None,
+            }])
+        },
+    )
+    .needs_approval()
+}
+
 /// Words, sometimes many (more than the loop hands over in one batch).
 fn words(rng: &mut Rng, what: &str) -> String {
     let count = if rng.chance(15) {
@@ -190,7 +247,8 @@ fn answer(rng: &mut Rng, seed: u64, turn: u64) -> Scripted {
             2 => scripted.thinking(&words(rng, "t")),
             _ => {
                 let id = format!("c{seed}-{turn}-{block}");
-                let name = ["add", "flaky", "ticker", "confirm", "missing"][rng.below(5) as usize];
+                let names = ["add", "flaky", "ticker", "confirm", "missing", "guard"];
+                let name = names[rng.below(6) as usize];
                 if rng.chance(10) {
                     scripted.raw_tool_call(&id, name, "{\"a\": 1, oops")
                 } else {
@@ -228,6 +286,7 @@ async fn generate(seed: u64) -> Case {
         .tool(add())
         .tool(flaky())
         .tool(ticker())
+        .tool(guard())
         .max_turns(1 + u32::try_from(rng.below(4)).unwrap())
         .build();
     let confirm = ToolSpec {
@@ -246,6 +305,9 @@ async fn generate(seed: u64) -> Case {
     let mut encoder = Encoder::new(&thread_id, &run_id);
     if rng.chance(50) {
         encoder = encoder.state(json!({"seed": seed}));
+    }
+    if rng.chance(50) {
+        encoder = encoder.messages(vec![json!({"id": "u1", "role": "user", "content": "go"})]);
     }
     let cancel_at = rng.chance(30).then(|| 1 + rng.below(40));
 
@@ -469,6 +531,30 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
                     return Err("STATE_SNAPSHOT not right after RUN_STARTED".into());
                 }
             }
+            "MESSAGES_SNAPSHOT" => {
+                let next = events.get(index + 1).ok_or("MESSAGES_SNAPSHOT last")?;
+                if next["outcome"]["type"] != "interrupt" {
+                    return Err("MESSAGES_SNAPSHOT not right before an interrupting end".into());
+                }
+                let messages = event["messages"].as_array().ok_or("no messages")?;
+                if messages.first().map(|m| &m["id"]) != Some(&json!("u1")) {
+                    return Err("the snapshot does not start with the client's messages".into());
+                }
+                // Every call shown has its message, every result shown its tool message.
+                let ids: HashSet<&str> = messages
+                    .iter()
+                    .flat_map(|m| {
+                        let calls = m["toolCalls"].as_array().into_iter().flatten();
+                        calls
+                            .map(|c| c["id"].as_str().unwrap())
+                            .chain(m["toolCallId"].as_str())
+                    })
+                    .collect();
+                if let Some(missing) = started_calls.iter().find(|c| !ids.contains(c.as_str())) {
+                    return Err(format!("the snapshot lacks `{missing}`"));
+                }
+                seen.push("messages snapshot");
+            }
             "RUN_STARTED" => {}
             "RUN_FINISHED" => {
                 if !(text.is_empty()
@@ -499,6 +585,36 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
                 if event["outcome"]["type"] == "cancelled" {
                     seen.push("cancelled outcome");
                 }
+                // The interrupts are the calls waiting for approval, each shown.
+                let waiting: HashSet<String> = case
+                    .agent_events
+                    .iter()
+                    .flatten()
+                    .filter_map(|event| match event {
+                        AgentEvent::AwaitingApproval { tool_calls, .. } => Some(tool_calls),
+                        _ => None,
+                    })
+                    .flatten()
+                    .map(|call| format!("approval-{}", call.id))
+                    .collect();
+                let interrupts: HashSet<String> = event["outcome"]["interrupts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|interrupt| {
+                        let call = interrupt["toolCallId"].as_str().unwrap_or_default();
+                        if !started_calls.iter().any(|c| c == call) {
+                            return format!("unshown {call}");
+                        }
+                        interrupt["id"].as_str().unwrap_or_default().to_owned()
+                    })
+                    .collect();
+                if interrupts != waiting {
+                    return Err(format!("interrupts {interrupts:?}, waiting {waiting:?}"));
+                }
+                if !interrupts.is_empty() {
+                    seen.push("interrupt");
+                }
             }
             "RUN_ERROR" => {
                 // Stricter than the client: every block ends before the run fails.
@@ -526,9 +642,11 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
         Some(AgentEvent::ExecuteComplete { status, .. }) => Some(*status),
         _ => None,
     });
+    // A failure after `execute_complete` (a cancellation landing then) changes nothing.
     let failed = case
         .agent_events
         .iter()
+        .take_while(|event| !matches!(event, Some(AgentEvent::ExecuteComplete { .. })))
         .any(|event| matches!(event, None | Some(AgentEvent::Error { .. })));
     let expected = match complete {
         Some(Status::Error) | None => "RUN_ERROR",
@@ -623,6 +741,8 @@ async fn every_generated_execution_encodes_to_a_stream_the_client_accepts() {
         "call cut mid-arguments by a failure",
         "call cut by a cancellation",
         "cancellation",
+        "interrupt",
+        "messages snapshot",
     ] {
         assert!(
             coverage.get(what).copied().unwrap_or(0) > 0,
