@@ -23,9 +23,18 @@
 //!   instead, and must answer all of them.
 //! - When the model calls a frontend tool, the run finishes (`RUN_FINISHED`, outcome `success`
 //!   with the call in `pendingToolCallIds`); the next run's `tool` messages resume it.
+//! - When the model calls a tool that needs approval
+//!   ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval)), the run finishes with outcome
+//!   `interrupt`, one [`Interrupt`] per call (reason `tool_approval`, id `approval-` and the call's
+//!   id), after a `MESSAGES_SNAPSHOT` of the thread. The next run's `resume` answers them:
+//!   `resolved` approves (unless the payload says `"approved": false`), `cancelled` denies, and a
+//!   payload's `reason` goes to the model with a denial. Every open interrupt must be answered;
+//!   input without a `resume` while interrupts are open fails with `RUN_ERROR`
+//!   (`interrupts_pending`), and so does a `resume` naming an interrupt the thread never had
+//!   (`no_interrupt`). Resuming is idempotent: a `resume` whose interrupts were already answered
+//!   is a run that does nothing.
 //! - `state`, when the input has one, comes back as a `STATE_SNAPSHOT` (the agent keeps no
-//!   state of its own). `context` and `forwardedProps` are read and ignored; `resume` is refused
-//!   (the agent makes no interrupts).
+//!   state of its own). `context` and `forwardedProps` are read and ignored.
 //!
 //! A request refused before the run starts (a body that is not a `RunAgentInput`, a new thread
 //! without a user message to answer, a thread another request runs) gets the crate's JSON error
@@ -43,7 +52,8 @@
 //! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` (its parent the answer's message) / `TOOL_CALL_ARGS` (the arguments' text as the model writes it) / `TOOL_CALL_END` |
 //! | `tool_execution_end` | `TOOL_CALL_RESULT` |
 //! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
-//! | `execute_complete` | `RUN_FINISHED`: outcome `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
+//! | `awaiting_approval` | the run's interrupts |
+//! | `execute_complete` | `RUN_FINISHED`: outcome `interrupt` (after `MESSAGES_SNAPSHOT`) when calls wait for approval; `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
 //!
 //! A tool call's arguments stream as the model writes them (JSON text, complete only at
 //! `TOOL_CALL_END`; arguments the model got wrong stay the text it wrote). A call the model
@@ -1280,7 +1290,7 @@ pub(crate) async fn run(
     let (init, turn) = match loaded {
         Some(session) => {
             let state = session.state();
-            let approvals = match interrupts(agent, &state, entries) {
+            let approvals = match interrupts(agent, &state, &entries) {
                 Answered::Approvals(approvals) => approvals,
                 Answered::Before => {
                     return Ok(sse(&[
@@ -1385,7 +1395,7 @@ enum Answered {
 /// Checks `entries` against the interrupts open on the thread (its calls waiting for approval):
 /// each must be answered, once; an answer to an interrupt that an earlier run answered is
 /// allowed (resumes are idempotent), one to an interrupt the thread never had is not.
-fn interrupts(agent: &LlmAgent, state: &LlmSession, entries: Vec<ResumeEntry>) -> Answered {
+fn interrupts(agent: &LlmAgent, state: &LlmSession, entries: &[ResumeEntry]) -> Answered {
     let local = |name: &str| {
         agent
             .tools()
@@ -1404,7 +1414,7 @@ fn interrupts(agent: &LlmAgent, state: &LlmSession, entries: Vec<ResumeEntry>) -
     };
     let mut approvals: Vec<Approval> = Vec::new();
     let mut repeated = 0;
-    for entry in &entries {
+    for entry in entries {
         let call_id = entry
             .interrupt_id
             .strip_prefix(APPROVAL)
@@ -2119,7 +2129,7 @@ mod tests {
             {"id": "t", "role": "tool", "toolCallId": "c1", "content": "", "error": "denied"}
         ]))
         .unwrap();
-        let TurnInput::ToolResults(results) = resume(&state, messages).unwrap() else {
+        let TurnInput::ToolResults(results) = resume(&state, messages, Vec::new()).unwrap() else {
             panic!()
         };
         assert_eq!(results.len(), 1);
@@ -2129,7 +2139,7 @@ mod tests {
 
         let messages: Vec<InputMessage> =
             serde_json::from_value(json!([{"id": "u", "role": "user", "content": "hi"}])).unwrap();
-        let failure = resume(&state, messages).unwrap_err();
+        let failure = resume(&state, messages, Vec::new()).unwrap_err();
         assert!(failure.message.contains("`c1`"), "{}", failure.message);
     }
 }

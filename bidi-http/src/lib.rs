@@ -193,7 +193,11 @@
 //! no stored session. `tools` and `system` are ours, added through the transport's `body`
 //! option: the client's own tools (which it runs: `onToolCall`, `addToolOutput`) and a system
 //! prompt, both read when the chat is new. A call of a client tool is left at `input-available`
-//! and the answer finishes with `tool-calls`. `regenerate-message` replaces the stored
+//! and the answer finishes with `tool-calls`. A call of a tool that needs approval
+//! ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval)) ends the answer with a
+//! `tool-approval-request`; the next request's `approval-responded` part decides, and the call
+//! runs or ends `tool-output-denied`. Approvals are taken only for a chat the server keeps (a
+//! client could make up the call it approves in a chat it sends whole). `regenerate-message` replaces the stored
 //! conversation with the request's. Other fields are refused (400), like bodies that are not
 //! a chat; refusals answer the JSON error body, before any stream.
 //!

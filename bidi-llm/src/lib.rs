@@ -66,6 +66,11 @@
 //! agent does not check such a call's arguments: the client that runs it does. The context is
 //! saved in the session, so any agent sharing the store can take the results.
 //!
+//! A local tool may [need approval](Tool::needs_approval): its calls end the execution with
+//! `awaiting_approval`, and the next input, a [`TurnInput::Resume`], carries the caller's
+//! decision on each (an [`Approval`]); an approved call runs, a denied one gives the model the
+//! denial. A connection's [`Policy`] gate decides in the execution's course instead.
+//!
 //! Sessions are kept in the agent's store as [`LlmSession`]s. An execution marks its session
 //! `running` with a [`Lease`] as it starts and saves how it ended as it ends, so agents in
 //! several processes sharing a store never run one session at once.

@@ -374,10 +374,19 @@ async fn bad_requests_are_refused_before_the_stream_with_a_json_error() {
         (400, Some("/messages/1"))
     );
 
+    // A resume on a new thread: there is no interrupt to answer, and the run says so.
     let mut resume = input("t", "r", json!([user("u", "hi")]), json!([]));
     resume["resume"] = json!([{"interruptId": "i1", "status": "resolved"}]);
+    let events = run(addr, &resume).await;
+    assert_eq!(kinds(&events), ["RUN_ERROR"]);
+    assert_eq!(events[0]["code"], "no_interrupt");
+    // A resume entry of an unknown status is not AG-UI.
+    resume["resume"] = json!([{"interruptId": "i1", "status": "maybe"}]);
     let (status, details, _) = refused(resume).await;
-    assert_eq!((status, details["path"].as_str()), (400, Some("/resume")));
+    assert_eq!(
+        (status, details["code"].as_str()),
+        (400, Some("malformed_frame"))
+    );
 
     let (status, details, _) = refused(input("", "r", json!([user("u", "hi")]), json!([]))).await;
     assert_eq!((status, details["path"].as_str()), (400, Some("/threadId")));
