@@ -52,6 +52,7 @@
 //! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` (its parent the answer's message) / `TOOL_CALL_ARGS` (the arguments' text as the model writes it) / `TOOL_CALL_END` |
 //! | `tool_execution_end` | `TOOL_CALL_RESULT` |
 //! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
+//! | `tool_execution_data` | `CUSTOM{name, value: {toolCallId, data}}` |
 //! | `awaiting_approval` | the run's interrupts |
 //! | `execute_complete` | `RUN_FINISHED`: outcome `interrupt` (after `MESSAGES_SNAPSHOT`) when calls wait for approval; `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
 //!
@@ -137,6 +138,13 @@ pub enum Event {
     StateSnapshot {
         /// The state.
         snapshot: Value,
+    },
+    /// Data for the application: what a tool sent (`value`: `{toolCallId, data}`).
+    Custom {
+        /// What kind of data.
+        name: String,
+        /// The call and its data.
+        value: Value,
     },
     /// The thread's messages, whole, as the client should have them: `@ag-ui/core` messages
     /// (`{id, role, content, toolCalls, toolCallId}`).
@@ -509,6 +517,14 @@ impl Encoder {
             AgentEvent::AwaitingApproval { tool_calls, .. } => {
                 self.interrupts = tool_calls.iter().map(Interrupt::approval).collect();
             }
+            AgentEvent::ToolExecutionData {
+                tool_call_id,
+                name,
+                data,
+            } => out.push(Event::Custom {
+                name: name.clone(),
+                value: serde_json::json!({"toolCallId": tool_call_id, "data": data}),
+            }),
             AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
             AgentEvent::ExecuteComplete {
                 status,

@@ -132,6 +132,15 @@ enum FinishReason {
     Other,
 }
 
+/// A `data-{name}` chunk: its type is made of the name, so it is not a [`Chunk`].
+#[derive(Serialize)]
+struct DataChunk<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    id: &'a str,
+    data: &'a Value,
+}
+
 fn write_chunk(chunk: &Chunk<'_>, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"data: ");
     // Chunks are plain data: they always serialize.
@@ -179,6 +188,7 @@ const CUT: &str = "the model's answer ended before the tool call was complete";
 /// | `tool_execution_delta` | `tool-output-available` with `preliminary: true` and the output so far |
 /// | `tool_execution_end` | `tool-output-available`, or `tool-output-error` if it failed (`tool-output-denied` if the user [denied](Self::denied) it) |
 /// | `awaiting_approval` | `tool-approval-request{approvalId, toolCallId}` per call |
+/// | `tool_execution_data` | `data-{name}{id, data}`, the id the call's: a call's later data of a name replaces its earlier |
 /// | `error` | `error{errorText}` |
 /// | `execute_complete` | `finish-step`, `finish{finishReason}` |
 ///
@@ -394,6 +404,21 @@ impl UiMessageStream {
                     },
                     buf,
                 );
+            }
+            AgentEvent::ToolExecutionData {
+                tool_call_id,
+                name,
+                data,
+            } => {
+                buf.extend_from_slice(b"data: ");
+                let chunk = DataChunk {
+                    kind: &format!("data-{name}"),
+                    id: tool_call_id,
+                    data,
+                };
+                // Plain data: it always serializes.
+                let _ = serde_json::to_writer(&mut *buf, &chunk);
+                buf.extend_from_slice(b"\n\n");
             }
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,

@@ -125,6 +125,15 @@ pub enum AgentEvent {
         /// The new output.
         delta: String,
     },
+    /// A local tool sent data for the application (not kept in the conversation).
+    ToolExecutionData {
+        /// The call.
+        tool_call_id: String,
+        /// What kind of data.
+        name: String,
+        /// The data.
+        data: Value,
+    },
     /// A local tool finished.
     ToolExecutionEnd {
         /// The call.
@@ -191,6 +200,7 @@ impl AgentEvent {
             Self::ToolcallEnd { .. } => "toolcall_end",
             Self::ToolExecutionStart { .. } => "tool_execution_start",
             Self::ToolExecutionDelta { .. } => "tool_execution_delta",
+            Self::ToolExecutionData { .. } => "tool_execution_data",
             Self::ToolExecutionEnd { .. } => "tool_execution_end",
             Self::Error { .. } => "error",
             Self::ExecuteComplete { .. } => "execute_complete",

@@ -42,6 +42,35 @@ pub enum ToolEvent {
     /// # drop(screenshot);
     /// ```
     Attachment(Attachment),
+    /// Data for the application, not the model: progress, a chart's points, a form to show.
+    /// It streams as [`AgentEvent::ToolExecutionData`](crate::AgentEvent::ToolExecutionData)
+    /// and is not kept in the conversation. User interfaces show it by `name` (the Vercel AI
+    /// SDK as a `data-{name}` part, the call's latest data of a name replacing the one before;
+    /// AG-UI as a `CUSTOM` event).
+    ///
+    /// ```
+    /// use bidi_llm::{Tool, ToolEvent};
+    /// use futures_util::stream;
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Files {}
+    ///
+    /// let copy = Tool::local("copy", "Copy", "Copies the files", |_id, _: Files| {
+    ///     stream::iter([
+    ///         ToolEvent::Data { name: "progress".into(), data: json!({"done": 1, "of": 2}) },
+    ///         ToolEvent::Data { name: "progress".into(), data: json!({"done": 2, "of": 2}) },
+    ///         ToolEvent::Complete { output: "copied 2 files".into(), details: None },
+    ///     ])
+    /// });
+    /// # drop(copy);
+    /// ```
+    Data {
+        /// What kind of data.
+        name: String,
+        /// The data.
+        data: Value,
+    },
     /// The tool finished: its output for the model and details for the application.
     Complete {
         /// The output.

@@ -526,6 +526,14 @@ impl<'a> Turn<'a> {
                     });
                     continue;
                 }
+                ToolEvent::Data { name, data } => {
+                    self.emit(AgentEvent::ToolExecutionData {
+                        tool_call_id: call.id.clone(),
+                        name,
+                        data,
+                    });
+                    continue;
+                }
                 ToolEvent::Attachment(attachment) => {
                     attached[index].push(attachment);
                     continue;
@@ -647,7 +655,10 @@ impl Stream for UntilResult {
             return Poll::Ready(None);
         };
         let event = ready!(events.poll_next_unpin(cx));
-        if !matches!(event, Some(ToolEvent::Delta(_) | ToolEvent::Attachment(_))) {
+        if !matches!(
+            event,
+            Some(ToolEvent::Delta(_) | ToolEvent::Attachment(_) | ToolEvent::Data { .. })
+        ) {
             self.events = None;
         }
         Poll::Ready(event.map(|event| (self.index, event)))

@@ -6,8 +6,8 @@
 // - /agent/deployer: answers "Asking" and calls the frontend tool `confirm` with
 //   {"action":"deploy"} (id `call-1`); once it has the result, answers "Deployed".
 // - /agent/broken: streams "Half an answer" and fails mid-text with "the model broke".
-// - /agent/calculator: calls its local tool `add` with {"a":2,"b":3} (id `call-1`), which returns
-//   "5", then answers "5".
+// - /agent/calculator: calls its local tool `add` with {"a":2,"b":3} (id `call-1`), which sends
+//   the data `sum` {"sum":5} and returns "5", then answers "5".
 // - /agent/guarded: answers "Checking" and calls its local tool `wipe` with {"target":"db"}
 //   (id `call-1`), which needs approval and returns "wiped db"; once it has the tool's result,
 //   answers "Wiped" the first time and "Not wiped" the second.
@@ -23,8 +23,11 @@ const confirm = {
 
 /** Keeps what a run reported to its subscriber. */
 function recorder() {
-  const seen = { finished: undefined, errors: [], types: [] };
+  const seen = { finished: undefined, errors: [], types: [], custom: [] };
   seen.subscriber = {
+    onCustomEvent: ({ event }) => {
+      seen.custom.push({ name: event.name, value: event.value });
+    },
     onEvent: ({ event }) => {
       seen.types.push(event.type);
     },
@@ -149,6 +152,7 @@ await run(async (base) => {
       { role: 'assistant', content: '5' },
     ]), 'new messages');
     assertJson(seen.finished?.pendingToolCallIds, [], 'nothing pending');
+    assertJson(seen.custom, [{ name: 'sum', value: { toolCallId: 'call-1', data: { sum: 5 } } }], 'the tool\'s data');
   });
 
   await check('an approval interrupts the run, and resume answers it once (idempotent)', async () => {

@@ -1,7 +1,8 @@
 // The Vercel AI SDK's own client (`ai@6`: DefaultChatTransport + readUIMessageStream, what
 // `useChat` runs) against bidi-http's `POST /agent/{name}/chat`. The server (started by the
 // tests package's `vercel_client` test) serves four agents whose scripted models answer:
-// `text` (reasoning, then text), `weather` (a server tool, then text), `ask` (a client tool,
+// `text` (reasoning, then text), `weather` (a server tool sending `progress` data 50 then
+// 100, then text), `ask` (a client tool,
 // then text once its output comes back), `fail` (half a text, then a model failure), `held`
 // ("Hel", then "lo!" once the flow `/bidi-flow/release` is run: an answer to resume),
 // `guarded` (calls its tool `wipe`, which needs approval and returns "wiped db", with
@@ -41,6 +42,8 @@ const shape = (message) =>
       case 'text':
       case 'reasoning':
         return { type: part.type, text: part.text, state: part.state };
+      case 'data-progress':
+        return { type: part.type, id: part.id, data: part.data };
       default:
         return {
           type: part.type,
@@ -76,6 +79,8 @@ await run(async (base) => {
       [
         { type: 'step-start' },
         { type: 'tool-weather', toolCallId: 'w1', state: 'output-available', input: { city: 'Oslo' }, output: 'sunny in Oslo' },
+        // The tool's data, its later value in place of the earlier.
+        { type: 'data-progress', id: 'w1', data: { pct: 100 } },
         { type: 'step-start' },
         { type: 'text', text: 'Sunny.', state: 'done' },
       ],

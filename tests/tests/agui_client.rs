@@ -63,10 +63,16 @@ fn add() -> Tool {
         json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
         |_id, args: Value| {
             let sum = args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0);
-            futures_util::stream::iter([ToolEvent::Complete {
-                output: sum.to_string(),
-                details: None,
-            }])
+            futures_util::stream::iter([
+                ToolEvent::Data {
+                    name: "sum".into(),
+                    data: json!({"sum": sum}),
+                },
+                ToolEvent::Complete {
+                    output: sum.to_string(),
+                    details: None,
+                },
+            ])
         },
     )
 }
@@ -555,6 +561,12 @@ fn validate(case: &Case) -> Result<Vec<&'static str>, String> {
                 }
                 seen.push("messages snapshot");
             }
+            "CUSTOM" => {
+                if event["name"] != "sum" || event["value"]["data"]["sum"].is_null() {
+                    return Err(format!("unexpected {event}"));
+                }
+                seen.push("custom data");
+            }
             "RUN_STARTED" => {}
             "RUN_FINISHED" => {
                 if !(text.is_empty()
@@ -743,6 +755,7 @@ async fn every_generated_execution_encodes_to_a_stream_the_client_accepts() {
         "cancellation",
         "interrupt",
         "messages snapshot",
+        "custom data",
     ] {
         assert!(
             coverage.get(what).copied().unwrap_or(0) > 0,

@@ -49,7 +49,15 @@ fn weather() -> Tool {
         "The weather in a city",
         |_id, args: City| {
             stream::iter([
+                ToolEvent::Data {
+                    name: "progress".into(),
+                    data: json!({"pct": 50}),
+                },
                 ToolEvent::Delta("sunny ".into()),
+                ToolEvent::Data {
+                    name: "progress".into(),
+                    data: json!({"pct": 100}),
+                },
                 ToolEvent::Complete {
                     output: format!("sunny in {}", args.city),
                     details: None,
@@ -315,6 +323,10 @@ fn agent(rng: &mut Rng) -> LlmAgent {
     let streams = Tool::local("streams", "Streams", "Streams", |_id, _: Anything| {
         stream::iter([
             ToolEvent::Delta("one ".into()),
+            ToolEvent::Data {
+                name: "step".into(),
+                data: json!({"at": 1}),
+            },
             ToolEvent::Delta("two".into()),
             ToolEvent::Complete {
                 output: "one two".into(),
@@ -402,6 +414,7 @@ fn keys(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
         "tool-output-denied" => (&["toolCallId"], &[]),
         "error" => (&["errorText"], &[]),
         "finish" => (&[], &["finishReason"]),
+        data if data.starts_with("data-") => (&["data"], &["id", "transient"]),
         other => panic!("a chunk of type {other}"),
     }
 }
@@ -611,6 +624,7 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
         "tool-output-available",
         "tool-output-error",
         "tool-approval-request",
+        "data-step",
         "error",
         "finish:stop",
         "finish:tool-calls",

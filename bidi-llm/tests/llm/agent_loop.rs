@@ -8,7 +8,7 @@ use bidi_agent::AgentInit;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AgentEvent, Cost, ErrorCode, ExecuteError, LlmAgent, Message, ModelEvent, Status, StopReason,
-    TurnInput, Usage, execute, simple_tool,
+    Tool, ToolEvent, TurnInput, Usage, execute, simple_tool,
 };
 use bidi_session::{MemoryStore, SqliteStore};
 use futures_util::StreamExt;
@@ -590,4 +590,48 @@ async fn remote_tools_resume_in_a_new_process() {
         panic!("{state:?}")
     };
     assert_eq!(last.text(), "Booked.");
+}
+
+#[tokio::test]
+async fn a_tools_data_streams_to_the_caller_and_stays_out_of_the_conversation() {
+    let copy = Tool::local("copy", "Copy", "Copies", |_id, _: serde_json::Value| {
+        futures_util::stream::iter([
+            ToolEvent::Data {
+                name: "progress".into(),
+                data: json!({"done": 1}),
+            },
+            ToolEvent::Complete {
+                output: "copied".into(),
+                details: None,
+            },
+        ])
+    });
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("c1", "copy", &json!({})),
+        Scripted::new().text("Done."),
+    ]);
+    let agent = LlmAgent::builder("files", model.clone()).tool(copy).build();
+    let mut conn = agent.connect(AgentInit::new());
+    let (events, result) = run(&mut conn, user("copy")).await;
+    let kinds = kinds(&events);
+    let data = kinds
+        .iter()
+        .position(|k| *k == "tool_execution_data")
+        .unwrap();
+    let start = kinds
+        .iter()
+        .position(|k| *k == "tool_execution_start")
+        .unwrap();
+    let end = kinds
+        .iter()
+        .position(|k| *k == "tool_execution_end")
+        .unwrap();
+    assert!(start < data && data < end, "{kinds:?}");
+    assert_eq!(
+        serde_json::to_value(&events[data]).unwrap(),
+        json!({"type": "tool_execution_data", "toolCallId": "c1", "name": "progress", "data": {"done": 1}})
+    );
+    assert_eq!(result.status, Status::Completed);
+    let conversation = serde_json::to_string(&model.requests()[1].messages).unwrap();
+    assert!(!conversation.contains("progress"), "{conversation}");
 }
