@@ -2158,4 +2158,139 @@ mod tests {
         let failure = resume(&state, messages, Vec::new()).unwrap_err();
         assert!(failure.message.contains("`c1`"), "{}", failure.message);
     }
+
+    /// An agent whose `wipe` needs approval, and a thread waiting on calls `w1` and `w2` of it
+    /// (and `r1` of the client's `pick`), after `w0` was answered by an earlier run.
+    fn waiting() -> (LlmAgent, LlmSession) {
+        let wipe = Tool::dynamic(
+            "wipe",
+            "Wipe",
+            "Wipes",
+            json!({"type": "object"}),
+            |_, _| futures_util::stream::empty(),
+        )
+        .needs_approval();
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([]))
+            .tool(wipe)
+            .build();
+        let wipe_call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "wipe".into(),
+            arguments: json!({}),
+        };
+        let state = LlmSession {
+            status: Status::AwaitingToolExecution,
+            pending_tool_calls: vec![call("r1"), wipe_call("w1"), wipe_call("w2")],
+            messages: vec![Message::ToolResult(ToolResultMessage {
+                tool_call_id: "w0".into(),
+                tool_name: "wipe".into(),
+                content: "wiped".into(),
+                details: None,
+                is_error: false,
+                attachments: Vec::new(),
+            })],
+            ..LlmSession::default()
+        };
+        (agent, state)
+    }
+
+    fn entry(id: &str, status: ResumeStatus, payload: Option<Value>) -> ResumeEntry {
+        ResumeEntry {
+            interrupt_id: id.into(),
+            status,
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_resume_must_answer_every_open_interrupt_once() {
+        let (agent, state) = waiting();
+        let wrong = |entries: &[ResumeEntry]| match interrupts(&agent, &state, entries) {
+            Answered::Wrong { message, code } => (message, code),
+            other => panic!("{other:?}"),
+        };
+        let (message, code) = wrong(&[]);
+        assert_eq!(code, INTERRUPTS_PENDING);
+        assert!(
+            message.contains("`approval-w1`, `approval-w2`"),
+            "{message}"
+        );
+        let (message, _) = wrong(&[entry("approval-w1", ResumeStatus::Resolved, None)]);
+        assert!(
+            message.contains("`approval-w2`") && !message.contains("w1"),
+            "{message}"
+        );
+        let twice = [
+            entry("approval-w1", ResumeStatus::Resolved, None),
+            entry("approval-w1", ResumeStatus::Cancelled, None),
+        ];
+        assert!(wrong(&twice).0.contains("answered twice"));
+        // A remote call is not an interrupt, nor is a made-up id.
+        assert_eq!(
+            wrong(&[entry("approval-r1", ResumeStatus::Resolved, None)]).1,
+            NO_INTERRUPT
+        );
+        assert_eq!(
+            wrong(&[entry("w1", ResumeStatus::Resolved, None)]).1,
+            NO_INTERRUPT
+        );
+
+        let answers = [
+            entry(
+                "approval-w1",
+                ResumeStatus::Resolved,
+                Some(json!({"approved": false, "reason": "no"})),
+            ),
+            entry("approval-w2", ResumeStatus::Cancelled, None),
+            // Answered by an earlier run: allowed along with the open ones.
+            entry("approval-w0", ResumeStatus::Resolved, None),
+        ];
+        let Answered::Approvals(approvals) = interrupts(&agent, &state, &answers) else {
+            panic!()
+        };
+        assert_eq!(
+            approvals,
+            [
+                Approval::deny("w1", "no"),
+                Approval::deny("w2", "the user cancelled the request")
+            ]
+        );
+        let answers = [
+            entry(
+                "approval-w2",
+                ResumeStatus::Resolved,
+                Some(json!({"approved": true})),
+            ),
+            entry("approval-w1", ResumeStatus::Resolved, None),
+        ];
+        let Answered::Approvals(approvals) = interrupts(&agent, &state, &answers) else {
+            panic!()
+        };
+        assert_eq!(
+            approvals,
+            [Approval::approve("w2"), Approval::approve("w1")]
+        );
+    }
+
+    #[test]
+    fn a_resume_of_interrupts_answered_before_does_nothing() {
+        let (agent, mut state) = waiting();
+        state.pending_tool_calls.clear();
+        state.status = Status::Completed;
+        let again = [entry("approval-w0", ResumeStatus::Resolved, None)];
+        assert!(matches!(
+            interrupts(&agent, &state, &again),
+            Answered::Before
+        ));
+        let unknown = [entry("approval-w9", ResumeStatus::Resolved, None)];
+        assert!(matches!(
+            interrupts(&agent, &state, &unknown),
+            Answered::Wrong {
+                code: NO_INTERRUPT,
+                ..
+            }
+        ));
+        // No resume, nothing open: a plain run.
+        assert!(matches!(interrupts(&agent, &state, &[]), Answered::Approvals(a) if a.is_empty()));
+    }
 }
