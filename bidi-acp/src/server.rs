@@ -114,9 +114,20 @@ impl fmt::Debug for Server {
 }
 
 impl Server {
-    /// A server for `agent`; it names itself after the agent, with this crate's version.
+    /// A server for `agent`; it names itself after the agent, with this crate's version. The
+    /// agent's tools that [need approval](bidi_llm::Tool::needs_approval) need the user's
+    /// permission (see [`require_permission`](Self::require_permission)): the client is asked
+    /// while the prompt turn runs.
     pub fn new(agent: LlmAgent) -> Self {
-        Self::serving(Backend::Llm(agent))
+        let approvals: Vec<String> = agent
+            .tools()
+            .iter()
+            .filter(|tool| tool.requires_approval())
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        let mut server = Self::serving(Backend::Llm(agent));
+        server.rules.ask.extend(approvals);
+        server
     }
 
     /// A server for a bidi [`Agent`] of your own, which `bridge` turns into an ACP agent: the
@@ -1423,7 +1434,10 @@ impl Gate {
             .map_err(|error| format!("the permission request could not be made: {error}"))?;
         let answer = tokio::select! {
             () = self.token.cancelled() => {
-                return Err("the prompt turn was cancelled while waiting for permission".to_owned());
+                // The prompt turn cancels the execution, which drops this wait with the tool.
+                // A refusal here would race with that: the loop could read it first and call
+                // the model again.
+                return std::future::pending().await;
             }
             answer = self.shared.request(CLIENT_METHOD_NAMES.session_request_permission, params) => answer,
         };

@@ -500,3 +500,22 @@ async fn plan_tool_calls_are_shown_as_plan_updates() {
     assert_eq!(first["content"], "plan updated (2 entries)");
     assert!(client.finish().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_needs_approval_asks_without_a_rule() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = LlmAgent::builder("a", writer(1))
+        .tool(write_file(&runs).needs_approval())
+        .build();
+    let mut client = Client::start(Server::new(agent));
+    let session = client.new_session().await["sessionId"].clone();
+    client.prompt(0, &session, "write").await;
+    let before = client.until_asked().await;
+    let request = before.last().unwrap();
+    assert_eq!(request["params"]["toolCall"]["toolCallId"], "c0");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "not before the answer");
+    client.choose(request, selected("reject-once")).await;
+    let rest = client.until(0).await;
+    assert_eq!(rest.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "rejected");
+}
