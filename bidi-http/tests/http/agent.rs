@@ -270,3 +270,79 @@ async fn a_session_running_elsewhere_is_409() {
     let events = parse(&rest);
     assert_eq!(events.last().unwrap().1["status"], "completed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_needs_approval_waits_for_the_decision_in_the_next_input() {
+    let wipe = bidi_llm::Tool::dynamic(
+        "wipe",
+        "Wipe",
+        "Wipes a target",
+        json!({"type": "object"}),
+        |_id, args: Value| {
+            futures_util::stream::iter([bidi_llm::ToolEvent::Complete {
+                output: format!("wiped {}", args["target"]),
+                details: None,
+            }])
+        },
+    )
+    .needs_approval();
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("call-1", "wipe", &json!({"target": "db"})),
+        Scripted::new().text("Wiped."),
+    ]);
+    let agent = LlmAgent::builder("travel", model).tool(wipe).build();
+    let addr = start(Server::new(registry(&Probe::default())).agent(&agent)).await;
+
+    let first = execute(
+        addr,
+        json!({"sessionId": "w", "input": {"content": "wipe db"}, "context": {}}),
+    )
+    .await;
+    let text = first.text().await.unwrap();
+    assert!(text.starts_with("event: "), "{text}");
+    let events = parse(&text);
+    let waiting = events
+        .iter()
+        .find(|(name, _)| name == "awaiting_approval")
+        .map(|(_, data)| data)
+        .unwrap();
+    assert_eq!(waiting["toolCalls"][0]["id"], "call-1");
+    let complete = &events.last().unwrap().1;
+    assert_eq!(complete["status"], "awaiting_tool_execution");
+    assert_eq!(
+        complete["pendingToolCalls"],
+        json!([]),
+        "no call for the client to run"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|(name, _)| name == "tool_execution_start")
+    );
+
+    // A user message while the call waits is refused before anything runs.
+    let refused = execute(
+        addr,
+        json!({"sessionId": "w", "input": {"content": "hello?"}}),
+    )
+    .await;
+    assert_eq!(refused.status().as_u16(), 400);
+    let answer: Value = refused.json().await.unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wait for approval"),
+        "{answer}"
+    );
+
+    let approved = json!({"sessionId": "w", "input": {"approvals": [{"toolCallId": "call-1", "approved": true}]}});
+    let events = parse(&execute(addr, approved).await.text().await.unwrap());
+    let ended = events
+        .iter()
+        .find(|(name, _)| name == "tool_execution_end")
+        .map(|(_, data)| data)
+        .unwrap();
+    assert_eq!(ended["output"], "wiped \"db\"");
+    assert_eq!(events.last().unwrap().1["status"], "completed");
+}
