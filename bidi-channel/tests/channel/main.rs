@@ -1,0 +1,5 @@
+//! The router and the channels, end to end.
+
+mod router;
+mod telegram;
+mod terminal;
