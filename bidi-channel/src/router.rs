@@ -186,7 +186,9 @@ const USER_QUEUE: usize = 8;
 /// Each user has one connection to the agent, on a session of their own, held by a task of its
 /// own: one user's messages are answered one at a time, in order, while other users' are
 /// answered at the same time. A user who is quiet for the idle timeout (30 minutes by default)
-/// has their connection closed; their next message starts a new session.
+/// has their connection closed; their next message starts a new session. Dropping every
+/// handle of the router (it is cheap to clone) closes every user's connection once the reply
+/// being written is delivered; the bus closes after that.
 ///
 /// For each message the router announces [`Event::UserMessage`], runs a turn, and delivers the
 /// reply: chunk by chunk to a channel that [streams](Channel::streaming) (tool calls become
@@ -220,6 +222,24 @@ const USER_QUEUE: usize = 8;
 #[derive(Clone)]
 pub struct MessageRouter {
     shared: Arc<Shared>,
+    _owner: Arc<Owner>,
+}
+
+/// Dropped with the last router handle: lets every user's task go.
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let queues = std::mem::take(
+            &mut self
+                .0
+                .users
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .map,
+        );
+        drop(queues);
+    }
 }
 
 impl fmt::Debug for MessageRouter {
@@ -281,15 +301,17 @@ impl<B: Backend> MessageRouterBuilder<B> {
         let spawn: SpawnWorker = Box::new(move |worker| {
             tokio::spawn(run_worker(Arc::clone(&backend), worker));
         });
+        let shared = Arc::new(Shared {
+            users: Mutex::new(Users::default()),
+            events: broadcast::channel(self.bus_capacity).0,
+            agent_id,
+            idle_timeout: self.idle_timeout,
+            max_users: self.max_users,
+            spawn,
+        });
         MessageRouter {
-            shared: Arc::new(Shared {
-                users: Mutex::new(Users::default()),
-                events: broadcast::channel(self.bus_capacity).0,
-                agent_id,
-                idle_timeout: self.idle_timeout,
-                max_users: self.max_users,
-                spawn,
-            }),
+            _owner: Arc::new(Owner(Arc::clone(&shared))),
+            shared,
         }
     }
 }

@@ -191,11 +191,10 @@ impl FakeBotApi {
 }
 
 fn ok(result: Value) -> Response {
-    (
-        StatusCode::OK,
-        axum::Json(json!({"ok": true, "result": result})),
-    )
-        .into_response()
+    let mut body = serde_json::Map::new();
+    body.insert("ok".to_owned(), Value::Bool(true));
+    body.insert("result".to_owned(), result);
+    (StatusCode::OK, axum::Json(body)).into_response()
 }
 
 fn refused(code: u16, description: &str) -> Response {

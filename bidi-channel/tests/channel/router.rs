@@ -346,10 +346,7 @@ async fn the_turn_limit_is_reported_like_an_error() {
         "{}",
         reply.text
     );
-    assert_eq!(
-        channel.calls(),
-        [Recorded::Send("u".into(), reply.text.clone())]
-    );
+    assert_eq!(channel.calls(), [Recorded::Send("u".into(), reply.text)]);
 }
 
 #[tokio::test]
@@ -425,4 +422,26 @@ async fn users_are_bounded() {
 #[allow(dead_code)]
 fn _object_safe(channel: &dyn Channel) -> Option<&dyn StreamingChannel> {
     channel.streaming()
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_router_closes_every_conversation_and_the_bus() {
+    let model = ScriptedModel::new([Scripted::new().text("bye")]);
+    let router = MessageRouter::new(LlmAgent::builder("helper", model).build());
+    let mut events = router.subscribe();
+    router
+        .handle(Arc::new(Recorder::plain("rec")), "u", "hi")
+        .await
+        .unwrap();
+    drop(router);
+    let mut seen = 0;
+    // Long before the 30-minute idle timeout.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while events.recv().await.is_ok() {
+            seen += 1;
+        }
+    })
+    .await
+    .expect("the bus closes with the router");
+    assert_eq!(seen, 2);
 }
