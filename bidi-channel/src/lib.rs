@@ -65,7 +65,7 @@
 //! | feature | what it adds | default |
 //! |---|---|---|
 //! | `testing` | [`testing`]: a fake Telegram Bot API server, a channel that records its calls | no |
-//! | `web` | `web`: replies streamed to browsers over Server-Sent Events, on `bidi-http` | no |
+//! | `web` | `web`: replies streamed to browsers as the AI SDK's UI message stream (SSE), on `bidi-http` | no |
 //!
 //! The router needs a tokio runtime with timers (`rt`, `time`).
 
@@ -80,6 +80,9 @@ mod terminal;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+#[cfg(feature = "web")]
+#[cfg_attr(docsrs, doc(cfg(feature = "web")))]
+pub mod web;
 
 pub use async_trait::async_trait;
 pub use channel::{Channel, StreamingChannel};

@@ -3,3 +3,5 @@
 mod router;
 mod telegram;
 mod terminal;
+#[cfg(feature = "web")]
+mod web;
