@@ -457,13 +457,10 @@ impl Shared {
         let _ = self.events.send(event);
     }
 
-    /// Takes the user's task out of the map if it is still this one and nothing is queued;
-    /// `false` if a message arrived meanwhile.
-    fn retire(&self, worker: &Worker) -> bool {
+    /// Takes the user's task out of the map (if it is still this one) and closes its queue: a
+    /// message sent from now on goes to a new task, one already queued is still answered here.
+    fn retire(&self, worker: &mut Worker) {
         let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
-        if !worker.jobs.is_empty() {
-            return false;
-        }
         if users
             .map
             .get(&worker.user_id)
@@ -471,7 +468,7 @@ impl Shared {
         {
             users.map.remove(&worker.user_id);
         }
-        true
+        worker.jobs.close();
     }
 }
 
@@ -484,9 +481,9 @@ async fn run_worker<B: Backend>(backend: Arc<B>, mut worker: Worker) {
             Ok(Some(job)) => job,
             Ok(None) => break,
             Err(_idle) => {
-                if worker.shared.retire(&worker) {
-                    break;
-                }
+                // What was queued meanwhile is still answered; then `recv` says `None`.
+                let shared = Arc::clone(&worker.shared);
+                shared.retire(&mut worker);
                 continue;
             }
         };
