@@ -1,0 +1,628 @@
+//! [`MessageRouter`]: one agent connection per user, replies streamed to channels.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bidi_agent::{Agent, AgentInit, AgentOutput};
+use bidi_core::Connection;
+use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Status, TurnInput, UserMessage};
+use futures_util::StreamExt as _;
+use serde::{Serialize, de::DeserializeOwned};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::channel::{Channel, StreamingChannel};
+use crate::error::Error;
+
+/// What one chunk of an agent's reply means to a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Piece<'a> {
+    /// More of the reply's text.
+    Text(&'a str),
+    /// The agent calls a tool: the channel is told `Using: {name}`.
+    Tool(&'a str),
+    /// The agent stopped with an error (a failed model call, its turn limit): the reply ends
+    /// with the text so far and this.
+    Failed(Cow<'a, str>),
+}
+
+/// A chunk an agent streams, as a channel sees it: text, a tool call, a failure, or nothing a
+/// user needs to see.
+///
+/// Implemented for `bidi-llm`'s [`AgentEvent`] and for `String` (all text); implement it for the
+/// chunks of your own [`Agent`] to route it.
+pub trait Chunk: Send + 'static {
+    /// What this chunk means to a channel; `None` for chunks users do not see.
+    fn piece(&self) -> Option<Piece<'_>>;
+}
+
+impl Chunk for String {
+    fn piece(&self) -> Option<Piece<'_>> {
+        Some(Piece::Text(self))
+    }
+}
+
+impl Chunk for AgentEvent {
+    fn piece(&self) -> Option<Piece<'_>> {
+        match self {
+            Self::TextDelta { delta } => Some(Piece::Text(delta)),
+            Self::ToolcallEnd { tool_call, .. } => Some(Piece::Tool(&tool_call.name)),
+            Self::Error { error, .. } => Some(Piece::Failed(Cow::Borrowed(error))),
+            Self::ExecuteComplete {
+                status: Status::AwaitingToolExecution,
+                pending_tool_calls,
+                ..
+            } => {
+                let names: Vec<&str> = pending_tool_calls.iter().map(|c| c.name.as_str()).collect();
+                Some(Piece::Failed(Cow::Owned(format!(
+                    "the agent waits for the results of tools a chat cannot run: {}",
+                    names.join(", ")
+                ))))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An agent the router can hold conversations with: it opens a connection on a session and
+/// makes a turn's input from a user's text.
+///
+/// Implemented for [`LlmAgent`] and for any [`Agent`] whose input is made from a `String` and
+/// whose chunks are [`Chunk`]s.
+pub trait Backend: Send + Sync + 'static {
+    /// A turn's input.
+    type In: Send + 'static;
+    /// The connection's output.
+    type Out: Send + 'static;
+    /// The chunks of a turn.
+    type Chunk: Chunk;
+
+    /// The agent's name, as `agent_response` events carry it.
+    fn name(&self) -> &str;
+
+    /// Opens a connection on the session `session_id`: resumed if it exists, created if not.
+    fn connect(&self, session_id: &str) -> Connection<Self::In, Self::Out, Self::Chunk>;
+
+    /// The input of a turn for a user's `text`.
+    fn input(&self, text: String) -> Self::In;
+}
+
+impl Backend for LlmAgent {
+    type In = TurnInput;
+    type Out = AgentOutput<LlmSession, u32>;
+    type Chunk = AgentEvent;
+
+    fn name(&self) -> &str {
+        self.agent().name()
+    }
+
+    fn connect(&self, session_id: &str) -> Connection<TurnInput, Self::Out, AgentEvent> {
+        Self::connect(self, AgentInit::new().session_id(session_id))
+    }
+
+    fn input(&self, text: String) -> TurnInput {
+        TurnInput::User(UserMessage::new(text))
+    }
+}
+
+impl<State, In, Out, Stream> Backend for Agent<State, In, Out, Stream>
+where
+    State: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static,
+    In: From<String> + Send + 'static,
+    Out: Serialize + Send + 'static,
+    Stream: Chunk,
+{
+    type In = In;
+    type Out = AgentOutput<State, Out>;
+    type Chunk = Stream;
+
+    fn name(&self) -> &str {
+        Self::name(self)
+    }
+
+    fn connect(&self, session_id: &str) -> Connection<In, Self::Out, Stream> {
+        Self::connect(self, AgentInit::new().session_id(session_id))
+    }
+
+    fn input(&self, text: String) -> In {
+        In::from(text)
+    }
+}
+
+/// What the router announces on its bus ([`MessageRouter::subscribe`]): every message a user
+/// sent and every complete reply, whether the channel streamed it or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A user's message, before the agent sees it.
+    UserMessage {
+        /// The message.
+        text: String,
+        /// Who sent it.
+        user_id: String,
+        /// Where from ([`Channel::id`]).
+        channel_id: String,
+    },
+    /// The agent's whole reply, once it is complete (with the error, if the agent failed).
+    AgentResponse {
+        /// The reply.
+        text: String,
+        /// To whom.
+        user_id: String,
+        /// Where ([`Channel::id`]).
+        channel_id: String,
+        /// The agent session the reply belongs to.
+        session_id: String,
+        /// The agent ([`Backend::name`]).
+        agent_id: String,
+    },
+}
+
+/// A complete reply, as [`MessageRouter::handle`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reply {
+    /// What the user got: the agent's text, followed by `(Error: ..)` if the agent failed.
+    pub text: String,
+    /// The agent session the reply belongs to.
+    pub session_id: String,
+    /// Why the agent stopped before it finished, if it did.
+    pub error: Option<String>,
+}
+
+/// The defaults of a [`MessageRouter`].
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DEFAULT_MAX_USERS: usize = 10_000;
+const DEFAULT_BUS_CAPACITY: usize = 256;
+/// Messages of one user that may wait behind the reply being written.
+const USER_QUEUE: usize = 8;
+
+/// Routes users' messages to an agent and its replies back to the users' channels.
+///
+/// Each user has one connection to the agent, on a session of their own, held by a task of its
+/// own: one user's messages are answered one at a time, in order, while other users' are
+/// answered at the same time. A user who is quiet for the idle timeout (30 minutes by default)
+/// has their connection closed; their next message starts a new session. Dropping every
+/// handle of the router (it is cheap to clone) closes every user's connection once the reply
+/// being written is delivered; the bus closes after that.
+///
+/// For each message the router announces [`Event::UserMessage`], runs a turn, and delivers the
+/// reply: chunk by chunk to a channel that [streams](Channel::streaming) (tool calls become
+/// `Using: {tool}` statuses), whole through [`Channel::send_to_user`] to one that does not; then
+/// it announces [`Event::AgentResponse`] with the whole text. If the agent fails midway, the
+/// reply is the text so far followed by `(Error: ..)`.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use bidi_channel::{Event, MessageRouter, Terminal};
+/// use bidi_llm::LlmAgent;
+/// use bidi_llm::testing::{Scripted, ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), bidi_channel::Error> {
+/// let model = ScriptedModel::new([Scripted::new().text("Hello there!")]);
+/// let router = MessageRouter::new(LlmAgent::builder("helper", model).build());
+/// let mut events = router.subscribe();
+///
+/// // Prints "Hello there!" word by word.
+/// let terminal = Arc::new(Terminal::stdout());
+/// let reply = router.handle(terminal, "me", "hi").await?;
+/// assert_eq!(reply.text, "Hello there!");
+///
+/// assert!(matches!(events.recv().await, Ok(Event::UserMessage { text, .. }) if text == "hi"));
+/// assert!(matches!(events.recv().await, Ok(Event::AgentResponse { text, .. }) if text == "Hello there!"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MessageRouter {
+    shared: Arc<Shared>,
+    _owner: Arc<Owner>,
+}
+
+/// Dropped with the last router handle: lets every user's task go.
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let queues = std::mem::take(
+            &mut self
+                .0
+                .users
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .map,
+        );
+        drop(queues);
+    }
+}
+
+impl fmt::Debug for MessageRouter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MessageRouter")
+            .field("agent", &self.shared.agent_id)
+            .field("idle_timeout", &self.shared.idle_timeout)
+            .field("max_users", &self.shared.max_users)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`MessageRouter`].
+#[must_use]
+pub struct MessageRouterBuilder<B> {
+    backend: B,
+    idle_timeout: Duration,
+    max_users: usize,
+    bus_capacity: usize,
+}
+
+impl<B> fmt::Debug for MessageRouterBuilder<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MessageRouterBuilder")
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_users", &self.max_users)
+            .field("bus_capacity", &self.bus_capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> MessageRouterBuilder<B> {
+    /// How long a user may be quiet before their session is rotated (30 minutes by default):
+    /// their connection is closed, and their next message starts a new session.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// How many users may have a conversation open at once (10,000 by default); a message from
+    /// one more is refused with [`Error::TooManyUsers`] until another user's session rotates.
+    pub fn max_users(mut self, max: usize) -> Self {
+        self.max_users = max;
+        self
+    }
+
+    /// How many events the bus keeps for a slow subscriber (256 by default); one that falls
+    /// further behind misses the oldest (tokio's broadcast `Lagged`).
+    pub fn bus_capacity(mut self, capacity: usize) -> Self {
+        self.bus_capacity = capacity.max(1);
+        self
+    }
+
+    /// The router.
+    #[must_use]
+    pub fn build(self) -> MessageRouter {
+        let backend = Arc::new(self.backend);
+        let agent_id = backend.name().to_owned();
+        let spawn: SpawnWorker = Box::new(move |worker| {
+            tokio::spawn(run_worker(Arc::clone(&backend), worker));
+        });
+        let shared = Arc::new(Shared {
+            users: Mutex::new(Users::default()),
+            events: broadcast::channel(self.bus_capacity).0,
+            agent_id,
+            idle_timeout: self.idle_timeout,
+            max_users: self.max_users,
+            spawn,
+        });
+        MessageRouter {
+            _owner: Arc::new(Owner(Arc::clone(&shared))),
+            shared,
+        }
+    }
+}
+
+type SpawnWorker = Box<dyn Fn(Worker) + Send + Sync>;
+
+struct Shared {
+    users: Mutex<Users>,
+    events: broadcast::Sender<Event>,
+    agent_id: String,
+    idle_timeout: Duration,
+    max_users: usize,
+    spawn: SpawnWorker,
+}
+
+#[derive(Default)]
+struct Users {
+    map: HashMap<String, (u64, mpsc::Sender<Job>)>,
+    generation: u64,
+}
+
+struct Job {
+    text: String,
+    channel: Arc<dyn Channel>,
+    reply: oneshot::Sender<Result<Reply, Error>>,
+}
+
+/// What a user's task is given.
+struct Worker {
+    shared: Arc<Shared>,
+    user_id: String,
+    generation: u64,
+    jobs: mpsc::Receiver<Job>,
+}
+
+impl MessageRouter {
+    /// A router over `backend` with the default settings.
+    pub fn new(backend: impl Backend) -> Self {
+        Self::builder(backend).build()
+    }
+
+    /// Builds a router over `backend`.
+    pub fn builder<B: Backend>(backend: B) -> MessageRouterBuilder<B> {
+        MessageRouterBuilder {
+            backend,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_users: DEFAULT_MAX_USERS,
+            bus_capacity: DEFAULT_BUS_CAPACITY,
+        }
+    }
+
+    /// The event bus: every [`Event`] from now on.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.shared.events.subscribe()
+    }
+
+    /// Answers `text` from `user_id` on `channel`: waits for the user's earlier messages to be
+    /// answered, runs the agent's turn, delivers the reply to the channel (streamed, if the
+    /// channel streams) and returns it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooManyUsers`] if the router already holds as many conversations as it may;
+    /// [`Error::Delivery`] if the channel could not deliver the whole reply (the reply was still
+    /// announced on the bus); [`Error::Interrupted`] if the user's task stopped before the reply
+    /// (a channel panicked). An agent that fails is not an error here: its reply says so.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once the message is queued, dropping the future does not withdraw it: the reply is still
+    /// delivered to the channel and announced on the bus.
+    ///
+    /// # Panics
+    ///
+    /// Panics if called outside a tokio runtime (the user's task is spawned).
+    pub async fn handle(
+        &self,
+        channel: Arc<dyn Channel>,
+        user_id: &str,
+        text: impl Into<String>,
+    ) -> Result<Reply, Error> {
+        let (reply, answer) = oneshot::channel();
+        let mut job = Job {
+            text: text.into(),
+            channel,
+            reply,
+        };
+        // A user's task that is just quitting (idle) drops its queue: try once more with a new
+        // one.
+        loop {
+            let queue = self.queue(user_id)?;
+            match queue.send(job).await {
+                Ok(()) => break,
+                Err(mpsc::error::SendError(back)) => job = back,
+            }
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Interrupted {
+                user_id: user_id.to_owned(),
+            })
+        })
+    }
+
+    /// The queue of `user_id`'s task, started if it is not running.
+    fn queue(&self, user_id: &str) -> Result<mpsc::Sender<Job>, Error> {
+        let mut users = self
+            .shared
+            .users
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, queue)) = users.map.get(user_id)
+            && !queue.is_closed()
+        {
+            return Ok(queue.clone());
+        }
+        users.map.remove(user_id);
+        if users.map.len() >= self.shared.max_users {
+            return Err(Error::TooManyUsers {
+                limit: self.shared.max_users,
+            });
+        }
+        users.generation += 1;
+        let generation = users.generation;
+        let (queue, jobs) = mpsc::channel(USER_QUEUE);
+        users
+            .map
+            .insert(user_id.to_owned(), (generation, queue.clone()));
+        drop(users);
+        (self.shared.spawn)(Worker {
+            shared: Arc::clone(&self.shared),
+            user_id: user_id.to_owned(),
+            generation,
+            jobs,
+        });
+        Ok(queue)
+    }
+}
+
+impl Shared {
+    fn emit(&self, event: Event) {
+        // No subscriber is fine.
+        let _ = self.events.send(event);
+    }
+
+    /// Takes the user's task out of the map (if it is still this one) and closes its queue: a
+    /// message sent from now on goes to a new task, one already queued is still answered here.
+    fn retire(&self, worker: &mut Worker) {
+        let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+        if users
+            .map
+            .get(&worker.user_id)
+            .is_some_and(|(generation, _)| *generation == worker.generation)
+        {
+            users.map.remove(&worker.user_id);
+        }
+        worker.jobs.close();
+    }
+}
+
+/// One user's task: their connection, one message at a time, until they are idle.
+async fn run_worker<B: Backend>(backend: Arc<B>, mut worker: Worker) {
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let mut conn: Option<Connection<B::In, B::Out, B::Chunk>> = None;
+    loop {
+        let job = match tokio::time::timeout(worker.shared.idle_timeout, worker.jobs.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => break,
+            Err(_idle) => {
+                // What was queued meanwhile is still answered; then `recv` says `None`.
+                let shared = Arc::clone(&worker.shared);
+                shared.retire(&mut worker);
+                continue;
+            }
+        };
+        let live = conn.get_or_insert_with(|| backend.connect(&session_id));
+        let (result, broken) = turn(
+            &*backend,
+            live,
+            &worker,
+            &session_id,
+            job.text,
+            &*job.channel,
+        )
+        .await;
+        if broken {
+            // The next message reconnects to the same session.
+            conn = None;
+        }
+        let _ = job.reply.send(result);
+    }
+    if let Some(conn) = conn {
+        // Let the agent finish and save its session.
+        conn.close();
+        let _ = conn.output().await;
+    }
+}
+
+/// One message and its reply. Returns the reply and whether the connection is over.
+async fn turn<B: Backend>(
+    backend: &B,
+    conn: &mut Connection<B::In, B::Out, B::Chunk>,
+    worker: &Worker,
+    session_id: &str,
+    text: String,
+    channel: &dyn Channel,
+) -> (Result<Reply, Error>, bool) {
+    let user_id = worker.user_id.as_str();
+    let shared = &worker.shared;
+    shared.emit(Event::UserMessage {
+        text: text.clone(),
+        user_id: user_id.to_owned(),
+        channel_id: channel.id().to_owned(),
+    });
+    let streaming = channel.streaming();
+    if let Some(stream) = streaming
+        && let Err(error) = stream.start(user_id).await
+    {
+        log(channel, user_id, "start", &*error);
+    }
+    let mut reply = String::new();
+    let mut failure: Option<String> = None;
+    let mut broken = false;
+    match conn.send(backend.input(text)).await {
+        Err(error) => {
+            failure = Some(error.to_string());
+            broken = true;
+        }
+        Ok(()) => {
+            let mut responses = conn.responses();
+            while let Some(item) = responses.next().await {
+                match item {
+                    Ok(chunk) => match chunk.piece() {
+                        Some(Piece::Text(text)) => {
+                            reply.push_str(text);
+                            if let Some(stream) = streaming {
+                                forward_chunk(stream, channel, user_id, text).await;
+                            }
+                        }
+                        Some(Piece::Tool(name)) => {
+                            if let Some(stream) = streaming {
+                                let status = format!("Using: {name}");
+                                if let Err(error) = stream.status(user_id, &status).await {
+                                    log(channel, user_id, "status", &*error);
+                                }
+                            }
+                        }
+                        Some(Piece::Failed(error)) => {
+                            failure.get_or_insert_with(|| error.into_owned());
+                        }
+                        None => {}
+                    },
+                    Err(error) => {
+                        failure.get_or_insert_with(|| error.to_string());
+                    }
+                }
+            }
+            if !responses.turn_ended() {
+                broken = true;
+                failure.get_or_insert_with(|| "the agent ended the conversation".to_owned());
+            }
+        }
+    }
+    let full = match &failure {
+        None => reply,
+        Some(error) if reply.is_empty() => format!("(Error: {error})"),
+        Some(error) => format!("{reply}\n\n(Error: {error})"),
+    };
+    let delivered = match streaming {
+        Some(stream) => stream.end(user_id, &full).await,
+        None => channel.send_to_user(user_id, &full).await,
+    };
+    shared.emit(Event::AgentResponse {
+        text: full.clone(),
+        user_id: user_id.to_owned(),
+        channel_id: channel.id().to_owned(),
+        session_id: session_id.to_owned(),
+        agent_id: shared.agent_id.clone(),
+    });
+    let result = match delivered {
+        Ok(()) => Ok(Reply {
+            text: full,
+            session_id: session_id.to_owned(),
+            error: failure,
+        }),
+        Err(source) => Err(Error::Delivery {
+            user_id: user_id.to_owned(),
+            channel_id: channel.id().to_owned(),
+            text: full,
+            source,
+        }),
+    };
+    (result, broken)
+}
+
+async fn forward_chunk(
+    stream: &dyn StreamingChannel,
+    channel: &dyn Channel,
+    user_id: &str,
+    text: &str,
+) {
+    if let Err(error) = stream.chunk(user_id, text).await {
+        log(channel, user_id, "chunk", &*error);
+    }
+}
+
+fn log(
+    channel: &dyn Channel,
+    user_id: &str,
+    call: &str,
+    error: &(dyn std::error::Error + Send + Sync),
+) {
+    tracing::warn!(channel = channel.id(), user_id, call, %error, "channel error; the reply goes on");
+}
