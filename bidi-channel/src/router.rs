@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bidi_agent::{Agent, AgentInit, AgentOutput};
 use bidi_core::Connection;
-use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Status, TurnInput, UserMessage};
+use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput, UserMessage};
 use futures_util::StreamExt as _;
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -51,20 +51,28 @@ impl Chunk for AgentEvent {
             Self::TextDelta { delta } => Some(Piece::Text(delta)),
             Self::ToolcallEnd { tool_call, .. } => Some(Piece::Tool(&tool_call.name)),
             Self::Error { error, .. } => Some(Piece::Failed(Cow::Borrowed(error))),
-            Self::ExecuteComplete {
-                status: Status::AwaitingToolExecution,
-                pending_tool_calls,
-                ..
-            } => {
-                let names: Vec<&str> = pending_tool_calls.iter().map(|c| c.name.as_str()).collect();
+            Self::AwaitingToolExecution { tool_calls, .. } => {
                 Some(Piece::Failed(Cow::Owned(format!(
                     "the agent waits for the results of tools a chat cannot run: {}",
-                    names.join(", ")
+                    names(tool_calls)
                 ))))
             }
+            Self::AwaitingApproval { tool_calls, .. } => Some(Piece::Failed(Cow::Owned(format!(
+                "the agent waits for approval of tool calls a chat cannot approve: {}",
+                names(tool_calls)
+            )))),
             _ => None,
         }
     }
+}
+
+/// The tools of `calls`, for a user to read.
+fn names(calls: &[bidi_llm::ToolCall]) -> String {
+    calls
+        .iter()
+        .map(|call| call.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// An agent the router can hold conversations with: it opens a connection on a session and

@@ -350,6 +350,39 @@ async fn the_turn_limit_is_reported_like_an_error() {
 }
 
 #[tokio::test]
+async fn a_call_a_chat_cannot_answer_ends_the_reply_with_why() {
+    let model = ScriptedModel::new([Scripted::new().text("I will wipe it. ").tool_call(
+        "c1",
+        "wipe",
+        &json!({}),
+    )]);
+    let wipe = simple_tool(
+        "wipe",
+        "Wipe",
+        "Wipes",
+        |_id, _args: serde_json::Value| async move { Ok::<_, String>(("wiped".to_owned(), None)) },
+    )
+    .needs_approval();
+    let router = MessageRouter::new(LlmAgent::builder("helper", model).tool(wipe).build());
+    let channel = Arc::new(Recorder::streaming("rec"));
+    let reply = router.handle(channel.clone(), "u", "wipe").await.unwrap();
+    let error = reply.error.unwrap();
+    assert!(
+        error.contains("approval") && error.contains("wipe"),
+        "{error}"
+    );
+    assert!(
+        reply.text.starts_with("I will wipe it. \n\n(Error: "),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        channel.calls().last(),
+        Some(&Recorded::End("u".into(), reply.text))
+    );
+}
+
+#[tokio::test]
 async fn a_failing_channel_keeps_streaming_and_gets_the_final_text() {
     let router = MessageRouter::new(weather_agent(ScriptedModel::new(script())));
     let channel = Arc::new(Recorder::streaming("rec").failing_chunks());
