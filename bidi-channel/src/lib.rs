@@ -66,6 +66,7 @@
 //! |---|---|---|
 //! | `testing` | [`testing`]: a fake Telegram Bot API server, a channel that records its calls | no |
 //! | `web` | `web`: replies streamed to browsers as the AI SDK's UI message stream (SSE), on `bidi-http` | no |
+//! | `native-tls` | HTTPS for [`telegram`]'s default client, through the system's TLS library (what `https://api.telegram.org` needs) | no |
 //!
 //! The router needs a tokio runtime with timers (`rt`, `time`).
 

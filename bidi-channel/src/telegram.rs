@@ -31,7 +31,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let token = std::env::var("TELEGRAM_BOT_TOKEN")?;
-//! // Real Telegram needs HTTPS: give the builder a reqwest client with a TLS backend.
+//! // Real Telegram needs HTTPS: turn on the feature `native-tls`, or give the builder a
+//! // reqwest client with the TLS backend of your choice.
 //! let telegram = Arc::new(Telegram::builder(format!("https://api.telegram.org/bot{token}")).build()?);
 //! let model = ScriptedModel::new([Scripted::new().text("Hello from the agent!")]);
 //! let router = MessageRouter::new(LlmAgent::builder("bot", model).build());
@@ -154,8 +155,9 @@ impl fmt::Debug for TelegramBuilder {
 }
 
 impl TelegramBuilder {
-    /// The HTTP client (a reqwest client with the TLS backend of your choice; the default one
-    /// has none, which is enough for a local Bot API server).
+    /// The HTTP client (a reqwest client with the TLS backend of your choice). The default one
+    /// speaks HTTPS with the feature `native-tls`, and plain HTTP only without it (enough for
+    /// a local Bot API server).
     pub fn client(mut self, client: reqwest::Client) -> Self {
         self.client = Some(client);
         self
