@@ -3,6 +3,8 @@
 //! a plain answer, one with a tool call (a transient `data-status` part), one whose model fails
 //! mid-answer, and the same without streaming.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 
