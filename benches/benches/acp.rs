@@ -35,19 +35,14 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, SessionUpdate, StopReason, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use benches::{on_worker, runtime};
+use benches::{Words, on_worker, runtime};
 use bidi_acp::Server;
 use bidi_agent::AgentInit;
 use bidi_core::ConnectOptions;
-use bidi_llm::testing::Scripted;
-use bidi_llm::{
-    AgentEvent, LlmAgent, LlmSession, Model, ModelEvent, ModelRequest, Policy, TurnInput,
-    UserMessage, execute,
-};
+use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Policy, TurnInput, UserMessage, execute};
 use bidi_session::Session;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
-use futures_util::stream::{self, BoxStream};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
@@ -67,24 +62,6 @@ const PIPE: usize = 1 << 20;
 
 /// What every chunk says.
 const WORD: &str = "word ";
-
-/// Streams `n` text deltas of [`WORD`], then ends the answer.
-struct Words(u64);
-
-impl Model for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        // The frame of a one-word answer (start, delta, end, done), with `n` deltas inside.
-        let mut frame = Scripted::new().text("x").events().into_iter();
-        let start = frame.next().into_iter();
-        let _delta = frame.next();
-        let deltas = (0..self.0).map(|_| ModelEvent::TextDelta(WORD.to_owned()));
-        stream::iter(start.chain(deltas).chain(frame)).boxed()
-    }
-}
 
 /// An `LlmAgent` whose model streams `n` deltas.
 fn words_agent(n: u64) -> LlmAgent {

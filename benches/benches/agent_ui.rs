@@ -15,33 +15,14 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use benches::{on_worker, runtime};
+use benches::{Words, on_worker, runtime};
 use bidi_flow::Registry;
-use bidi_llm::testing::Scripted;
-use bidi_llm::{LlmAgent, Model, ModelEvent, ModelRequest};
+use bidi_llm::LlmAgent;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::stream::BoxStream;
-use futures_util::{StreamExt as _, stream};
+use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 const DELTAS: u64 = 10_000;
-
-/// Streams `n` text deltas, then ends the answer.
-struct Words(u64);
-
-impl Model for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        let mut frame = Scripted::new().text("x").events().into_iter();
-        let start = frame.next().into_iter();
-        let _delta = frame.next();
-        let deltas = (0..self.0).map(|_| ModelEvent::TextDelta("word ".to_owned()));
-        stream::iter(start.chain(deltas).chain(frame)).boxed()
-    }
-}
 
 async fn serve() -> SocketAddr {
     let agent = LlmAgent::builder("words", Words(DELTAS)).build();

@@ -20,39 +20,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use benches::{on_worker, runtime};
+use benches::{Words, on_worker, runtime};
 use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_channel::telegram::Telegram;
 use bidi_channel::testing::FakeBotApi;
 use bidi_channel::{Channel, MessageRouter, StreamingChannel};
 use bidi_core::{ActionContext, BoxError, Inbound};
-use bidi_llm::testing::Scripted;
-use bidi_llm::{
-    AgentEvent, LlmAgent, Model, ModelEvent, ModelRequest, TurnInput, UserMessage, execute,
-};
+use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage, execute};
 use bidi_session::Session;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::stream::BoxStream;
-use futures_util::{StreamExt as _, stream};
+use futures_util::StreamExt as _;
 
 const DELTAS: u64 = 10_000;
-
-/// Streams `n` text deltas, then ends the answer.
-struct Words(u64);
-
-impl Model for Words {
-    fn name(&self) -> &str {
-        "words"
-    }
-
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        let mut frame = Scripted::new().text("x").events().into_iter();
-        let start = frame.next().into_iter();
-        let _delta = frame.next();
-        let deltas = (0..self.0).map(|_| ModelEvent::TextDelta("word ".to_owned()));
-        stream::iter(start.chain(deltas).chain(frame)).boxed()
-    }
-}
 
 /// A streaming channel that counts the chunks it gets and shows nothing.
 #[derive(Default)]

@@ -3,6 +3,10 @@
 
 pub mod http;
 
+use bidi_llm::testing::Scripted;
+use bidi_llm::{Model, ModelEvent, ModelRequest};
+use futures_util::stream::{self, BoxStream};
+
 use std::future::{Future, poll_fn};
 use std::sync::Arc;
 
@@ -105,4 +109,23 @@ pub fn raw_echo(buffer: usize) -> (Arc<Chan<u64>>, Arc<Chan<Marker>>, JoinHandle
         tx.close(Reason::Completed);
     });
     (input, output, task)
+}
+
+/// A model whose answer streams `n` text deltas of `"word "`: the agent benchmarks' load.
+#[derive(Debug, Clone, Copy)]
+pub struct Words(pub u64);
+
+impl Model for Words {
+    fn name(&self) -> &str {
+        "words"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        // The frame of a one-word answer (start, delta, end, done), with `n` deltas inside.
+        let mut frame = Scripted::new().text("x").events().into_iter();
+        let start = frame.next().into_iter();
+        let _delta = frame.next();
+        let deltas = (0..self.0).map(|_| ModelEvent::TextDelta("word ".to_owned()));
+        stream::iter(start.chain(deltas).chain(frame)).boxed()
+    }
 }

@@ -2,12 +2,13 @@
 //!
 //! The tests live in `tests/`. This library holds what they share: [`node`] installs and runs the
 //! Node peer clients of `tests/node` and `tests/acp`, [`python`] makes the virtual environment of
-//! the Python peers of `tests/acp`, [`rng`] seeds the property tests. It also makes the README's code a doctest, so the example
+//! the Python peers of `tests/acp`, [`rng`] seeds the property tests, [`tools`] has the tools of the front-end tests. It also makes the README's code a doctest, so the example
 //! users see first is compiled and run with the suite.
 
 pub mod node;
 pub mod python;
 pub mod rng;
+pub mod tools;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

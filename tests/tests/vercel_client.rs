@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tests::rng::Rng;
+use tests::tools::wipe;
 
 use bidi_agent::AgentInit;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
@@ -96,25 +97,6 @@ impl Model for Held {
         .flatten();
         head.chain(tail).boxed()
     }
-}
-
-/// `wipe`: a local tool that needs approval, counting its runs.
-fn wipe(runs: Arc<AtomicUsize>) -> Tool {
-    Tool::dynamic(
-        "wipe",
-        "Wipe",
-        "Wipes a target",
-        json!({"type": "object", "properties": {"target": {"type": "string"}}}),
-        move |_id, args: serde_json::Value| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let target = args["target"].as_str().unwrap_or_default().to_owned();
-            futures_util::stream::iter([ToolEvent::Complete {
-                output: format!("wiped {target}"),
-                details: None,
-            }])
-        },
-    )
-    .needs_approval()
 }
 
 /// The agents `vercel_client.mjs` expects, on a free port of 127.0.0.1, and the flow
