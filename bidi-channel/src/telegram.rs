@@ -11,8 +11,10 @@
 //!   [`edit_interval`](TelegramBuilder::edit_interval) (500 ms by default) and only once at least
 //!   [`min_chars`](TelegramBuilder::min_chars) (20) new characters have come; Telegram allows
 //!   about one edit per second per chat and answers more with `429 Too Many Requests`, whose
-//!   `retry_after` is honoured: no edit of that chat until it has passed;
-//! - **statuses**: a `typing` chat action;
+//!   `retry_after` is honoured: no edit of that chat until it has passed, and the reply's
+//!   later edits keep at least that far apart (the chat's pace, learned once);
+//! - **statuses**: the text so far shown first, however short, if the pace allows (a tool may
+//!   take a while), then a `typing` chat action;
 //! - **end**: a last edit with the whole text. A reply longer than Telegram's 4,096 characters
 //!   is split (at a line break or a space where there is one): the first part goes in the
 //!   edited message, the others follow as new messages. If the last edit fails, the first part
@@ -226,6 +228,9 @@ struct Stream {
     last_edit: Option<Instant>,
     /// No edit before this (a 429's `retry_after`).
     not_before: Option<Instant>,
+    /// The chat's pace, learned from its 429s: edits keep at least this far apart (and at
+    /// least the channel's interval) for the rest of the reply.
+    pace: Duration,
 }
 
 impl Telegram {
@@ -387,6 +392,57 @@ pub fn split(text: &str, limit: usize) -> Vec<&str> {
     parts
 }
 
+impl Telegram {
+    /// Edits the user's message to show the reply so far, if it is time: `min_chars` new
+    /// characters have come, the pace allows (the interval and what the chat's 429s taught),
+    /// and no `retry_after` is running.
+    async fn show(
+        &self,
+        user_id: &str,
+        stream: &mut Stream,
+        min_chars: usize,
+    ) -> Result<(), BoxError> {
+        let Some(message_id) = stream.message_id else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let pace = self.edit_interval.max(stream.pace);
+        let due = stream.pending >= min_chars.max(1)
+            && stream.last_edit.is_none_or(|last| now >= last + pace)
+            && stream.not_before.is_none_or(|t| now >= t);
+        if !due {
+            return Ok(());
+        }
+        let Some(first) = split(&stream.buffer, MAX_MESSAGE_CHARS).first().copied() else {
+            return Ok(());
+        };
+        if first == stream.shown {
+            // The first message is full: the rest comes at the end.
+            return Ok(());
+        }
+        let first = first.to_owned();
+        let chat = chat(user_id)?;
+        match self.edit(&chat, message_id, &first).await {
+            Ok(()) => {
+                stream.last_edit = Some(now);
+                stream.pending = 0;
+                stream.shown = first;
+                Ok(())
+            }
+            Err(Error::RateLimited { retry_after, .. }) => {
+                stream.not_before = Some(Instant::now() + retry_after);
+                stream.pace = stream.pace.max(retry_after);
+                Ok(())
+            }
+            Err(error) => {
+                // The next chunk tries again.
+                stream.last_edit = Some(now);
+                Err(error.into())
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Channel for Telegram {
     fn id(&self) -> &str {
@@ -422,48 +478,21 @@ impl StreamingChannel for Telegram {
         let mut stream = stream.lock().await;
         stream.buffer.push_str(chunk);
         stream.pending += chunk.chars().count();
-        let Some(message_id) = stream.message_id else {
-            return Ok(());
-        };
-        let now = Instant::now();
-        let due = stream.pending >= self.min_chars
-            && stream
-                .last_edit
-                .is_none_or(|last| now >= last + self.edit_interval)
-            && stream.not_before.is_none_or(|t| now >= t);
-        if !due {
-            return Ok(());
-        }
-        let Some(first) = split(&stream.buffer, MAX_MESSAGE_CHARS).first().copied() else {
-            return Ok(());
-        };
-        if first == stream.shown {
-            // The first message is full: the rest comes at the end.
-            return Ok(());
-        }
-        let first = first.to_owned();
-        let chat = chat(user_id)?;
-        match self.edit(&chat, message_id, &first).await {
-            Ok(()) => {
-                stream.last_edit = Some(now);
-                stream.pending = 0;
-                stream.shown = first;
-                Ok(())
-            }
-            Err(Error::RateLimited { retry_after, .. }) => {
-                stream.not_before = Some(Instant::now() + retry_after);
-                Ok(())
-            }
-            Err(error) => {
-                // The next chunk tries again.
-                stream.last_edit = Some(now);
-                Err(error.into())
-            }
-        }
+        let min_chars = self.min_chars;
+        self.show(user_id, &mut stream, min_chars).await
     }
 
     async fn status(&self, user_id: &str, _status: &str) -> Result<(), BoxError> {
         let chat = chat(user_id)?;
+        {
+            // The agent goes off to use a tool, which may take a while: show what it wrote
+            // before, however little, if the pace allows.
+            let stream = self.stream(user_id);
+            let mut stream = stream.lock().await;
+            if let Err(error) = self.show(user_id, &mut stream, 1).await {
+                tracing::warn!(%error, "an edit before a status failed");
+            }
+        }
         let params = SendChatActionParams::builder()
             .chat_id(chat)
             .action(ChatAction::Typing)
@@ -471,14 +500,18 @@ impl StreamingChannel for Telegram {
         self.api.send_chat_action(&params).await?;
         Ok(())
     }
-
     async fn end(&self, user_id: &str, full_text: &str) -> Result<(), BoxError> {
         let chat = chat(user_id)?;
         let (message_id, shown, not_before) = match self.take_stream(user_id) {
             Some(stream) => {
                 let mut stream = stream.lock().await;
                 let shown = std::mem::take(&mut stream.shown);
-                (stream.message_id, shown, stream.not_before)
+                // The chat's pace, if a 429 taught it: an earlier last edit would meet another.
+                let paced = stream
+                    .last_edit
+                    .filter(|_| !stream.pace.is_zero())
+                    .map(|last| last + stream.pace);
+                (stream.message_id, shown, stream.not_before.max(paced))
             }
             None => (None, String::new(), None),
         };

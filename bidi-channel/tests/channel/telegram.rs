@@ -70,8 +70,9 @@ async fn a_streamed_reply_is_edited_in_debounced_steps_within_the_rate_limit() {
         "{} edits tried",
         edits.len()
     );
-    // ... and the server's 429s were honoured: no edit before its retry_after had passed.
-    assert!(limited > 0, "the 500 ms interval meets the 1 s limit");
+    // ... and the server's 429s were honoured: no edit before its retry_after had passed, and
+    // after the first the channel kept to the chat's pace.
+    assert_eq!(limited, 1, "the 500 ms interval meets the 1 s limit once");
     assert_eq!(api.early_calls(), 0);
     // Edits came at least 20 characters apart.
     let mut last = 0;
@@ -137,8 +138,10 @@ async fn tool_calls_show_typing() {
         |_id, _args: serde_json::Value| async move { Ok::<_, String>(("found".to_owned(), None)) },
     );
     let model = ScriptedModel::new([
-        Scripted::new().tool_call("c1", "search", &json!({})),
-        Scripted::new().text("Found it."),
+        Scripted::new()
+            .text("Let me look.")
+            .tool_call("c1", "search", &json!({})),
+        Scripted::new().text(" Found it."),
     ]);
     let router = MessageRouter::new(LlmAgent::builder("bot", model).tool(search).build());
     router
@@ -152,7 +155,22 @@ async fn tool_calls_show_typing() {
         .collect();
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0].action.as_deref(), Some("typing"));
-    assert_eq!(api.messages(42), ["Found it."]);
+    // The text before the tool call, under the 20 characters an edit waits for, is shown
+    // before the tool runs.
+    let methods: Vec<(&str, Option<&str>)> = calls
+        .iter()
+        .map(|c| (c.method.as_str(), c.text.as_deref()))
+        .collect();
+    let shown = methods
+        .iter()
+        .position(|m| *m == ("editMessageText", Some("Let me look.")))
+        .expect("the text before the tool was shown");
+    let typing = methods
+        .iter()
+        .position(|(method, _)| *method == "sendChatAction")
+        .unwrap();
+    assert!(shown < typing, "{methods:?}");
+    assert_eq!(api.messages(42), ["Let me look. Found it."]);
 }
 
 #[tokio::test(start_paused = true)]
