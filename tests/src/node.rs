@@ -188,6 +188,18 @@ impl Summary {
             && self.passed.is_some_and(|n| n > 0)
     }
 
+    /// Asserts that every one of the script's `checks` ran and passed.
+    ///
+    /// # Panics
+    ///
+    /// When one failed, fewer or more ran, or the script did not succeed: with its output.
+    pub fn assert_passed(&self, checks: usize) {
+        assert!(self.failures().is_empty(), "{self}");
+        assert_eq!(self.failed, Some(0), "{self}");
+        assert_eq!(self.passed, Some(checks), "{self}");
+        assert!(self.succeeded(), "{self}");
+    }
+
     /// The `not ok - …` lines, in order.
     #[must_use]
     pub fn failures(&self) -> Vec<&str> {
@@ -336,6 +348,26 @@ fn counts(stdout: &str) -> Option<(usize, usize)> {
         }
         Some((passed.parse().ok()?, failed.parse().ok()?))
     })
+}
+
+/// Installs the packages of the Node clients in `tests/node`, then runs the client `script`
+/// (a file there) with `args`, off the async runtime's threads.
+///
+/// # Panics
+///
+/// If the install fails, or the blocking task panics.
+pub async fn client(script: &str, args: Vec<String>) -> Summary {
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    let script = clients.join(script);
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = npm_ci(&clients) {
+            panic!("npm ci in {}: {error}", clients.display());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_node(&script, &args)
+    })
+    .await
+    .unwrap_or_else(|error| panic!("the client {error}"))
 }
 
 #[cfg(test)]

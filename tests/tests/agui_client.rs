@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tests::rng::Rng;
@@ -31,29 +30,7 @@ use bidi_llm::{
 };
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
-use tests::node::{Summary, npm_ci, run_node};
-
-fn clients() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("node")
-}
-
-/// Installs the clients' packages, then runs `script` with `arg`.
-async fn node(script: &str, arg: String) -> Summary {
-    let script = clients().join(script);
-    tokio::task::spawn_blocking(move || {
-        npm_ci(&clients()).unwrap();
-        run_node(&script, &[&arg])
-    })
-    .await
-    .unwrap()
-}
-
-fn assert_all_passed(summary: &Summary, checks: usize) {
-    assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.failed, Some(0), "{summary}");
-    assert_eq!(summary.passed, Some(checks), "{summary}");
-    assert!(summary.succeeded(), "{summary}");
-}
+use tests::node::client;
 
 /// `add`: a local tool returning `a + b`.
 fn add() -> Tool {
@@ -150,8 +127,8 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
 async fn http_agent_runs_text_tools_state_and_errors() {
     let wipes = Arc::new(AtomicUsize::new(0));
     let addr = serve(Arc::clone(&wipes)).await;
-    let summary = node("agui_client.mjs", format!("http://{addr}")).await;
-    assert_all_passed(&summary, 7);
+    let summary = client("agui_client.mjs", vec![format!("http://{addr}")]).await;
+    summary.assert_passed(7);
     // Approved once, resumed twice, denied once: the tool ran once.
     assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
@@ -745,6 +722,6 @@ async fn every_generated_execution_encodes_to_a_stream_the_client_accepts() {
         );
     }
     println!("coverage: {coverage:?}");
-    let summary = node("agui_verify.mjs", dir.path().display().to_string()).await;
-    assert_all_passed(&summary, usize::try_from(CASES).unwrap());
+    let summary = client("agui_verify.mjs", vec![dir.path().display().to_string()]).await;
+    summary.assert_passed(usize::try_from(CASES).unwrap());
 }

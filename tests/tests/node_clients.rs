@@ -7,13 +7,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 
 use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
-use tests::node::{Summary, npm_ci, run_node};
+use tests::node::client;
 
 /// Streams "partial", then fails with "boom".
 async fn fail(
@@ -51,40 +50,18 @@ async fn serve() -> SocketAddr {
     addr
 }
 
-fn clients() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("node")
-}
-
-/// Installs the clients' packages, then runs `script` against the server at `addr`.
-async fn run(script: &str, addr: SocketAddr) -> Summary {
-    let script = clients().join(script);
-    let base = format!("http://{addr}");
-    tokio::task::spawn_blocking(move || {
-        npm_ci(&clients()).unwrap();
-        run_node(&script, &[&base])
-    })
-    .await
-    .unwrap()
-}
-
-/// Asserts every one of the script's `checks` ran and passed.
-fn assert_all_passed(summary: &Summary, checks: usize) {
-    assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.failed, Some(0), "{summary}");
-    assert_eq!(summary.passed, Some(checks), "{summary}");
-    assert!(summary.succeeded(), "{summary}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn genkit_client_runs_and_streams_flows() {
     let addr = serve().await;
-    let summary = run("genkit_client.mjs", addr).await;
-    assert_all_passed(&summary, 13);
+    client("genkit_client.mjs", vec![format!("http://{addr}")])
+        .await
+        .assert_passed(13);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_client_speaks_full_duplex() {
     let addr = serve().await;
-    let summary = run("ws_client.mjs", addr).await;
-    assert_all_passed(&summary, 10);
+    client("ws_client.mjs", vec![format!("http://{addr}")])
+        .await
+        .assert_passed(10);
 }

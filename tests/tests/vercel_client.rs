@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tests::rng::Rng;
@@ -32,7 +32,7 @@ use bidi_llm::{
 use futures_util::stream::BoxStream;
 use futures_util::{StreamExt as _, stream};
 use serde_json::{Value, json};
-use tests::node::{Summary, npm_ci, run_node};
+use tests::node::{client, npm_ci};
 use tokio::sync::Notify;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -176,29 +176,12 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
     addr
 }
 
-fn clients() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("node")
-}
-
-/// Installs the clients' packages, then runs `script` with `arg`.
-async fn run(script: &str, arg: String) -> Summary {
-    let script = clients().join(script);
-    tokio::task::spawn_blocking(move || {
-        npm_ci(&clients()).unwrap();
-        run_node(&script, &[&arg])
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
     let wipes = Arc::new(AtomicUsize::new(0));
     let addr = serve(Arc::clone(&wipes)).await;
-    let summary = run("vercel_client.mjs", format!("http://{addr}")).await;
-    assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(CHECKS), "{summary}");
-    assert!(summary.succeeded(), "{summary}");
+    let summary = client("vercel_client.mjs", vec![format!("http://{addr}")]).await;
+    summary.assert_passed(CHECKS);
     // Approved once, denied once, forged once: the tool ran once.
     assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
@@ -236,9 +219,7 @@ async fn the_ai_sdk_7_client_reads_chats_too() {
     })
     .await
     .unwrap();
-    assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(CHECKS), "{summary}");
-    assert!(summary.succeeded(), "{summary}");
+    summary.assert_passed(CHECKS);
     assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }
 
@@ -623,9 +604,9 @@ async fn every_generated_execution_is_a_stream_the_ai_sdk_reads() {
     let broken = "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"text-delta\",\"id\":\"t9\",\"delta\":\"x\"}\n\ndata: [DONE]\n\n";
     assert!(validate(broken.as_bytes()).is_err());
     std::fs::write(dir.path().join("broken.sse"), broken).unwrap();
-    let summary = run(
+    let summary = client(
         "vercel_streams.mjs",
-        dir.path().to_string_lossy().into_owned(),
+        vec![dir.path().to_string_lossy().into_owned()],
     )
     .await;
     let failures = summary.failures();

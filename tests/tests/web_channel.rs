@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use bidi_channel::MessageRouter;
@@ -13,7 +12,7 @@ use bidi_channel::web::Web;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, simple_tool};
 use serde_json::json;
-use tests::node::{npm_ci, run_node};
+use tests::node::client;
 
 fn agent() -> LlmAgent {
     let weather = simple_tool(
@@ -78,15 +77,8 @@ async fn the_ai_sdk_reader_reads_every_reply_of_the_web_channel() {
     for (index, body) in bodies.iter().enumerate() {
         std::fs::write(dir.path().join(format!("{index}.sse")), body).unwrap();
     }
-    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-    let script = clients.join("vercel_streams.mjs");
     let arg = dir.path().to_string_lossy().into_owned();
-    let summary = tokio::task::spawn_blocking(move || {
-        npm_ci(&clients).unwrap();
-        run_node(&script, &[&arg])
-    })
-    .await
-    .unwrap();
-    assert!(summary.failures().is_empty(), "{summary}");
-    assert_eq!(summary.passed, Some(bodies.len()), "{summary}");
+    client("vercel_streams.mjs", vec![arg])
+        .await
+        .assert_passed(bodies.len());
 }
