@@ -18,7 +18,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::flow::BidiFlow;
-use crate::text::{cap, cap_owned, pointer};
+use crate::text::{cap, pointer, reason};
 
 /// Why a JSON connection, or one of its messages, failed.
 ///
@@ -124,7 +124,7 @@ impl fmt::Debug for JsonError {
 pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = pointer(error.path());
-        (path, cap_owned(error.into_inner().to_string()))
+        (path, reason(&error.into_inner().to_string()))
     })
 }
 

@@ -1,5 +1,6 @@
-//! What an error says about what a peer sent: quotes kept short ([`cap()`]) and where a value is
-//! wrong ([`pointer()`]). The one home for both, for this crate and for transports.
+//! What an error says about what a peer sent: quotes kept short ([`cap()`]), where a value is
+//! wrong ([`pointer()`]), and why in the peer's terms ([`reason()`]). The one home for all
+//! three, for this crate and for transports.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -56,6 +57,60 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
     at
 }
 
+/// Serde's reason for refusing a value, in the terms of the JSON the peer sent: the Rust types
+/// serde names (`expected struct AgentInit`, `untagged enum TurnInput`) are internal, so they
+/// become the JSON they stand for (`expected an object`, `does not match any accepted form`).
+/// Everything else is kept, capped as [`cap`] does.
+///
+/// ```
+/// use bidi_flow::text::reason;
+///
+/// assert_eq!(
+///     reason("invalid type: null, expected struct AgentInit"),
+///     "invalid type: null, expected an object"
+/// );
+/// assert_eq!(
+///     reason("data did not match any variant of untagged enum TurnInput"),
+///     "the value does not match any accepted form"
+/// );
+/// assert_eq!(reason("missing field `text`"), "missing field `text`");
+/// ```
+#[must_use]
+pub fn reason(reason: &str) -> String {
+    // (what serde writes before a Rust type's name, what it stands for in JSON)
+    const TYPES: [(&str, &str); 9] = [
+        (
+            "data did not match any variant of untagged enum ",
+            "the value does not match any accepted form",
+        ),
+        (
+            "expected internally tagged enum ",
+            "expected an object with its tag",
+        ),
+        (
+            "expected adjacently tagged enum ",
+            "expected an object with its tag",
+        ),
+        ("expected unit struct ", "expected null"),
+        ("expected tuple struct ", "expected an array"),
+        ("expected struct variant ", "expected an object"),
+        ("expected tuple variant ", "expected an array"),
+        ("expected struct ", "expected an object"),
+        ("expected enum ", "expected one of the accepted values"),
+    ];
+    let mut text = reason.to_owned();
+    for (rust, json) in TYPES {
+        while let Some(at) = text.find(rust) {
+            let name = &text[at + rust.len()..];
+            let end = name
+                .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | ':' | '<' | '>')))
+                .unwrap_or(name.len());
+            text.replace_range(at..at + rust.len() + end, json);
+        }
+    }
+    cap_owned(text)
+}
+
 /// `path` as a JSON Pointer (RFC 6901). A segment serde cannot name (inside an untagged enum,
 /// say) ends the pointer there: it points at the closest value it can name.
 #[must_use]
@@ -85,6 +140,30 @@ pub fn pointer(path: &serde_path_to_error::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_name_json_not_rust_types() {
+        for (serde, plain) in [
+            (
+                "invalid type: string \"x\", expected struct Foo at line 1 column 3",
+                "invalid type: string \"x\", expected an object at line 1 column 3",
+            ),
+            (
+                "invalid type: null, expected internally tagged enum Event",
+                "invalid type: null, expected an object with its tag",
+            ),
+            (
+                "invalid length 1, expected tuple struct Pair with 2 elements",
+                "invalid length 1, expected an array with 2 elements",
+            ),
+            (
+                "unknown field `x`, expected one of `a`, `b`",
+                "unknown field `x`, expected one of `a`, `b`",
+            ),
+        ] {
+            assert_eq!(reason(serde), plain);
+        }
+    }
 
     #[test]
     fn short_text_is_kept() {

@@ -8,8 +8,8 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::Connection;
 use bidi_flow::text::cap;
@@ -28,7 +28,7 @@ use crate::idle::{Activity, Idle};
 use crate::{Disconnected, Identity, IdleTimeout, Shared};
 
 /// The header that carries the session's id.
-const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
+pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
 
 /// `POST /agent/{name}/execute`.
 #[derive(Debug, Deserialize)]
@@ -143,17 +143,7 @@ pub(crate) async fn execute(
             _ => return Err(failure),
         },
     };
-    let mut response = (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        body,
-    )
-        .into_response();
+    let mut response = crate::sse::response(body);
     if let Ok(value) = HeaderValue::from_str(&session_id) {
         response.headers_mut().insert(SESSION_ID, value);
     }
@@ -424,16 +414,23 @@ async fn run<E: Encoder, W: Writes>(
             continue; // Events the encoder shows as nothing.
         }
         let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-        if writes.send(write).await.is_err() {
-            run.cancel_with(Disconnected);
-            stopped = true;
+        match idle.within(writes.send(write)).await {
+            Some(Ok(())) => {}
+            Some(Err(Gone)) => {
+                run.cancel_with(Disconnected);
+                stopped = true;
+            }
+            None => {
+                run.cancel_with(IdleTimeout(idle.timeout()));
+                stopped = true;
+            }
         }
     }
     drop(run);
     if !stopped {
         encoder.end(&mut buf);
         if !buf.is_empty() {
-            let _ = writes.send(Bytes::from(buf)).await;
+            let _ = idle.within(writes.send(Bytes::from(buf))).await;
         }
     }
     conn.close();

@@ -68,8 +68,8 @@ use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{
@@ -1369,17 +1369,7 @@ pub(crate) async fn run(
 
 /// An SSE response of `body`.
 fn stream(body: Body) -> Response {
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        body,
-    )
-        .into_response()
+    crate::sse::response(body)
 }
 
 /// A run of `events` only, with no execution behind it.

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
-use bidi_flow::text::{cap, pointer};
+use bidi_flow::text::{cap, pointer, reason};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -239,8 +239,8 @@ pub(crate) fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Fail
     }
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = pointer(error.path());
-        let reason = error.into_inner().to_string();
-        Failure::malformed(format!("bad request {}: {}", location(&path), cap(&reason))).at(&path)
+        let reason = reason(&error.into_inner().to_string());
+        Failure::malformed(format!("bad request {}: {reason}", location(&path))).at(&path)
     })
 }
 
@@ -259,18 +259,12 @@ fn location(path: &str) -> String {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FlowRequest {
-    /// The one input. Required (an explicit `null` counts).
-    #[serde(default, deserialize_with = "present")]
-    pub(crate) data: Option<Value>,
+    /// The one input; absent is `null`, as Genkit's servers run a flow with no input.
+    #[serde(default)]
+    pub(crate) data: Value,
     /// The init; absent is `null`.
     #[serde(default)]
     pub(crate) init: Option<Value>,
-}
-
-/// `Some(value)` for any value present, `null` included, so that a missing field can be told
-/// from an explicit `null`.
-fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
 }
 
 /// Appends the SSE record of one chunk: `data: {"message":chunk}\n\n`.
@@ -283,12 +277,45 @@ pub(crate) fn result_record(output: &Value, buf: &mut Vec<u8>) {
     record(buf, b"data: {\"result\":", output);
 }
 
-/// The SSE record of a failure: `data: {"error":{..}}\n\n`.
+/// The SSE record of a failure, as Genkit's servers write it: an `error:` record,
+/// `error: {"error":{"status","message","details"}}\n\n`, whose `details` is text (Genkit's
+/// client prints it after the message): the code, then where and what was meant, if known.
 pub(crate) fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
-    buf.extend_from_slice(b"data: ");
+    let mut details = serde_json::to_value(failure.code)
+        .ok()
+        .and_then(|code| code.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if let Some(path) = &failure.path {
+        details.push_str(" at ");
+        details.push_str(if path.is_empty() { "the root" } else { path });
+    }
+    if let Some(suggestion) = &failure.suggestion {
+        details.push_str("; did you mean ");
+        details.push_str(suggestion);
+    }
+    let record = StreamError {
+        error: StreamStatus {
+            status: status_name(failure.status),
+            message: &failure.message,
+            details,
+        },
+    };
+    buf.extend_from_slice(b"error: ");
     // Serializing plain strings into memory cannot fail.
-    let _ = serde_json::to_writer(&mut *buf, &failure.body());
+    let _ = serde_json::to_writer(&mut *buf, &record);
     buf.extend_from_slice(b"\n\n");
+}
+
+#[derive(Serialize)]
+struct StreamError<'a> {
+    error: StreamStatus<'a>,
+}
+
+#[derive(Serialize)]
+struct StreamStatus<'a> {
+    status: &'static str,
+    message: &'a str,
+    details: String,
 }
 
 fn record(buf: &mut Vec<u8>, head: &[u8], value: &Value) {
@@ -410,11 +437,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flow_requests_tell_missing_data_from_null() {
+    fn flow_requests_without_data_have_a_null_input() {
         let request: FlowRequest = decode_object(br#"{"data":null}"#).unwrap();
-        assert_eq!(request.data, Some(Value::Null));
+        assert_eq!(request.data, Value::Null);
         let request: FlowRequest = decode_object(br#"{"init":{"a":1}}"#).unwrap();
-        assert_eq!(request.data, None);
+        assert_eq!(request.data, Value::Null);
         assert_eq!(request.init, Some(json!({"a": 1})));
     }
 
@@ -451,7 +478,14 @@ mod tests {
         error_record(&failure, &mut buf);
         assert_eq!(
             String::from_utf8(buf).unwrap(),
-            "data: {\"error\":{\"status\":\"INTERNAL\",\"message\":\"boom\",\"details\":{\"code\":\"connection_failed\"}}}\n\n"
+            "error: {\"error\":{\"status\":\"INTERNAL\",\"message\":\"boom\",\"details\":\"connection_failed\"}}\n\n"
+        );
+        let mut buf = Vec::new();
+        let failure = Failure::malformed("bad").at("/x");
+        error_record(&failure, &mut buf);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "error: {\"error\":{\"status\":\"INVALID_ARGUMENT\",\"message\":\"bad\",\"details\":\"malformed_frame at /x\"}}\n\n"
         );
     }
 

@@ -34,7 +34,15 @@ pub(crate) async fn no_route() -> Failure {
 }
 
 /// A known path with another method.
-pub(crate) async fn no_method() -> Failure {
+pub(crate) async fn no_method(method: axum::http::Method) -> Failure {
+    if method == axum::http::Method::OPTIONS {
+        return Failure::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            Code::MethodNotAllowed,
+            "this server takes no cross-origin requests from browsers: allow the page's origin \
+             with CORS (Server::cors)",
+        );
+    }
     Failure::new(
         StatusCode::METHOD_NOT_ALLOWED,
         Code::MethodNotAllowed,
@@ -89,13 +97,9 @@ pub(crate) async fn run(
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let key = format!("/{kind}/{name}");
     let request: FlowRequest = codec::decode_object(&bytes)?;
-    let Some(input) = request.data else {
-        return Err(Failure::malformed(
-            "the body needs `data`, the action's input; to send several inputs, connect with \
-             a WebSocket (GET with an upgrade)",
-        )
-        .at("/data"));
-    };
+    // No `data` is a `null` input, as Genkit's servers run a flow with no input: an action
+    // whose input is `()` or an `Option` takes it, any other refuses it as its input.
+    let input = request.data;
     let desc = shared
         .registry
         .action(&key)
@@ -228,17 +232,7 @@ fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
             (!last).then_some(body),
         ))
     });
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
+    crate::sse::response(Body::from_stream(body))
 }
 
 /// Every chunk as a `message` record, then the `result` or `error` record.
@@ -287,9 +281,17 @@ async fn write_records(
                 break;
             }
             let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-            if writes.send((write, false)).await.is_err() {
-                turn.cancel_with(Disconnected);
-                break 'turns;
+            match idle.within(writes.send((write, false))).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => {
+                    turn.cancel_with(Disconnected);
+                    break 'turns;
+                }
+                None => {
+                    // The client stopped reading: it is as gone as a silent one.
+                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    break 'turns;
+                }
             }
             if ended {
                 break;
@@ -304,5 +306,5 @@ async fn write_records(
         Ok(value) => codec::result_record(&value, &mut buf),
         Err(error) => codec::error_record(&Failure::from_json(&error), &mut buf),
     }
-    let _ = writes.send((Bytes::from(buf), true)).await;
+    let _ = idle.within(writes.send((Bytes::from(buf), true))).await;
 }

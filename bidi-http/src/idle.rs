@@ -78,4 +78,19 @@ impl Idle {
             self.sleep.as_mut().reset(deadline);
         }
     }
+
+    /// Runs `work` (a write to the peer, say) unless nothing moves for the timeout first: a
+    /// peer that stops reading stalls a write, and a stalled write is as idle as silence.
+    /// `None` once the timeout passed; `work` is then dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `work`.
+    pub(crate) async fn within<F: Future>(&mut self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            output = work => Some(output),
+            () = self.expired() => None,
+        }
+    }
 }

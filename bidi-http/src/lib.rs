@@ -58,18 +58,21 @@
 //!
 //! ## Genkit's flow wire
 //!
-//! `POST /{type}/{name}` with `{"data": input, "init": init}` (`init` optional) sends the one
-//! input, closes the input, and answers `{"result": output}`. An agent thus runs one turn per
-//! request; its `init` names the session (`{"sessionId": ".."}`) or carries a new one's state.
-//! With `Accept: text/event-stream` or `?stream=true` the answer is a stream of SSE records, one
-//! per chunk, then the output, or the error that ended the run:
+//! `POST /{type}/{name}` with `{"data": input, "init": init}` sends the one input, closes the
+//! input, and answers `{"result": output}`. Both fields may be left out: they are then `null`,
+//! which an action whose input (or init) is `()` or an `Option` takes, and any other refuses
+//! with 400. An agent thus runs one turn per request; its `init` names the session
+//! (`{"sessionId": ".."}`) or carries a new one's state. With `Accept: text/event-stream` or
+//! `?stream=true` the answer is a stream of SSE records, one per chunk, then the output, or the
+//! error that ended the run, as an `error:` record whose `details` is text (the code, and
+//! where in the request, when known):
 //!
 //! ```text
 //! data: {"message":chunk}
 //!
 //! data: {"result":output}
 //!
-//! data: {"error":{"status":"INTERNAL","message":"..","details":{"code":"connection_failed"}}}
+//! error: {"error":{"status":"INTERNAL","message":"..","details":"connection_failed"}}
 //! ```
 //!
 //! Genkit's JavaScript client (`runFlow` / `streamFlow` from `genkit/beta/client`) speaks it.
@@ -258,8 +261,10 @@ mod agent;
 pub mod agui;
 mod auth;
 mod codec;
+mod cors;
 mod flow;
 mod idle;
+mod sse;
 mod vercel;
 mod ws;
 
@@ -279,7 +284,12 @@ use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
+/// The axum this crate serves with, for the layers and routes you add to a [`Server`] or its
+/// [`router`](Server::router).
+pub use axum;
+
 pub use auth::{Identity, Unauthorized};
+pub use cors::{Cors, InvalidOrigin};
 pub use vercel::UiMessageStream;
 
 use auth::Authenticate;
@@ -291,6 +301,8 @@ pub struct Server {
     registry: Registry,
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
+    cors: Option<Cors>,
+    layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
     addr: SocketAddr,
 }
@@ -301,6 +313,8 @@ impl fmt::Debug for Server {
             .field("registry", &self.registry)
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("auth", &self.auth.is_some())
+            .field("cors", &self.cors)
+            .field("layers", &self.layers.len())
             .field("limits", &self.limits)
             .field("addr", &self.addr)
             .finish()
@@ -356,6 +370,8 @@ impl Server {
             registry,
             agents: HashMap::new(),
             auth: None,
+            cors: None,
+            layers: Vec::new(),
             limits: Limits {
                 max_body_bytes: 1 << 20,
                 max_message_bytes: 1 << 20,
@@ -395,6 +411,62 @@ impl Server {
         Fut: Future<Output = Result<Identity, Unauthorized>> + Send + 'static,
     {
         self.auth = Some(Arc::new(auth::FnAuth(authenticate)));
+        self
+    }
+
+    /// Lets pages of other origins call the server from a browser (CORS): preflight requests
+    /// are answered, and the agent routes' headers are readable. Without it, a browser refuses
+    /// a page's call to another origin, and a preflight (`OPTIONS`) is answered with 405.
+    ///
+    /// ```
+    /// use bidi_http::{Cors, Server};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new())
+    ///     .cors(Cors::origins(["http://localhost:3000"])?);
+    /// # drop(server);
+    /// # Ok::<(), bidi_http::InvalidOrigin>(())
+    /// ```
+    pub fn cors(mut self, cors: Cors) -> Self {
+        self.cors = Some(cors);
+        self
+    }
+
+    /// Wraps every route in `layer` (a tower layer: compression, tracing, rate limits), as
+    /// [`Router::layer`] does, so that [`bind`](Self::bind) and [`serve`](Bound::serve) still
+    /// serve it. Layers run in the order they were added, the last outermost, inside
+    /// [`cors`](Self::cors) and around [`auth`](Self::auth).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use bidi_http::Server;
+    /// use bidi_http::axum::http::{HeaderValue, header};
+    /// use bidi_http::axum::middleware::{self, Next};
+    /// use bidi_http::axum::{extract::Request, response::Response};
+    ///
+    /// async fn no_store(request: Request, next: Next) -> Response {
+    ///     let mut response = next.run(request).await;
+    ///     response
+    ///         .headers_mut()
+    ///         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    ///     response
+    /// }
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new()).layer(middleware::from_fn(no_store));
+    /// # drop(server);
+    /// ```
+    pub fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: tower_layer::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
+        L::Service: tower_service::Service<axum::extract::Request> + Clone + Send + Sync + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Response:
+            axum::response::IntoResponse + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Error:
+            Into<std::convert::Infallible> + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Future: Send + 'static,
+    {
+        self.layers
+            .push(Box::new(move |router: Router| router.layer(layer)));
         self
     }
 
@@ -465,11 +537,19 @@ impl Server {
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
             .with_state(shared);
-        match self.auth {
+        let mut router = match self.auth {
             Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
                 authenticate,
                 auth::layer,
             )),
+            None => router,
+        };
+        for layer in self.layers {
+            router = layer(router);
+        }
+        match &self.cors {
+            // Outermost: a preflight carries no credentials, so it is answered before auth.
+            Some(cors) => router.layer(cors.layer()),
             None => router,
         }
     }

@@ -21,7 +21,7 @@ use bidi_llm::{
     TurnInput, UserMessage,
 };
 use futures_util::StreamExt as _;
-use futures_util::future::join_all;
+use futures_util::future::select_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, mpsc};
@@ -1095,15 +1095,12 @@ fn resumed(
 // The endpoint.
 
 /// The headers of a UI message stream, as the AI SDK sends them.
-const HEADERS: [(HeaderName, &str); 5] = [
-    (header::CONTENT_TYPE, "text/event-stream"),
-    (header::CACHE_CONTROL, "no-cache"),
+const HEADERS: [(HeaderName, &str); 2] = [
     (header::CONNECTION, "keep-alive"),
     (
         HeaderName::from_static("x-vercel-ai-ui-message-stream"),
         "v1",
     ),
-    (HeaderName::from_static("x-accel-buffering"), "no"),
 ];
 
 /// `POST /agent/{name}/chat`: one execution, as a UI message stream.
@@ -1201,7 +1198,7 @@ pub(crate) async fn chat(
 
 /// `body` as a UI message stream: 200 with the AI SDK's headers.
 fn ui_stream(body: Body) -> Response {
-    let mut response = body.into_response();
+    let mut response = crate::sse::response(body);
     for (name, value) in HEADERS {
         response
             .headers_mut()
@@ -1316,7 +1313,7 @@ pub(crate) struct Reader {
 
 impl Reader {
     fn new(stream: &Arc<Stream>, state: &mut Tally) -> Self {
-        let (sender, writes) = mpsc::channel(1);
+        let (sender, writes) = mpsc::channel(READER_WINDOW);
         state.readers.push(sender);
         state.reading += 1;
         Self {
@@ -1427,6 +1424,45 @@ impl Tee {
     }
 }
 
+/// How many writes a reader of a chat's answer may be behind the fastest reader: past them it
+/// is dropped rather than hold the others back (at most 16 KiB each).
+const READER_WINDOW: usize = 64;
+
+/// Hands `bytes` to every reader, at the pace of the fastest: it waits only while every
+/// reader is a window behind, until the first catches up. The readers that were left a
+/// window behind the one that took `bytes` are returned, to be dropped.
+async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Sender<Bytes>> {
+    let mut behind = Vec::new();
+    let mut taken = false;
+    for reader in readers {
+        match reader.try_send(bytes.clone()) {
+            Ok(()) => taken = true,
+            Err(mpsc::error::TrySendError::Full(_)) => behind.push(reader.clone()),
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+    if taken || behind.is_empty() {
+        return behind;
+    }
+    // Every reader is a window behind: the first to make room takes `bytes`.
+    let first = {
+        let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
+        let (permit, first, _) = select_all(reserves).await;
+        if let Ok(permit) = permit {
+            permit.send(bytes.clone());
+        }
+        first
+    };
+    behind.swap_remove(first);
+    behind.retain(|reader| {
+        matches!(
+            reader.try_send(bytes.clone()),
+            Err(mpsc::error::TrySendError::Full(_))
+        )
+    });
+    behind
+}
+
 impl agent::Writes for Tee {
     async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
         let readers = {
@@ -1439,14 +1475,14 @@ impl agent::Writes for Tee {
             state.len = len;
             state.readers.clone()
         };
-        if let [reader] = &readers[..] {
-            let _ = reader.send(bytes).await;
-        } else {
-            join_all(readers.iter().map(|reader| reader.send(bytes.clone()))).await;
-        }
+        let behind = deliver(&readers, &bytes).await;
         let mut state = lock(&self.stream.state);
-        state.readers.retain(|reader| !reader.is_closed());
-        if state.reading == 0 {
+        // A reader a window behind another is dropped: its body ends where it is, and the
+        // others go on at their pace.
+        state.readers.retain(|reader| {
+            !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
+        });
+        if state.reading == 0 || state.readers.is_empty() {
             return Err(agent::Gone);
         }
         Ok(())

@@ -77,10 +77,7 @@ pub enum Error {
         reason: String,
     },
     /// Another execution holds the session (in this process or another). Nothing changed.
-    #[error(
-        "session `{session_id}` is running an execution of connection `{}`; try again once it ended",
-        .lease.owner
-    )]
+    #[error("session `{session_id}` is busy with another answer; try again once it has ended")]
     SessionRunning {
         /// The session.
         session_id: String,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::store::{SessionStore, Snapshot, StoreError};
 
@@ -56,7 +57,7 @@ where
     ///
     /// # Errors
     ///
-    /// The store's error, or [`StoreError::Serialization`] if the stored state is not a `State`.
+    /// The store's error, or [`StoreError::InvalidState`] if the stored state is not a `State`.
     pub async fn load(store: Arc<dyn SessionStore>, id: &str) -> Result<Option<Self>, StoreError> {
         let Some(snapshot) = store.load(id).await? else {
             return Ok(None);
@@ -110,7 +111,7 @@ where
     }
 
     fn from_snapshot(store: Arc<dyn SessionStore>, snapshot: Snapshot) -> Result<Self, StoreError> {
-        let state = serde_json::from_value(snapshot.state).map_err(StoreError::Serialization)?;
+        let state = decode(&snapshot.session_id, snapshot.state)?;
         Ok(Self::new(
             store,
             &snapshot.session_id,
@@ -207,7 +208,7 @@ where
             .load(&self.id)
             .await?
             .ok_or_else(|| StoreError::not_found(&*self.id))?;
-        let state = serde_json::from_value(snapshot.state).map_err(StoreError::Serialization)?;
+        let state = decode(&self.id, snapshot.state)?;
         *self.lock() = Cached {
             state,
             version: snapshot.version,
@@ -233,4 +234,12 @@ impl<State> fmt::Debug for Session<State> {
             .field("store", &self.store)
             .finish_non_exhaustive()
     }
+}
+
+/// The stored `state` of session `id` as a `State`.
+fn decode<State: DeserializeOwned>(id: &str, state: Value) -> Result<State, StoreError> {
+    serde_json::from_value(state).map_err(|source| StoreError::InvalidState {
+        session_id: id.to_owned(),
+        source,
+    })
 }

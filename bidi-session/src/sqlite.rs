@@ -313,7 +313,8 @@ fn decode(
     row: Option<(u64, String, i64, i64)>,
 ) -> Result<Option<Snapshot>, StoreError> {
     row.map(|(version, state, created, updated)| {
-        let state = serde_json::from_str(&state).map_err(StoreError::Serialization)?;
+        // Text this store wrote is JSON: anything else is a damaged file.
+        let state = serde_json::from_str(&state).map_err(StoreError::backend)?;
         Ok(Snapshot::new(
             session_id,
             version,

@@ -73,9 +73,22 @@ pub enum StoreError {
         /// How many times the update was tried.
         attempts: u32,
     },
-    /// The state could not be converted to or from JSON.
-    #[error("session state serialization failed: {0}")]
+    /// The state could not be written as JSON (a map with keys that are not strings, say).
+    #[error("the session state could not be written as JSON: {0}")]
     Serialization(#[source] serde_json::Error),
+    /// The stored state does not fit the state type that reads it: another agent's session
+    /// under the same id, or a state from before a change to the type. Nothing was changed.
+    #[error(
+        "session `{session_id}` holds a state this agent cannot read (another agent's, or an \
+         older version's): {source}"
+    )]
+    InvalidState {
+        /// The session.
+        session_id: String,
+        /// What does not fit, as serde says it.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The backend failed (I/O, the database, the network).
     #[error("session store backend failed: {0}")]
     Backend(#[source] BoxError),

@@ -90,9 +90,10 @@ async fn a_failure_mid_stream_is_the_last_record() {
         .unwrap();
     let records: Vec<&str> = text.split_terminator("\n\n").collect();
     assert_eq!(records[0], r#"data: {"message":"partial"}"#);
-    let error: Value = serde_json::from_str(records[1].strip_prefix("data: ").unwrap()).unwrap();
+    // An `error:` record, as Genkit's servers write it, with details as text.
+    let error: Value = serde_json::from_str(records[1].strip_prefix("error: ").unwrap()).unwrap();
     assert_eq!(error["error"]["status"], "INTERNAL");
-    assert_eq!(error["error"]["details"]["code"], "connection_failed");
+    assert_eq!(error["error"]["details"], "connection_failed");
     assert!(
         error["error"]["message"].as_str().unwrap().contains("boom"),
         "{error}"
@@ -112,12 +113,13 @@ async fn bad_requests_name_what_is_wrong() {
     let addr = serve(registry(&Probe::default())).await;
     let cases = [
         // (path, body, status, code, JSON Pointer)
+        // No `data` is a `null` input, which a flow of strings refuses.
         (
             "/bidi-flow/echo",
             r#"{"init":"> "}"#,
             400,
-            "malformed_frame",
-            Some("/data"),
+            "invalid_input",
+            Some(""),
         ),
         (
             "/bidi-flow/echo",

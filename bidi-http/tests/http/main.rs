@@ -5,6 +5,7 @@
 mod agent;
 mod agui;
 mod flow;
+mod hostile;
 mod safety;
 mod support;
 mod vercel;

@@ -96,8 +96,8 @@ async fn an_idle_connection_is_cancelled() {
         .text()
         .await
         .unwrap();
-    let record: Value = serde_json::from_str(text.trim().strip_prefix("data: ").unwrap()).unwrap();
-    assert_eq!(record["error"]["details"]["code"], "idle_timeout");
+    let record: Value = serde_json::from_str(text.trim().strip_prefix("error: ").unwrap()).unwrap();
+    assert_eq!(record["error"]["details"], "idle_timeout");
     assert_eq!(record["error"]["status"], "DEADLINE_EXCEEDED");
 }
 

@@ -1,0 +1,24 @@
+//! Server-sent event responses: one home for the headers every SSE answer carries.
+
+use axum::body::Body;
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+/// The headers of every SSE answer: the content type, no caching, and no buffering by proxies
+/// that honour `X-Accel-Buffering` (nginx holds a response back otherwise).
+pub(crate) const HEADERS: [(HeaderName, HeaderValue); 3] = [
+    (
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    ),
+    (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    (
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    ),
+];
+
+/// An SSE answer of `body`.
+pub(crate) fn response(body: Body) -> Response {
+    (HEADERS, body).into_response()
+}

@@ -1,0 +1,146 @@
+//! Hostile and careless clients: peers that stop reading, pages on other origins, proxies
+//! that buffer. Every loop here is bounded in count and time.
+
+use std::time::Duration;
+
+use bidi_http::{Cors, Server};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::support::{Probe, registry, start, url};
+
+/// How long a test waits for what must happen before it fails instead of hanging.
+const BOUND: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cancelled_like_an_idle_one() {
+    let (ended, mut how) = mpsc::unbounded_channel();
+    let probe = Probe {
+        ended: Some(ended),
+        ..Probe::default()
+    };
+    let server = Server::new(registry(&probe)).idle_timeout(Duration::from_millis(300));
+    let addr = start(server).await;
+    // A streaming request whose client never reads a byte of the answer: the socket's
+    // buffers fill, and the server's write waits on it.
+    let body = r#"{"data":null,"init":65536}"#;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /bidi-flow/forever?stream=true HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let ended = tokio::time::timeout(BOUND, how.recv())
+        .await
+        .expect("a stalled writer kept its connection running");
+    assert!(ended.unwrap().contains("nothing moved"));
+    assert!(probe.sent() > 0);
+    drop(socket);
+}
+
+async fn preflight(addr: std::net::SocketAddr, origin: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, url(addr, "/agent/notes/execute"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,authorization",
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_allowed_origins_pass_preflight_and_read_the_session_header() {
+    let cors = Cors::origins(["http://localhost:3000"]).unwrap();
+    let addr = start(Server::new(registry(&Probe::default())).cors(cors)).await;
+
+    let allowed = preflight(addr, "http://localhost:3000").await;
+    assert!(allowed.status().is_success(), "{}", allowed.status());
+    let headers = allowed.headers();
+    assert_eq!(
+        headers["access-control-allow-origin"],
+        "http://localhost:3000"
+    );
+    let methods = headers["access-control-allow-methods"].to_str().unwrap();
+    assert!(methods.contains("POST"), "{methods}");
+    let asked = headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(
+        asked.contains("content-type") && asked.contains("authorization"),
+        "{asked}"
+    );
+
+    let other = preflight(addr, "http://evil.example").await;
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+
+    // The answer itself: allowed, with the headers a page must read exposed.
+    let response = reqwest::Client::new()
+        .post(url(addr, "/agent/notes"))
+        .header("origin", "http://localhost:3000")
+        .body(r#"{"data":"hi","init":{"sessionId":"s"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["access-control-allow-origin"],
+        "http://localhost:3000"
+    );
+    let exposed = response.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(exposed.contains("x-session-id"), "{exposed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cors_a_preflight_says_how_to_allow_it() {
+    let addr = start(Server::new(registry(&Probe::default()))).await;
+    let refused = preflight(addr, "http://localhost:3000").await;
+    assert_eq!(refused.status(), 405);
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+    let answer: Value = refused.json().await.unwrap();
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("CORS"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_answers_ask_proxies_not_to_buffer() {
+    let addr = start(Server::new(registry(&Probe::default()))).await;
+    let response = reqwest::Client::new()
+        .post(url(addr, "/bidi-flow/echo?stream=true"))
+        .body(r#"{"data":"a b","init":""}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_data_runs_the_flow_with_no_input() {
+    let addr = start(Server::new(registry(&Probe::default()))).await;
+    let answer: Value = reqwest::Client::new()
+        .post(url(addr, "/bidi-flow/whoami"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer, serde_json::json!({"result": "anonymous"}));
+}
