@@ -48,6 +48,8 @@ pub(crate) enum Code {
     Unauthorized,
     /// The route takes another method, or a WebSocket upgrade.
     MethodNotAllowed,
+    /// The request's body did not arrive within the body timeout.
+    RequestTimeout,
 }
 
 /// A refused request or frame: the HTTP status, and the code, message, JSON Pointer and
@@ -197,6 +199,7 @@ fn status_name(status: StatusCode) -> &'static str {
         401 => "UNAUTHENTICATED",
         403 => "PERMISSION_DENIED",
         404 => "NOT_FOUND",
+        408 => "DEADLINE_EXCEEDED",
         409 => "ABORTED",
         413 | 429 => "RESOURCE_EXHAUSTED",
         499 => "CANCELLED",

@@ -51,15 +51,20 @@ pub(crate) async fn no_method(method: axum::http::Method) -> Failure {
     )
 }
 
+/// A request body over `limit` bytes: 413.
+pub(crate) fn too_large(limit: usize) -> Failure {
+    Failure::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Code::FrameTooLarge,
+        format!("the request body is over {limit} bytes"),
+    )
+}
+
 /// The body, or 413 / 400 as JSON.
 pub(crate) fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, Failure> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Failure::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                Code::FrameTooLarge,
-                format!("the request body is over {limit} bytes"),
-            )
+            too_large(limit)
         } else {
             Failure::new(
                 rejection.status(),

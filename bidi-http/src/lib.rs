@@ -264,6 +264,7 @@ mod codec;
 mod cors;
 mod flow;
 mod idle;
+mod serve;
 mod sse;
 mod vercel;
 mod ws;
@@ -278,7 +279,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use bidi_core::ConnectOptions;
 use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
@@ -290,6 +290,7 @@ pub use axum;
 
 pub use auth::{Identity, Unauthorized};
 pub use cors::{Cors, InvalidOrigin};
+pub use serve::Bound;
 pub use vercel::UiMessageStream;
 
 use auth::Authenticate;
@@ -327,6 +328,20 @@ pub(crate) struct Limits {
     pub(crate) max_body_bytes: usize,
     pub(crate) max_message_bytes: usize,
     pub(crate) idle_timeout: Duration,
+    pub(crate) header_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1 << 20,
+            max_message_bytes: 1 << 20,
+            idle_timeout: Duration::from_secs(300),
+            header_timeout: Duration::from_secs(15),
+            body_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 /// The address [`Server::bind`] binds unless told otherwise: `127.0.0.1:8080`.
@@ -372,11 +387,7 @@ impl Server {
             auth: None,
             cors: None,
             layers: Vec::new(),
-            limits: Limits {
-                max_body_bytes: 1 << 20,
-                max_message_bytes: 1 << 20,
-                idle_timeout: Duration::from_secs(300),
-            },
+            limits: Limits::default(),
             addr: DEFAULT_ADDR,
         }
     }
@@ -490,6 +501,21 @@ impl Server {
         self
     }
 
+    /// How long a client has to send a request's head, and to start the next request on a
+    /// connection it keeps alive (default 15 s); then the connection is closed. Applies when
+    /// the server is served with [`Bound::serve`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's whole body (default 30 s); a body that
+    /// stalls or trickles is answered with 408.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
+        self
+    }
+
     /// The address [`bind`](Self::bind) binds (default [`DEFAULT_ADDR`], `127.0.0.1:8080`).
     /// Anything but a loopback address serves other machines: put authentication in front.
     pub fn addr(mut self, addr: SocketAddr) -> Self {
@@ -500,13 +526,15 @@ impl Server {
     /// The router, to serve yourself or to [`merge`](axum::Router::merge) or
     /// [`nest`](axum::Router::nest) into your app.
     ///
-    /// Serving it yourself, set `TCP_NODELAY` on the accepted sockets, as [`Bound::serve`]
-    /// does: without it, a write that follows another before the client acknowledged it (a
-    /// `turn_end` frame after its chunk, the next SSE record) waits for the client's delayed
-    /// acknowledgement, up to 40 ms on Linux.
+    /// Serving it yourself, set `TCP_NODELAY` on the accepted sockets and a header read
+    /// timeout, as [`Bound::serve`] does: without the first, a write that follows another
+    /// before the client acknowledged it (a `turn_end` frame after its chunk, the next SSE
+    /// record) waits for the client's delayed acknowledgement, up to 40 ms on Linux; without
+    /// the second, a client that never finishes its request head holds its connection for
+    /// good. [`layer`](Self::layer) adds your layers to what [`bind`](Self::bind) serves.
     ///
     /// ```no_run
-    /// use axum::serve::ListenerExt as _;
+    /// use bidi_http::axum::{self, serve::ListenerExt as _};
     ///
     /// # #[tokio::main]
     /// # async fn main() -> std::io::Result<()> {
@@ -536,7 +564,11 @@ impl Server {
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
-            .with_state(shared);
+            .with_state(shared)
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(self.limits),
+                serve::body_deadline,
+            ));
         let mut router = match self.auth {
             Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
                 authenticate,
@@ -561,62 +593,13 @@ impl Server {
     /// The address cannot be bound (taken, or not this machine's).
     pub async fn bind(self) -> io::Result<Bound> {
         let listener = TcpListener::bind(self.addr).await?;
+        let limits = self.limits;
         Ok(Bound {
             listener,
             router: self.router(),
+            limits,
         })
     }
-}
-
-/// A [`Server`] bound to its address, ready to [`serve`](Self::serve).
-#[derive(Debug)]
-pub struct Bound {
-    listener: TcpListener,
-    router: Router,
-}
-
-impl Bound {
-    /// The address bound (with the port the system picked for port 0).
-    ///
-    /// # Errors
-    ///
-    /// The socket's address cannot be read.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    /// Serves until the process ends, with `TCP_NODELAY` on every accepted socket.
-    ///
-    /// # Errors
-    ///
-    /// Accepting connections failed for good.
-    pub async fn serve(self) -> io::Result<()> {
-        axum::serve(nodelay(self.listener), self.router).await
-    }
-
-    /// Serves until `signal` completes, then stops accepting and waits for the requests being
-    /// served.
-    ///
-    /// # Errors
-    ///
-    /// Accepting connections failed for good.
-    pub async fn serve_with_shutdown<F>(self, signal: F) -> io::Result<()>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        axum::serve(nodelay(self.listener), self.router)
-            .with_graceful_shutdown(signal)
-            .await
-    }
-}
-
-/// `listener` with `TCP_NODELAY` set on every socket it accepts: a frame or record goes out as
-/// soon as it is written instead of waiting for the acknowledgement of the one before it.
-fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = SocketAddr> {
-    listener.tap_io(|tcp| {
-        // Without it the socket still works, only later.
-        let _ = tcp.set_nodelay(true);
-    })
 }
 
 /// Why the server cancelled a connection: its client went away (a closed socket, an aborted

@@ -1939,11 +1939,7 @@ mod tests {
         Arc::new(Shared {
             registry: bidi_flow::Registry::new(),
             agents: HashMap::new(),
-            limits: crate::Limits {
-                max_body_bytes: 1 << 20,
-                max_message_bytes: 1 << 20,
-                idle_timeout: std::time::Duration::from_secs(300),
-            },
+            limits: crate::Limits::default(),
             chats: Chats::default(),
         })
     }

@@ -144,3 +144,79 @@ async fn a_request_without_data_runs_the_flow_with_no_input() {
         .unwrap();
     assert_eq!(answer, serde_json::json!({"result": "anonymous"}));
 }
+
+/// Reads what the server sends until it closes the connection, within [`BOUND`].
+async fn until_closed(socket: &mut TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut seen = Vec::new();
+    let read = tokio::time::timeout(BOUND, async {
+        let mut buf = [0; 4096];
+        loop {
+            match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_that_never_ends_is_cut_off() {
+    let server =
+        Server::new(registry(&Probe::default())).header_timeout(Duration::from_millis(300));
+    let addr = start(server).await;
+    // Slowloris: a head begun and never finished.
+    let mut sockets = Vec::new();
+    for _ in 0..20 {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        socket
+            .write_all(b"POST /bidi-flow/echo HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        sockets.push(socket);
+    }
+    for socket in &mut sockets {
+        until_closed(socket).await;
+    }
+    // A silent connection is closed the same way.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    until_closed(&mut silent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let server =
+        Server::new(registry(&Probe::default())).header_timeout(Duration::from_millis(300));
+    let addr = start(server).await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let body = r#"{"data":"a","init":""}"#;
+    let request = format!(
+        "POST /bidi-flow/echo HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    // The answer comes, then the connection idles until the server closes it.
+    let seen = until_closed(&mut socket).await;
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen.contains(r#"{"result":1}"#), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_answered_408() {
+    let server = Server::new(registry(&Probe::default())).body_timeout(Duration::from_millis(300));
+    let addr = start(server).await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(
+            b"POST /bidi-flow/echo HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+              content-length: 100\r\n\r\n{\"data\":",
+        )
+        .await
+        .unwrap();
+    let seen = until_closed(&mut socket).await;
+    assert!(seen.starts_with("HTTP/1.1 408"), "{seen}");
+    assert!(seen.contains("request_timeout"), "{seen}");
+}
