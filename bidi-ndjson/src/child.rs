@@ -169,9 +169,16 @@ impl Command {
         self
     }
 
-    /// The type a line that is not a JSON message becomes, with the line as its `text`:
-    /// `result` by default (an agent that just prints its answer), or `log`, `partial`, ... for
-    /// an agent that prints other things too.
+    /// The type a line that is not a JSON message becomes: `result` by default (an agent that
+    /// just prints its answer), or `log`, `partial`, ... for an agent that prints other things
+    /// too. The line is put in the field the crate's type for that message reads: `message`
+    /// for `log` ([`Log`](crate::Log)), `progress` and `error`; `chunk` for `partial`;
+    /// `question` for `question`; `description` for `approval`; `text` for `result` and any
+    /// other type.
+    ///
+    /// With the default, the first plain line ends the round: an agent that prints anything
+    /// in plain text before its JSON `result` (a banner, a warning) needs another type here,
+    /// or its next messages would be taken for the next round's.
     pub fn plain_text_as(mut self, kind: impl Into<String>) -> Self {
         self.settings.plain = kind.into();
         self
@@ -364,6 +371,20 @@ impl Child {
     /// Runs one round: writes `prompt`, then reads the agent's messages, hands each to the
     /// handler of its type and writes back the replies, until the agent sends its `result`
     /// (the round's value) or its `error`.
+    ///
+    /// # Errors
+    ///
+    /// When awaited: [`Error::Agent`] if the agent ends the round with an `error`;
+    /// [`Error::InvalidMessage`], [`Error::Handler`] or [`Error::LineTooLong`] if a message
+    /// cannot be handled (the rest of the round is read to its end first, so the next round
+    /// starts in step); [`Error::OutOfStep`] if the round before did not end (nothing is
+    /// written); the errors of [`prompt`](Self::prompt), [`next`](Self::next) and
+    /// [`reply`](Self::reply).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the round before it ends leaves the agent in it: the next round fails with
+    /// [`Error::OutOfStep`] until the old one is read to its end with [`next`](Self::next).
     ///
     /// ```no_run
     /// use bidi_ndjson::{Command, Progress, Question};

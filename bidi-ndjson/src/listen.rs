@@ -37,7 +37,9 @@ type Observer<'a> = Box<dyn FnMut(&Message, Option<&Value>) + Send + 'a>;
 /// is written back as the reply (`Some(value)`, a `Result` of one) or not (`None`, `()`).
 /// A message no handler takes is reported to [`on_unhandled`](Self::on_unhandled) and answered
 /// with its type's default reply, if it has one (see
-/// [`Command::default_reply`](crate::Command::default_reply)); the loop goes on.
+/// [`Command::default_reply`](crate::Command::default_reply)); the loop goes on. If the round
+/// fails while the agent is still in it, the rest of its messages are unhandled too, until its
+/// `result` or `error`.
 #[must_use = "a round does nothing until awaited"]
 pub struct Listen<'a> {
     child: &'a mut Child,
@@ -83,7 +85,8 @@ impl<'a> Listen<'a> {
         self
     }
 
-    /// Called with each message no handler takes, and the default reply it got, if any.
+    /// Called with each message no handler takes, and the default reply it got, if any; after
+    /// a failure, with each message read to the round's end, its `result` or `error` last.
     pub fn on_unhandled(
         mut self,
         observer: impl FnMut(&Message, Option<&Value>) + Send + 'a,
