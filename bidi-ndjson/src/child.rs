@@ -169,9 +169,16 @@ impl Command {
         self
     }
 
-    /// The type a line that is not a JSON message becomes, with the line as its `text`:
-    /// `result` by default (an agent that just prints its answer), or `log`, `partial`, ... for
-    /// an agent that prints other things too.
+    /// The type a line that is not a JSON message becomes: `result` by default (an agent that
+    /// just prints its answer), or `log`, `partial`, ... for an agent that prints other things
+    /// too. The line is put in the field the crate's type for that message reads: `message`
+    /// for `log` ([`Log`](crate::Log)), `progress` and `error`; `chunk` for `partial`;
+    /// `question` for `question`; `description` for `approval`; `text` for `result` and any
+    /// other type.
+    ///
+    /// With the default, the first plain line ends the round: an agent that prints anything
+    /// in plain text before its JSON `result` (a banner, a warning) needs another type here,
+    /// or its next messages would be taken for the next round's.
     pub fn plain_text_as(mut self, kind: impl Into<String>) -> Self {
         self.settings.plain = kind.into();
         self
@@ -281,6 +288,7 @@ impl Command {
             stderr: reader,
             settings,
             status: None,
+            in_round: false,
         };
         if let Some(params) = &self.settings.init {
             child.handshake(params).await?;
@@ -329,6 +337,9 @@ pub struct Child {
     pub(crate) settings: Arc<Settings>,
     /// How the agent exited, once it has.
     status: Option<ExitStatus>,
+    /// Whether a prompt was written whose round has not ended (with its `result` or `error`,
+    /// or read to its end after it failed).
+    pub(crate) in_round: bool,
 }
 
 impl fmt::Debug for Child {
@@ -361,6 +372,20 @@ impl Child {
     /// handler of its type and writes back the replies, until the agent sends its `result`
     /// (the round's value) or its `error`.
     ///
+    /// # Errors
+    ///
+    /// When awaited: [`Error::Agent`] if the agent ends the round with an `error`;
+    /// [`Error::InvalidMessage`], [`Error::Handler`] or [`Error::LineTooLong`] if a message
+    /// cannot be handled (the rest of the round is read to its end first, so the next round
+    /// starts in step); [`Error::OutOfStep`] if the round before did not end (nothing is
+    /// written); the errors of [`prompt`](Self::prompt), [`next`](Self::next) and
+    /// [`reply`](Self::reply).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the round before it ends leaves the agent in it: the next round fails with
+    /// [`Error::OutOfStep`] until the old one is read to its end with [`next`](Self::next).
+    ///
     /// ```no_run
     /// use bidi_ndjson::{Command, Progress, Question};
     ///
@@ -384,10 +409,12 @@ impl Child {
         Listen::new(self, prompt.into())
     }
 
-    /// Writes a prompt line.
+    /// Writes a prompt line, which starts a round: it ends when [`next`](Self::next) returns
+    /// the agent's `result` or `error`.
     ///
     /// # Errors
     ///
+    /// [`Error::OutOfStep`] if the round before has not ended (nothing is written then);
     /// [`Error::InvalidPrompt`] if the text format cannot carry it; [`Error::Stdin`] if the
     /// agent no longer reads.
     ///
@@ -395,11 +422,17 @@ impl Child {
     ///
     /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn prompt(&mut self, prompt: &Prompt) -> Result<(), Error> {
+        // An agent that is gone says so when the prompt cannot be written.
+        if self.in_round && self.status.is_none() {
+            return Err(Error::OutOfStep);
+        }
         let written = self
             .writer
             .prompt(prompt, self.settings.prompt_format)
             .await;
-        self.written(written).await
+        self.written(written).await?;
+        self.in_round = true;
+        Ok(())
     }
 
     /// Writes a reply.
@@ -437,7 +470,7 @@ impl Child {
     }
 
     /// The next message the agent writes (blank lines skipped), waiting at most the message
-    /// timeout.
+    /// timeout. A `result` or an `error` ends the round.
     ///
     /// # Errors
     ///
@@ -449,17 +482,12 @@ impl Child {
     ///
     /// Not cancel safe: a dropped read may lose part of a line.
     pub async fn next(&mut self) -> Result<Message, Error> {
-        self.next_before(None).await
-    }
-
-    /// As [`next`](Self::next), failing with [`Error::SessionTimeout`] past `deadline` (the
-    /// round's limit, `limit` long).
-    pub(crate) async fn next_before(
-        &mut self,
-        deadline: Option<(Instant, Duration)>,
-    ) -> Result<Message, Error> {
-        self.next_line_before(deadline).await?;
-        Ok(Message::decode(self.line(), &self.settings.plain))
+        self.next_line_before(None).await?;
+        let message = Message::decode(self.line(), &self.settings.plain);
+        if message.is_terminal() {
+            self.in_round = false;
+        }
+        Ok(message)
     }
 
     /// Reads the next line into [`line`](Self::line), waiting at most the message timeout
@@ -784,11 +812,12 @@ pub enum Error {
     #[error("the round took longer than {0:?}: the agent was killed")]
     SessionTimeout(Duration),
     /// A message's fields do not fit its handler's type.
-    #[error("the agent's `{kind}` message does not fit at `{path}`: {reason}")]
+    #[error("the agent's `{kind}` message does not fit{}: {reason}", at(.path))]
     InvalidMessage {
         /// The message's type.
         kind: String,
-        /// The JSON Pointer of the field that does not fit.
+        /// The JSON Pointer of the field that does not fit: empty when it is the message as
+        /// a whole (a field missing, say).
         path: String,
         /// Why.
         reason: String,
@@ -808,12 +837,30 @@ pub enum Error {
     /// Reading the agent's stdout failed.
     #[error("reading the agent's output failed: {0}")]
     Io(#[from] io::Error),
+    /// A round was started while the agent is still in the one before, which was dropped
+    /// before it ended, or failed and could not be read to its end: its prompt would be taken
+    /// as an answer to the old round. Nothing was written. Read the old round to its end with
+    /// [`Child::next`] (answering what waits for an answer with [`Child::reply`]), or start a
+    /// new process.
+    #[error(
+        "the agent is still in a round that did not end (it was dropped or failed): read it to \
+         its end, or start a new process"
+    )]
+    OutOfStep,
 }
 
 fn exit(status: Option<&ExitStatus>) -> String {
     match status {
         Some(status) => status.to_string(),
         None => "killed".to_owned(),
+    }
+}
+
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at `{path}`")
     }
 }
 

@@ -42,7 +42,20 @@ impl Message {
     }
 
     /// Decodes one line. A line that is not a JSON object with a string `type` (plain text,
-    /// other JSON) becomes a message of type `plain` whose `text` is the line, trimmed.
+    /// other JSON) becomes a message of type `plain` whose text is the line, trimmed, in the
+    /// field this crate's type for `plain` reads: `message` for `log`, `progress` and
+    /// `error`, `chunk` for `partial`, `question` for `question`, `description` for
+    /// `approval`, and `text` for `result` and any other type.
+    ///
+    /// ```
+    /// use bidi_ndjson::{Log, Message};
+    ///
+    /// let plain = Message::decode(b"warming the cache\n", "log");
+    /// assert_eq!(plain.fields["message"], "warming the cache");
+    /// let log: Log = serde_json::from_value(serde_json::Value::Object(plain.fields))?;
+    /// assert_eq!(log.message, "warming the cache");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     #[must_use]
     pub fn decode(line: &[u8], plain: &str) -> Self {
         if let Ok(Value::Object(mut fields)) = serde_json::from_slice::<Value>(line)
@@ -52,7 +65,7 @@ impl Message {
         }
         let text = String::from_utf8_lossy(line).trim().to_owned();
         let mut fields = Map::new();
-        fields.insert("text".to_owned(), Value::String(text));
+        fields.insert(plain_text_field(plain).to_owned(), Value::String(text));
         Self {
             kind: plain.to_owned(),
             fields,
@@ -69,6 +82,18 @@ impl Message {
     #[must_use]
     pub fn is_terminal(&self) -> bool {
         self.kind == RESULT || self.kind == ERROR
+    }
+}
+
+/// The field a plain-text line taken as a message of type `kind` is put in: the one this
+/// crate's type for `kind` reads its text from.
+fn plain_text_field(kind: &str) -> &'static str {
+    match kind {
+        "log" | "progress" | ERROR => "message",
+        "partial" => "chunk",
+        "question" => "question",
+        "approval" => "description",
+        _ => "text",
     }
 }
 
@@ -310,6 +335,10 @@ impl Progress {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[non_exhaustive]
 pub struct Question {
+    /// The question's `id`, if the agent gave it one: the reply names it in its
+    /// `in_reply_to_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
     /// The question.
     pub question: String,
     /// What it is about.
@@ -328,11 +357,19 @@ impl Question {
     #[must_use]
     pub fn new(question: impl Into<String>) -> Self {
         Self {
+            id: None,
             question: question.into(),
             context: None,
             options: Vec::new(),
             kind: None,
         }
+    }
+
+    /// Its `id` (a [`Host`](crate::Host) gives each question one of its own otherwise).
+    #[must_use]
+    pub fn id(mut self, id: impl Into<Value>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 
     /// What it is about.
@@ -362,6 +399,10 @@ impl Question {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[non_exhaustive]
 pub struct Approval {
+    /// The request's `id`, if the agent gave it one: the reply names it in its
+    /// `in_reply_to_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
     /// What it wants to do.
     pub description: String,
     /// How risky it is.
@@ -374,9 +415,17 @@ impl Approval {
     #[must_use]
     pub fn new(description: impl Into<String>) -> Self {
         Self {
+            id: None,
             description: description.into(),
             risk_level: None,
         }
+    }
+
+    /// Its `id` (a [`Host`](crate::Host) gives each request one of its own otherwise).
+    #[must_use]
+    pub fn id(mut self, id: impl Into<Value>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 
     /// How risky it is.
@@ -455,7 +504,7 @@ mod tests {
             assert!(plain.fields["text"].is_string());
         }
         assert_eq!(
-            Message::decode(b"  spaced out \r", "log").fields["text"],
+            Message::decode(b"  spaced out \r", "log").fields["message"],
             "spaced out"
         );
     }
@@ -473,6 +522,47 @@ mod tests {
         let untyped: Map<String, Value> = parse_line(br#"{"type":"x","a":1}"#).unwrap();
         assert_eq!(Value::Object(untyped), serde_json::json!({"a": 1}));
         assert_eq!(question.options, ["a", "b"]);
+    }
+
+    #[test]
+    fn questions_and_approvals_carry_their_id_when_they_have_one() {
+        let question: Question =
+            parse_line(br#"{"type":"question","id":"q-1","question":"?"}"#).unwrap();
+        assert_eq!(question.id, Some(json!("q-1")));
+        let approval: Approval =
+            parse_line(br#"{"type":"approval","id":7,"description":"x"}"#).unwrap();
+        assert_eq!(approval.id, Some(json!(7)));
+        for anonymous in [
+            &br#"{"type":"approval","description":"x"}"#[..],
+            br#"{"type":"approval","id":null,"description":"x"}"#,
+        ] {
+            assert_eq!(parse_line::<Approval>(anonymous).unwrap().id, None);
+        }
+        // One without an id is written without one.
+        let written = serde_json::to_value(Question::new("?")).unwrap();
+        assert_eq!(written, json!({"question": "?"}));
+        let written = serde_json::to_value(Approval::new("x").id("a-1")).unwrap();
+        assert_eq!(written, json!({"id": "a-1", "description": "x"}));
+    }
+
+    #[test]
+    fn plain_text_fits_the_type_it_is_taken_as() {
+        let log: Log =
+            serde_json::from_value(Value::Object(Message::decode(b"warming up", "log").fields))
+                .unwrap();
+        assert_eq!((log.level, log.message.as_str()), (None, "warming up"));
+        let progress: Progress = serde_json::from_value(Value::Object(
+            Message::decode(b"halfway", "progress").fields,
+        ))
+        .unwrap();
+        assert_eq!(progress.message, "halfway");
+        let partial: Partial =
+            serde_json::from_value(Value::Object(Message::decode(b"a piece", "partial").fields))
+                .unwrap();
+        assert_eq!(partial.chunk, "a piece");
+        let error = Message::decode(b"it broke", ERROR);
+        assert_eq!(crate::child::error_message(&error.fields), "it broke");
+        assert_eq!(Message::decode(b"x", "custom").fields["text"], "x");
     }
 
     #[test]

@@ -200,10 +200,14 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
 
     async fn request(&mut self, kind: &str, fields: &impl Serialize) -> io::Result<Value> {
         self.asked += 1;
-        let id = format!("{}-{}", &kind[..1], self.asked);
         let mut object = object(fields)?;
         object.insert("type".to_owned(), Value::String(kind.to_owned()));
-        object.insert("id".to_owned(), Value::String(id.clone()));
+        // The request's own id, or one of ours.
+        let id = match object.get("id") {
+            Some(id) if !id.is_null() => id.clone(),
+            _ => Value::String(format!("{}-{}", &kind[..1], self.asked)),
+        };
+        object.insert("id".to_owned(), id.clone());
         self.send(&object).await?;
         loop {
             let Some(value) = self.read().await? else {
@@ -221,8 +225,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
             };
             // A reply to another request of ours (one we stopped waiting for) is skipped.
             match &reply.in_reply_to_id {
-                Some(Value::String(to)) if *to != id => {}
-                Some(to) if !to.is_string() => {}
+                Some(to) if *to != id => {}
                 _ => return Ok(reply.value),
             }
         }
@@ -275,5 +278,33 @@ fn object(fields: &impl Serialize) -> io::Result<Map<String, Value>> {
             format!("a message's fields must be a JSON object, not {other}"),
         )),
         Err(error) => Err(io::Error::new(io::ErrorKind::InvalidData, error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_question_with_an_id_of_its_own_keeps_it_and_waits_for_its_reply() {
+        let input = concat!(
+            r#"{"type":"response","in_reply_to":"question","in_reply_to_id":"q-1","value":"stale"}"#,
+            "\n",
+            r#"{"type":"response","in_reply_to":"question","in_reply_to_id":"plan-7","value":"safe"}"#,
+            "\n",
+        );
+        let mut host = Host::new(input.as_bytes(), Vec::new());
+        let answer = host
+            .ask(Question::new("Which plan?").id("plan-7"))
+            .await
+            .unwrap();
+        assert_eq!(answer, "safe");
+        let written: Value = serde_json::from_slice(&host.writer).unwrap();
+        assert_eq!(
+            written,
+            json!({"type": "question", "id": "plan-7", "question": "Which plan?"})
+        );
     }
 }

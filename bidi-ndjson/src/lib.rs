@@ -59,8 +59,9 @@
 //! `{"prompt":..,"context":..}` with [`PromptFormat::Json`]), and the replies:
 //! `{"type":"response","in_reply_to":"question","in_reply_to_id":"q1","value":..}`, with
 //! `in_reply_to_id` when the message had an `id`. A line that is not a JSON object with a
-//! `type` is plain text: a `result` whose `text` is the line (or another type, see
-//! [`Command::plain_text_as`]). Blank lines are skipped.
+//! `type` is plain text: a `result` whose `text` is the line (or another type, its text in
+//! the field that type's message reads, see [`Command::plain_text_as`]). Blank lines are
+//! skipped.
 //!
 //! # Rounds
 //!
@@ -73,13 +74,25 @@
 //!   type expects a reply (`question` and `approval` by default) it gets a default one, so the
 //!   agent never waits forever for an answer nobody gives ([`Command::default_reply`]).
 //! - Several rounds may run one after the other on one process: one prompt line each.
+//! - A round that fails while the agent is still in it (a line too long, a message that does
+//!   not fit its handler's type, a handler's error) is read to its end before the error is
+//!   returned, so that the next round starts in step: the message left unanswered, and every
+//!   later one that expects an answer, gets its type's default reply; all of them, the
+//!   round's `result` or `error` last, go to [`Listen::on_unhandled`]. The round's limits
+//!   still hold (an agent that does not end it in time is killed), so set a
+//!   [`Command::session_timeout`] to bound how long a failed round takes to return.
+//! - A round that could not end (its future was dropped, the agent's output could not be
+//!   read) leaves the agent in it: the next round fails at once with [`Error::OutOfStep`] and
+//!   writes nothing. Read the old round to its end with [`Child::next`] (answering with
+//!   [`Child::reply`]), or start a new process.
 //! - A round records `listen:start`, `listen:unhandled` (with the message's type),
 //!   `listen:complete` and `listen:error` as events on the current OpenTelemetry span (a
 //!   flow's, or a `bidi_flow::run` step's).
 //! - Limits: [`Command::message_timeout`] (silence between messages) and
 //!   [`Command::session_timeout`] (a whole round, handlers included) kill the agent and fail
 //!   the round; a line over [`Command::max_line_bytes`] is never held whole in memory and
-//!   fails the round with [`Error::LineTooLong`]. An agent whose output ends before its result
+//!   fails the round with [`Error::LineTooLong`] (the line is skipped, the process stays
+//!   usable). An agent whose output ends before its result
 //!   fails it with [`Error::Exited`], its exit status and the tail of its stderr; one that no
 //!   longer reads its input fails the write with [`Error::Stdin`].
 //! - The agent runs in a process group of its own; dropping its [`Child`] (or cancelling its

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bidi_core::BoxError;
 use futures_util::future::BoxFuture;
@@ -35,7 +37,9 @@ type Observer<'a> = Box<dyn FnMut(&Message, Option<&Value>) + Send + 'a>;
 /// is written back as the reply (`Some(value)`, a `Result` of one) or not (`None`, `()`).
 /// A message no handler takes is reported to [`on_unhandled`](Self::on_unhandled) and answered
 /// with its type's default reply, if it has one (see
-/// [`Command::default_reply`](crate::Command::default_reply)); the loop goes on.
+/// [`Command::default_reply`](crate::Command::default_reply)); the loop goes on. If the round
+/// fails while the agent is still in it, the rest of its messages are unhandled too, until its
+/// `result` or `error`.
 #[must_use = "a round does nothing until awaited"]
 pub struct Listen<'a> {
     child: &'a mut Child,
@@ -81,7 +85,8 @@ impl<'a> Listen<'a> {
         self
     }
 
-    /// Called with each message no handler takes, and the default reply it got, if any.
+    /// Called with each message no handler takes, and the default reply it got, if any; after
+    /// a failure, with each message read to the round's end, its `result` or `error` last.
     pub fn on_unhandled(
         mut self,
         observer: impl FnMut(&Message, Option<&Value>) + Send + 'a,
@@ -91,11 +96,32 @@ impl<'a> Listen<'a> {
     }
 
     async fn run(mut self) -> Result<Map<String, Value>, Error> {
-        let settings = std::sync::Arc::clone(&self.child.settings);
-        let deadline = settings
+        let deadline = self
+            .child
+            .settings
             .session_timeout
             .map(|limit| (Instant::now() + limit, limit));
         self.child.prompt(&self.prompt).await?;
+        let failed = match self.round(deadline).await {
+            Ok(result) => return Ok(result),
+            Err(failed) => failed,
+        };
+        // A failure the agent knows nothing of leaves it mid-round: read the round to its end.
+        if matches!(
+            failed.error,
+            Error::LineTooLong { .. } | Error::InvalidMessage { .. } | Error::Handler { .. }
+        ) {
+            self.drain(deadline, failed.unanswered).await;
+        }
+        Err(failed.error)
+    }
+
+    /// Reads the round's messages and hands each to its handler, until its `result`.
+    async fn round(
+        &mut self,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Map<String, Value>, Failed> {
+        let settings = Arc::clone(&self.child.settings);
         // The type of the message being handled, in a buffer reused from message to message.
         let mut kind = String::new();
         loop {
@@ -117,15 +143,16 @@ impl<'a> Listen<'a> {
                 }
                 None => {
                     let message = Message::decode(line, &settings.plain);
-                    match message.kind.as_str() {
-                        RESULT => return Ok(message.fields),
-                        ERROR => {
-                            return Err(Error::Agent {
+                    if message.is_terminal() {
+                        self.child.in_round = false;
+                        return match message.kind.as_str() {
+                            RESULT => Ok(message.fields),
+                            _ => Err(Error::Agent {
                                 message: error_message(&message.fields),
                                 fields: message.fields,
-                            });
-                        }
-                        _ => {}
+                            }
+                            .into()),
+                        };
                     }
                     kind.clone_from(&message.kind);
                     if self.handlers.contains_key(&message.kind) {
@@ -133,7 +160,8 @@ impl<'a> Listen<'a> {
                         Next::Handle {
                             fields: Some(
                                 serde_json::to_vec(&message.fields)
-                                    .map_err(std::io::Error::from)?,
+                                    .map_err(std::io::Error::from)
+                                    .map_err(Error::from)?,
                             ),
                             id: message.id().cloned(),
                         }
@@ -144,46 +172,10 @@ impl<'a> Listen<'a> {
             };
             let (reply, id) = match next {
                 Next::Handle { fields, id } => {
-                    let line = fields.as_deref().unwrap_or_else(|| self.child.line());
-                    let Some(handler) = self.handlers.get_mut(&kind) else {
-                        continue; // Not reached: the handler was found above.
-                    };
-                    let handled =
-                        handler(line).map_err(|(path, reason)| Error::InvalidMessage {
-                            kind: kind.clone(),
-                            path,
-                            reason,
-                        })?;
-                    let outcome = match deadline {
-                        None => handled.await,
-                        Some((at, limit)) => tokio::select! {
-                            outcome = handled => outcome,
-                            () = tokio::time::sleep_until(at) => {
-                                self.child.kill().await;
-                                return Err(Error::SessionTimeout(limit));
-                            }
-                        },
-                    };
-                    let reply = outcome.map_err(|source| Error::Handler {
-                        kind: kind.clone(),
-                        source,
-                    })?;
-                    (reply, id.filter(|id| !id.is_null()))
+                    let id = id.filter(|id| !id.is_null());
+                    (self.handle(&kind, fields, &id, deadline).await?, id)
                 }
-                Next::Unhandled(message) => {
-                    let reply = settings.replies.get(&message.kind).cloned();
-                    event(
-                        "listen:unhandled",
-                        vec![
-                            KeyValue::new("ndjson.type", message.kind.clone()),
-                            KeyValue::new("ndjson.replied", reply.is_some()),
-                        ],
-                    );
-                    if let Some(observer) = &mut self.unhandled {
-                        observer(&message, reply.as_ref());
-                    }
-                    (reply, message.id().cloned())
-                }
+                Next::Unhandled(message) => (self.unhandled(&message), message.id().cloned()),
             };
             if let Some(value) = reply {
                 let reply = Reply {
@@ -193,6 +185,137 @@ impl<'a> Listen<'a> {
                 };
                 self.child.reply(&reply).await?;
             }
+        }
+    }
+
+    /// Hands a message of type `kind` to its handler (the line just read, or `fields`, those
+    /// of a plain-text line), within the round's time: its reply.
+    async fn handle(
+        &mut self,
+        kind: &str,
+        fields: Option<Vec<u8>>,
+        id: &Option<Value>,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Option<Value>, Failed> {
+        let line = fields.as_deref().unwrap_or_else(|| self.child.line());
+        let Some(handler) = self.handlers.get_mut(kind) else {
+            return Ok(None); // Not reached: the handler was found before.
+        };
+        let handled = handler(line).map_err(|(path, reason)| {
+            let error = Error::InvalidMessage {
+                kind: kind.to_owned(),
+                path,
+                reason,
+            };
+            Failed::unanswered(error, kind, id)
+        })?;
+        let outcome = match deadline {
+            None => handled.await,
+            Some((at, limit)) => tokio::select! {
+                outcome = handled => outcome,
+                () = tokio::time::sleep_until(at) => {
+                    self.child.kill().await;
+                    return Err(Error::SessionTimeout(limit).into());
+                }
+            },
+        };
+        outcome.map_err(|source| {
+            let error = Error::Handler {
+                kind: kind.to_owned(),
+                source,
+            };
+            Failed::unanswered(error, kind, id)
+        })
+    }
+
+    /// A message no handler takes: recorded, reported to the observer, and its type's default
+    /// reply, if it has one (a `result` or an `error` has none).
+    fn unhandled(&mut self, message: &Message) -> Option<Value> {
+        let reply = if message.is_terminal() {
+            None
+        } else {
+            self.child.settings.replies.get(&message.kind).cloned()
+        };
+        event(
+            "listen:unhandled",
+            vec![
+                KeyValue::new("ndjson.type", message.kind.clone()),
+                KeyValue::new("ndjson.replied", reply.is_some()),
+            ],
+        );
+        if let Some(observer) = &mut self.unhandled {
+            observer(message, reply.as_ref());
+        }
+        reply
+    }
+
+    /// Reads the rest of a failed round to its end (its `result` or `error`), within the
+    /// round's limits, so that the next round starts in step. The message the failure left
+    /// unanswered, and each one after it, is unhandled: it gets its type's default reply, if
+    /// any, and goes to the observer. If the agent exits, is killed at a limit, or cannot be
+    /// read, the round stays open.
+    async fn drain(
+        &mut self,
+        deadline: Option<(Instant, Duration)>,
+        unanswered: Option<(String, Option<Value>)>,
+    ) {
+        event("listen:drain", Vec::new());
+        if let Some((kind, id)) = unanswered
+            && let Some(value) = self.child.settings.replies.get(&kind).cloned()
+        {
+            let reply = Reply {
+                in_reply_to: kind,
+                in_reply_to_id: id,
+                value,
+            };
+            if self.child.reply(&reply).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            match self.child.next_line_before(deadline).await {
+                Ok(()) => {}
+                // Not kept, as in the round.
+                Err(Error::LineTooLong { .. }) => continue,
+                Err(_) => return,
+            }
+            let message = Message::decode(self.child.line(), &self.child.settings.plain);
+            let reply = self.unhandled(&message);
+            if message.is_terminal() {
+                self.child.in_round = false;
+                return;
+            }
+            if let Some(value) = reply
+                && self.child.reply(&Reply::to(&message, value)).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Why a round failed, and the message the failure left without its answer, if any.
+struct Failed {
+    error: Error,
+    /// The type and `id` of the message left unanswered.
+    unanswered: Option<(String, Option<Value>)>,
+}
+
+impl Failed {
+    /// `error`, which left the message of type `kind` with `id` unanswered.
+    fn unanswered(error: Error, kind: &str, id: &Option<Value>) -> Self {
+        Self {
+            error,
+            unanswered: Some((kind.to_owned(), id.clone())),
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Self {
+        Self {
+            error,
+            unanswered: None,
         }
     }
 }

@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod concerto;
 mod failures;
 mod flow;
+mod recovery;
 mod rounds;
 mod support;

@@ -22,6 +22,7 @@ async fn the_origins_shape_a_question_answered_then_the_result() {
         .listen("ship it")
         .on("question", |q: Question| async move {
             assert_eq!(q.question, "Approve?");
+            assert_eq!(q.id, None, "the origin's questions have no id");
             Some("yes")
         })
         .await
@@ -164,7 +165,7 @@ echo '{"type":"result","text":"ok"}'"#,
     let result = child
         .listen("go")
         .on("log", |log: Map<String, Value>| {
-            logs.push(log["text"].clone());
+            logs.push(log["message"].clone());
             async {}
         })
         .await
@@ -361,5 +362,29 @@ async fn a_round_records_its_events_on_the_current_span() {
             "listen:unhandled approval",
             "listen:error"
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_message_that_does_not_fit_as_a_whole_names_no_empty_path() {
+    let mut child = bash(r#"read prompt; echo '{"type":"log","level":"info"}'"#)
+        .spawn()
+        .await
+        .unwrap();
+    let failed = child
+        .listen("go")
+        .on("log", |_: bidi_ndjson::Log| async {})
+        .await
+        .unwrap_err();
+    let Error::InvalidMessage { kind, path, reason } = &failed else {
+        panic!("{failed:?}");
+    };
+    // The pointer of the whole message is the empty one; the text says "the message".
+    assert_eq!((kind.as_str(), path.as_str()), ("log", ""));
+    assert!(reason.contains("missing field `message`"), "{reason}");
+    let text = failed.to_string();
+    assert!(
+        text.starts_with("the agent's `log` message does not fit: missing field `message`"),
+        "{text}"
     );
 }

@@ -10,12 +10,20 @@ pub(crate) fn bash(script: &str) -> Command {
     Command::new("bash").arg("-c").arg(script)
 }
 
-/// The agent in `tests/agents/{name}`.
+/// The bash agent in `tests/agents/{name}`.
 pub(crate) fn agent(name: &str) -> Command {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Command::new("bash").arg(agent_path(name))
+}
+
+/// The Python agent in `tests/agents/{name}`.
+pub(crate) fn python_agent(name: &str) -> Command {
+    Command::new("python3").arg(agent_path(name))
+}
+
+fn agent_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/agents")
-        .join(name);
-    Command::new("bash").arg(path)
+        .join(name)
 }
 
 /// Whether process `pid` is gone: neither running nor a zombie. Waits for it a while (a
