@@ -303,6 +303,7 @@ pub struct Server {
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
     cors: Option<Cors>,
+    routes: Router,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
     addr: SocketAddr,
@@ -315,6 +316,7 @@ impl fmt::Debug for Server {
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
+            .field("routes", &self.routes)
             .field("layers", &self.layers.len())
             .field("limits", &self.limits)
             .field("addr", &self.addr)
@@ -386,6 +388,7 @@ impl Server {
             agents: HashMap::new(),
             auth: None,
             cors: None,
+            routes: Router::new(),
             layers: Vec::new(),
             limits: Limits::default(),
             addr: DEFAULT_ADDR,
@@ -439,6 +442,22 @@ impl Server {
     /// ```
     pub fn cors(mut self, cors: Cors) -> Self {
         self.cors = Some(cors);
+        self
+    }
+
+    /// Serves `routes` (routes of your own: a page, a health check) beside the server's, under
+    /// the same [`layer`](Self::layer)s, [`cors`](Self::cors) and [`auth`](Self::auth).
+    ///
+    /// ```
+    /// use bidi_http::Server;
+    /// use bidi_http::axum::{Router, routing::get};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new())
+    ///     .routes(Router::new().route("/health", get(|| async { "ok" })));
+    /// # drop(server);
+    /// ```
+    pub fn routes(mut self, routes: Router) -> Self {
+        self.routes = self.routes.merge(routes);
         self
     }
 
@@ -565,6 +584,7 @@ impl Server {
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
             .with_state(shared)
+            .merge(self.routes)
             .layer(axum::middleware::from_fn_with_state(
                 Arc::new(self.limits),
                 serve::body_deadline,

@@ -17,10 +17,16 @@ struct Serve {
 
 impl Serve {
     fn start() -> Self {
+        Self::with(&[])
+    }
+
+    /// With more arguments.
+    fn with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
             .args(["--addr", "127.0.0.1:0", "--db"])
             .arg(dir.path().join("sessions.sqlite3"))
+            .args(args)
             .env_remove("OPENAI_BASE_URL")
             .env_remove("BIDI_POSTGRES_URL")
             .stdout(Stdio::piped())
@@ -111,5 +117,37 @@ fn the_page_streams_an_answer_over_both_protocols() {
         let png = std::fs::read(&shot).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{}: not a PNG", shot.display());
         eprintln!("screenshot: {}", shot.display());
+    }
+}
+
+#[test]
+fn a_page_of_another_origin_talks_to_serve_with_cors() {
+    let page = Serve::start();
+    // The page's origin is its server's: `http://127.0.0.1:{port}`.
+    let allowing = Serve::with(&["--cors", &page.url]);
+    let refusing = Serve::start();
+    for protocol in ["ag-ui", "ui-message-stream"] {
+        let url = format!(
+            "{}/?protocol={protocol}&prompt=across%20origins&server={}",
+            page.url, allowing.url
+        );
+        let dom = browse(&url, None);
+        assert!(
+            dom.contains("You said: across origins"),
+            "{protocol}: no answer from the other origin:\n{dom}"
+        );
+        assert!(!dom.contains(r#"class="turn error""#), "{protocol}:\n{dom}");
+
+        // Without CORS the browser refuses to let the page read the answer.
+        let url = format!(
+            "{}/?protocol={protocol}&prompt=across%20origins&server={}",
+            page.url, refusing.url
+        );
+        let dom = browse(&url, None);
+        assert!(
+            !dom.contains("You said: across origins"),
+            "{protocol}:\n{dom}"
+        );
+        assert!(dom.contains(r#"class="turn error""#), "{protocol}:\n{dom}");
     }
 }

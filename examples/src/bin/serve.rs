@@ -7,6 +7,7 @@
 //! cargo run -p examples --bin serve                              # 127.0.0.1:8080, SQLite
 //! cargo run -p examples --bin serve -- --addr 127.0.0.1:9000     # another port
 //! cargo run -p examples --bin serve -- --postgres postgres://..  # sessions in PostgreSQL
+//! cargo run -p examples --bin serve -- --cors http://localhost:3000  # pages of that origin may call it
 //! ```
 //!
 //! It serves `/bidi-flow/echo` (init: a prefix; input: a line; a chunk per word), `/agent/chat`
@@ -24,11 +25,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt as _;
 use bidi_agent::Agent;
 use bidi_core::BoxError;
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::Server;
+use bidi_http::{Cors, Server};
 use bidi_llm::{LlmAgent, OpenAiModel};
 use bidi_session::{PostgresStore, SessionStore, SqliteStore};
 use clap::Parser;
@@ -46,6 +46,10 @@ struct Args {
     /// Keep sessions in this PostgreSQL database instead (a libpq URL or key=value string).
     #[arg(long, env = "BIDI_POSTGRES_URL")]
     postgres: Option<String>,
+    /// Let pages of these origins call the server from a browser (CORS), like
+    /// `--cors http://localhost:3000`; repeat it or separate origins with commas; `*` for any.
+    #[arg(long, value_delimiter = ',')]
+    cors: Vec<String>,
 }
 
 /// The LLM agent: a real model when the environment names one, else the demo model.
@@ -85,11 +89,15 @@ async fn main() -> Result<(), BoxError> {
     registry.register(assistant.agent().clone().into_flow())?;
 
     // bidi's routes, and the page next to them.
-    let app = axum::Router::new()
-        .route("/", axum::routing::get(page))
-        .merge(Server::new(registry).agent(&assistant).router());
-    let listener = tokio::net::TcpListener::bind(args.addr).await?;
-    let addr = listener.local_addr()?;
+    let mut server = Server::new(registry)
+        .agent(&assistant)
+        .routes(axum::Router::new().route("/", axum::routing::get(page)))
+        .addr(args.addr);
+    if !args.cors.is_empty() {
+        server = server.cors(Cors::origins(&args.cors)?);
+    }
+    let bound = server.bind().await?;
+    let addr = bound.local_addr()?;
     println!("listening on http://{addr}");
     match &args.postgres {
         Some(_) => eprintln!("sessions: PostgreSQL"),
@@ -113,12 +121,8 @@ curl -s http://{addr}/agent/assistant/session/trip
 # full duplex: a WebSocket at ws://{addr}/bidi-flow/echo, frames {{"type":"init"|"send"|"close"|"cancel",..}}
 # a chat page over AG-UI or the UI message stream: open http://{addr}/"#
     );
-    // Each response's chunks go out at once, not after the peer's delayed acknowledgement.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
+    bound
+        .serve_with_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
