@@ -9,7 +9,7 @@ use bidi_core::{
     Outbound,
 };
 use bidi_flow::{ActionType, BidiFlow};
-use bidi_session::{MemoryStore, Scoped, Session, SessionStore, StoreError};
+use bidi_session::{MemoryStore, Session, SessionStore, StoreError};
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TraceContextExt as _;
@@ -47,7 +47,7 @@ use crate::scope::Scope;
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "AgentInit_for_{State}")]
 pub struct AgentInit<State> {
     /// The session to resume, or to create under this id if it does not exist (unless
@@ -120,7 +120,21 @@ pub enum InitError {
     /// `resume` without a session id: there is no session to resume.
     #[error("`resume` needs a session id: there is no session to resume")]
     ResumeWithoutSessionId,
+    /// The session id is longer than [`MAX_SESSION_ID_BYTES`].
+    #[error("the session id is {len} bytes long; at most {MAX_SESSION_ID_BYTES} are allowed")]
+    SessionIdTooLong {
+        /// How long it is, in bytes.
+        len: usize,
+    },
+    /// The session id has a control character (a line break, an escape): ids travel in
+    /// headers and log lines, where those forge or break what follows.
+    #[error("the session id has a control character")]
+    ControlInSessionId,
 }
+
+/// The longest session id an agent takes, in bytes: ids travel in headers (which proxies
+/// limit), URLs and log lines.
+pub const MAX_SESSION_ID_BYTES: usize = 256;
 
 /// What an agent function returns.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,8 +293,8 @@ impl AgentBuilder {
                 async move {
                     // Before any input is taken: a session that cannot be opened fails the
                     // first send with the error, not just with "completed".
-                    let session =
-                        open_session(store, ctx.extensions().get::<Scope>(), init).await?;
+                    let scope = ctx.extensions().get::<Scope>();
+                    let session = open_session(store, scope, ctx.name(), init).await?;
                     let id = session.id().to_owned();
                     let responder = Responder::new(out);
                     let result = f(ctx, session.clone(), inbound, responder.clone())
@@ -331,6 +345,7 @@ const DEFAULT_SESSIONS: usize = 1024;
 async fn open_session<State>(
     store: Arc<dyn SessionStore>,
     scope: Option<&Scope>,
+    agent: &str,
     init: AgentInit<State>,
 ) -> Result<Session<State>, BoxError>
 where
@@ -343,6 +358,12 @@ where
     } = init;
     let id = match session_id {
         Some(id) if id.is_empty() => return Err(InitError::EmptySessionId.into()),
+        Some(id) if id.len() > MAX_SESSION_ID_BYTES => {
+            return Err(InitError::SessionIdTooLong { len: id.len() }.into());
+        }
+        Some(id) if id.chars().any(char::is_control) => {
+            return Err(InitError::ControlInSessionId.into());
+        }
         Some(id) => id,
         None if resume => return Err(InitError::ResumeWithoutSessionId.into()),
         None => uuid::Uuid::new_v4().to_string(),
@@ -351,7 +372,7 @@ where
         .span()
         .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
     let store = match scope {
-        Some(scope) => Arc::new(Scoped::new(store, scope.name())),
+        Some(scope) => Arc::new(scope.sessions(agent, store)),
         None => store,
     };
     if resume {
@@ -438,8 +459,8 @@ where
     }
 
     /// Loads a session of this agent's store, by its unscoped id: a session of a
-    /// connection with a [`Scope`] is loaded through [`Scoped`] instead,
-    /// `Session::load(Arc::new(Scoped::new(agent.store().clone(), scope)), id)`.
+    /// connection with a [`Scope`] is loaded through [`Scope::sessions`] instead,
+    /// `Session::load(Arc::new(scope.sessions(agent.name(), agent.store().clone())), id)`.
     ///
     /// # Errors
     ///

@@ -62,9 +62,10 @@
 //!
 //! A connection whose options carry a [`Scope`]
 //! (`ConnectOptions::new().extension(Scope::new("alice"))`) has its session opened within that
-//! scope, in [`Scoped::new(store, scope)`](bidi_session::Scoped): its session ids name sessions
-//! of that scope only, so a connection of another scope (or of none) can neither read nor resume
-//! them, and the same id in two scopes is two sessions. The output's session id is the id the
+//! scope and the agent, in [`Scope::sessions`]: its session ids name sessions of that scope and
+//! agent only, so a connection of another scope (or of none) can neither read nor resume them,
+//! another agent sharing the store never takes them for its own, and the same id in two scopes
+//! is two sessions. The output's session id is the id the
 //! connection used, without the scope. A transport that knows who its peer is attaches the
 //! peer's identity as each connection's scope.
 //!
@@ -89,7 +90,9 @@ mod agent;
 mod responder;
 mod scope;
 
-pub use agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError};
+pub use agent::{
+    Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError, MAX_SESSION_ID_BYTES,
+};
 pub use responder::{Artifact, Responder};
 pub use scope::Scope;
 

@@ -2,15 +2,18 @@
 
 use std::sync::Arc;
 
+use bidi_session::{Scoped, SessionStore};
+
 /// The scope a connection's session ids are names in: an identity such as a user or a tenant.
 ///
 /// Attach one to a connection with
 /// [`ConnectOptions::extension`](bidi_core::ConnectOptions::extension) and the agent opens that
-/// connection's session in [`Scoped::new(store, scope)`](bidi_session::Scoped) instead of the
-/// agent's store: session ids then name sessions only within the scope, so another identity can
-/// neither read nor resume them, and the same id in two scopes is two sessions. The output's
-/// session id is the id the connection used, without the scope. A transport that authenticates
-/// its peers attaches the peer's identity as the scope of each connection it opens.
+/// connection's session in [`Scope::sessions`] of the agent's store: session ids then name
+/// sessions only within the scope and the agent, so another identity can neither read nor
+/// resume them, another agent on the same store never mistakes them for its own, and the same
+/// id in two scopes (or of two agents) is two sessions. The output's session id is the id the
+/// connection used, without the scope. A transport that authenticates its peers attaches the
+/// peer's identity as the scope of each connection it opens.
 ///
 /// ```
 /// use bidi_agent::{Agent, AgentInit, AgentResult, Responder, Scope};
@@ -64,7 +67,28 @@ impl Scope {
         &self.0
     }
 
-    pub(crate) fn name(&self) -> Arc<str> {
-        Arc::clone(&self.0)
+    /// The sessions of agent `agent` within this scope: `store` seen through keys made of the
+    /// scope, the agent's name and the session id, so that no session id names a session of
+    /// another scope or another agent.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use bidi_agent::Scope;
+    /// use bidi_session::{MemoryStore, SessionStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bidi_session::StoreError> {
+    /// let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    /// let alice = Scope::new("alice");
+    /// alice.sessions("chat", Arc::clone(&store)).save("s", None, 1.into()).await?;
+    /// assert!(alice.sessions("notes", Arc::clone(&store)).load("s").await?.is_none());
+    /// assert!(Scope::new("bob").sessions("chat", store).load("s").await?.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn sessions(&self, agent: &str, store: Arc<dyn SessionStore>) -> Scoped {
+        // Length-prefixed, so that no two (scope, agent) pairs make one name.
+        Scoped::new(store, format!("{}:{}:{agent}", self.0.len(), self.0))
     }
 }

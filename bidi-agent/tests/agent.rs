@@ -247,7 +247,13 @@ async fn a_store_failure_fails_the_connection() {
         .await
         .unwrap_err();
     let source = std::error::Error::source(&error).unwrap();
-    assert!(source.to_string().contains("serialization"), "{source}");
+    assert!(
+        matches!(
+            source.downcast_ref::<StoreError>(),
+            Some(StoreError::InvalidState { session_id, .. }) if session_id == "broken"
+        ),
+        "{source}"
+    );
 }
 
 /// The first error of type `T` in `error`'s source chain (`error` included).
@@ -583,7 +589,7 @@ async fn scopes_keep_sessions_apart() {
         .await
         .unwrap();
     assert!(uuid::Uuid::parse_str(&fresh.session_id).is_ok());
-    let bobs = Scoped::new(store.clone(), "bob");
+    let bobs = Scope::new("bob").sessions(agent.name(), store.clone());
     assert_eq!(bobs.list().await.unwrap(), {
         let mut ids = vec!["chat".to_owned(), fresh.session_id.clone()];
         ids.sort();
@@ -595,10 +601,13 @@ async fn scopes_keep_sessions_apart() {
         ["u1"]
     );
     assert!(agent.session(&fresh.session_id).await.unwrap().is_none());
-    let alices = Session::<Notes>::load(Arc::new(Scoped::new(store, "alice")), "chat")
-        .await
-        .unwrap()
-        .unwrap();
+    let alices = Session::<Notes>::load(
+        Arc::new(Scope::new("alice").sessions(agent.name(), store)),
+        "chat",
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(alices.state().lines, ["a1", "a2", "a3"]);
 }
 

@@ -57,10 +57,8 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
     at
 }
 
-/// Serde's reason for refusing a value, in the terms of the JSON the peer sent: the Rust types
-/// serde names (`expected struct AgentInit`, `untagged enum TurnInput`) are internal, so they
-/// become the JSON they stand for (`expected an object`, `does not match any accepted form`).
-/// Everything else is kept, capped as [`cap`] does.
+/// Serde's reason for refusing a value, in the terms of the JSON the peer sent (see
+/// [`untyped`]), capped as [`cap`] does.
 ///
 /// ```
 /// use bidi_flow::text::reason;
@@ -77,6 +75,15 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
 /// ```
 #[must_use]
 pub fn reason(reason: &str) -> String {
+    cap_owned(untyped(reason))
+}
+
+/// `text` (a message that may quote serde) without the Rust types serde names: they are
+/// internal (`expected struct AgentInit`, `untagged enum TurnInput`), so they become the JSON
+/// they stand for (`expected an object`, `does not match any accepted form`). Everything
+/// else is kept as it is.
+#[must_use]
+pub fn untyped(text: &str) -> String {
     // (what serde writes before a Rust type's name, what it stands for in JSON)
     const TYPES: [(&str, &str); 9] = [
         (
@@ -98,7 +105,7 @@ pub fn reason(reason: &str) -> String {
         ("expected struct ", "expected an object"),
         ("expected enum ", "expected one of the accepted values"),
     ];
-    let mut text = reason.to_owned();
+    let mut text = text.to_owned();
     for (rust, json) in TYPES {
         while let Some(at) = text.find(rust) {
             let name = &text[at + rust.len()..];
@@ -108,7 +115,7 @@ pub fn reason(reason: &str) -> String {
             text.replace_range(at..at + rust.len() + end, json);
         }
     }
-    cap_owned(text)
+    text
 }
 
 /// `path` as a JSON Pointer (RFC 6901). A segment serde cannot name (inside an untagged enum,

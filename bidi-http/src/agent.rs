@@ -17,7 +17,7 @@ use bidi_llm::{
     AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
     TurnInput,
 };
-use bidi_session::{Scoped, Session, SessionStore};
+use bidi_session::{Session, SessionStore};
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -162,7 +162,7 @@ pub(crate) async fn load(
 ) -> Result<Option<Session<LlmSession>>, Failure> {
     let store = Arc::clone(agent.agent().store());
     let scope = crate::scope(identity);
-    let store: Arc<dyn SessionStore> = Arc::new(Scoped::new(store, scope.as_str()));
+    let store: Arc<dyn SessionStore> = Arc::new(scope.sessions(agent.agent().name(), store));
     Session::load(store, id).await.map_err(|error| {
         Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
-use bidi_flow::text::{cap, pointer, reason};
+use bidi_flow::text::{cap, pointer, reason, untyped};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,6 +38,8 @@ pub(crate) enum Code {
     ContextRequired,
     /// Another execution runs on the session.
     SessionRunning,
+    /// The session's stored state does not fit the agent (written by an older version of it).
+    SessionIncompatible,
     /// The input was not taken: the input is closed or the connection is over.
     SendFailed,
     /// The action failed, panicked or was cancelled.
@@ -122,11 +124,17 @@ impl Failure {
     /// A connection's end, as HTTP: a session that is not there is 404, a bad session id 400,
     /// an idle connection 504, any other failure 500.
     pub(crate) fn from_connection(error: &Error) -> Self {
-        let message = error.to_string();
+        let message = untyped(&error.to_string());
         match error {
             Error::Action(source) => {
-                if let Some(bidi_session::StoreError::NotFound(missing)) = source.downcast_ref() {
-                    return Self::not_found(missing);
+                match source.downcast_ref() {
+                    Some(bidi_session::StoreError::NotFound(missing)) => {
+                        return Self::not_found(missing);
+                    }
+                    Some(bidi_session::StoreError::InvalidState { .. }) => {
+                        return Self::new(StatusCode::CONFLICT, Code::SessionIncompatible, message);
+                    }
+                    _ => {}
                 }
                 if source.downcast_ref::<bidi_agent::InitError>().is_some() {
                     return Self::new(StatusCode::BAD_REQUEST, Code::InvalidInit, message);

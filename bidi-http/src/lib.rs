@@ -467,8 +467,6 @@ impl Server {
     /// [`cors`](Self::cors) and around [`auth`](Self::auth).
     ///
     /// ```
-    /// use std::time::Duration;
-    ///
     /// use bidi_http::Server;
     /// use bidi_http::axum::http::{HeaderValue, header};
     /// use bidi_http::axum::middleware::{self, Next};

@@ -3,6 +3,12 @@
 //! - [`ScriptedModel`] answers each request with the next [`Scripted`] answer.
 //! - [`ChannelModel`] streams what the test sends it, when the test sends it: for tests of
 //!   timing, batching and cancellation.
+//! - [`DemoModel`] never runs out: it says what it heard, and calls the tools it is offered;
+//!   for demos and for tests of what surrounds an agent.
+
+mod demo;
+
+pub use demo::DemoModel;
 
 use std::collections::VecDeque;
 use std::fmt;

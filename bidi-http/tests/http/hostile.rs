@@ -1,10 +1,16 @@
 //! Hostile and careless clients: peers that stop reading, pages on other origins, proxies
 //! that buffer. Every loop here is bounded in count and time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bidi_agent::{Agent, Scope};
+use bidi_flow::Registry;
 use bidi_http::{Cors, Server};
-use serde_json::Value;
+use bidi_llm::LlmAgent;
+use bidi_llm::testing::{Scripted, ScriptedModel};
+use bidi_session::{MemoryStore, SessionStore};
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -219,4 +225,132 @@ async fn a_body_that_stalls_is_answered_408() {
     let seen = until_closed(&mut socket).await;
     assert!(seen.starts_with("HTTP/1.1 408"), "{seen}");
     assert!(seen.contains("request_timeout"), "{seen}");
+}
+
+/// One store, two agents: `notes` (a list of lines) and `travel` (an LLM agent).
+async fn two_agents_on_one_store() -> (std::net::SocketAddr, Arc<dyn SessionStore>) {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let registry = Registry::new();
+    registry
+        .register(
+            Agent::builder("notes")
+                .store(Arc::clone(&store))
+                .build(crate::support::notes)
+                .into_flow(),
+        )
+        .unwrap();
+    let model = ScriptedModel::new([Scripted::new().text("Hi!")]);
+    let travel = LlmAgent::builder("travel", model)
+        .store(Arc::clone(&store))
+        .build();
+    (start(Server::new(registry).agent(&travel)).await, store)
+}
+
+async fn post(addr: std::net::SocketAddr, path: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(url(addr, path))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_sharing_a_store_never_take_each_others_sessions() {
+    let (addr, _) = two_agents_on_one_store().await;
+    let note = |line: &str| json!({"data": line, "init": {"sessionId": "shared"}});
+    assert_eq!(post(addr, "/agent/notes", note("first")).await.0, 200);
+
+    // The same id names no session of `travel`: it needs a context to make its own.
+    let (status, answer) = post(
+        addr,
+        "/agent/travel/execute",
+        json!({"sessionId": "shared", "input": {"content": "hi"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["details"]["code"], "context_required");
+    let (status, answer) = post(
+        addr,
+        "/agent/travel/execute",
+        json!({"sessionId": "shared", "input": {"content": "hi"}, "context": {}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+
+    // `notes` still has its own, untouched.
+    let (status, answer) = post(addr, "/agent/notes", note("second")).await;
+    assert_eq!(
+        (status, &answer["result"]["state"]),
+        (200, &json!(["first", "second"]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_state_the_agent_cannot_read_is_409_and_stays_as_it_was() {
+    let (addr, store) = two_agents_on_one_store().await;
+    let notes = Scope::new("").sessions("notes", Arc::clone(&store));
+    notes
+        .save("old", None, json!({"from": "an older version"}))
+        .await
+        .unwrap();
+    let (status, answer) = post(
+        addr,
+        "/agent/notes",
+        json!({"data": "hi", "init": {"sessionId": "old"}}),
+    )
+    .await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["error"]["details"]["code"], "session_incompatible");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("serializ"), "{message}");
+    let kept = notes.load("old").await.unwrap().unwrap();
+    assert_eq!(kept.state, json!({"from": "an older version"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_ids_are_capped_and_never_echoed_long() {
+    let (addr, _) = two_agents_on_one_store().await;
+    let long = "x".repeat(900_000);
+    let response = reqwest::Client::new()
+        .post(url(addr, "/agent/travel/execute"))
+        .body(json!({"sessionId": long, "input": {"content": "hi"}, "context": {}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.headers().get("x-session-id").is_none());
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["details"]["code"], "invalid_init");
+    assert!(answer.to_string().len() < 2_000, "the answer quotes the id");
+
+    // A line break in an id would forge log lines and break headers.
+    let (status, answer) = post(
+        addr,
+        "/agent/notes",
+        json!({"data": "hi", "init": {"sessionId": "a\nb"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["details"]["code"], "invalid_init");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_init_field_is_refused_not_ignored() {
+    let (addr, _) = two_agents_on_one_store().await;
+    let (status, answer) = post(
+        addr,
+        "/agent/notes",
+        json!({"data": "hi", "init": {"snapshotId": "s-1"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["details"]["code"], "invalid_init");
+    assert_eq!(answer["error"]["details"]["path"], "/snapshotId");
 }

@@ -56,7 +56,7 @@ async fn whoami(
 }
 
 /// Remembers every line of its session.
-async fn notes(
+pub(crate) async fn notes(
     _ctx: ActionContext,
     session: Session<Vec<String>>,
     mut inbound: Inbound<String>,
