@@ -57,6 +57,7 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     large_state(&*store, &prefix).await;
     unicode_ids(&*store, &prefix).await;
     missing_ids(&*store, &prefix).await;
+    listing(&*store, &prefix).await;
     delete(store, &prefix).await;
 }
 
@@ -352,6 +353,32 @@ pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
         2
     );
     assert!(store.list().await.expect("list").contains(&id));
+}
+
+/// `list` is sorted by the ids' bytes (as Rust orders strings: `B` before `a`, `é` after
+/// `z`), whatever the backend's collation.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn listing(store: &dyn SessionStore, prefix: &str) {
+    let ids = ["list-b", "list-B", "list-é", "list-a", "list-z", "list-10", "list-9"]
+        .map(|id| format!("{prefix}{id}"));
+    for id in &ids {
+        store.save(id, None, json!(1)).await.expect("create");
+    }
+    let listed = store.list().await.expect("list");
+    assert!(
+        listed.windows(2).all(|pair| pair[0] < pair[1]),
+        "list is not sorted: {listed:?}"
+    );
+    let mine: Vec<&String> = listed.iter().filter(|id| ids.contains(id)).collect();
+    let mut sorted: Vec<&String> = ids.iter().collect();
+    sorted.sort();
+    assert_eq!(mine, sorted);
+    for id in &ids {
+        assert!(store.delete(id).await.expect("delete"));
+    }
 }
 
 /// A missing id loads as `None` and deletes as `false`.
