@@ -12,7 +12,8 @@
 //
 // Flows the server must serve: /bidi-flow/echo (init: a prefix string; input: a line; one chunk
 // per word, output: the number of inputs), /bidi-flow/fail (input: a string; streams "partial",
-// then fails with "boom") and /agent/chat (the examples' chat agent).
+// then fails with "boom"), /bidi-flow/hello (input: an optional name; output: a greeting) and
+// /agent/chat (the examples' chat agent).
 
 import { runFlow, streamFlow } from 'genkit/beta/client';
 import { assert, assertJson, check, rejects, run } from './harness.mjs';
@@ -203,6 +204,23 @@ await run(async (base) => {
     assertJson(chunks, ['partial'], 'chunks');
     assert(error instanceof Error, () => `expected an error, got ${error}`);
     assert(error.message.includes('boom'), () => `the error does not say boom: ${error.message}`);
+    // The client prints `<status>: <message>\n<details>`: details are text, not an object.
+    assert(error.message.startsWith('INTERNAL: '), () => `no status first: ${error.message}`);
+    assert(!error.message.includes('[object Object]'), () => `details unprintable: ${error.message}`);
+  });
+
+  await check('runFlow with no input runs the flow with no input, as Genkit servers do', async () => {
+    const output = await runFlow({ url: `${base}/bidi-flow/hello` });
+    assertJson(output, 'hello, world', 'output');
+    assertJson(await runFlow({ url: `${base}/bidi-flow/hello`, input: 'Ada' }), 'hello, Ada', 'named');
+  });
+
+  await check('an agent init with a field it does not know (snapshotId) is refused, not ignored', async () => {
+    const error = await rejects(
+      runFlow({ url: `${base}/agent/chat`, input: 'hi', init: { snapshotId: 'snap-1' } }),
+      'unknown init field',
+    );
+    assertRefused(error, 400, 'INVALID_ARGUMENT', 'invalid_init', '/snapshotId');
   });
 
   await check('runFlow on a failing flow throws "boom"', async () => {

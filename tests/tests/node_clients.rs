@@ -25,13 +25,26 @@ async fn fail(
     Err("boom".into())
 }
 
-/// The flows the clients expect: `/bidi-flow/echo`, `/bidi-flow/fail` and `/agent/chat`.
+/// Greets its input's name, or the world when there is none.
+async fn hello(
+    _ctx: ActionContext,
+    _init: (),
+    mut inbound: Inbound<Option<String>>,
+    _out: Outbound<String>,
+) -> Result<String, BoxError> {
+    let name = inbound.recv().await.flatten();
+    Ok(format!("hello, {}", name.as_deref().unwrap_or("world")))
+}
+
+/// The flows the clients expect: `/bidi-flow/echo`, `/bidi-flow/fail`, `/bidi-flow/hello` and
+/// `/agent/chat`.
 fn registry() -> Registry {
     let registry = Registry::new();
     registry
         .register(BidiFlow::new("echo", examples::echo))
         .unwrap();
     registry.register(BidiFlow::new("fail", fail)).unwrap();
+    registry.register(BidiFlow::new("hello", hello)).unwrap();
     registry
         .register(Agent::builder("chat").build(examples::chat).into_flow())
         .unwrap();
@@ -55,7 +68,7 @@ async fn genkit_client_runs_and_streams_flows() {
     let addr = serve().await;
     client("genkit_client.mjs", vec![format!("http://{addr}")])
         .await
-        .assert_passed(13);
+        .assert_passed(15);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
