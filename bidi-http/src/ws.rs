@@ -91,8 +91,11 @@ impl Peer {
 
 /// How a socket's reading ends.
 enum End {
-    /// The socket closed or failed; with 1009 for a message over the hard limit.
-    Gone(Option<u16>),
+    /// The socket closed or failed.
+    Gone,
+    /// The client broke the protocol: the close code and reason to answer with (1009 for a
+    /// message over the hard limit, 1007 for text that is not UTF-8, 1002 for the rest).
+    Broken(u16, &'static str),
     /// Nothing moved for the idle timeout.
     Idle,
     /// The writer wrote the last frame and closed the socket.
@@ -114,6 +117,8 @@ const READ_AHEAD: usize = 16;
 struct Reader {
     stream: SplitStream<WebSocket>,
     held: VecDeque<Message>,
+    /// The bytes of the frames held back.
+    held_bytes: usize,
     idle: Idle,
     limit: usize,
 }
@@ -123,7 +128,10 @@ impl Reader {
     async fn next(&mut self, writer: &mut Option<JoinHandle<()>>) -> Read {
         loop {
             let message = match self.held.pop_front() {
-                Some(message) => message,
+                Some(message) => {
+                    self.held_bytes -= size(&message);
+                    message
+                }
                 None => {
                     let written = async {
                         match writer.as_mut() {
@@ -196,7 +204,9 @@ impl Reader {
             tokio::select! {
                 biased;
                 result = &mut send => return (result, end),
-                message = self.stream.next(), if self.held.len() < READ_AHEAD && end.is_none() => {
+                message = self.stream.next(),
+                    if self.held.len() < READ_AHEAD && self.held_bytes < self.limit && end.is_none() =>
+                {
                     match message_or_end(message) {
                         Ok(Message::Text(text))
                             if text.len() <= self.limit
@@ -205,7 +215,10 @@ impl Reader {
                             self.idle.touch();
                             input.cancel_with(cancel_cause(reason));
                         }
-                        Ok(message) => self.held.push_back(message),
+                        Ok(message) => {
+                            self.held_bytes += size(&message);
+                            self.held.push_back(message);
+                        }
                         Err(gone) => {
                             input.cancel_with(Disconnected);
                             end = Some(gone);
@@ -223,12 +236,33 @@ impl Reader {
 
 fn message_or_end(message: Option<Result<Message, axum::Error>>) -> Result<Message, End> {
     match message {
-        Some(Ok(Message::Close(_))) | None => Err(End::Gone(None)),
+        Some(Ok(Message::Close(_))) | None => Err(End::Gone),
         Some(Ok(message)) => Ok(message),
-        Some(Err(error)) if error.to_string().contains("Space limit exceeded") => {
-            Err(End::Gone(Some(close_code::SIZE)))
-        }
-        Some(Err(_)) => Err(End::Gone(None)),
+        Some(Err(error)) => Err(broken(&error.to_string())),
+    }
+}
+
+/// The bytes a message holds.
+fn size(message: &Message) -> usize {
+    match message {
+        Message::Text(text) => text.len(),
+        Message::Binary(bytes) | Message::Ping(bytes) | Message::Pong(bytes) => bytes.len(),
+        Message::Close(_) => 0,
+    }
+}
+
+/// How a socket that failed with `error` (the WebSocket library's message) ended: the
+/// client's protocol violations are answered with their close code, anything else (a reset,
+/// a closed connection) means the client went away.
+fn broken(error: &str) -> End {
+    if error.contains("Space limit exceeded") {
+        End::Broken(close_code::SIZE, "message too big")
+    } else if error.contains("UTF-8") || error.contains("utf-8") || error.contains("Utf8") {
+        End::Broken(close_code::INVALID, "text that is not UTF-8")
+    } else if error.contains("protocol error") || error.contains("Protocol") {
+        End::Broken(close_code::PROTOCOL, "a WebSocket protocol violation")
+    } else {
+        End::Gone
     }
 }
 
@@ -247,6 +281,7 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
     let mut reader = Reader {
         stream,
         held: VecDeque::new(),
+        held_bytes: 0,
         idle: Idle::new(activity, shared.limits.idle_timeout),
         limit: shared.limits.max_message_bytes,
     };
@@ -324,21 +359,33 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
             let _ = peer.refuse(&failure).await;
             peer.close(close_code::NORMAL, "idle").await;
         }
-        (End::Gone(code), half) => {
+        (End::Gone, half) => {
             if let Some(half) = half
                 && !half.is_finished()
             {
                 half.cancel_with(Disconnected);
             }
-            if let Some(code) = code {
-                peer.close(code, "message too big").await;
+        }
+        (End::Broken(code, reason), half) => {
+            if let Some(half) = half
+                && !half.is_finished()
+            {
+                half.cancel_with(format!("the client sent {reason}"));
             }
+            peer.close(code, reason).await;
         }
         (End::Written, _) => {}
     }
     drop(input);
-    if let Some(writer) = writer {
-        let _ = writer.await;
+    if let Some(mut writer) = writer {
+        // A writer blocked on a client that stopped reading would wait for good: it gets the
+        // idle timeout to write its last frames, then it is dropped with the socket.
+        if tokio::time::timeout(reader.idle.timeout(), &mut writer)
+            .await
+            .is_err()
+        {
+            writer.abort();
+        }
     }
 }
 

@@ -362,8 +362,10 @@ pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
 ///
 /// When the store breaks the contract.
 pub async fn listing(store: &dyn SessionStore, prefix: &str) {
-    let ids = ["list-b", "list-B", "list-é", "list-a", "list-z", "list-10", "list-9"]
-        .map(|id| format!("{prefix}{id}"));
+    let ids = [
+        "list-b", "list-B", "list-é", "list-a", "list-z", "list-10", "list-9",
+    ]
+    .map(|id| format!("{prefix}{id}"));
     for id in &ids {
         store.save(id, None, json!(1)).await.expect("create");
     }

@@ -151,8 +151,13 @@ async fn a_request_without_data_runs_the_flow_with_no_input() {
     assert_eq!(answer, serde_json::json!({"result": "anonymous"}));
 }
 
-/// Reads what the server sends until it closes the connection, within [`BOUND`].
+/// Reads what the server sends until it closes the connection, within [`BOUND`], as text.
 async fn until_closed(socket: &mut TcpStream) -> String {
+    String::from_utf8_lossy(&bytes_until_closed(socket).await).into_owned()
+}
+
+/// Reads what the server sends until it closes the connection, within [`BOUND`].
+async fn bytes_until_closed(socket: &mut TcpStream) -> Vec<u8> {
     use tokio::io::AsyncReadExt as _;
     let mut seen = Vec::new();
     let read = tokio::time::timeout(BOUND, async {
@@ -166,7 +171,7 @@ async fn until_closed(socket: &mut TcpStream) -> String {
     })
     .await;
     assert!(read.is_ok(), "the server kept the connection open");
-    String::from_utf8_lossy(&seen).into_owned()
+    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,4 +358,61 @@ async fn an_unknown_init_field_is_refused_not_ignored() {
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["details"]["code"], "invalid_init");
     assert_eq!(answer["error"]["details"]["path"], "/snapshotId");
+}
+
+/// A raw WebSocket on `/bidi-flow/echo`, upgraded by hand so that it can break the protocol.
+async fn raw_socket(addr: std::net::SocketAddr) -> TcpStream {
+    use tokio::io::AsyncReadExt as _;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(
+            b"GET /bidi-flow/echo HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\n\
+              connection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+              sec-websocket-version: 13\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0];
+        socket.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    socket
+}
+
+/// The close code of the first close frame the server sends, within [`BOUND`].
+async fn close_code(socket: &mut TcpStream) -> u16 {
+    let seen = bytes_until_closed(socket).await;
+    // The server's frames are unmasked: opcode byte, length byte, payload.
+    let mut at = 0;
+    while at + 1 < seen.len() {
+        let (opcode, len) = (seen[at] & 0x0f, usize::from(seen[at + 1] & 0x7f));
+        if opcode == 0x8 {
+            return u16::from_be_bytes([seen[at + 2], seen[at + 3]]);
+        }
+        at += 2 + len;
+    }
+    panic!("no close frame in {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_protocol_violations_close_with_their_codes() {
+    let addr = start(Server::new(registry(&Probe::default()))).await;
+    // A text frame that is not UTF-8 (masked with a zero key): 1007.
+    let mut socket = raw_socket(addr).await;
+    socket
+        .write_all(&[0x81, 0x82, 0, 0, 0, 0, 0xff, 0xfe])
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut socket).await, 1007);
+    // An unmasked frame from a client: 1002.
+    let mut socket = raw_socket(addr).await;
+    socket.write_all(&[0x81, 0x02, b'h', b'i']).await.unwrap();
+    assert_eq!(close_code(&mut socket).await, 1002);
 }
