@@ -6,8 +6,8 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::Json;
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bidi_agent::{AgentInit, AgentOutput};
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::codec::{self, Code, Failure};
+use crate::extract::Segments;
 use crate::flow::body;
 use crate::idle::{Activity, Idle};
 use crate::{Disconnected, Identity, IdleTimeout, Shared};
@@ -71,7 +72,7 @@ pub(crate) fn agent<'a>(
 /// `POST /agent/{name}/execute`: one execution, as SSE of its events.
 pub(crate) async fn execute(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name)): Path<(String, String)>,
+    Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
@@ -479,7 +480,7 @@ pub(crate) struct SessionView {
 /// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.
 pub(crate) async fn session(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name, id)): Path<(String, String, String)>,
+    Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionView>, Failure> {
     let agent = agent(&shared, &kind, &name)?;

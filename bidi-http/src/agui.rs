@@ -66,8 +66,8 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bidi_agent::AgentInit;
@@ -81,6 +81,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::codec::{self, Code, Failure};
+use crate::extract::Segments;
 use crate::flow::body;
 use crate::{Identity, Shared};
 
@@ -1290,7 +1291,7 @@ fn resume(
 /// `POST /agent/{name}/ag-ui`: one run, as SSE of AG-UI events.
 pub(crate) async fn run(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name)): Path<(String, String)>,
+    Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {

@@ -7,7 +7,7 @@ use axum::Extension;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure, FlowRequest};
+use crate::extract::Segments;
 use crate::idle::{Activity, Idle};
 use crate::{Disconnected, Identity, IdleTimeout, Shared};
 
@@ -93,7 +94,7 @@ fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
 /// `POST /{type}/{name}`: one input, then the output (or every chunk, then the output).
 pub(crate) async fn run(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name)): Path<(String, String)>,
+    Segments((kind, name)): Segments<(String, String)>,
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,

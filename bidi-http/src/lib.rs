@@ -262,6 +262,7 @@ pub mod agui;
 mod auth;
 mod codec;
 mod cors;
+mod extract;
 mod flow;
 mod idle;
 mod serve;

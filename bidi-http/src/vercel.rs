@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::Extension;
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bidi_agent::AgentInit;
@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{Notify, mpsc};
 
 use crate::codec::{self, Code, Failure};
+use crate::extract::Segments;
 use crate::flow::body;
 use crate::{Identity, Shared, agent};
 
@@ -1106,7 +1107,7 @@ const HEADERS: [(HeaderName, &str); 2] = [
 /// `POST /agent/{name}/chat`: one execution, as a UI message stream.
 pub(crate) async fn chat(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name)): Path<(String, String)>,
+    Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
@@ -1211,7 +1212,7 @@ fn ui_stream(body: Body) -> Response {
 /// from its first chunk, or 204 when there is none.
 pub(crate) async fn resume(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name, id)): Path<(String, String, String)>,
+    Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
     agent::agent(&shared, &kind, &name)?;

@@ -6,9 +6,9 @@ use std::pin::pin;
 use std::sync::Arc;
 
 use axum::Extension;
+use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
@@ -19,13 +19,14 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::codec::{self, Code, Failure, Frame, Op};
+use crate::extract::Segments;
 use crate::idle::{Activity, Idle};
 use crate::{Disconnected, INPUT_WINDOW, Identity, IdleTimeout, Shared};
 
 /// `GET /{type}/{name}` with an upgrade.
 pub(crate) async fn upgrade(
     State(shared): State<Arc<Shared>>,
-    Path((kind, name)): Path<(String, String)>,
+    Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {

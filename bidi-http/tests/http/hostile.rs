@@ -416,3 +416,36 @@ async fn websocket_protocol_violations_close_with_their_codes() {
     socket.write_all(&[0x81, 0x02, b'h', b'i']).await.unwrap();
     assert_eq!(close_code(&mut socket).await, 1002);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_that_is_not_utf8_is_refused_with_the_json_error_body() {
+    let addr = start(Server::new(registry(&Probe::default()))).await;
+    for path in [
+        "/bidi-flow/%FF",
+        "/agent/%C3%28/execute",
+        "/agent/x/session/%FF",
+    ] {
+        let method = if path.contains("session") {
+            "GET"
+        } else {
+            "POST"
+        };
+        let response = reqwest::Client::new()
+            .request(method.parse().unwrap(), url(addr, path))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{path}"
+        );
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(
+            answer["error"]["details"]["code"], "malformed_frame",
+            "{path}"
+        );
+    }
+}
