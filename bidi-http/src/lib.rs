@@ -51,10 +51,11 @@
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //!
-//! Mount the router where you like with [`Router::nest`](axum::Router::nest) or
-//! [`Router::merge`](axum::Router::merge); the paths above are relative to it. Layers of your
-//! own go on it as on any router (CORS for browser clients on another origin, say, with
-//! `tower_http::cors::CorsLayer`).
+//! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
+//! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
+//! the paths above are relative to it. [`Server::routes`] adds routes of your own and
+//! [`Server::layer`] any tower layer, so that `bind` still serves them; [`Server::cors`] lets
+//! pages of other origins call the server from a browser. The crate re-exports [`axum`].
 //!
 //! ## Genkit's flow wire
 //!
@@ -234,18 +235,36 @@
 //!
 //! # Limits and safety
 //!
-//! - Request bodies over [`Server::max_body_bytes`] (1 MiB) are refused with 413.
+//! - Request bodies over [`Server::max_body_bytes`] (1 MiB) are refused with 413, and bodies
+//!   that do not arrive whole within [`Server::body_timeout`] (30 s) with 408.
+//! - A client has [`Server::header_timeout`] (15 s) to send a request's head, and as long for
+//!   the next request on a connection it keeps alive; then its connection is closed, so that
+//!   silent or trickling clients do not hold connections and file descriptors.
 //! - WebSocket messages over [`Server::max_message_bytes`] (1 MiB) are refused with a
 //!   `frame_too_large` frame and the socket goes on; one over twice that is not read at all: the
 //!   socket closes with 1009 (message too big).
 //! - A connection on which nothing moves for [`Server::idle_timeout`] (5 minutes) is cancelled:
 //!   504 before an answer started, an `error` record or frame with code `idle_timeout` after.
+//!   A write the client does not take counts as nothing moving: a client that stops reading
+//!   its answer has its execution cancelled (and its session freed) after the idle timeout.
+//!   Each answer runs at most one write (16 KiB) ahead of its client; a chat's answer read by
+//!   several clients goes at the pace of the fastest, and a reader 64 writes behind it is
+//!   dropped rather than hold the others back.
+//! - A WebSocket reads at most 16 frames, and at most [`Server::max_message_bytes`], ahead of
+//!   an input its action has not taken. A frame that breaks the protocol closes the socket
+//!   with 1002, text that is not UTF-8 with 1007.
+//! - Session ids are at most 256 bytes, with no control characters (400 `invalid_init`
+//!   otherwise): they travel in the `X-Session-Id` header and in logs.
 //! - A client that goes away (a closed socket, an aborted request) cancels its connection with
 //!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer that a
 //!   resuming client still reads).
 //! - [`Server::auth`] turns each request into an [`Identity`] or refuses it with 401. Actions read
 //!   the identity from their context (`ctx.extensions().get::<Identity>()`), and agents keep each
-//!   identity's sessions apart: another identity's session ids name nothing (404).
+//!   identity's sessions apart: another identity's session ids name nothing (404). Requests
+//!   without an identity share the anonymous scope, the empty string. Agents sharing a store
+//!   keep their sessions apart too: the same id under two agents is two sessions, and a stored
+//!   state an agent cannot read (from before a change to its state type) is 409
+//!   `session_incompatible`, never overwritten.
 //!
 //! # Tokio
 //!
