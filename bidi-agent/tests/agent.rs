@@ -9,7 +9,7 @@ use bidi_agent::{Agent, AgentInit, AgentResult, Artifact, InitError, Responder, 
 use bidi_core::{ActionContext, BoxError, ConnectOptions, Error, Inbound, SendError};
 use bidi_flow::Registry;
 use bidi_session::{
-    MemoryStore, Scoped, Session, SessionStore, Snapshot, SqliteStore, StoreError, async_trait,
+    MemoryStore, Session, SessionStore, Snapshot, SqliteStore, StoreError, async_trait,
 };
 use futures_util::StreamExt;
 use opentelemetry::global::BoxedTracer;
