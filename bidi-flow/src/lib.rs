@@ -37,16 +37,28 @@
 //! # }
 //! ```
 //!
+//! # Flow types
+//!
+//! A flow registered in a [`Registry`] is served as JSON, so its types need serde and
+//! schemars 1's `JsonSchema` (for the descriptors' schemas): the init `Deserialize + Serialize
+//! + JsonSchema`, the input `Deserialize + JsonSchema`, the chunks and the output `Serialize +
+//! JsonSchema`. A flow used from Rust alone needs none of them. Transports send `null` for an
+//! init (or an input) the peer left out, which an init of `()` or an `Option` takes; any other
+//! type refuses it with the JSON Pointer `""`.
+//!
 //! # Transports
 //!
 //! A transport (HTTP, WebSocket, stdio, ...) serves a [`Registry`] through
 //! [`Registry::connect_json`]: a bad key is refused with a [`bidi_core::NotFound`] naming the
 //! registered key it resembles, a bad init or input with the JSON Pointer of the problem (errors
-//! quote at most a few hundred bytes of what the peer sent). [`JsonConnection::into_split`] gives
-//! an input half (cloneable) for the task that reads the peer and an output half for the task
-//! that writes chunks; backpressure runs end to end, and `done()` on either half waits for the
-//! connection's end without consuming anything. A protocol crate registers its flows under its
-//! own [`ActionType`] (`/acp-agent/{name}`, `/ndjson/{name}`).
+//! quote at most a few hundred bytes of what the peer sent, and name JSON, not Rust types:
+//! [`text`]). [`JsonConnection::into_split`] gives a cloneable [`JsonSendHalf`] for the task
+//! that reads the peer and a [`JsonRecvHalf`] for the task that writes chunks, turn ends
+//! ([`JsonResponses::turn_ended`]) and the output; backpressure runs end to end, and `done()`
+//! on either half waits for the connection's end without consuming anything. A transport
+//! cancels with a cause of its own when the peer goes away. A protocol crate registers its
+//! flows under its own [`ActionType`] (`/ndjson/{name}`, say), made with
+//! [`ActionType::from_static`].
 //!
 //! # Tracing
 //!
@@ -62,15 +74,6 @@
 //!
 //! Spans come from the global tracer provider (a no-op until the application installs one, in
 //! which case a flow costs what a bare action does) or from [`BidiFlow::with_tracer`].
-//!
-//! # Transports
-//!
-//! A transport serves a registry through [`JsonConnection`]s: it splits each one
-//! ([`JsonConnection::into_split`]) into a cloneable [`JsonSendHalf`] for the task that reads
-//! the peer and a [`JsonRecvHalf`] for the task that writes chunks, turn ends
-//! ([`JsonResponses::turn_ended`]) and the output; it waits for a connection's end with
-//! `done()` and cancels with a cause of its own when the peer goes away. Protocol crates
-//! register flows under kinds of their own ([`ActionType::from_static`]).
 //!
 //! # Tokio
 //!

@@ -352,5 +352,6 @@ async fn a_session_moves_to_another_agent_with_its_client_tools() {
         assert_eq!(names(&request.tools), ["pick"]);
     }
     let store = second.agent().store();
-    assert_eq!(store.list().await.unwrap(), ["5:alice:s1"]);
+    // Keyed by scope and agent: `Scope::new("alice").sessions("files", ..)`.
+    assert_eq!(store.list().await.unwrap(), ["13:5:alice:files:s1"]);
 }
