@@ -17,7 +17,7 @@ use bidi_llm::{
     AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
     TurnInput,
 };
-use bidi_session::{Session, SessionStore};
+use bidi_session::{Scoped, Session, SessionStore};
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -161,16 +161,10 @@ pub(crate) async fn load(
     identity: Option<&Identity>,
     id: &str,
 ) -> Result<Option<Session<LlmSession>>, Failure> {
-    let store = Arc::clone(agent.agent().store());
-    let scope = crate::scope(identity);
-    let store: Arc<dyn SessionStore> = Arc::new(scope.sessions(agent.agent().name(), store));
-    Session::load(store, id).await.map_err(|error| {
-        Failure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Code::ConnectionFailed,
-            error.to_string(),
-        )
-    })
+    let store: Arc<dyn SessionStore> = Arc::new(sessions_of(agent, identity));
+    Session::load(store, id)
+        .await
+        .map_err(|error| store_failed(&error))
 }
 
 /// Starts one execution of `agent` on the session `init` names, with `input`, as `identity`:
@@ -475,6 +469,88 @@ pub(crate) struct SessionView {
     status: Status,
     messages: Vec<Message>,
     pending_tool_calls: Vec<ToolCall>,
+}
+
+/// The sessions of `agent` that `identity` sees (its scope's).
+fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
+    crate::scope(identity).sessions(agent.agent().name(), Arc::clone(agent.agent().store()))
+}
+
+/// A store failure, as a 500.
+fn store_failed(error: &bidi_session::StoreError) -> Failure {
+    Failure::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Code::ConnectionFailed,
+        error.to_string(),
+    )
+}
+
+/// `GET /agent/{name}/sessions`: the ids of the sessions the identity asking has, sorted.
+pub(crate) async fn sessions(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name)): Segments<(String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<SessionList>, Failure> {
+    let agent = agent(&shared, &kind, &name)?;
+    let identity = identity.map(|Extension(identity)| identity);
+    let ids = sessions_of(agent, identity.as_ref())
+        .list()
+        .await
+        .map_err(|error| store_failed(&error))?;
+    Ok(Json(SessionList { sessions: ids }))
+}
+
+/// `GET /agent/{name}/sessions`.
+#[derive(Debug, Serialize)]
+pub(crate) struct SessionList {
+    sessions: Vec<String>,
+}
+
+/// `DELETE /agent/{name}/session/{id}`: deletes the session (204), unless an execution runs on
+/// it (409) or there is none (404).
+pub(crate) async fn delete_session(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name, id)): Segments<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<StatusCode, Failure> {
+    let agent = agent(&shared, &kind, &name)?;
+    let identity = identity.map(|Extension(identity)| identity);
+    let missing = || {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!("no session `{}`", cap(&id)),
+        )
+    };
+    let Some(session) = load(agent, identity.as_ref(), &id).await? else {
+        return Err(missing());
+    };
+    let state = session.state();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+    if state.status == Status::Running
+        && state
+            .lease
+            .as_ref()
+            .is_some_and(|lease| !lease.is_expired_at(now))
+    {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            Code::SessionRunning,
+            format!(
+                "session `{}` is busy with an answer; delete it once that has ended",
+                cap(&id)
+            ),
+        ));
+    }
+    match sessions_of(agent, identity.as_ref()).delete(&id).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(missing()),
+        Err(error) => Err(store_failed(&error)),
+    }
 }
 
 /// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.

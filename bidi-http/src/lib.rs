@@ -47,6 +47,8 @@
 //! | `GET /{type}/{name}` with a WebSocket upgrade | one socket, one connection, full duplex |
 //! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
+//! | `DELETE /agent/{name}/session/{id}` | deletes it: 204; 409 while an answer runs on it |
+//! | `GET /agent/{name}/sessions` | the ids of the caller's sessions of that agent, sorted: `{"sessions": [..]}` |
 //! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
@@ -594,7 +596,11 @@ impl Server {
             .route("/actions", get(flow::actions))
             .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
             .route("/{kind}/{name}/execute", post(agent::execute))
-            .route("/{kind}/{name}/session/{id}", get(agent::session))
+            .route("/{kind}/{name}/sessions", get(agent::sessions))
+            .route(
+                "/{kind}/{name}/session/{id}",
+                get(agent::session).delete(agent::delete_session),
+            )
             .route("/{kind}/{name}/chat", post(vercel::chat))
             .route("/{kind}/{name}/chat/{id}/stream", get(vercel::resume))
             .route("/{kind}/{name}/ag-ui", post(agui::run))

@@ -449,3 +449,37 @@ async fn a_path_that_is_not_utf8_is_refused_with_the_json_error_body() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_lists_and_deletes_its_own_sessions() {
+    let (addr, _) = two_agents_on_one_store().await;
+    for id in ["b", "a"] {
+        let (status, answer) = post(
+            addr,
+            "/agent/travel/execute",
+            json!({"sessionId": id, "input": {"content": "hi"}, "context": {}}),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let list = || async {
+        reqwest::get(url(addr, "/agent/travel/sessions"))
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    assert_eq!(list().await, json!({"sessions": ["a", "b"]}));
+    let delete = |id: &'static str| async move {
+        reqwest::Client::new()
+            .delete(url(addr, &format!("/agent/travel/session/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(delete("a").await, 204);
+    assert_eq!(delete("a").await, 404);
+    assert_eq!(list().await, json!({"sessions": ["b"]}));
+}
