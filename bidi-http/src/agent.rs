@@ -471,6 +471,30 @@ pub(crate) struct SessionView {
     pending_tool_calls: Vec<ToolCall>,
 }
 
+/// The state of session `id` of the agent served under `/{kind}/{name}/`, as `identity` sees
+/// it.
+///
+/// # Errors
+///
+/// No such agent or session (404), or the store's failure (500).
+pub(crate) async fn stored(
+    shared: &Shared,
+    kind: &str,
+    name: &str,
+    identity: Option<&Identity>,
+    id: &str,
+) -> Result<LlmSession, Failure> {
+    let agent = agent(shared, kind, name)?;
+    match load(agent, identity, id).await? {
+        Some(session) => Ok(session.state()),
+        None => Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!("no session `{}`", cap(id)),
+        )),
+    }
+}
+
 /// The sessions of `agent` that `identity` sees (its scope's).
 fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
     crate::scope(identity).sessions(agent.agent().name(), Arc::clone(agent.agent().store()))
@@ -559,17 +583,8 @@ pub(crate) async fn session(
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionView>, Failure> {
-    let agent = agent(&shared, &kind, &name)?;
     let identity = identity.map(|Extension(identity)| identity);
-    let loaded = load(agent, identity.as_ref(), &id).await?;
-    let Some(session) = loaded else {
-        return Err(Failure::new(
-            StatusCode::NOT_FOUND,
-            Code::NotFound,
-            format!("no session `{}`", cap(&id)),
-        ));
-    };
-    let state = session.state();
+    let state = stored(&shared, &kind, &name, identity.as_ref(), &id).await?;
     Ok(Json(SessionView {
         session_id: id,
         status: state.status,

@@ -85,6 +85,8 @@ use crate::extract::Segments;
 use crate::flow::body;
 use crate::{Identity, Shared};
 
+mod history;
+
 // ---------------------------------------------------------------------------------------------
 // The events.
 
@@ -1366,6 +1368,18 @@ pub(crate) async fn run(
     };
     let (_, body) = crate::agent::start(&shared, agent, init, turn, identity, sse).await?;
     Ok(stream(body))
+}
+
+/// `GET /agent/{name}/ag-ui/{threadId}`: the stored thread as AG-UI messages (for a client
+/// that reloads it), or 404.
+pub(crate) async fn messages(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name, thread)): Segments<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<axum::Json<Vec<Value>>, Failure> {
+    let identity = identity.map(|Extension(identity)| identity);
+    let state = crate::agent::stored(&shared, &kind, &name, identity.as_ref(), &thread).await?;
+    Ok(axum::Json(history::messages(&state.messages)))
 }
 
 /// An SSE response of `body`.

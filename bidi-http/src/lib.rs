@@ -50,8 +50,10 @@
 //! | `DELETE /agent/{name}/session/{id}` | deletes it: 204; 409 while an answer runs on it |
 //! | `GET /agent/{name}/sessions` | the ids of the caller's sessions of that agent, sorted: `{"sessions": [..]}` |
 //! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
+//! | `GET /agent/{name}/chat/{id}` | the stored chat as the AI SDK's `UIMessage[]`, for `useChat({ messages })` after a reload |
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
+//! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -602,8 +604,10 @@ impl Server {
                 get(agent::session).delete(agent::delete_session),
             )
             .route("/{kind}/{name}/chat", post(vercel::chat))
+            .route("/{kind}/{name}/chat/{id}", get(vercel::messages))
             .route("/{kind}/{name}/chat/{id}/stream", get(vercel::resume))
             .route("/{kind}/{name}/ag-ui", post(agui::run))
+            .route("/{kind}/{name}/ag-ui/{thread}", get(agui::messages))
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))

@@ -31,6 +31,8 @@ use crate::extract::Segments;
 use crate::flow::body;
 use crate::{Identity, Shared, agent};
 
+mod history;
+
 // ---------------------------------------------------------------------------------------------
 // The chunks.
 
@@ -1206,6 +1208,18 @@ fn ui_stream(body: Body) -> Response {
             .insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+/// `GET /agent/{name}/chat/{id}`: the stored chat as the AI SDK's `UIMessage[]` (for
+/// `useChat({ messages })` after a page reload), or 404.
+pub(crate) async fn messages(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name, id)): Segments<(String, String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<axum::Json<Vec<Value>>, Failure> {
+    let identity = identity.map(|Extension(identity)| identity);
+    let state = agent::stored(&shared, &kind, &name, identity.as_ref(), &id).await?;
+    Ok(axum::Json(history::ui_messages(&state.messages)))
 }
 
 /// `GET /agent/{name}/chat/{id}/stream`: the answer chat `id` is streaming in this process,

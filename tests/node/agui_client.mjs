@@ -13,6 +13,7 @@
 //   answers "Wiped" the first time and "Not wiped" the second.
 
 import { HttpAgent } from '@ag-ui/client';
+import { MessageSchema } from '@ag-ui/core/schemas';
 import { assert, assertJson, check, run } from './harness.mjs';
 
 const confirm = {
@@ -153,6 +154,23 @@ await run(async (base) => {
     ]), 'new messages');
     assertJson(seen.finished?.pendingToolCallIds, [], 'nothing pending');
     assertJson(seen.custom, [{ name: 'sum', value: { toolCallId: 'call-1', data: { sum: 5 } } }], 'the tool\'s data');
+  });
+
+  await check('a stored thread reloads as AG-UI messages the client schema accepts', async () => {
+    const response = await fetch(`${base}/agent/calculator/ag-ui/calc-1`);
+    assert(response.status === 200, `status ${response.status}`);
+    const messages = (await response.json()).map((message) => MessageSchema.parse(message));
+    assertJson(strip(messages), canon([
+      { role: 'user', content: '2+3?' },
+      {
+        role: 'assistant',
+        toolCalls: [{ id: 'call-1', type: 'function', function: { name: 'add', arguments: '{"a":2,"b":3}' } }],
+      },
+      { toolCallId: 'call-1', role: 'tool', content: '5' },
+      { role: 'assistant', content: '5' },
+    ]), 'the thread');
+    const missing = await fetch(`${base}/agent/calculator/ag-ui/no-such-thread`);
+    assert(missing.status === 404, `status ${missing.status}`);
   });
 
   await check('an approval interrupts the run, and resume answers it once (idempotent)', async () => {

@@ -10,7 +10,7 @@
 //
 // Usage: node vercel_client.mjs <baseUrl>
 
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { DefaultChatTransport, readUIMessageStream, validateUIMessages } from 'ai';
 
 import { assert, assertJson, check, rejects, run } from './harness.mjs';
 
@@ -86,6 +86,27 @@ await run(async (base) => {
       ],
       'parts',
     );
+  });
+
+  await check('a stored chat reloads as UIMessage[] that the AI SDK validates (useChat({ messages }))', async () => {
+    const response = await fetch(`${base}/agent/weather/chat/chat-weather`);
+    assert(response.status === 200, `status ${response.status}`);
+    const messages = await validateUIMessages({ messages: await response.json() });
+    assertJson(messages.map((m) => m.role), ['user', 'assistant'], 'roles');
+    assertJson(messages[0].parts, [{ type: 'text', text: 'Weather in Oslo?' }], 'the question');
+    // What the stream built, but the tool's data (for the application, not kept).
+    assertJson(
+      shape(messages[1]),
+      [
+        { type: 'step-start' },
+        { type: 'tool-weather', toolCallId: 'w1', state: 'output-available', input: { city: 'Oslo' }, output: 'sunny in Oslo' },
+        { type: 'step-start' },
+        { type: 'text', text: 'Sunny.', state: 'done' },
+      ],
+      'the answer',
+    );
+    const missing = await fetch(`${base}/agent/weather/chat/no-such-chat`);
+    assert(missing.status === 404, `status ${missing.status}`);
   });
 
   await check('a client tool waits at input-available and its output resumes the chat', async () => {

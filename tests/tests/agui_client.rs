@@ -128,7 +128,7 @@ async fn http_agent_runs_text_tools_state_and_errors() {
     let wipes = Arc::new(AtomicUsize::new(0));
     let addr = serve(Arc::clone(&wipes)).await;
     let summary = client("agui_client.mjs", vec![format!("http://{addr}")]).await;
-    summary.assert_passed(7);
+    summary.assert_passed(8);
     // Approved once, resumed twice, denied once: the tool ran once.
     assert_eq!(wipes.load(Ordering::SeqCst), 1);
 }

