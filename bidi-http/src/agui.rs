@@ -54,7 +54,7 @@
 //! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
 //! | `tool_execution_data` | `CUSTOM{name, value: {toolCallId, data}}` |
 //! | `awaiting_approval` | the run's interrupts |
-//! | `execute_complete` | `RUN_FINISHED`: outcome `interrupt` (after `MESSAGES_SNAPSHOT`) when calls wait for approval; `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation |
+//! | `execute_complete` | `RUN_FINISHED`: outcome `interrupt` (after `MESSAGES_SNAPSHOT`) when calls wait for approval; `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation. A client that sends no `protocolVersion` (before AG-UI 1.0, like CopilotKit's) gets a plain `success` in the last two cases, which its schema accepts |
 //!
 //! A tool call's arguments stream as the model writes them (JSON text, complete only at
 //! `TOOL_CALL_END`; arguments the model got wrong stay the text it wrote). A call the model
@@ -360,6 +360,8 @@ pub struct Encoder {
     interrupts: Vec<Interrupt>,
     /// The messages as the client has them, for snapshots; `None`: no snapshots.
     snapshot: Option<Snapshot>,
+    /// Write `RUN_FINISHED` as clients before AG-UI 1.0 read it.
+    legacy: bool,
 }
 
 /// The thread's messages as the client sees them: those it sent, then the run's, under the ids
@@ -408,7 +410,19 @@ impl Encoder {
             cancelled: false,
             interrupts: Vec::new(),
             snapshot: None,
+            legacy: false,
         }
+    }
+
+    /// Writes the run's end as clients before AG-UI 1.0 read it (those that send no
+    /// `protocolVersion`, like CopilotKit's, whose schema refuses keys it does not know): a
+    /// success outcome names no pending tool calls (the run's messages show them), and a
+    /// cancelled run ends as a success (its messages show the answer cut short). Interrupts
+    /// are the same in both.
+    #[must_use]
+    pub fn before_1_0(mut self) -> Self {
+        self.legacy = true;
+        self
     }
 
     /// Sends a `MESSAGES_SNAPSHOT` before a run finishes with interrupts: `messages` (the
@@ -562,6 +576,14 @@ impl Encoder {
                     Outcome::Success {
                         pending_tool_call_ids: Vec::new(),
                     }
+                };
+                let outcome = match outcome {
+                    Outcome::Success { .. } | Outcome::Cancelled if self.legacy => {
+                        Outcome::Success {
+                            pending_tool_call_ids: Vec::new(),
+                        }
+                    }
+                    outcome => outcome,
                 };
                 out.push(Event::RunFinished {
                     thread_id: self.thread_id.clone(),
@@ -891,6 +913,10 @@ struct RunAgentInput {
     /// Answers to the thread's interrupts.
     #[serde(default)]
     resume: Option<Vec<ResumeEntry>>,
+    /// The AG-UI version the client speaks: `@ag-ui/client` 1.0 and later send it, older
+    /// clients (CopilotKit's) do not.
+    #[serde(default)]
+    protocol_version: Option<String>,
 }
 
 /// The answer to an interrupt.
@@ -1353,6 +1379,9 @@ pub(crate) async fn run(
         }
     };
     let mut encoder = Encoder::new(input.thread_id, input.run_id);
+    if input.protocol_version.is_none() {
+        encoder = encoder.before_1_0();
+    }
     if let Some(state) = input.state {
         encoder = encoder.state(state);
     }

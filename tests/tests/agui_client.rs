@@ -123,6 +123,15 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
     addr
 }
 
+/// CopilotKit's AG-UI client (`@ag-ui/client` 0.0.59, which sends no `protocolVersion` and
+/// refuses event keys it does not know) runs text and frontend tools on a server of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pre_1_0_client_copilotkit_pins_runs_too() {
+    let addr = serve(Arc::new(AtomicUsize::new(0))).await;
+    let summary = client("agui_legacy_client.mjs", vec![format!("http://{addr}")]).await;
+    summary.assert_passed(2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_agent_runs_text_tools_state_and_errors() {
     let wipes = Arc::new(AtomicUsize::new(0));
