@@ -83,7 +83,7 @@ use serde_json::Value;
 use crate::codec::{self, Code, Failure};
 use crate::extract::Segments;
 use crate::flow::body;
-use crate::{Identity, Shared};
+use crate::{Identity, Shared, WaitingCalls};
 
 mod history;
 
@@ -1247,9 +1247,11 @@ fn create(
 /// (the `tool` messages that answer them) with the decisions on its calls waiting for approval,
 /// or else the last message, a user message.
 fn resume(
+    agent: &LlmAgent,
     state: &LlmSession,
     messages: Vec<InputMessage>,
     approvals: Vec<Approval>,
+    waiting: WaitingCalls,
 ) -> Result<TurnInput, Failure> {
     let last = messages.len().checked_sub(1);
     let mut results = Vec::new();
@@ -1294,6 +1296,7 @@ fn resume(
     }
     match user {
         Some(user) if state.pending_tool_calls.is_empty() => Ok(TurnInput::User(user)),
+        Some(user) if waiting == WaitingCalls::SetAside => Ok(agent.set_aside(state, user)),
         None if state.pending_tool_calls.is_empty() => Err(invalid(
             "the last message is the user message to answer",
             &last.map_or_else(
@@ -1361,7 +1364,13 @@ pub(crate) async fn run(
             };
             (
                 AgentInit::new().resume(&input.thread_id),
-                resume(&state, input.messages, approvals)?,
+                resume(
+                    agent,
+                    &state,
+                    input.messages,
+                    approvals,
+                    shared.waiting_calls.unwrap_or(WaitingCalls::SetAside),
+                )?,
             )
         }
         None if !entries.is_empty() => {
@@ -2170,6 +2179,7 @@ mod tests {
 
     #[test]
     fn a_resumed_thread_takes_the_results_of_its_pending_calls() {
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
         let state = LlmSession {
             pending_tool_calls: vec![call("c1")],
             ..LlmSession::default()
@@ -2179,7 +2189,9 @@ mod tests {
             {"id": "t", "role": "tool", "toolCallId": "c1", "content": "", "error": "denied"}
         ]))
         .unwrap();
-        let TurnInput::ToolResults(results) = resume(&state, messages, Vec::new()).unwrap() else {
+        let set_aside = WaitingCalls::SetAside;
+        let resumed = resume(&agent, &state, messages, Vec::new(), set_aside).unwrap();
+        let TurnInput::ToolResults(results) = resumed else {
             panic!()
         };
         assert_eq!(results.len(), 1);
@@ -2187,10 +2199,20 @@ mod tests {
         assert!(results[0].is_error);
         assert_eq!(results[0].content, "denied");
 
-        let messages: Vec<InputMessage> =
-            serde_json::from_value(json!([{"id": "u", "role": "user", "content": "hi"}])).unwrap();
-        let failure = resume(&state, messages, Vec::new()).unwrap_err();
+        let user = || -> Vec<InputMessage> {
+            serde_json::from_value(json!([{"id": "u", "role": "user", "content": "hi"}])).unwrap()
+        };
+        let failure = resume(&agent, &state, user(), Vec::new(), WaitingCalls::Refuse).unwrap_err();
         assert!(failure.message.contains("`c1`"), "{}", failure.message);
+        // Set aside: the call's error result, then the message.
+        let TurnInput::Resume(resumed) =
+            resume(&agent, &state, user(), Vec::new(), set_aside).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(resumed.results[0].tool_call_id, "c1");
+        assert!(resumed.results[0].is_error);
+        assert_eq!(resumed.message.map(|m| m.content).as_deref(), Some("hi"));
     }
 
     /// An agent whose `wipe` needs approval, and a thread waiting on calls `w1` and `w2` of it

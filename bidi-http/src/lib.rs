@@ -327,6 +327,7 @@ pub struct Server {
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
     cors: Option<Cors>,
+    waiting_calls: Option<WaitingCalls>,
     routes: Router,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
@@ -382,6 +383,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) agents: HashMap<String, LlmAgent>,
     pub(crate) limits: Limits,
+    /// What a user message does while calls wait; `None`: each front end's default.
+    pub(crate) waiting_calls: Option<WaitingCalls>,
     /// The UI message streams being answered, for clients that resume them.
     pub(crate) chats: vercel::Chats,
 }
@@ -412,6 +415,7 @@ impl Server {
             agents: HashMap::new(),
             auth: None,
             cors: None,
+            waiting_calls: None,
             routes: Router::new(),
             layers: Vec::new(),
             limits: Limits::default(),
@@ -466,6 +470,19 @@ impl Server {
     /// ```
     pub fn cors(mut self, cors: Cors) -> Self {
         self.cors = Some(cors);
+        self
+    }
+
+    /// What a user message does while client tool calls (or calls waiting for approval) of
+    /// its session are still open, in AG-UI and the UI message stream: refused (400, the calls
+    /// must be answered first), or the open calls are set aside (each answered as an error
+    /// saying the user moved on, which the model reads before the message). By default each
+    /// front end does what its ecosystem does: AG-UI sets them aside (as AG-UI runtimes cancel
+    /// a pending frontend tool when the user sends a new message), the UI message stream
+    /// refuses (as the AI SDK's own `convertToModelMessages` refuses a call without a result).
+    /// Interrupts (AG-UI approvals) always need their `resume`, which AG-UI clients enforce.
+    pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
+        self.waiting_calls = Some(waiting);
         self
     }
 
@@ -592,6 +609,7 @@ impl Server {
             registry: self.registry,
             agents: self.agents,
             limits: self.limits,
+            waiting_calls: self.waiting_calls,
             chats: vercel::Chats::default(),
         });
         let router = Router::new()
@@ -648,6 +666,18 @@ impl Server {
             limits,
         })
     }
+}
+
+/// What a user message does while calls of its session wait for the client: see
+/// [`Server::waiting_calls`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitingCalls {
+    /// The message is refused (400 `invalid_input`) until the calls are answered.
+    Refuse,
+    /// The calls are answered as set aside (errors saying the user moved on), then the
+    /// message is answered.
+    SetAside,
 }
 
 /// Why the server cancelled a connection: its client went away (a closed socket, an aborted

@@ -29,7 +29,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::codec::{self, Code, Failure};
 use crate::extract::Segments;
 use crate::flow::body;
-use crate::{Identity, Shared, agent};
+use crate::{Identity, Shared, WaitingCalls, agent};
 
 mod history;
 
@@ -1045,6 +1045,7 @@ fn resumed(
     agent: &LlmAgent,
     state: &LlmSession,
     request: &ChatRequest,
+    waiting: WaitingCalls,
 ) -> Result<TurnInput, Failure> {
     let Some(last) = request.messages.last() else {
         return Err(
@@ -1083,6 +1084,11 @@ fn resumed(
         return Ok(TurnInput::Resume(resume));
     }
     match last.role {
+        UiRole::User
+            if !state.pending_tool_calls.is_empty() && waiting == WaitingCalls::SetAside =>
+        {
+            Ok(agent.set_aside(state, user_message(last)))
+        }
         UiRole::User => Ok(TurnInput::User(user_message(last))),
         _ => Err(Failure::new(
             StatusCode::BAD_REQUEST,
@@ -1123,7 +1129,8 @@ pub(crate) async fn chat(
     let stored = agent::load(agent, identity, &request.id).await?;
     let (init, input) = match (&stored, request.trigger) {
         (Some(session), Trigger::SubmitMessage) => {
-            let input = resumed(agent, &session.state(), &request)?;
+            let waiting = shared.waiting_calls.unwrap_or(WaitingCalls::Refuse);
+            let input = resumed(agent, &session.state(), &request, waiting)?;
             (AgentInit::new().resume(request.id.clone()), input)
         }
         (Some(session), Trigger::RegenerateMessage) => {
@@ -1955,6 +1962,7 @@ mod tests {
             registry: bidi_flow::Registry::new(),
             agents: HashMap::new(),
             limits: crate::Limits::default(),
+            waiting_calls: None,
             chats: Chats::default(),
         })
     }

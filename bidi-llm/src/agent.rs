@@ -9,9 +9,10 @@ use bidi_session::{Session, SessionStore};
 
 use crate::error::Error;
 use crate::event::AgentEvent;
+use crate::message::{ToolResultMessage, UserMessage};
 use crate::model::Model;
 use crate::policy::Policy;
-use crate::session::{self, Context, LlmSession, Status, TurnInput};
+use crate::session::{self, Approval, Context, LlmSession, Resume, Status, TurnInput};
 use crate::tool::Tool;
 use crate::turn::{self, Config, Turn};
 
@@ -166,6 +167,56 @@ impl LlmAgent {
     /// `parameters` is not a JSON object.
     pub fn new_session(&self, context: Context) -> Result<LlmSession, Error> {
         context.into_session(&self.config.tools)
+    }
+
+    /// The input that goes on with `message` although calls of `state` are still open: each
+    /// remote call gets an error result, each call waiting for approval is denied, both saying
+    /// the user moved on instead, and then the model reads `message`. For a front end whose
+    /// user may ignore a tool's prompt and type something else.
+    ///
+    /// ```
+    /// use bidi_llm::testing::DemoModel;
+    /// use bidi_llm::{LlmAgent, LlmSession, ToolCall, TurnInput, UserMessage};
+    /// use serde_json::json;
+    ///
+    /// let agent = LlmAgent::builder("demo", DemoModel).build();
+    /// let mut state = LlmSession::default();
+    /// state.pending_tool_calls.push(ToolCall {
+    ///     id: "c1".into(),
+    ///     name: "ask_user".into(),
+    ///     arguments: json!({}),
+    /// });
+    /// let TurnInput::Resume(resume) = agent.set_aside(&state, UserMessage::new("never mind"))
+    /// else {
+    ///     unreachable!()
+    /// };
+    /// assert!(resume.results[0].is_error);
+    /// assert_eq!(resume.message, Some(UserMessage::new("never mind")));
+    /// ```
+    #[must_use]
+    pub fn set_aside(&self, state: &LlmSession, message: UserMessage) -> TurnInput {
+        const REASON: &str = "the user moved on without answering this call";
+        let mut resume = Resume::new().message(message);
+        for call in &state.pending_tool_calls {
+            let local = self
+                .config
+                .tools
+                .iter()
+                .any(|tool| tool.name() == call.name && tool.is_local());
+            resume = if local {
+                resume.approval(Approval::deny(&call.id, REASON))
+            } else {
+                resume.result(ToolResultMessage {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    content: REASON.to_owned(),
+                    details: None,
+                    is_error: true,
+                    attachments: Vec::new(),
+                })
+            };
+        }
+        TurnInput::Resume(resume)
     }
 }
 

@@ -197,13 +197,15 @@ pub enum TurnInput {
 }
 
 impl TurnInput {
-    /// The messages the input adds to the conversation, and the decisions it carries.
-    pub(crate) fn into_parts(self) -> (Vec<Message>, Vec<Approval>) {
+    /// The messages the input adds to the conversation, the decisions it carries, and the
+    /// user message that follows the decided calls' results.
+    pub(crate) fn into_parts(self) -> (Vec<Message>, Vec<Approval>, Option<UserMessage>) {
         match self {
-            Self::User(user) => (vec![Message::User(user)], Vec::new()),
+            Self::User(user) => (vec![Message::User(user)], Vec::new(), None),
             Self::ToolResults(results) => (
                 results.into_iter().map(Message::ToolResult).collect(),
                 Vec::new(),
+                None,
             ),
             Self::Resume(resume) => (
                 resume
@@ -212,6 +214,7 @@ impl TurnInput {
                     .map(Message::ToolResult)
                     .collect(),
                 resume.approvals,
+                resume.message,
             ),
         }
     }
@@ -241,6 +244,11 @@ pub struct Resume {
     /// Decisions on the calls waiting for approval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<Approval>,
+    /// What the user said next, after the answers: the model reads the answers, then this,
+    /// and answers once. A user who moves on instead of answering the open calls sends this
+    /// with every call answered as set aside ([`LlmAgent::set_aside`](crate::LlmAgent::set_aside)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<UserMessage>,
 }
 
 impl Resume {
@@ -261,6 +269,13 @@ impl Resume {
     #[must_use]
     pub fn approval(mut self, approval: Approval) -> Self {
         self.approvals.push(approval);
+        self
+    }
+
+    /// Adds what the user said next, read after the answers.
+    #[must_use]
+    pub fn message(mut self, message: UserMessage) -> Self {
+        self.message = Some(message);
         self
     }
 }
@@ -345,6 +360,18 @@ fn check(
             return Err(Error::AwaitingToolResults {
                 pending: ids(&pending),
             });
+        }
+        // Nothing to answer: a resume that only says something is a user message.
+        TurnInput::Resume(Resume {
+            results,
+            approvals,
+            message: Some(_),
+        }) if pending.is_empty()
+            && awaiting.is_empty()
+            && results.is_empty()
+            && approvals.is_empty() =>
+        {
+            return Ok(());
         }
         _ if pending.is_empty() && awaiting.is_empty() => return Err(Error::NothingPending),
         TurnInput::ToolResults(results) => (results, &[]),

@@ -177,7 +177,7 @@ impl<'a> Turn<'a> {
             .into_iter()
             .filter(|call| self.tool(&call.name).is_some_and(Tool::is_local))
             .collect();
-        let (messages, approvals) = input.into_parts();
+        let (messages, approvals, then) = input.into_parts();
         for message in messages {
             self.add(&mut state, message);
         }
@@ -198,6 +198,10 @@ impl<'a> Turn<'a> {
             state.status = Status::Completed;
             true
         } else {
+            // What the user said next comes after every answer, before the model reads them.
+            if let Some(user) = then {
+                self.add(&mut state, Message::User(user));
+            }
             self.execute(&mut state).await.is_err()
         };
         // The consumer sees the answer before the store is written.

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use bidi_http::Server;
+use bidi_http::{Server, WaitingCalls};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Tool, ToolEvent};
 use serde_json::{Value, json};
@@ -59,6 +59,12 @@ async fn run(addr: SocketAddr, body: &Value) -> Vec<Value> {
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     parse(&response.text().await.unwrap())
+}
+
+/// The client's tool `confirm`.
+fn confirm_tool() -> Value {
+    json!([{"name": "confirm", "description": "asks the user",
+            "parameters": {"type": "object", "properties": {"action": {"type": "string"}}}}])
 }
 
 async fn serve(agent: &LlmAgent) -> SocketAddr {
@@ -222,9 +228,12 @@ async fn a_frontend_tool_leaves_the_run_pending_and_the_next_run_resumes_it() {
         Scripted::new().text("Deployed"),
     ]);
     let agent = LlmAgent::builder("helper", model.clone()).build();
-    let addr = serve(&agent).await;
-    let tools = json!([{"name": "confirm", "description": "asks the user",
-                        "parameters": {"type": "object", "properties": {"action": {"type": "string"}}}}]);
+    // Refusing a user message while a call waits, which is not AG-UI's default.
+    let server = Server::new(registry(&Probe::default()))
+        .agent(&agent)
+        .waiting_calls(WaitingCalls::Refuse);
+    let addr = start(server).await;
+    let tools = confirm_tool();
     let first = run(
         addr,
         &input("t-f", "r1", json!([user("u1", "deploy")]), tools.clone()),
@@ -514,4 +523,48 @@ async fn a_thread_that_runs_refuses_another_run_with_409() {
     let events = parse(&first.text().await.unwrap());
     assert_eq!(text_of(&events, "TEXT_MESSAGE_CONTENT"), "done");
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+}
+
+/// By default a user who types something else while a frontend tool waits moves on: the call
+/// is answered as set aside, and the model answers the new message in the same run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_message_while_a_frontend_tool_waits_sets_the_call_aside() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("call-1", "confirm", &json!({"action": "deploy"})),
+        Scripted::new().text("Something else, then."),
+    ]);
+    let agent = LlmAgent::builder("helper", model.clone()).build();
+    let addr = serve(&agent).await;
+    let first = run(
+        addr,
+        &input("t-a", "r1", json!([user("u1", "deploy")]), confirm_tool()),
+    )
+    .await;
+    assert_eq!(
+        first.last().unwrap()["outcome"]["pendingToolCallIds"],
+        json!(["call-1"])
+    );
+    let messages = json!([
+        user("u1", "deploy"),
+        user("u2", "never mind, what time is it?")
+    ]);
+    let second = run(addr, &input("t-a", "r2", messages, confirm_tool())).await;
+    assert_eq!(
+        text_of(&second, "TEXT_MESSAGE_CONTENT"),
+        "Something else, then."
+    );
+    assert_eq!(
+        second.last().unwrap()["outcome"],
+        json!({"type": "success"})
+    );
+    // The model read the call set aside, then the new message.
+    let request = &model.requests()[1];
+    let tail: Vec<Value> = request.messages[request.messages.len() - 2..]
+        .iter()
+        .map(|message| serde_json::to_value(message).unwrap())
+        .collect();
+    assert_eq!(tail[0]["role"], "toolResult");
+    assert_eq!(tail[0]["isError"], true);
+    assert_eq!(tail[1]["role"], "user");
+    assert_eq!(tail[1]["content"], "never mind, what time is it?");
 }

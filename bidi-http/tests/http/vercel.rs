@@ -680,3 +680,46 @@ mod resume {
         nothing(resume(addr, "alice", "c4").await).await;
     }
 }
+
+/// A user message while a client tool waits: refused by default, as the AI SDK's own server
+/// code refuses a call without a result; with `WaitingCalls::SetAside` the call is answered
+/// as set aside and the message answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_message_while_a_client_tool_waits_is_refused_or_sets_it_aside() {
+    for waiting in [None, Some(bidi_http::WaitingCalls::SetAside)] {
+        let model = ScriptedModel::new([
+            Scripted::new().tool_call("k1", "ask", &json!({"q": "Oslo?"})),
+            Scripted::new().text("Rome, then."),
+        ]);
+        let agent = LlmAgent::builder("helper", model).build();
+        let server = Server::new(registry(&Probe::default())).agent(&agent);
+        let server = match waiting {
+            Some(waiting) => server.waiting_calls(waiting),
+            None => server,
+        };
+        let addr = start(server).await;
+        let first = json!({"id": "c-w", "messages": [user("u1", "Book a trip")],
+                           "tools": [ask_tool()]});
+        let first = chunks(chat(addr, &first).await).await;
+        assert!(types(&first).contains(&"tool-input-available"));
+        let asked = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-ask", "toolCallId": "k1", "state": "input-available",
+             "input": {"q": "Oslo?"}}]});
+        let next = json!({"id": "c-w", "messages": [user("u1", "Book a trip"), asked,
+                                                      user("u2", "Rome instead")]});
+        let response = chat(addr, &next).await;
+        if waiting.is_none() {
+            assert_eq!(response.status().as_u16(), 400);
+            let answer: Value = response.json().await.unwrap();
+            assert_eq!(answer["error"]["details"]["code"], "invalid_input");
+        } else {
+            let answered = chunks(response).await;
+            let text: String = answered
+                .iter()
+                .filter(|chunk| chunk["type"] == "text-delta")
+                .map(|chunk| chunk["delta"].as_str().unwrap())
+                .collect();
+            assert_eq!(text, "Rome, then.");
+        }
+    }
+}

@@ -283,3 +283,63 @@ fn resume_json_is_told_from_a_user_message_and_unknown_fields_are_refused() {
     };
     assert_eq!(error.code(), ErrorCode::InvalidInput);
 }
+
+/// A user who moves on instead of answering: every open call (remote or waiting for approval)
+/// is answered as set aside, then the model reads the new message and answers once; nothing
+/// that waited runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_moves_on_sets_the_open_calls_aside_and_is_answered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("a.db")).await.unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = model();
+    let agent = agent(model.clone(), &runs, store);
+    let mut conn = agent.connect(AgentInit::new().session_id("s"));
+    let (_, result) = run(&mut conn, user("clean up")).await;
+    assert_eq!(result.status, Status::AwaitingToolExecution);
+
+    // A plain user message is still refused: the session waits for answers.
+    let (_, refused) = run(&mut conn, user("something else")).await;
+    assert_eq!(refused.error.unwrap().code, ErrorCode::InvalidInput);
+
+    let state = conn_state(&agent).await;
+    let input = agent.set_aside(&state, bidi_llm::UserMessage::new("something else"));
+    let (_, result) = run(&mut conn, input).await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "a call set aside never runs"
+    );
+    let state = conn_state(&agent).await;
+    let tail: Vec<String> = state.messages[1..]
+        .iter()
+        .map(|message| match message {
+            Message::Assistant(_) => "assistant".to_owned(),
+            Message::ToolResult(result) => {
+                assert!(result.is_error && result.content.contains("moved on"));
+                format!("result {}", result.tool_call_id)
+            }
+            Message::User(said) => format!("user {}", said.content),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    // The calls' answers, in the model's order, then the new message, then one answer.
+    assert_eq!(
+        tail,
+        [
+            "assistant",
+            "result c1",
+            "result d1",
+            "result d2",
+            "user something else",
+            "assistant"
+        ]
+    );
+    assert_eq!(model.requests().len(), 2);
+}
+
+/// The session `s` of `agent`, as stored.
+async fn conn_state(agent: &LlmAgent) -> bidi_llm::LlmSession {
+    agent.agent().session("s").await.unwrap().unwrap().state()
+}
