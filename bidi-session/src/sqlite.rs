@@ -3,7 +3,7 @@
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -94,7 +94,10 @@ const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE sess
 /// ```
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    /// The one connection. Taken asynchronously before any blocking work: waiting callers hold
+    /// no thread, so a thousand concurrent calls cost a thousand small futures, not a
+    /// thousand blocked threads.
+    conn: Arc<tokio::sync::Mutex<Connection>>,
     path: Option<Arc<PathBuf>>,
     /// Keep at most this many versions per session.
     retention: Option<u64>,
@@ -129,7 +132,7 @@ impl SqliteStore {
         let opened = path.clone();
         let conn = blocking(move || connect(opened.as_deref())).await?;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            conn: Arc::new(tokio::sync::Mutex::new(conn)),
             path: path.map(Arc::new),
             retention: None,
         })
@@ -156,8 +159,8 @@ impl SqliteStore {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        blocking(move || f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))).await
+        let mut conn = Arc::clone(&self.conn).lock_owned().await;
+        blocking(move || f(&mut conn)).await
     }
 }
 
