@@ -1,6 +1,8 @@
 //! Threads: a burst of concurrent calls on `SqliteStore` costs no thread per call. Alone in its
 //! test binary, so that the process's thread count is this test's.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use bidi_session::{SessionStore, SqliteStore};
