@@ -2072,6 +2072,36 @@ mod tests {
         assert_eq!(shared.chats.len(), 0);
     }
 
+    /// A resuming client that never reads falls a window behind and is dropped: the asker
+    /// gets every write without waiting for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_that_never_reads_holds_nobody_back() {
+        let shared = shared();
+        let (tee, asker) = answer(&shared, "c");
+        let (_, stalled) = attach(&shared, "c");
+        let asker = read_all(asker);
+        let writes = READER_WINDOW * 4;
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            for _ in 0..writes {
+                tee.send(Bytes::from_static(b"x")).await.unwrap();
+            }
+        })
+        .await;
+        assert!(
+            sent.is_ok(),
+            "a reader that never reads held the answer back"
+        );
+        drop(tee);
+        assert_eq!(asker.await.unwrap().len(), writes);
+        // The stalled reader got what fit in its window, then its body ends.
+        let mut stalled = stalled;
+        let mut got = 0;
+        while stalled.recv().await.is_some() {
+            got += 1;
+        }
+        assert_eq!(got, READER_WINDOW);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_new_answer_of_the_chat_is_not_forgotten_with_the_old_one() {
         let shared = shared();
