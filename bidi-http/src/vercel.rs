@@ -1251,7 +1251,7 @@ pub(crate) async fn resume(
             ),
         )),
         Attached::Reader(written, reader) => {
-            let written = futures_util::stream::iter(written.into_iter().map(Ok));
+            let written = futures_util::stream::iter([Ok(written)]);
             let rest = reader.body().into_data_stream();
             Ok(ui_stream(Body::from_stream(written.chain(rest))))
         }
@@ -1299,8 +1299,10 @@ pub(crate) struct Stream {
 
 #[derive(Debug, Default)]
 struct Tally {
-    /// Everything written so far, unless it outgrew [`RESUME_BYTES`].
-    written: Option<Vec<Bytes>>,
+    /// Everything written so far, unless it outgrew [`RESUME_BYTES`], as one buffer: the
+    /// writes of a slow answer are a token each, and keeping each apart would cost an
+    /// allocation and a handle per token (a hundred times the text, for long answers).
+    written: Option<Vec<u8>>,
     /// How many bytes were written.
     len: usize,
     /// Where the writes go, one sender per reader.
@@ -1315,7 +1317,7 @@ struct Tally {
 #[derive(Debug)]
 enum Attached {
     /// The answer so far, and the rest as it comes.
-    Reader(Vec<Bytes>, Reader),
+    Reader(Bytes, Reader),
     /// No answer is streaming.
     Nothing,
     /// The answer outgrew what is kept of it.
@@ -1391,7 +1393,7 @@ impl Chats {
         if state.over {
             return Attached::Nothing;
         }
-        let Some(written) = state.written.clone() else {
+        let Some(written) = state.written.as_deref().map(Bytes::copy_from_slice) else {
             return Attached::TooLong;
         };
         let reader = Reader::new(&stream, &mut state);
@@ -1491,7 +1493,7 @@ impl agent::Writes for Tee {
             let mut state = lock(&self.stream.state);
             let len = state.len + bytes.len();
             match &mut state.written {
-                Some(written) if len <= RESUME_BYTES => written.push(bytes.clone()),
+                Some(written) if len <= RESUME_BYTES => written.extend_from_slice(&bytes),
                 _ => state.written = None,
             }
             state.len = len;
@@ -1990,7 +1992,7 @@ mod tests {
 
     fn attach(shared: &Shared, chat: &str) -> (Vec<u8>, Reader) {
         match shared.chats.attach(&key(chat)) {
-            Attached::Reader(written, reader) => (written.concat(), reader),
+            Attached::Reader(written, reader) => (written.to_vec(), reader),
             other => panic!("{other:?}"),
         }
     }
@@ -2070,6 +2072,27 @@ mod tests {
         drop(tee);
         assert_eq!(first.await.unwrap(), b"z");
         assert_eq!(shared.chats.len(), 0);
+    }
+
+    /// A slow answer's many small writes are kept as one buffer for resuming clients: what
+    /// it holds grows with the text, not with the number of writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_of_many_small_writes_is_kept_in_one_buffer() {
+        let shared = shared();
+        let (tee, asker) = answer(&shared, "c");
+        let asker = read_all(asker);
+        for _ in 0..10_000 {
+            tee.send(Bytes::from_static(b"token")).await.unwrap();
+        }
+        let kept = lock(&tee.stream.state)
+            .written
+            .as_ref()
+            .map_or(0, Vec::capacity);
+        assert!(kept <= 2 * 50_000, "{kept} bytes kept for 50,000 written");
+        let (written, _) = attach(&shared, "c");
+        assert_eq!(written.len(), 50_000);
+        drop(tee);
+        assert_eq!(asker.await.unwrap().len(), 50_000);
     }
 
     /// A resuming client that never reads falls a window behind and is dropped: the asker
