@@ -256,7 +256,17 @@ fn size(message: &Message) -> usize {
 /// client's protocol violations are answered with their close code, anything else (a reset,
 /// a closed connection) means the client went away.
 fn broken(error: &str) -> End {
-    if error.contains("Space limit exceeded") {
+    // A client that drops its connection without a close frame is gone, not broken (the
+    // library files that under protocol errors).
+    let gone = [
+        "closing handshake",
+        "Connection reset",
+        "Broken pipe",
+        "closed",
+    ];
+    if gone.iter().any(|sign| error.contains(sign)) {
+        End::Gone
+    } else if error.contains("Space limit exceeded") {
         End::Broken(close_code::SIZE, "message too big")
     } else if error.contains("UTF-8") || error.contains("utf-8") || error.contains("Utf8") {
         End::Broken(close_code::INVALID, "text that is not UTF-8")
