@@ -181,6 +181,12 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Logs a line to stderr. Whatever the client or a model chose (ids, names) is written
+/// escaped (`{:?}`), so that it cannot forge log lines with line breaks or terminal escapes.
+macro_rules! log {
+    ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
+}
+
 mod bridge;
 mod codec;
 mod content;
@@ -188,6 +194,7 @@ mod mcp;
 mod plan;
 mod policy;
 mod server;
+mod turn;
 
 /// The ACP wire types (protocol version 1) this crate speaks, from
 /// [`agent-client-protocol-schema`](https://docs.rs/agent-client-protocol-schema).
