@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Bridge, Bridged, Turns};
-use crate::codec::{self, Incoming, Refusal};
+use crate::codec::{self, Incoming};
 use crate::content::{self, chunk};
 use crate::mcp::Servers;
 use crate::policy::{Command, Mode, Rules};
@@ -695,7 +695,7 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
         };
         let incoming = match line {
             None => return Ok(()),
-            Some(Line::TooLarge(len)) => Err(Refusal::too_large(len, max_line_bytes)),
+            Some(Line::TooLarge(len)) => codec::oversized(len, max_line_bytes, &buf),
             Some(Line::Frame) if buf.iter().all(u8::is_ascii_whitespace) => continue,
             Some(Line::Frame) => codec::decode(&buf),
         };
@@ -711,7 +711,10 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
             Ok(Incoming::Notification { method, params }) => notify(shared, &method, params),
             Ok(Incoming::Response { id, result }) => {
                 if !shared.pending.resolve(&id, result) {
-                    log!("an answer to request {id}, which is not waiting for one: ignored");
+                    log!(
+                        "an answer to request {:?}, which is not waiting for one: ignored",
+                        id.to_string()
+                    );
                 }
             }
         }
@@ -823,7 +826,7 @@ fn notify(shared: &Shared, method: &str, params: Value) {
                 token.cancel();
             }
         }
-        Err(error) => log!("session/cancel ignored: {}", error.message),
+        Err(error) => log!("session/cancel ignored: {:?}", error.message),
     }
 }
 
