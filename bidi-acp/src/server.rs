@@ -29,7 +29,7 @@ use bidi_session::{Scoped, Session, SessionStore, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +42,10 @@ use crate::turn::{prompt, start};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
+
+/// How many `session/new`, `session/load` and `session/close` requests run at once at most;
+/// the reader reads nothing more while they all do (their answers not written, say).
+const MAX_REQUESTS: usize = 32;
 
 /// How long prompt turns may run on after the client's input ended, by default.
 const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
@@ -345,6 +349,8 @@ pub(crate) struct Shared {
     pub(crate) pending: Pending,
     /// The number of the last prompt turn started on the connection.
     pub(crate) turns: AtomicU64,
+    /// Room for the request tasks running: see [`room`].
+    requests: Arc<Semaphore>,
     /// Cancelled when the client is gone: every turn's token is a child of it.
     pub(crate) stop: CancellationToken,
 }
@@ -402,6 +408,7 @@ impl Shared {
             sessions: Mutex::new(HashMap::new()),
             pending: Pending::default(),
             turns: AtomicU64::new(0),
+            requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
             stop: stop.clone(),
         });
         (shared, stop)
@@ -747,8 +754,12 @@ async fn dispatch(
         // Starting its MCP servers takes a while: the reader goes on meanwhile.
         match codec::params::<NewSessionRequest>(params) {
             Ok(request) => {
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let result = tokio::select! {
                         () = shared.stop.cancelled() => return, // Nobody waits for it.
                         result = new_session(&shared, request) => result,
@@ -765,8 +776,12 @@ async fn dispatch(
     } else if method == methods.session_load {
         match codec::params::<LoadSessionRequest>(params) {
             Ok(request) => {
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let session_id = request.session_id.clone();
                     let result = tokio::select! {
                         () = shared.stop.cancelled() => return,
@@ -785,8 +800,12 @@ async fn dispatch(
         match codec::params::<CloseSessionRequest>(params) {
             Ok(request) => {
                 // Stopping its MCP servers takes a while: the reader goes on meanwhile.
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let result = close_session(&shared, &request.session_id).await;
                     shared.respond(id, result).await;
                 });
@@ -809,6 +828,17 @@ async fn dispatch(
     } else {
         let error = Error::method_not_found().data(Value::String(cap(method).into_owned()));
         shared.respond::<Value>(id, Err(error)).await;
+    }
+}
+
+/// Waits for room for one more request task (`session/new`, `session/load`, `session/close`):
+/// at most [`MAX_REQUESTS`] run at once, so that a client that does not read its answers
+/// makes the reader wait (and stop reading) rather than queue answers without bound. `None`
+/// once the client is gone.
+async fn room(shared: &Shared) -> Option<OwnedSemaphorePermit> {
+    tokio::select! {
+        () = shared.stop.cancelled() => None,
+        permit = Arc::clone(&shared.requests).acquire_owned() => permit.ok(),
     }
 }
 
