@@ -125,7 +125,7 @@ impl Server {
 
     /// A server for a bidi [`Agent`] of your own, which `bridge` turns into an ACP agent: the
     /// input a prompt makes, the updates its chunks show. The server's modes and commands
-    /// apply (each turn's connection carries the session's [`Workspace`]); the permissions
+    /// apply (each turn's connection carries the session's [`Workspace`](crate::Workspace)); the permissions
     /// and the MCP servers' tools are the [`LlmAgent`]'s alone.
     pub fn bridge<B, Out>(agent: Agent<B::State, B::In, Out, B::Stream>, bridge: B) -> Self
     where
