@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{ContentBlock, Error, SessionUpdate, StopReason};
-use bidi_agent::{Agent, AgentInit};
+use bidi_agent::{Agent, AgentInit, Scope};
 use bidi_core::ConnectOptions;
 use bidi_session::{Session, SessionStore, StoreError};
 use futures_util::StreamExt as _;
@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{Cancelled, Shared};
+use crate::server::{Cancelled, SESSION_SCOPE, Shared, sessions};
 
 /// What turns a bidi [`Agent`] of yours into an ACP agent: the input a prompt makes, and the
 /// updates each chunk of a turn shows. Serve it with [`Server::bridge`](crate::Server::bridge).
@@ -180,7 +180,7 @@ where
 
     fn create(&self, id: Arc<str>) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            Session::create(Arc::clone(self.agent.store()), &id, B::State::default())
+            Session::create(sessions(self.agent.store()), &id, B::State::default())
                 .await
                 .map(drop)
         })
@@ -191,7 +191,7 @@ where
         id: Arc<str>,
     ) -> BoxFuture<'_, Result<Option<Vec<SessionUpdate>>, StoreError>> {
         Box::pin(async move {
-            let session = Session::<B::State>::load(Arc::clone(self.agent.store()), &id).await?;
+            let session = Session::<B::State>::load(sessions(self.agent.store()), &id).await?;
             Ok(session.map(|session| self.bridge.replay(&session.state())))
         })
     }
@@ -208,7 +208,9 @@ where
         let bridge = Arc::clone(&self.bridge);
         Box::pin(async move {
             let input = bridge.input(prompt)?;
-            let options = ConnectOptions::new().extension(workspace);
+            let options = ConnectOptions::new()
+                .extension(workspace)
+                .extension(Scope::new(SESSION_SCOPE));
             let conn =
                 agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
             let failed = |error: &dyn std::fmt::Display| {

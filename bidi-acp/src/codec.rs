@@ -46,13 +46,202 @@ impl Refusal {
         }
     }
 
-    /// A line longer than `limit` bytes, not read into memory.
-    pub(crate) fn too_large(len: usize, limit: usize) -> Self {
+    /// A line longer than `limit` bytes, not read into memory: answered under the request id
+    /// its `head` names, if it names one.
+    pub(crate) fn too_large(len: usize, limit: usize, id: Option<RequestId>) -> Self {
         Self::new(
-            RequestId::Null,
+            id.unwrap_or(RequestId::Null),
             ErrorCode::InvalidRequest,
             format!("the line is {len} bytes long; at most {limit} are accepted"),
         )
+    }
+}
+
+/// A line of `len` bytes, over the `limit`, whose first bytes are `head`: the answer to one
+/// of our requests fails it (the server goes without that answer); anything else is refused,
+/// under the request's id when the head names it.
+pub(crate) fn oversized(len: usize, limit: usize, first: &[u8]) -> Result<Incoming, Refusal> {
+    let head = head(first);
+    let refusal = Refusal::too_large(len, limit, head.id.clone().filter(|_| head.method));
+    match head.id {
+        Some(id) if head.response && !head.method => Ok(Incoming::Response {
+            id,
+            result: Err(*refusal.error),
+        }),
+        _ => Err(refusal),
+    }
+}
+
+/// How many bytes of an oversized line are looked at for its id.
+const HEAD_BYTES: usize = 4096;
+
+/// What the first bytes of a line too long to read say about it: clients write
+/// `{"jsonrpc":"2.0","id":7,"method":...` (both official SDKs do), so the id is found before
+/// the large params are.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Head {
+    /// The message's `id`, if the head has a whole one.
+    pub(crate) id: Option<RequestId>,
+    /// The head has a `method`: a request (with an id) or a notification.
+    pub(crate) method: bool,
+    /// The head has a `result` or an `error`: a response.
+    pub(crate) response: bool,
+}
+
+/// Reads the top-level members of the JSON object `line` starts with, as far as its first
+/// [`HEAD_BYTES`] bytes go and as long as they are well formed.
+pub(crate) fn head(line: &[u8]) -> Head {
+    let mut head = Head::default();
+    let mut scan = Scan {
+        bytes: &line[..line.len().min(HEAD_BYTES)],
+        at: 0,
+    };
+    if scan.byte() != Some(b'{') {
+        return head;
+    }
+    loop {
+        let Some(key) = scan.string() else {
+            return head;
+        };
+        if scan.byte() != Some(b':') {
+            return head;
+        }
+        match key.as_str() {
+            "id" => match scan.id() {
+                Some(id) => head.id = Some(id),
+                None => return head,
+            },
+            "method" => head.method = true,
+            "result" | "error" => head.response = true,
+            _ => {}
+        }
+        if key != "id" && !scan.skip_value() {
+            return head;
+        }
+        if head.id.is_some() && (head.method || head.response) {
+            return head;
+        }
+        if scan.byte() != Some(b',') {
+            return head;
+        }
+    }
+}
+
+/// A cursor over the head of a line.
+struct Scan<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Scan<'_> {
+    /// The next byte that is not whitespace, consumed.
+    fn byte(&mut self) -> Option<u8> {
+        while let Some(&byte) = self.bytes.get(self.at) {
+            self.at += 1;
+            if !byte.is_ascii_whitespace() {
+                return Some(byte);
+            }
+        }
+        None
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        let byte = self.byte()?;
+        self.at -= 1;
+        Some(byte)
+    }
+
+    /// The end (exclusive) of the string whose opening quote is at `start`.
+    fn string_end(&self, start: usize) -> Option<usize> {
+        let mut at = start + 1;
+        loop {
+            match self.bytes.get(at)? {
+                b'"' => return Some(at + 1),
+                b'\\' => at += 2,
+                _ => at += 1,
+            }
+        }
+    }
+
+    /// A whole JSON string, decoded.
+    fn string(&mut self) -> Option<String> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.at;
+        let end = self.string_end(start)?;
+        self.at = end;
+        serde_json::from_slice(&self.bytes[start..end]).ok()
+    }
+
+    /// A request id: a whole string, or an integer followed by what ends it (a number cut by
+    /// the head's end may be longer).
+    fn id(&mut self) -> Option<RequestId> {
+        if self.peek()? == b'"' {
+            return self.string().map(RequestId::Str);
+        }
+        let start = self.at;
+        let len = self.bytes[start..]
+            .iter()
+            .take_while(|byte| byte.is_ascii_digit() || **byte == b'-')
+            .count();
+        let end = start + len;
+        let ended = self
+            .bytes
+            .get(end)
+            .is_some_and(|byte| byte.is_ascii_whitespace() || matches!(byte, b',' | b'}'));
+        if len == 0 || !ended {
+            return None;
+        }
+        self.at = end;
+        let text = std::str::from_utf8(&self.bytes[start..end]).ok()?;
+        text.parse().ok().map(RequestId::Number)
+    }
+
+    /// Skips one whole value; `false` if the head ends first or it is malformed.
+    fn skip_value(&mut self) -> bool {
+        let mut depth = 0usize;
+        loop {
+            let Some(byte) = self.peek() else {
+                return false;
+            };
+            match byte {
+                b'"' => {
+                    let Some(end) = self.string_end(self.at) else {
+                        return false;
+                    };
+                    self.at = end;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    self.at += 1;
+                }
+                b'}' | b']' => {
+                    let Some(less) = depth.checked_sub(1) else {
+                        return false;
+                    };
+                    depth = less;
+                    self.at += 1;
+                }
+                b',' | b':' if depth > 0 => self.at += 1,
+                _ => {
+                    // A number, `true`, `false` or `null`.
+                    let len = self.bytes[self.at..]
+                        .iter()
+                        .take_while(|byte| {
+                            byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'+' | b'.')
+                        })
+                        .count();
+                    if len == 0 {
+                        return false;
+                    }
+                    self.at += len;
+                }
+            }
+            if depth == 0 {
+                return true;
+            }
+        }
     }
 }
 
@@ -402,7 +591,77 @@ mod tests {
 
     #[test]
     fn an_oversized_line_is_an_invalid_request() {
-        let too_large = Refusal::too_large(100, 10);
+        let too_large = Refusal::too_large(100, 10, None);
         assert_eq!(too_large.error.code, ErrorCode::InvalidRequest);
+        assert_eq!(too_large.id, RequestId::Null);
+    }
+
+    #[test]
+    fn the_head_of_a_line_names_its_id() {
+        let request = |id: Option<RequestId>| Head {
+            id,
+            method: true,
+            response: false,
+        };
+        let cases: [(&str, Head); 14] = [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"prompt":[{"te"#,
+                request(Some(RequestId::Number(7))),
+            ),
+            (
+                r#" { "jsonrpc" : "2.0" , "id" : "a\"b" , "method" : "x", "params": {"#,
+                request(Some(RequestId::Str("a\"b".into()))),
+            ),
+            (
+                r#"{"method":"session/prompt","id":-3,"params":"#,
+                request(Some(RequestId::Number(-3))),
+            ),
+            // A member before the id is skipped, whatever it holds.
+            (
+                r#"{"_meta":{"a":[1,{"b":"}"}],"c":null},"id":1,"method":"m","params":{"#,
+                request(Some(RequestId::Number(1))),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"bidi-3","result":{"outcome":"#,
+                Head {
+                    id: Some(RequestId::Str("bidi-3".into())),
+                    method: false,
+                    response: true,
+                },
+            ),
+            // The params come before the id: it is out of reach.
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":{"text":"xxxx"#,
+                Head {
+                    id: None,
+                    method: true,
+                    response: false,
+                },
+            ),
+            // A number the head cuts may go on.
+            (r#"{"jsonrpc":"2.0","id":12"#, Head::default()),
+            (r#"{"jsonrpc":"2.0","id":"unterminat"#, Head::default()),
+            (r#"{"jsonrpc":"2.0","id":1.5,"method":"m""#, Head::default()),
+            (
+                r#"{"jsonrpc":"2.0","id":99999999999999999999,"method":"m""#,
+                Head::default(),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":true,"method":"m""#,
+                Head::default(),
+            ),
+            (r#"["jsonrpc","id"]"#, Head::default()),
+            (r#"{"jsonrpc" "2.0","id":1,"method":"m""#, Head::default()),
+            ("not json at all", Head::default()),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(head(line.as_bytes()), expected, "{line}");
+        }
+        // Only the first bytes are read.
+        let far = format!(
+            r#"{{"pad":"{}","id":1,"method":"m"}}"#,
+            "x".repeat(HEAD_BYTES)
+        );
+        assert_eq!(head(far.as_bytes()), Head::default());
     }
 }

@@ -7,7 +7,10 @@
 //! `agent_message_chunk` updates, its thinking as `agent_thought_chunk`, the tools it runs as
 //! `tool_call` and `tool_call_update`, and the turn is answered with its real stop reason.
 //! Sessions live in the agent's session store, so `session/load` replays a conversation after
-//! the agent process restarted (keep them in SQLite, say).
+//! the agent process restarted (keep them in SQLite, say). They are kept in a scope of their
+//! own, [`Scoped::new(store, "acp")`](bidi_session::Scoped): a session id a client names is a
+//! session of that scope only, so no id reaches the agent's other sessions or the server's own
+//! records, whatever it spells.
 //!
 //! ```no_run
 //! use bidi_acp::Server;
@@ -95,7 +98,9 @@
 //! text content is the tool's output, and an `isError` result fails it; a call that takes
 //! longer than [`Server::mcp_call_timeout`] fails. A server that fails to start, connect or
 //! list its tools within [`Server::mcp_start_timeout`] fails the `session/new` or
-//! `session/load`, which names it (and its URL). `initialize` advertises `mcpCapabilities.http`;
+//! `session/load` with invalid params naming it (`mcpServers[1]`), since it is the client's
+//! configuration, and its URL with the user name, password and query values shown as `***`.
+//! `initialize` advertises `mcpCapabilities.http`;
 //! SSE servers (the deprecated HTTP+SSE transport) are refused with invalid params naming
 //! `mcpServers[i]`. A session's servers are stopped (their HTTP sessions ended) when a
 //! `session/load` replaces them, when the session is closed (`session/close`) and when the
@@ -160,19 +165,46 @@
 //!
 //! - A prompt turn runs in a task of its own: the server goes on reading while it runs, so a
 //!   `session/cancel` reaches it. One turn runs per session at a time. `session/new` and
-//!   `session/load` run in tasks of their own too, since starting MCP servers takes a while; a
-//!   prompt for a session being loaded is refused.
+//!   `session/load` run in tasks of their own too, since starting MCP servers takes a while.
+//!   A prompt on a session whose turn runs or which is being loaded, or a load of a session
+//!   whose turn runs, is valid but cannot run now: it is answered with `-32603` and the data
+//!   `{"reason": "session_busy", "sessionId": ..}`, and may be sent again once the session
+//!   answered.
+//! - A turn's updates are in the order the agent made them: a tool call that needs permission
+//!   is shown (`tool_call`, `pending`) and asked about after the text the model streamed
+//!   before it.
 //! - Stdout carries protocol lines only, one message per line; the few things the server logs
-//!   go to stderr.
+//!   go to stderr, with the ids and names a client chose escaped (`{:?}`), so that line breaks
+//!   or terminal escapes in them cannot forge log lines.
 //! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
 //!   `-32600`, bad params with `-32602` naming the field (`prompt[0]`, `cwd`, ...), an unknown
 //!   method with `-32601`; the server goes on. Unknown notifications are ignored.
 //! - A `session/set_mode` with a mode id the server does not have is refused with `-32602`
 //!   naming `modeId`.
 //! - A line over [`Server::max_line_bytes`] is refused with `-32600` without being read into
-//!   memory.
+//!   memory, under the request's id when the line's first bytes name it (clients write
+//!   `{"jsonrpc":"2.0","id":..,"method":..` first, so an editor's request with a large image
+//!   gets its answer); an oversized answer to one of the server's own requests (a permission
+//!   answer) fails that request.
+//! - A session id is at most 256 bytes; a longer one is refused with `-32602` naming
+//!   `sessionId`.
 //! - At the end of input, the requests the server sent that are still unanswered fail, and
 //!   the turns still running may finish for [`Server::drain`] before they are cancelled.
+//!
+//! # Bounds
+//!
+//! What one client connection may make the server hold:
+//!
+//! - the reader keeps at most one line of [`Server::max_line_bytes`] (8 MiB) in memory;
+//! - at most 32 `session/new`, `session/load` and `session/close` requests run at once: with
+//!   32 running (their answers not read by the client, say), the server reads nothing more
+//!   until one ends, so a client that stops reading stdout is not read either
+//!   (backpressure), and every answer is written once it reads again;
+//! - one prompt turn per session, and every message is written through one writer, a line at
+//!   a time, which waits while the client does not read;
+//! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
+//!   [`Server::mcp_call_timeout`] (60 s); at the end of input, turns run on for at most
+//!   [`Server::drain`] (30 s).
 //!
 //! # Feature flags
 //!
@@ -181,6 +213,12 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Logs a line to stderr. Whatever the client or a model chose (ids, names) is written
+/// escaped (`{:?}`), so that it cannot forge log lines with line breaks or terminal escapes.
+macro_rules! log {
+    ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
+}
+
 mod bridge;
 mod codec;
 mod content;
@@ -188,6 +226,7 @@ mod mcp;
 mod plan;
 mod policy;
 mod server;
+mod turn;
 
 /// The ACP wire types (protocol version 1) this crate speaks, from
 /// [`agent-client-protocol-schema`](https://docs.rs/agent-client-protocol-schema).

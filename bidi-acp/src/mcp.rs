@@ -94,7 +94,7 @@ impl Servers {
                     ));
                 }
             };
-            let failed = |reason: &str| connecting.failed(reason);
+            let failed = |reason: &str| connecting.failed(index, reason);
             match tokio::time::timeout(start_timeout, connecting.start(call_timeout)).await {
                 Ok(Ok((service, tools))) => {
                     started.running.push(service);
@@ -166,19 +166,27 @@ impl Connecting<'_> {
         tools_of(name, service, call_timeout).await
     }
 
-    /// The error of a server that failed to start or connect, naming it (and its URL).
-    fn failed(&self, reason: &str) -> Error {
-        let what = match self {
-            Self::Stdio(server) => {
-                format!("the MCP server `{}` failed to start", cap(&server.name))
-            }
-            Self::Http(server, _) => format!(
-                "the MCP server `{}` at {} failed to connect",
-                cap(&server.name),
-                cap(&server.url)
+    /// The error of server `index` that failed to start or connect, naming it (and its URL,
+    /// without the secrets a URL may carry): the client's configuration, so invalid params.
+    fn failed(&self, index: usize, reason: &str) -> Error {
+        let (what, reason) = match self {
+            Self::Stdio(server) => (
+                format!("the MCP server `{}` failed to start", cap(&server.name)),
+                reason.to_owned(),
+            ),
+            Self::Http(server, _) => (
+                format!(
+                    "the MCP server `{}` at {} failed to connect",
+                    cap(&server.name),
+                    cap(&redacted(&server.url))
+                ),
+                scrubbed(reason, &server.url),
             ),
         };
-        Error::internal_error().data(format!("{what}: {}", cap(reason)))
+        codec::invalid_params(
+            &format!("mcpServers[{index}]"),
+            format!("{what}: {}", cap(&reason)),
+        )
     }
 }
 
@@ -229,6 +237,68 @@ fn http_config(
         headers.insert(name, value);
     }
     Ok(StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).custom_headers(headers))
+}
+
+/// What is written for a secret taken out of a URL.
+const REDACTED: &str = "***";
+
+/// The shortest secret scrubbed from a message wherever it appears: a shorter one would
+/// garble the message more than it hides.
+const MIN_SECRET: usize = 4;
+
+/// `url` as a message may show it: its user name and password, and the values of its query
+/// (tokens, keys), are `***`; its fragment is left out.
+fn redacted(url: &str) -> String {
+    let Ok(mut parsed) = Url::parse(url) else {
+        return REDACTED.to_owned();
+    };
+    let secret = !parsed.username().is_empty()
+        || parsed.password().is_some()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some();
+    if !secret {
+        return url.to_owned();
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        let _ = parsed.set_username(REDACTED);
+        let _ = parsed.set_password(None);
+    }
+    if parsed.query().is_some() {
+        let keys: Vec<String> = parsed
+            .query_pairs()
+            .map(|(key, _)| key.into_owned())
+            .collect();
+        parsed
+            .query_pairs_mut()
+            .clear()
+            .extend_pairs(keys.iter().map(|key| (key, REDACTED)));
+    }
+    parsed.set_fragment(None);
+    parsed.to_string()
+}
+
+/// `reason` (an HTTP client's error, which may quote the URL) without the secrets of `url`.
+fn scrubbed(reason: &str, url: &str) -> String {
+    let mut reason = reason.replace(url, &redacted(url));
+    let Ok(parsed) = Url::parse(url) else {
+        return reason;
+    };
+    reason = reason.replace(parsed.as_str(), &redacted(url));
+    let mut secrets: Vec<String> = parsed.password().map(str::to_owned).into_iter().collect();
+    secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
+    if let Some(query) = parsed.query() {
+        secrets.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(_, v)| v.to_owned()),
+        );
+    }
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    for secret in secrets.iter().filter(|secret| secret.len() >= MIN_SECRET) {
+        reason = reason.replace(secret.as_str(), REDACTED);
+    }
+    reason
 }
 
 /// Starts one server in a process group of its own (so a terminal's signals reach the agent

@@ -14,48 +14,41 @@ use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
     AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, AvailableCommandsUpdate,
     CLIENT_METHOD_NAMES, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    ContentBlock, CurrentModeUpdate, Error, ErrorCode, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
-    NewSessionRequest, NewSessionResponse, PermissionOptionKind, PromptCapabilities, PromptRequest,
-    PromptResponse, RequestId, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionCapabilities, SessionCloseCapabilities, SessionId,
-    SessionModeState, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    CurrentModeUpdate, Error, ErrorCode, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PermissionOptionKind, PromptCapabilities, PromptRequest, RequestId,
+    SessionCapabilities, SessionCloseCapabilities, SessionId, SessionModeState,
+    SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, ToolCall,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use bidi_agent::{Agent, AgentInit};
-use bidi_core::ConnectOptions;
+use bidi_agent::Agent;
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
-use bidi_llm::{
-    AgentEvent, AssistantContent, AssistantMessage, Attachment, ErrorCode as LlmErrorCode,
-    ExecuteResult, LlmAgent, LlmSession, Message, Policy, Status, TurnInput, execute,
-};
+use bidi_llm::{AssistantContent, AssistantMessage, Attachment, LlmAgent, LlmSession, Message};
 use bidi_session::{Scoped, Session, SessionStore, StoreError};
-use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{Bridge, Bridged, Turns, Workspace};
-use crate::codec::{self, Incoming, Refusal};
+use crate::bridge::{Bridge, Bridged, Turns};
+use crate::codec::{self, Incoming};
 use crate::content::{self, chunk};
 use crate::mcp::Servers;
-use crate::plan::{PLAN_TOOL, plan};
-use crate::policy::{Command, Mode, Permission, Rules, locations};
+use crate::policy::{Command, Mode, Rules};
+use crate::turn::{prompt, start};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
 
+/// How many `session/new`, `session/load` and `session/close` requests run at once at most;
+/// the reader reads nothing more while they all do (their answers not written, say).
+const MAX_REQUESTS: usize = 32;
+
 /// How long prompt turns may run on after the client's input ended, by default.
 const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
-
-macro_rules! log {
-    ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
-}
 
 /// Serves an agent over ACP: build it, then [`serve_stdio`](Self::serve_stdio) (or
 /// [`serve`](Self::serve) any reader and writer).
@@ -132,7 +125,7 @@ impl Server {
 
     /// A server for a bidi [`Agent`] of your own, which `bridge` turns into an ACP agent: the
     /// input a prompt makes, the updates its chunks show. The server's modes and commands
-    /// apply (each turn's connection carries the session's [`Workspace`]); the permissions
+    /// apply (each turn's connection carries the session's [`Workspace`](crate::Workspace)); the permissions
     /// and the MCP servers' tools are the [`LlmAgent`]'s alone.
     pub fn bridge<B, Out>(agent: Agent<B::State, B::In, Out, B::Stream>, bridge: B) -> Self
     where
@@ -348,36 +341,38 @@ impl std::error::Error for Cancelled {}
 type Sink = Pin<Box<dyn AsyncWrite + Send>>;
 
 pub(crate) struct Shared {
-    agent: Backend,
+    pub(crate) agent: Backend,
     info: Implementation,
-    rules: Rules,
+    pub(crate) rules: Rules,
     out: Writer,
     sessions: Mutex<HashMap<Arc<str>, Slot>>,
     pub(crate) pending: Pending,
     /// The number of the last prompt turn started on the connection.
-    turns: AtomicU64,
+    pub(crate) turns: AtomicU64,
+    /// Room for the request tasks running: see [`room`].
+    requests: Arc<Semaphore>,
     /// Cancelled when the client is gone: every turn's token is a child of it.
-    stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
 }
 
 /// A session open on this connection.
 #[derive(Debug)]
-struct Slot {
+pub(crate) struct Slot {
     /// The running prompt turn's cancellation, if one runs.
-    running: Option<CancellationToken>,
+    pub(crate) running: Option<CancellationToken>,
     /// The running (or last) prompt turn's number, unique on the connection: a turn that ends
     /// after its session was closed and opened again leaves the new one's turn alone.
-    turn: u64,
+    pub(crate) turn: u64,
     /// A `session/load` of it runs: no prompt turn may start.
-    loading: bool,
+    pub(crate) loading: bool,
     /// The current mode: an index into the server's modes.
-    mode: usize,
+    pub(crate) mode: usize,
     /// The session's working directory, which relative paths in tool arguments are against.
-    cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// The tools the user allowed (`true`) or rejected (`false`) for the rest of the session.
-    always: HashMap<String, bool>,
+    pub(crate) always: HashMap<String, bool>,
     /// The MCP servers the client named for the session, running.
-    mcp: Servers,
+    pub(crate) mcp: Servers,
 }
 
 impl Slot {
@@ -413,6 +408,7 @@ impl Shared {
             sessions: Mutex::new(HashMap::new()),
             pending: Pending::default(),
             turns: AtomicU64::new(0),
+            requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
             stop: stop.clone(),
         });
         (shared, stop)
@@ -430,7 +426,7 @@ impl Shared {
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Slot>> {
+    pub(crate) fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Slot>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -454,7 +450,7 @@ impl Shared {
 
     /// Saves the session's mode and the answers that hold for the rest of it, so that a
     /// `session/load` (after a restart, say) finds them.
-    async fn keep(&self, id: &Arc<str>) -> Result<(), StoreError> {
+    pub(crate) async fn keep(&self, id: &Arc<str>) -> Result<(), StoreError> {
         let kept = {
             let sessions = self.sessions();
             let Some(slot) = sessions.get(id) else {
@@ -483,7 +479,7 @@ impl Shared {
         let _ = self.update(session_id, update).await;
     }
 
-    async fn respond<R: Serialize>(&self, id: RequestId, result: Result<R, Error>) {
+    pub(crate) async fn respond<R: Serialize>(&self, id: RequestId, result: Result<R, Error>) {
         // A failed write stops everything already (see `Writer::send`).
         let _ = self.out.send(&codec::response_message(id, result)).await;
     }
@@ -538,6 +534,30 @@ impl Shared {
 
 /// The scope of the agent's store the server keeps its own records of sessions in.
 const KEPT_SCOPE: &str = "bidi-acp";
+
+/// The scope of the agent's store the sessions of ACP clients are in: an id a client names is
+/// a session of this scope only, never a key of another scope's (the server's own records, say)
+/// nor of the agent's unscoped sessions.
+pub(crate) const SESSION_SCOPE: &str = "acp";
+
+/// The longest session id a client may name, in bytes.
+const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// The sessions of ACP clients in the agent's `store`.
+pub(crate) fn sessions(store: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
+    Arc::new(Scoped::new(Arc::clone(store), SESSION_SCOPE))
+}
+
+/// The error of a valid request on a session that cannot take it now (a prompt turn or a
+/// `session/load` runs on it): the request was well formed, so it is no invalid request; it
+/// did not run, and may be sent again once the session is free.
+pub(crate) fn busy(session_id: &SessionId, why: &str) -> Error {
+    Error::new(
+        ErrorCode::InternalError.into(),
+        format!("The session is busy: {why}"),
+    )
+    .data(json!({ "reason": "session_busy", "sessionId": session_id }))
+}
 
 /// What the server keeps of a session in the agent's store: its mode and the permission
 /// answers that hold for the rest of it.
@@ -682,7 +702,7 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
         };
         let incoming = match line {
             None => return Ok(()),
-            Some(Line::TooLarge(len)) => Err(Refusal::too_large(len, max_line_bytes)),
+            Some(Line::TooLarge(len)) => codec::oversized(len, max_line_bytes, &buf),
             Some(Line::Frame) if buf.iter().all(u8::is_ascii_whitespace) => continue,
             Some(Line::Frame) => codec::decode(&buf),
         };
@@ -698,7 +718,10 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
             Ok(Incoming::Notification { method, params }) => notify(shared, &method, params),
             Ok(Incoming::Response { id, result }) => {
                 if !shared.pending.resolve(&id, result) {
-                    log!("an answer to request {id}, which is not waiting for one: ignored");
+                    log!(
+                        "an answer to request {:?}, which is not waiting for one: ignored",
+                        id.to_string()
+                    );
                 }
             }
         }
@@ -731,8 +754,12 @@ async fn dispatch(
         // Starting its MCP servers takes a while: the reader goes on meanwhile.
         match codec::params::<NewSessionRequest>(params) {
             Ok(request) => {
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let result = tokio::select! {
                         () = shared.stop.cancelled() => return, // Nobody waits for it.
                         result = new_session(&shared, request) => result,
@@ -749,8 +776,12 @@ async fn dispatch(
     } else if method == methods.session_load {
         match codec::params::<LoadSessionRequest>(params) {
             Ok(request) => {
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let session_id = request.session_id.clone();
                     let result = tokio::select! {
                         () = shared.stop.cancelled() => return,
@@ -769,8 +800,12 @@ async fn dispatch(
         match codec::params::<CloseSessionRequest>(params) {
             Ok(request) => {
                 // Stopping its MCP servers takes a while: the reader goes on meanwhile.
+                let Some(room) = room(shared).await else {
+                    return;
+                };
                 let shared = Arc::clone(shared);
                 turns.spawn(async move {
+                    let _room = room;
                     let result = close_session(&shared, &request.session_id).await;
                     shared.respond(id, result).await;
                 });
@@ -796,6 +831,17 @@ async fn dispatch(
     }
 }
 
+/// Waits for room for one more request task (`session/new`, `session/load`, `session/close`):
+/// at most [`MAX_REQUESTS`] run at once, so that a client that does not read its answers
+/// makes the reader wait (and stop reading) rather than queue answers without bound. `None`
+/// once the client is gone.
+async fn room(shared: &Shared) -> Option<OwnedSemaphorePermit> {
+    tokio::select! {
+        () = shared.stop.cancelled() => None,
+        permit = Arc::clone(&shared.requests).acquire_owned() => permit.ok(),
+    }
+}
+
 fn notify(shared: &Shared, method: &str, params: Value) {
     if method != AGENT_METHOD_NAMES.session_cancel {
         return; // Unknown notifications are ignored, as JSON-RPC says.
@@ -810,7 +856,7 @@ fn notify(shared: &Shared, method: &str, params: Value) {
                 token.cancel();
             }
         }
-        Err(error) => log!("session/cancel ignored: {}", error.message),
+        Err(error) => log!("session/cancel ignored: {:?}", error.message),
     }
 }
 
@@ -858,8 +904,7 @@ async fn new_session(
     let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
     let created = match &shared.agent {
         Backend::Llm(agent) => {
-            let store = Arc::clone(agent.agent().store());
-            Session::create(store, &id, LlmSession::default())
+            Session::create(sessions(agent.agent().store()), &id, LlmSession::default())
                 .await
                 .map(drop)
         }
@@ -892,16 +937,25 @@ async fn load_session(
 ) -> Result<LoadSessionResponse, Error> {
     check_session_params(&request.cwd)?;
     let session_id = request.session_id;
+    if session_id.0.len() > MAX_SESSION_ID_BYTES {
+        return Err(codec::invalid_params(
+            "sessionId",
+            format!(
+                "a session id is at most {MAX_SESSION_ID_BYTES} bytes long, not {}",
+                session_id.0.len()
+            ),
+        ));
+    }
     let id = Arc::clone(&session_id.0);
     // A session open here already stays open, its prompt turns refused until the load is done.
     let open = {
         let mut sessions = shared.sessions();
         match sessions.get_mut(&id) {
             Some(slot) if slot.running.is_some() || slot.loading => {
-                return Err(Error::invalid_request().data(format!(
-                    "session `{}` is busy: a prompt turn or another load runs on it",
-                    cap(&id)
-                )));
+                return Err(busy(
+                    &session_id,
+                    "a prompt turn or another load runs on it; wait for its answer",
+                ));
             }
             Some(slot) => {
                 slot.loading = true;
@@ -927,9 +981,14 @@ async fn load(
 ) -> Result<usize, Error> {
     let id = Arc::clone(&session_id.0);
     let replay = match &shared.agent {
-        Backend::Llm(agent) => agent.agent().session(&id).await.map(|session| {
-            session.map(|session| history(&session.state().messages, &shared.rules))
-        }),
+        Backend::Llm(agent) => {
+            let store = sessions(agent.agent().store());
+            Session::<LlmSession>::load(store, &id)
+                .await
+                .map(|session| {
+                    session.map(|session| history(&session.state().messages, &shared.rules))
+                })
+        }
         Backend::Bridged(turns) => turns.replay(Arc::clone(&id)).await,
     };
     let updates = replay
@@ -1036,7 +1095,7 @@ async fn set_mode(
     Ok(SetSessionModeResponse::new())
 }
 
-fn no_session(session_id: &SessionId) -> Error {
+pub(crate) fn no_session(session_id: &SessionId) -> Error {
     Error::new(
         ErrorCode::ResourceNotFound.into(),
         "no such session on this connection: create it with session/new or open it with session/load",
@@ -1092,7 +1151,7 @@ fn history(messages: &[Message], rules: &Rules) -> Vec<SessionUpdate> {
     updates
 }
 
-fn tool_done(
+pub(crate) fn tool_done(
     id: &str,
     output: &str,
     attachments: &[Attachment],
@@ -1111,523 +1170,6 @@ fn tool_done(
             .content(content::tool_content(output, attachments))
             .raw_output(details.unwrap_or_else(|| Value::String(output.to_owned()))),
     ))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Prompt turns.
-
-/// Checks a prompt and marks its session running: the session, the user message, and the
-/// turn's cancellation.
-fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Error> {
-    let mut sessions = shared.sessions();
-    let Some(slot) = sessions.get_mut(&request.session_id.0) else {
-        return Err(no_session(&request.session_id));
-    };
-    if slot.loading {
-        return Err(Error::invalid_request().data(format!(
-            "session `{}` is being loaded; wait for the answer to session/load",
-            cap(&request.session_id.0)
-        )));
-    }
-    if slot.running.is_some() {
-        return Err(Error::invalid_request().data(format!(
-            "a prompt turn is already running on session `{}`; cancel it or wait for its answer",
-            cap(&request.session_id.0)
-        )));
-    }
-    let token = shared.stop.child_token();
-    slot.running = Some(token.clone());
-    slot.turn = shared.turns.fetch_add(1, Ordering::Relaxed) + 1;
-    Ok(Turn {
-        session_id: request.session_id,
-        prompt: request.prompt,
-        token,
-        number: slot.turn,
-    })
-}
-
-/// A prompt turn about to run.
-struct Turn {
-    session_id: SessionId,
-    prompt: Vec<ContentBlock>,
-    token: CancellationToken,
-    /// Its number on the connection.
-    number: u64,
-}
-
-/// One prompt turn, in a task of its own: its updates, then its one answer.
-async fn prompt(shared: Arc<Shared>, id: RequestId, started: Turn) {
-    let Turn {
-        session_id,
-        prompt,
-        token,
-        number,
-    } = started;
-    let mut result = match &shared.agent {
-        Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token).await,
-        Backend::Bridged(turns) => {
-            let workspace = shared.sessions().get(&session_id.0).map(|slot| {
-                let mode = shared.rules.modes.get(slot.mode);
-                Workspace::new(slot.cwd.clone(), mode.map(|mode| mode.id().to_owned()))
-            });
-            match workspace {
-                Some(workspace) => {
-                    let run = turns.turn(
-                        Arc::clone(&shared),
-                        session_id.clone(),
-                        prompt,
-                        workspace,
-                        token.clone(),
-                    );
-                    run.await
-                }
-                None => Err(no_session(&session_id)),
-            }
-        }
-    };
-    if token.is_cancelled() && result.is_ok() {
-        result = Ok(StopReason::Cancelled);
-    }
-    if let Some(slot) = shared.sessions().get_mut(&session_id.0)
-        && slot.turn == number
-    {
-        slot.running = None;
-    }
-    shared.respond(id, result.map(PromptResponse::new)).await;
-}
-
-async fn turn(
-    shared: &Arc<Shared>,
-    agent: &LlmAgent,
-    session_id: &SessionId,
-    prompt: &[ContentBlock],
-    token: &CancellationToken,
-) -> Result<StopReason, Error> {
-    let message = content::user_message(prompt)?;
-    let (mode, cwd, tools) = shared
-        .sessions()
-        .get(&session_id.0)
-        .map(|slot| (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec()))
-        .unwrap_or_default();
-    let mode = shared.rules.modes.get(mode);
-    let open = Arc::new(Open::default());
-    let mut policy = policy(shared, session_id, token, mode, (&cwd, &open));
-    for tool in tools {
-        policy = policy.tool(tool);
-    }
-    let options = ConnectOptions::new().extension(policy);
-    let mut conn = agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
-    let mut run = execute(&mut conn, TurnInput::User(message))
-        .await
-        .map_err(|error| {
-            Error::internal_error().data(format!("the agent refused the turn: {error}"))
-        })?;
-    let mut updates = Updates::new(&shared.rules, cwd, Arc::clone(&open));
-    let mut cancelled = None;
-    loop {
-        let event = tokio::select! {
-            biased;
-            () = token.cancelled() => {
-                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
-                run.cancel_with(cause);
-                cancelled = Some(cause);
-                break;
-            }
-            event = run.next() => event,
-        };
-        let Some(Ok(event)) = event else { break };
-        let _showing = match event {
-            AgentEvent::ToolExecutionStart { .. } => Some(open.showing.lock().await),
-            _ => None,
-        };
-        if let Some(update) = updates.of(event)
-            && shared.update(session_id, update).await.is_err()
-        {
-            run.cancel_with(Cancelled::ClientGone);
-            cancelled = Some(Cancelled::ClientGone);
-            break;
-        }
-    }
-    if let Some(cause) = cancelled {
-        // What the execution still sends is read and dropped, so it never waits on us; the
-        // stream ends with the cancellation.
-        while run.next().await.is_some() {}
-        drop(run);
-        // A client still there learns that the tool calls still running failed.
-        if cause == Cancelled::ByClient {
-            for update in updates.unfinished() {
-                if shared.update(session_id, update).await.is_err() {
-                    break;
-                }
-            }
-        }
-        // The execution saves the session as it stops: the next turn finds it idle.
-        conn.done().await;
-        return Ok(StopReason::Cancelled);
-    }
-    let result = run.result().await;
-    conn.close();
-    let _ = conn.output().await;
-    let result = result.map_err(|error| Error::internal_error().data(error.to_string()))?;
-    stop_reason(&result)
-}
-
-/// The turn's policy: its mode's prompt and tools, and permissions asked of the client.
-fn policy(
-    shared: &Arc<Shared>,
-    session_id: &SessionId,
-    token: &CancellationToken,
-    mode: Option<&Mode>,
-    (cwd, open): (&std::path::Path, &Arc<Open>),
-) -> Policy {
-    let mut policy = Policy::new();
-    if let Some(mode) = mode {
-        if let Some(prompt) = &mode.system_prompt {
-            policy = policy.system_prompt(prompt.clone());
-        }
-        if mode.tools.is_some() {
-            let mode = mode.clone();
-            policy = policy.offer(move |name| mode.offers(name));
-        }
-    }
-    let permission = mode.map_or(Permission::Ask, |mode| mode.permission);
-    let mode_id = mode.map(|mode| mode.id().to_owned()).unwrap_or_default();
-    let gate = Gate {
-        shared: Arc::clone(shared),
-        session_id: session_id.clone(),
-        token: token.clone(),
-        cwd: cwd.to_owned(),
-        open: Arc::clone(open),
-    };
-    policy.gate(move |call| {
-        let gate = gate.clone();
-        let call = call.clone();
-        let mode_id = mode_id.clone();
-        async move {
-            if !gate.shared.rules.needs_permission(&call.name) {
-                return Ok(());
-            }
-            match permission {
-                Permission::Allow => Ok(()),
-                Permission::Reject => Err(format!(
-                    "`{}` needs permission, which the mode `{mode_id}` never gives",
-                    call.name
-                )),
-                _ => gate.ask(&call).await,
-            }
-        }
-    })
-}
-
-/// Asks the client whether a tool call may run.
-#[derive(Clone)]
-struct Gate {
-    shared: Arc<Shared>,
-    session_id: SessionId,
-    token: CancellationToken,
-    cwd: PathBuf,
-    open: Arc<Open>,
-}
-
-/// The tool calls of a turn that were shown to the client and have not ended, in order: the
-/// turn shows a call as it starts, or its permission request shows it first.
-///
-/// Whoever shows a call holds `showing` until its `tool_call` is written, so that the client
-/// never reads a permission request before the call it is about.
-#[derive(Debug, Default)]
-struct Open {
-    calls: Mutex<Vec<String>>,
-    showing: tokio::sync::Mutex<()>,
-}
-
-impl Open {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Marks `id` shown; `false` if it was already.
-    fn show(&self, id: &str) -> bool {
-        let mut open = self.lock();
-        if open.iter().any(|open| open == id) {
-            return false;
-        }
-        open.push(id.to_owned());
-        true
-    }
-
-    fn end(&self, id: &str) {
-        self.lock().retain(|open| open != id);
-    }
-
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.lock())
-    }
-}
-
-/// The `tool_call` update that shows a call.
-fn tool_call(
-    rules: &Rules,
-    cwd: &std::path::Path,
-    id: String,
-    name: String,
-    args: Value,
-    status: ToolCallStatus,
-) -> SessionUpdate {
-    SessionUpdate::ToolCall(
-        ToolCall::new(id, name.clone())
-            .kind(rules.kind(&name))
-            .locations(locations(&args, cwd))
-            .name(name)
-            .status(status)
-            .raw_input(args),
-    )
-}
-
-impl Gate {
-    /// `Ok` if the user allows `call`; else why not.
-    async fn ask(&self, call: &bidi_llm::ToolCall) -> Result<(), String> {
-        let name = &call.name;
-        let always = self
-            .shared
-            .sessions()
-            .get(&self.session_id.0)
-            .and_then(|slot| slot.always.get(name).copied());
-        match always {
-            Some(true) => return Ok(()),
-            Some(false) => {
-                return Err(format!(
-                    "the user rejected `{name}` for the rest of the session"
-                ));
-            }
-            None => {}
-        }
-        let rules = &self.shared.rules;
-        let gone = || "the client went away".to_owned();
-        let showing = self.open.showing.lock().await;
-        if self.open.show(&call.id) {
-            let update = tool_call(
-                rules,
-                &self.cwd,
-                call.id.clone(),
-                name.clone(),
-                call.arguments.clone(),
-                ToolCallStatus::Pending,
-            );
-            self.shared
-                .update(&self.session_id, update)
-                .await
-                .map_err(|_| gone())?;
-        }
-        drop(showing);
-        let tool_call = ToolCallUpdate::new(
-            call.id.clone(),
-            ToolCallUpdateFields::new()
-                .title(name.clone())
-                .kind(rules.kind(name))
-                .status(ToolCallStatus::Pending)
-                .locations(locations(&call.arguments, &self.cwd))
-                .raw_input(call.arguments.clone()),
-        );
-        let request =
-            RequestPermissionRequest::new(self.session_id.clone(), tool_call, rules.options());
-        let params = serde_json::to_value(&request)
-            .map_err(|error| format!("the permission request could not be made: {error}"))?;
-        let answer = tokio::select! {
-            () = self.token.cancelled() => {
-                // The prompt turn cancels the execution, which drops this wait with the tool.
-                // A refusal here would race with that: the loop could read it first and call
-                // the model again.
-                return std::future::pending().await;
-            }
-            answer = self.shared.request(CLIENT_METHOD_NAMES.session_request_permission, params) => answer,
-        };
-        let answer = answer.map_err(|error| {
-            format!(
-                "the user could not be asked for permission: {}",
-                error.message
-            )
-        })?;
-        let answer: RequestPermissionResponse =
-            serde_json::from_value(answer).map_err(|error| {
-                format!("the client's answer to the permission request is malformed: {error}")
-            })?;
-        let option = match answer.outcome {
-            RequestPermissionOutcome::Selected(selected) => selected.option_id,
-            _ => return Err("the user dismissed the permission request".to_owned()),
-        };
-        let Some(kind) = rules.chosen(&option.0) else {
-            return Err(format!(
-                "the client chose `{}`, an option it was not offered",
-                cap(&option.0)
-            ));
-        };
-        let remember = |allow: bool| async move {
-            if let Some(slot) = self.shared.sessions().get_mut(&self.session_id.0) {
-                slot.always.insert(name.clone(), allow);
-            }
-            if let Err(error) = self.shared.keep(&self.session_id.0).await {
-                log!("the answer for `{name}` holds on this connection only: {error}");
-            }
-        };
-        let running = || async {
-            let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                call.id.clone(),
-                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-            ));
-            self.shared
-                .update(&self.session_id, update)
-                .await
-                .map_err(|_| gone())
-        };
-        match kind {
-            PermissionOptionKind::AllowOnce => running().await,
-            PermissionOptionKind::AllowAlways => {
-                remember(true).await;
-                running().await
-            }
-            PermissionOptionKind::RejectAlways => {
-                remember(false).await;
-                Err(format!(
-                    "the user rejected `{name}` for the rest of the session"
-                ))
-            }
-            _ => Err(format!("the user rejected `{name}`")),
-        }
-    }
-}
-
-/// The updates a turn's events make; it keeps the output its tools streamed so far.
-struct Updates<'a> {
-    rules: &'a Rules,
-    cwd: PathBuf,
-    output: HashMap<String, String>,
-    open: Arc<Open>,
-    /// The plan calls not ended: shown as `plan` updates, not as tool calls.
-    plans: Vec<String>,
-}
-
-impl<'a> Updates<'a> {
-    fn new(rules: &'a Rules, cwd: PathBuf, open: Arc<Open>) -> Self {
-        Self {
-            rules,
-            cwd,
-            output: HashMap::new(),
-            open,
-            plans: Vec::new(),
-        }
-    }
-
-    /// The calls still open, as failed for the cancellation.
-    fn unfinished(&mut self) -> Vec<SessionUpdate> {
-        self.open
-            .take()
-            .into_iter()
-            .map(|id| {
-                tool_done(
-                    &id,
-                    "the prompt turn was cancelled before the tool finished",
-                    &[],
-                    None,
-                    true,
-                )
-            })
-            .collect()
-    }
-
-    /// A loop event as the update that shows it, if one does.
-    fn of(&mut self, event: AgentEvent) -> Option<SessionUpdate> {
-        Some(match event {
-            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
-            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                if tool_name == PLAN_TOOL
-                    && let Some(plan) = plan(&args)
-                {
-                    self.plans.push(tool_call_id);
-                    return Some(SessionUpdate::Plan(plan));
-                }
-                if !self.open.show(&tool_call_id) {
-                    return None; // Its permission request showed it.
-                }
-                tool_call(
-                    self.rules,
-                    &self.cwd,
-                    tool_call_id,
-                    tool_name,
-                    args,
-                    ToolCallStatus::InProgress,
-                )
-            }
-            AgentEvent::ToolExecutionDelta {
-                tool_call_id,
-                delta,
-            } => {
-                // An update's content replaces the call's: it is all the output so far.
-                let output = self.output.entry(tool_call_id.clone()).or_default();
-                output.push_str(&delta);
-                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    tool_call_id,
-                    ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
-                ))
-            }
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id,
-                output,
-                details,
-                is_error,
-                attachments,
-                ..
-            } => {
-                self.output.remove(&tool_call_id);
-                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
-                    self.plans.swap_remove(at);
-                    return None; // Its plan update showed it.
-                }
-                self.open.end(&tool_call_id);
-                tool_done(&tool_call_id, &output, &attachments, details, is_error)
-            }
-            _ => return None,
-        })
-    }
-}
-
-/// How the turn ended, in ACP's terms; a failure is an error answer.
-fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
-    match result.status {
-        Status::Completed => {
-            let last = result
-                .messages
-                .iter()
-                .rev()
-                .find_map(|message| match message {
-                    Message::Assistant(message) => Some(message.stop_reason),
-                    _ => None,
-                });
-            Ok(match last {
-                Some(bidi_llm::StopReason::Length) => StopReason::MaxTokens,
-                Some(bidi_llm::StopReason::Refusal) => StopReason::Refusal,
-                _ => StopReason::EndTurn,
-            })
-        }
-        Status::Error => match &result.error {
-            Some(failure) if failure.code == LlmErrorCode::MaxTurns => {
-                Ok(StopReason::MaxTurnRequests)
-            }
-            Some(failure) => Err(Error::internal_error().data(json!({
-                "code": failure.code,
-                "error": failure.error,
-            }))),
-            None => Err(Error::internal_error().data("the agent's turn failed")),
-        },
-        Status::AwaitingToolExecution => Err(Error::internal_error().data(
-            "the model called tools the agent has no executor for; an ACP client cannot run them",
-        )),
-        _ => Err(Error::internal_error().data(format!("the turn ended as {:?}", result.status))),
-    }
 }
 
 /// The code of an error answer, for tests.

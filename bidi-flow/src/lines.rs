@@ -17,7 +17,8 @@ pub enum Line {
 
 /// Reads one line into `buf` (cleared first), keeping at most `limit` bytes of it: a longer
 /// line is read to its end and dropped as it goes, so a peer cannot make the reader buffer more
-/// than `limit` bytes. A last line without a newline still counts.
+/// than `limit` bytes; `buf` then holds its first `limit` bytes (where a protocol's framing
+/// usually puts the id to answer with). A last line without a newline still counts.
 ///
 /// ```
 /// use bidi_flow::lines::{Line, read_line};
@@ -29,6 +30,7 @@ pub enum Line {
 /// assert_eq!(read_line(&mut input, &mut buf, 10).await?, Some(Line::Frame));
 /// assert_eq!(buf, b"{\"a\":1}");
 /// assert_eq!(read_line(&mut input, &mut buf, 10).await?, Some(Line::TooLarge(25)));
+/// assert_eq!(buf, b"this line ");
 /// assert_eq!(read_line(&mut input, &mut buf, 10).await?, Some(Line::Frame));
 /// assert_eq!(buf, b"last");
 /// assert_eq!(read_line(&mut input, &mut buf, 10).await?, None);
@@ -65,7 +67,9 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
         if len <= limit {
             buf.extend_from_slice(part);
         } else {
-            buf.clear();
+            // Only the line's head is kept.
+            let room = limit.saturating_sub(buf.len()).min(part.len());
+            buf.extend_from_slice(&part[..room]);
         }
         let used = part.len() + usize::from(newline.is_some());
         reader.consume(used);
@@ -101,6 +105,7 @@ mod tests {
             Some(Line::TooLarge(100))
         );
         assert!(buf.capacity() < 100, "the long line was not buffered");
+        assert_eq!(buf, b"xxxxxxxxxx", "its head was kept");
         assert_eq!(
             read_line(&mut reader, &mut buf, 10).await.unwrap(),
             Some(Line::Frame)

@@ -606,6 +606,8 @@ async fn raw_bad_lines_are_answered_and_the_agent_keeps_serving() {
     agent.write(&huge).await;
     let refused = agent.recv().await.unwrap();
     assert_eq!(refused["error"]["code"], -32600);
+    // Answered under the request's id, read from the line's first bytes.
+    assert_eq!(refused["id"], 7, "{refused}");
     assert!(
         refused["error"]["message"]
             .as_str()
@@ -637,7 +639,10 @@ async fn raw_cancel_answers_the_prompt_exactly_once() {
     agent.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"think slowly"}]}})).await;
     // A second prompt on a running session is refused; the first goes on.
     agent.send(json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"me too"}]}})).await;
-    assert_eq!(agent.answer(3).await["error"]["code"], -32600);
+    // The request is valid; the session cannot take it now.
+    let busy = agent.answer(3).await;
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    assert_eq!(busy["error"]["data"]["reason"], "session_busy", "{busy}");
     agent
         .send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
         .await;
@@ -1177,4 +1182,84 @@ async fn sdk_an_mcp_tool_needing_permission_runs_only_when_allowed() {
             assert_eq!(std::fs::read_to_string(&file).unwrap(), "allowed\n");
         }
     }
+}
+
+#[test]
+fn raw_a_client_that_does_not_read_its_answers_is_not_read_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(AGENT)
+        .arg("--db")
+        .arg(dir.path().join("s.sqlite3"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let requests = 20_000;
+    let lines = (0..requests)
+        .map(|id| {
+            json!({"jsonrpc":"2.0","id":id,"method":"session/load",
+                "params":{"sessionId":"missing","cwd":"/tmp","mcpServers":[]}})
+            .to_string()
+        })
+        .collect();
+    let _deadline = tests::flood::deadline(child.id(), std::time::Duration::from_secs(300));
+    let flood = tests::flood::flood(child.stdin.take().unwrap(), lines);
+    // Nobody reads the answers: once they fill stdout, the agent reads no more requests.
+    let stalled = flood
+        .stalled()
+        .expect("the agent read every request while nobody read its answers");
+    assert!(stalled < requests / 4, "{stalled} requests read");
+    // Read at last, every request is answered, and the agent ends with its input.
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answered = vec![false; requests];
+    for line in std::io::BufRead::lines(stdout) {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert_eq!(answer["error"]["code"], -32002, "{answer}");
+        let id = usize::try_from(answer["id"].as_u64().unwrap()).unwrap();
+        assert!(!std::mem::replace(&mut answered[id], true), "{answer}");
+    }
+    assert!(answered.iter().all(|answered| *answered));
+    flood.finish().unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_ids_and_names_a_client_chose_are_escaped_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(AGENT)
+        .arg("--db")
+        .arg(dir.path().join("s.sqlite3"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let forged = "x\nforged line \u{1b}[31mred";
+    let lines = [
+        // An answer nobody waits for, and a cancel the server cannot read.
+        json!({"jsonrpc":"2.0","id":forged,"result":{}}),
+        json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":7,"x":forged}}),
+        json!({"jsonrpc":"2.0","method":"session/cancel","params":{forged:1}}),
+    ];
+    for line in lines {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        stderr
+            .lines()
+            .all(|line| line.starts_with("[bidi-acp] ") || line.starts_with("[acp-agent] ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("forged line"), "the id is logged: {stderr}");
 }

@@ -149,7 +149,8 @@ fn two_connections_are_multiplexed() {
     // The logs are on stderr.
     assert!(run.stderr.contains("[stdio] serving"), "{}", run.stderr);
     assert!(
-        run.stderr.contains("a: connected to /bidi-flow/echo"),
+        run.stderr
+            .contains("\"a\": connected to \"/bidi-flow/echo\""),
         "{}",
         run.stderr
     );
@@ -422,4 +423,80 @@ fn a_closed_stdout_cancels_every_connection() {
         "{stderr}"
     );
     drop(peer.stdin);
+}
+
+#[test]
+fn a_peer_that_does_not_read_stdout_is_not_read_either() {
+    // Its stderr is not read either: the logs would fill the pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stdio"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run the stdio example");
+    let _deadline = tests::flood::deadline(child.id(), std::time::Duration::from_secs(300));
+    let pairs = 20_000;
+    let lines = (0..pairs)
+        .flat_map(|n| {
+            let id = format!("c{n}");
+            [
+                json!({"type": "connect", "id": id, "key": "/bidi-flow/echo", "init": ""}),
+                json!({"type": "close", "id": id}),
+            ]
+        })
+        .map(|frame| frame.to_string())
+        .collect();
+    let flood = tests::flood::flood(child.stdin.take().expect("stdin"), lines);
+    // Nobody reads the outputs: once the connections writing them reach the bound, the server
+    // reads no more frames.
+    let stalled = flood
+        .stalled()
+        .expect("the server read every frame while nobody read its output");
+    assert!(
+        stalled < pairs / 2,
+        "{stalled} of {} frames read",
+        2 * pairs
+    );
+    // Read at last: every connection ends with its output, or was refused for the bound.
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ended = vec![0u8; pairs];
+    for line in stdout.lines() {
+        let frame: Value = serde_json::from_str(&line.expect("a line")).expect("a frame");
+        let n: usize = frame["id"].as_str().expect("an id")[1..]
+            .parse()
+            .expect("a number");
+        match (frame["type"].as_str(), frame["code"].as_str()) {
+            (Some("output"), _) | (Some("error"), Some("too_many_connections")) => ended[n] += 1,
+            // A refused connection's `close`.
+            (Some("error"), Some("unknown_connection")) => {}
+            _ => panic!("{frame}"),
+        }
+    }
+    assert!(ended.iter().all(|ended| *ended == 1), "one end each");
+    flood.finish().expect("every frame written");
+    assert!(child.wait().expect("exit").success());
+}
+
+#[test]
+fn what_a_peer_sent_is_escaped_in_the_log() {
+    let forged = "a\nforged line \u{1b}[31mred";
+    let frames = [
+        json!({"type": "connect", "id": forged, "key": "/nope", "init": null}),
+        json!({"type": "connect", "id": forged, "key": "/bidi-flow/echo", "init": ""}),
+        json!({"type": "send", "id": forged, "input": "hi"}),
+        json!({"type": "close", "id": forged}),
+        json!({"type": forged, "id": "x"}),
+        json!({"type": "connect", "id": "t", "key": "/bidi-flow/tick", "init": {"everyMs": 5}}),
+        json!({"type": "cancel", "id": "t", "reason": forged}),
+    ];
+    let input: String = frames.iter().map(|frame| format!("{frame}\n")).collect();
+    let run = run(&[], input);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
+    assert!(
+        run.stderr.lines().all(|line| line.starts_with("[stdio] ")),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("forged line"), "{}", run.stderr);
 }

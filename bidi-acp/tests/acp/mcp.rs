@@ -271,27 +271,38 @@ async fn http_mcp_servers_that_cannot_be_used_fail_the_session_naming_them() {
         );
     }
 
-    // Connected to, and failing: an internal error naming the server and its URL.
+    // Connected to, and failing: the client's configuration, so invalid params naming the
+    // server and its URL, without the URL's secrets.
+    let secret =
+        unreachable.replace("http://", "http://alice:hunter22@") + "?token=s3cr3tvalue&v=2";
+    let shown = unreachable.replace("http://", "http://***@") + "?token=***&v=***";
     let failures = [
-        ("down", &unreachable, "Connection refused"),
-        ("web", &not_found, "HTTP 404 Not Found"),
+        ("down", &unreachable, &unreachable, "Connection refused"),
+        ("web", &not_found, &not_found, "HTTP 404 Not Found"),
+        ("vault", &secret, &shown, "Connection refused"),
     ];
-    for (name, url, why) in failures {
+    for (name, url, shown, why) in failures {
         id += 1;
         let stdio = json!({"name": "ok", "command": "/bin/true", "args": [], "env": []});
         client
             .send(new_session(id, &[http(name, url, &json!([])), stdio]))
             .await;
         let answer = client.answer(id).await;
-        assert_eq!(answer["error"]["code"], -32603, "{answer}");
-        let data = answer["error"]["data"].as_str().unwrap();
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(answer["error"]["data"]["path"], "mcpServers[0]", "{answer}");
+        let error = answer["error"]["data"]["error"].as_str().unwrap();
         assert!(
-            data.starts_with(&format!(
-                "the MCP server `{name}` at {url} failed to connect: "
+            error.starts_with(&format!(
+                "the MCP server `{name}` at {shown} failed to connect: "
             )),
             "{answer}"
         );
-        assert!(data.contains(why), "{answer}");
+        assert!(error.contains(why), "{answer}");
+        let text = answer.to_string();
+        assert!(
+            !text.contains("hunter22") && !text.contains("s3cr3tvalue"),
+            "{answer}"
+        );
     }
     client.finish().await;
 }
@@ -306,9 +317,10 @@ async fn an_http_mcp_server_that_never_answers_fails_at_the_start_timeout() {
         .send(new_session(1, &[http("mute", &url, &json!([]))]))
         .await;
     let answer = client.answer(1).await;
-    let data = answer["error"]["data"].as_str().unwrap();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let error = answer["error"]["data"]["error"].as_str().unwrap();
     assert_eq!(
-        data,
+        error,
         format!("the MCP server `mute` at {url} failed to connect: it did not answer within 7s")
     );
     assert_eq!(seen.lock().unwrap()[0].body["method"], "initialize");

@@ -519,3 +519,69 @@ async fn a_tool_that_needs_approval_asks_without_a_rule() {
     assert_eq!(rest.last().unwrap()["result"]["stopReason"], "end_turn");
     assert_eq!(runs.load(Ordering::SeqCst), 0, "rejected");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_keep_the_order_the_model_streamed_them_in() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new([
+        Scripted::new()
+            .text("Let me write the notes now")
+            .tool_call("c0", "write_file", &json!({"path": "notes.txt"})),
+        Scripted::new().text("done"),
+    ]);
+    let agent = LlmAgent::builder("a", model)
+        .tool(write_file(&runs))
+        .build();
+    let mut client = Client::start(Server::new(agent).require_permission("write*"));
+    let session = client.new_session().await["sessionId"].clone();
+    client.prompt(1, &session, "write").await;
+    let before = client.until_asked().await;
+    client
+        .choose(before.last().unwrap(), selected("allow-once"))
+        .await;
+    let after = client.until(1).await;
+    // What the client saw, in order: a text chunk as its text, anything else as its kind.
+    let seen: Vec<String> = before
+        .iter()
+        .chain(&after)
+        .map(|m| {
+            let update = &m["params"]["update"];
+            match update["sessionUpdate"].as_str() {
+                Some("agent_message_chunk") => {
+                    update["content"]["text"].as_str().unwrap().to_owned()
+                }
+                // `pending` is the default status, which may be left out.
+                Some("tool_call") => format!(
+                    "tool_call {}",
+                    update["status"].as_str().unwrap_or("pending")
+                ),
+                Some("tool_call_update") => format!(
+                    "tool_call_update {}",
+                    update["status"].as_str().unwrap_or("-")
+                ),
+                Some(other) => other.to_owned(),
+                None => m["method"].as_str().unwrap_or("answer").to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "Let ",
+            "me ",
+            "write ",
+            "the ",
+            "notes ",
+            "now",
+            "tool_call pending",
+            "session/request_permission",
+            "tool_call_update in_progress",
+            "tool_call_update completed",
+            "done",
+            "answer",
+        ],
+        "{before:#?} {after:#?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(client.finish().await.is_empty());
+}

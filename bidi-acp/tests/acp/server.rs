@@ -255,3 +255,59 @@ async fn close_cancels_the_running_turn_and_forgets_the_session_until_it_is_load
     assert_eq!(text_of(&client.until(6).await), "back");
     assert!(client.finish().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_line_is_answered_under_the_id_its_first_bytes_name() {
+    let model = ScriptedModel::new([
+        Scripted::new().tool_call("c1", "tick", &json!({})),
+        Scripted::new().text("done"),
+    ]);
+    let agent = LlmAgent::builder("a", model).tool(tick()).build();
+    let server = Server::new(agent)
+        .require_permission("tick")
+        .max_line_bytes(2048);
+    let mut client = Client::start(server);
+    let session = client.new_session().await["sessionId"].clone();
+    let image = "A".repeat(4096);
+    // A prompt with a large image, as the SDKs write it: `jsonrpc`, `id`, `method`, `params`.
+    for id in [json!(5), json!("req-9")] {
+        client
+            .send(
+                json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
+                "sessionId": session,
+                "prompt": [{"type": "image", "data": image, "mimeType": "image/png"}]}}),
+            )
+            .await;
+        let refused = client.recv().await.unwrap();
+        assert_eq!(refused["id"], id, "{refused}");
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("2048"),
+            "{refused}"
+        );
+    }
+    // An answer of the client's too long to read fails the request it answers: the tool
+    // does not run, and the turn ends.
+    client.prompt(6, &session, "tick").await;
+    let asked = client.until_asked().await;
+    let request = asked.last().unwrap();
+    client
+        .send(json!({"jsonrpc":"2.0","id":request["id"],"result":{
+            "outcome": {"outcome": "selected", "optionId": "allow-once"},
+            "_meta": {"pad": image}}}))
+        .await;
+    let turn = tokio::time::timeout(Duration::from_secs(30), client.until(6))
+        .await
+        .expect("the turn ends");
+    let failed = turn
+        .iter()
+        .find(|m| m["params"]["update"]["status"] == "failed")
+        .expect("the call failed");
+    let output = failed["params"]["update"]["rawOutput"].as_str().unwrap();
+    assert!(output.contains("could not be asked"), "{output}");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert!(client.finish().await.is_empty());
+}

@@ -12,7 +12,7 @@ use bidi_agent::{Agent, AgentResult, Responder};
 use bidi_core::{ActionContext, BoxError, Inbound};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{Attachment, LlmAgent, Tool, ToolEvent, simple_tool};
-use bidi_session::{MemoryStore, Session, SessionStore};
+use bidi_session::{MemoryStore, Scoped, Session, SessionStore};
 use serde_json::{Value, json};
 
 use crate::support::Client;
@@ -94,12 +94,77 @@ async fn the_mode_and_the_answers_that_hold_survive_the_connection() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert!(client.finish().await.is_empty());
 
-    // The server's record is its own: the agent's session is untouched by it.
-    let agent_session = Session::<Value>::load(Arc::clone(&store), session.as_str().unwrap())
+    // The server's record is its own: the agent's session (in the ACP clients' scope) is
+    // untouched by it.
+    let acp = Arc::new(Scoped::new(Arc::clone(&store), "acp"));
+    let agent_session = Session::<Value>::load(acp, session.as_str().unwrap())
         .await
         .unwrap()
         .unwrap();
     assert!(agent_session.state().get("mode").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_session_id_a_client_names_reaches_a_record_of_another_scope() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut client = Client::start(deployer(&store, &runs, 1));
+    let session = client.new_session().await["sessionId"].clone();
+    let session = session.as_str().unwrap();
+    // The server keeps the session's mode in a record of its own.
+    client
+        .send(json!({"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{"sessionId":session,"modeId":"careful"}}))
+        .await;
+    assert!(client.answer(1).await.get("result").is_some());
+    // Another session of the agent's, opened without any scope (over HTTP, say).
+    Session::create(Arc::clone(&store), "unscoped", Value::Null)
+        .await
+        .unwrap();
+    let keys = store.list().await.unwrap();
+    let record = keys
+        .iter()
+        .find(|key| key.starts_with("8:bidi-acp:"))
+        .unwrap()
+        .clone();
+
+    // Neither the server's record nor the unscoped session is a session to the client.
+    let mut id = 1;
+    for crafted in [record.as_str(), "unscoped"] {
+        id += 1;
+        client
+            .send(json!({"jsonrpc":"2.0","id":id,"method":"session/load","params":{"sessionId":crafted,"cwd":"/project","mcpServers":[]}}))
+            .await;
+        let answer = client.answer(id).await;
+        assert_eq!(answer["error"]["code"], -32002, "{crafted}: {answer}");
+        id += 1;
+        client.prompt(id, &json!(crafted), "deploy").await;
+        let answer = client.answer(id).await;
+        assert_eq!(answer["error"]["code"], -32002, "{crafted}: {answer}");
+    }
+    // An absurdly long id is refused as invalid params.
+    id += 1;
+    let long = "x".repeat(257);
+    client
+        .send(json!({"jsonrpc":"2.0","id":id,"method":"session/load","params":{"sessionId":long,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    let answer = client.answer(id).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(answer["error"]["data"]["path"], "sessionId", "{answer}");
+    assert!(client.finish().await.is_empty());
+
+    // The record still says what the server kept, and nothing else was written.
+    let kept = Session::<Value>::load(Arc::clone(&store), &record)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.state(), json!({"mode": "careful"}));
+    // The client's sessions are keys of a scope of their own.
+    assert!(keys.contains(&format!("3:acp:{session}")), "{keys:?}");
+    let mut after = store.list().await.unwrap();
+    after.sort();
+    let mut before = keys;
+    before.sort();
+    assert_eq!(after, before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,9 +36,9 @@
 //! of the wrong type), `unknown_frame_type`, `unknown_connection`, `duplicate_connection`,
 //! `not_found` (with a `suggestion` when a registered key resembles the one asked for),
 //! `invalid_init` and `invalid_input` (with the JSON Pointer `path` of the problem),
-//! `send_failed` (the input is closed or the connection over), and `connection_failed` (the
-//! action failed, panicked or was cancelled). An error frame has an `id` when the refused frame
-//! named one.
+//! `send_failed` (the input is closed or the connection over), `too_many_connections` (see
+//! below), and `connection_failed` (the action failed, panicked or was cancelled). An error
+//! frame has an `id` when the refused frame named one.
 //!
 //! # Rules
 //!
@@ -47,7 +47,12 @@
 //! - Each connection takes up to 8 inputs ahead of its action. A peer that sends more waits: the
 //!   server reads nothing more until the action takes one (backpressure, never an unbounded
 //!   buffer). Likewise a peer that does not read stdout slows every action down.
-//! - Logs go to stderr, never to stdout.
+//! - At most `--max-connections` (1024) connections are open or writing their last frame at
+//!   once; a `connect` beyond is refused with `too_many_connections`. So a peer that does not
+//!   read stdout holds at most that many connections' frames: once the refusal cannot be
+//!   written either, the server reads nothing more until the peer reads.
+//! - Logs go to stderr, never to stdout; the ids, keys and text a peer sent are escaped in them
+//!   (`\n`, `\u{1b}`), so they cannot forge log lines.
 //! - End of stdin closes every input; the server writes the outputs and exits. Connections still
 //!   running after `--drain-ms` are cancelled with a cause saying the peer went away. If stdout
 //!   closes, every connection is cancelled the same way at once.
@@ -83,6 +88,10 @@ struct Args {
     /// After end of input, how long connections may run on before they are cancelled.
     #[arg(long, default_value_t = 30_000)]
     drain_ms: u64,
+    /// How many connections may be open (or writing their last frame) at once; a `connect`
+    /// beyond is refused with `too_many_connections`.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
 }
 
 /// How many inputs a connection takes ahead of its action before the reader waits.
@@ -90,6 +99,20 @@ const INPUT_WINDOW: usize = 8;
 
 macro_rules! log {
     ($($arg:tt)*) => { eprintln!("[stdio] {}", format_args!($($arg)*)) };
+}
+
+/// `text` for a log line: its control characters (line breaks, terminal escapes) escaped, so
+/// that what a peer sent cannot forge log lines. Ids are logged with `{:?}`, quoted and escaped.
+fn escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_debug());
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -116,7 +139,11 @@ async fn tick(
         tokio::select! {
             biased;
             cause = ctx.cancelled() => {
-                log!("tick {}: cancelled after {ticks} ticks: {cause}", ctx.connection_id());
+                log!(
+                    "tick {}: cancelled after {ticks} ticks: {}",
+                    ctx.connection_id(),
+                    escaped(&cause.to_string())
+                );
                 return Ok(ticks);
             }
             _ = clock.tick() => match out.send(ticks).await {
@@ -213,6 +240,7 @@ mod codec {
         InvalidInput,
         SendFailed,
         ConnectionFailed,
+        TooManyConnections,
     }
 
     impl<'a> Frame<'a> {
@@ -436,9 +464,12 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
             id, code, message, ..
         } = &frame
         {
+            // What the peer chose (its ids, the text quoted in messages) is escaped: it cannot
+            // forge log lines.
             log!(
-                "refused a frame (id {}): {code:?}: {message}",
-                id.unwrap_or("-")
+                "refused a frame (id {:?}): {code:?}: {}",
+                id.unwrap_or("-"),
+                escaped(message)
             );
         }
         self.send(&frame).await
@@ -498,7 +529,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
 async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
     registry: &Registry,
     peer: &Arc<Peer<W>>,
-    writers: &mut JoinSet<()>,
+    (writers, max_connections): (&mut JoinSet<()>, usize),
     op: Op,
 ) -> Result<(), PeerGone> {
     match op {
@@ -509,11 +540,23 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
                     .refuse(Frame::error(Some(&id), Code::DuplicateConnection, message))
                     .await;
             }
+            // Each connection has a writer until its last frame is written: a peer that does
+            // not read stdout cannot open connections without bound.
+            while writers.try_join_next().is_some() {}
+            if writers.len() >= max_connections {
+                let message = format!(
+                    "{max_connections} connections are open or writing their last frame: \
+                     close one, or read their frames, first"
+                );
+                return peer
+                    .refuse(Frame::error(Some(&id), Code::TooManyConnections, message))
+                    .await;
+            }
             let options = ConnectOptions::new().input_buffer(INPUT_WINDOW);
             match registry.connect_json_with(&key, init, options) {
                 Err(error) => peer.refuse(Frame::refusal(&id, &error)).await,
                 Ok(conn) => {
-                    log!("{id}: connected to {key} (connection {})", conn.id());
+                    log!("{id:?}: connected to {key:?} (connection {})", conn.id());
                     let (input, output) = conn.into_split();
                     peer.connections().insert(id.clone(), input);
                     writers.spawn(write_connection(Arc::clone(peer), id, output));
@@ -605,14 +648,14 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
         }
         Err(error) => {
             let message = error.to_string();
-            log!("{id}: failed: {message}");
+            log!("{id:?}: failed: {}", escaped(&message));
             let frame = Frame::error(Some(&id), Code::ConnectionFailed, message);
             codec::encode(&frame, &mut line);
             (line, "error".to_owned())
         }
     };
     if peer.write(&frame).await.is_ok() {
-        log!("{id}: ended ({outcome} written)");
+        log!("{id:?}: ended ({outcome} written)");
     }
 }
 
@@ -657,7 +700,10 @@ where
             }
             Ok(Some(Line::Frame)) if line.trim_ascii().is_empty() => Ok(()),
             Ok(Some(Line::Frame)) => match codec::decode(&line) {
-                Ok(op) => handle(&registry, &peer, &mut writers, op).await,
+                Ok(op) => {
+                    let writers = (&mut writers, args.max_connections.max(1));
+                    handle(&registry, &peer, writers, op).await
+                }
                 Err((id, code, message)) => {
                     peer.refuse(Frame::error(id.as_deref(), code, message))
                         .await

@@ -1,0 +1,595 @@
+//! Prompt turns: each runs in a task of its own, its events shown as `session/update`s in the
+//! order the agent made them, and the tools that need permission asked of the client first.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol_schema::v1::{
+    CLIENT_METHOD_NAMES, ContentBlock, Error, PermissionOptionKind, PromptRequest, PromptResponse,
+    RequestId, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SessionId, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields,
+};
+use bidi_agent::{AgentInit, Scope};
+use bidi_core::ConnectOptions;
+use bidi_flow::text::cap;
+use bidi_llm::{
+    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, LlmAgent, Message, Policy, Status,
+    TurnInput, execute,
+};
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::Workspace;
+use crate::content::{self, chunk};
+use crate::plan::{PLAN_TOOL, plan};
+use crate::policy::{Mode, Permission, Rules, locations};
+use crate::server::{Backend, Cancelled, SESSION_SCOPE, Shared, busy, no_session, tool_done};
+
+/// Checks a prompt and marks its session running: the session, the user message, and the
+/// turn's cancellation.
+pub(crate) fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Error> {
+    let mut sessions = shared.sessions();
+    let Some(slot) = sessions.get_mut(&request.session_id.0) else {
+        return Err(no_session(&request.session_id));
+    };
+    if slot.loading {
+        return Err(busy(
+            &request.session_id,
+            "it is being loaded; wait for the answer to session/load",
+        ));
+    }
+    if slot.running.is_some() {
+        return Err(busy(
+            &request.session_id,
+            "a prompt turn runs on it; cancel it (session/cancel) or wait for its answer",
+        ));
+    }
+    let token = shared.stop.child_token();
+    slot.running = Some(token.clone());
+    slot.turn = shared.turns.fetch_add(1, Ordering::Relaxed) + 1;
+    Ok(Turn {
+        session_id: request.session_id,
+        prompt: request.prompt,
+        token,
+        number: slot.turn,
+    })
+}
+
+/// A prompt turn about to run.
+pub(crate) struct Turn {
+    session_id: SessionId,
+    prompt: Vec<ContentBlock>,
+    token: CancellationToken,
+    /// Its number on the connection.
+    number: u64,
+}
+
+/// One prompt turn, in a task of its own: its updates, then its one answer.
+pub(crate) async fn prompt(shared: Arc<Shared>, id: RequestId, started: Turn) {
+    let Turn {
+        session_id,
+        prompt,
+        token,
+        number,
+    } = started;
+    let mut result = match &shared.agent {
+        Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token).await,
+        Backend::Bridged(turns) => {
+            let workspace = shared.sessions().get(&session_id.0).map(|slot| {
+                let mode = shared.rules.modes.get(slot.mode);
+                Workspace::new(slot.cwd.clone(), mode.map(|mode| mode.id().to_owned()))
+            });
+            match workspace {
+                Some(workspace) => {
+                    let run = turns.turn(
+                        Arc::clone(&shared),
+                        session_id.clone(),
+                        prompt,
+                        workspace,
+                        token.clone(),
+                    );
+                    run.await
+                }
+                None => Err(no_session(&session_id)),
+            }
+        }
+    };
+    if token.is_cancelled() && result.is_ok() {
+        result = Ok(StopReason::Cancelled);
+    }
+    if let Some(slot) = shared.sessions().get_mut(&session_id.0)
+        && slot.turn == number
+    {
+        slot.running = None;
+    }
+    shared.respond(id, result.map(PromptResponse::new)).await;
+}
+
+async fn turn(
+    shared: &Arc<Shared>,
+    agent: &LlmAgent,
+    session_id: &SessionId,
+    prompt: &[ContentBlock],
+    token: &CancellationToken,
+) -> Result<StopReason, Error> {
+    let message = content::user_message(prompt)?;
+    let (mode, cwd, tools) = shared
+        .sessions()
+        .get(&session_id.0)
+        .map(|slot| (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec()))
+        .unwrap_or_default();
+    let mode = shared.rules.modes.get(mode);
+    let open = Arc::new(Open::default());
+    let gate = Gate {
+        shared: Arc::clone(shared),
+        session_id: session_id.clone(),
+        token: token.clone(),
+        cwd: cwd.clone(),
+        open: Arc::clone(&open),
+        permission: mode.map_or(Permission::Ask, |mode| mode.permission),
+    };
+    let mut policy = policy(gate.clone(), mode);
+    for tool in tools {
+        policy = policy.tool(tool);
+    }
+    let options = ConnectOptions::new()
+        .extension(policy)
+        .extension(Scope::new(SESSION_SCOPE));
+    let mut conn = agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
+    let mut run = execute(&mut conn, TurnInput::User(message))
+        .await
+        .map_err(|error| {
+            Error::internal_error().data(format!("the agent refused the turn: {error}"))
+        })?;
+    let mut updates = Updates::new(&shared.rules, cwd, Arc::clone(&open));
+    let mut cancelled = None;
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = token.cancelled() => {
+                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
+                run.cancel_with(cause);
+                cancelled = Some(cause);
+                break;
+            }
+            event = run.next() => event,
+        };
+        let Some(Ok(event)) = event else { break };
+        // A call's permission is asked once everything before it is shown, the call included.
+        let reached = match &event {
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => Some((tool_call_id.clone(), gate.will_ask(tool_name))),
+            _ => None,
+        };
+        let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
+        if let Some(update) = updates.of(event, asks)
+            && shared.update(session_id, update).await.is_err()
+        {
+            run.cancel_with(Cancelled::ClientGone);
+            cancelled = Some(Cancelled::ClientGone);
+            break;
+        }
+        if let Some((id, asks)) = reached {
+            open.reached(id, asks);
+        }
+    }
+    // A gate still waiting for its call to be shown waits no more.
+    open.close();
+    if let Some(cause) = cancelled {
+        // What the execution still sends is read and dropped, so it never waits on us; the
+        // stream ends with the cancellation.
+        while run.next().await.is_some() {}
+        drop(run);
+        // A client still there learns that the tool calls still running failed.
+        if cause == Cancelled::ByClient {
+            for update in updates.unfinished() {
+                if shared.update(session_id, update).await.is_err() {
+                    break;
+                }
+            }
+        }
+        // The execution saves the session as it stops: the next turn finds it idle.
+        conn.done().await;
+        return Ok(StopReason::Cancelled);
+    }
+    let result = run.result().await;
+    conn.close();
+    let _ = conn.output().await;
+    let result = result.map_err(|error| Error::internal_error().data(error.to_string()))?;
+    stop_reason(&result)
+}
+
+/// The turn's policy: its mode's prompt and tools, and permissions asked of the client.
+fn policy(gate: Gate, mode: Option<&Mode>) -> Policy {
+    let mut policy = Policy::new();
+    if let Some(mode) = mode {
+        if let Some(prompt) = &mode.system_prompt {
+            policy = policy.system_prompt(prompt.clone());
+        }
+        if mode.tools.is_some() {
+            let mode = mode.clone();
+            policy = policy.offer(move |name| mode.offers(name));
+        }
+    }
+    let mode_id = mode.map(|mode| mode.id().to_owned()).unwrap_or_default();
+    policy.gate(move |call| {
+        let gate = gate.clone();
+        let call = call.clone();
+        let mode_id = mode_id.clone();
+        async move {
+            if !gate.shared.rules.needs_permission(&call.name) {
+                return Ok(());
+            }
+            match gate.permission {
+                Permission::Allow => Ok(()),
+                Permission::Reject => Err(format!(
+                    "`{}` needs permission, which the mode `{mode_id}` never gives",
+                    call.name
+                )),
+                _ => gate.ask(&call).await,
+            }
+        }
+    })
+}
+
+/// Asks the client whether a tool call may run.
+#[derive(Clone)]
+struct Gate {
+    shared: Arc<Shared>,
+    session_id: SessionId,
+    token: CancellationToken,
+    cwd: PathBuf,
+    open: Arc<Open>,
+    /// The turn's mode's way with the tools that need permission.
+    permission: Permission,
+}
+
+/// The tool calls of a turn: those the turn reached (everything the agent streamed before
+/// them, and their `tool_call`, written), and those shown and not ended, in order.
+///
+/// A call's permission request waits until the turn reached the call, so that the client reads
+/// it after the text the model streamed before the call and after the call itself: the
+/// execution asks as soon as the call starts, while the events before it may still be on
+/// their way to the turn.
+#[derive(Debug, Default)]
+struct Open {
+    calls: Mutex<Calls>,
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Calls {
+    /// Shown and not ended, in order.
+    open: Vec<String>,
+    /// Reached: whether each was shown as waiting for permission.
+    reached: HashMap<String, bool>,
+    /// The turn reads no more events: nothing is reached any more.
+    closed: bool,
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn show(&self, id: &str) {
+        self.lock().open.push(id.to_owned());
+    }
+
+    fn end(&self, id: &str) {
+        self.lock().open.retain(|open| open != id);
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().open)
+    }
+
+    /// The turn wrote everything up to call `id`, which it showed as waiting for permission
+    /// if `asks`.
+    fn reached(&self, id: String, asks: bool) {
+        self.lock().reached.insert(id, asks);
+        self.changed.notify_waiters();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until the turn reached call `id`: whether it was shown as waiting for
+    /// permission; `None` if the turn stopped reading first.
+    async fn reach(&self, id: &str) -> Option<bool> {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let calls = self.lock();
+                if let Some(asks) = calls.reached.get(id) {
+                    return Some(*asks);
+                }
+                if calls.closed {
+                    return None;
+                }
+            }
+            changed.await;
+        }
+    }
+}
+
+/// The `tool_call` update that shows a call.
+fn tool_call(
+    rules: &Rules,
+    cwd: &Path,
+    id: String,
+    name: String,
+    args: Value,
+    status: ToolCallStatus,
+) -> SessionUpdate {
+    SessionUpdate::ToolCall(
+        ToolCall::new(id, name.clone())
+            .kind(rules.kind(&name))
+            .locations(locations(&args, cwd))
+            .name(name)
+            .status(status)
+            .raw_input(args),
+    )
+}
+
+impl Gate {
+    /// The answer that holds for tool `name` for the rest of the session, if any.
+    fn always(&self, name: &str) -> Option<bool> {
+        self.shared
+            .sessions()
+            .get(&self.session_id.0)
+            .and_then(|slot| slot.always.get(name).copied())
+    }
+
+    /// Whether a call of tool `name` will ask the client: the turn shows it as waiting for
+    /// permission.
+    fn will_ask(&self, name: &str) -> bool {
+        self.shared.rules.needs_permission(name)
+            && !matches!(self.permission, Permission::Allow | Permission::Reject)
+            && self.always(name).is_none()
+    }
+
+    /// Says the call the user allowed runs now.
+    async fn running(&self, call: &bidi_llm::ToolCall) -> Result<(), String> {
+        let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call.id.clone(),
+            ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+        ));
+        self.shared
+            .update(&self.session_id, update)
+            .await
+            .map_err(|_| "the client went away".to_owned())
+    }
+
+    /// `Ok` if the user allows `call`; else why not.
+    async fn ask(&self, call: &bidi_llm::ToolCall) -> Result<(), String> {
+        let name = &call.name;
+        // The client reads what the model said before the call, and the call, first.
+        let shown_waiting = tokio::select! {
+            () = self.token.cancelled() => return std::future::pending().await,
+            reached = self.open.reach(&call.id) => reached,
+        };
+        let Some(shown_waiting) = shown_waiting else {
+            return Err("the prompt turn ended before the user could be asked".to_owned());
+        };
+        match self.always(name) {
+            // Answered while this call was being shown (another call of the same tool).
+            Some(true) if shown_waiting => return self.running(call).await,
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(format!(
+                    "the user rejected `{name}` for the rest of the session"
+                ));
+            }
+            None => {}
+        }
+        let rules = &self.shared.rules;
+        let tool_call = ToolCallUpdate::new(
+            call.id.clone(),
+            ToolCallUpdateFields::new()
+                .title(name.clone())
+                .kind(rules.kind(name))
+                .status(ToolCallStatus::Pending)
+                .locations(locations(&call.arguments, &self.cwd))
+                .raw_input(call.arguments.clone()),
+        );
+        let request =
+            RequestPermissionRequest::new(self.session_id.clone(), tool_call, rules.options());
+        let params = serde_json::to_value(&request)
+            .map_err(|error| format!("the permission request could not be made: {error}"))?;
+        let answer = tokio::select! {
+            () = self.token.cancelled() => {
+                // The prompt turn cancels the execution, which drops this wait with the tool.
+                // A refusal here would race with that: the loop could read it first and call
+                // the model again.
+                return std::future::pending().await;
+            }
+            answer = self.shared.request(CLIENT_METHOD_NAMES.session_request_permission, params) => answer,
+        };
+        let answer = answer.map_err(|error| {
+            format!(
+                "the user could not be asked for permission: {}",
+                error.message
+            )
+        })?;
+        let answer: RequestPermissionResponse =
+            serde_json::from_value(answer).map_err(|error| {
+                format!("the client's answer to the permission request is malformed: {error}")
+            })?;
+        let option = match answer.outcome {
+            RequestPermissionOutcome::Selected(selected) => selected.option_id,
+            _ => return Err("the user dismissed the permission request".to_owned()),
+        };
+        let Some(kind) = rules.chosen(&option.0) else {
+            return Err(format!(
+                "the client chose `{}`, an option it was not offered",
+                cap(&option.0)
+            ));
+        };
+        let remember = |allow: bool| async move {
+            if let Some(slot) = self.shared.sessions().get_mut(&self.session_id.0) {
+                slot.always.insert(name.clone(), allow);
+            }
+            if let Err(error) = self.shared.keep(&self.session_id.0).await {
+                log!("the answer for {name:?} holds on this connection only: {error}");
+            }
+        };
+        match kind {
+            PermissionOptionKind::AllowOnce => self.running(call).await,
+            PermissionOptionKind::AllowAlways => {
+                remember(true).await;
+                self.running(call).await
+            }
+            PermissionOptionKind::RejectAlways => {
+                remember(false).await;
+                Err(format!(
+                    "the user rejected `{name}` for the rest of the session"
+                ))
+            }
+            _ => Err(format!("the user rejected `{name}`")),
+        }
+    }
+}
+
+/// The updates a turn's events make; it keeps the output its tools streamed so far.
+struct Updates<'a> {
+    rules: &'a Rules,
+    cwd: PathBuf,
+    output: HashMap<String, String>,
+    open: Arc<Open>,
+    /// The plan calls not ended: shown as `plan` updates, not as tool calls.
+    plans: Vec<String>,
+}
+
+impl<'a> Updates<'a> {
+    fn new(rules: &'a Rules, cwd: PathBuf, open: Arc<Open>) -> Self {
+        Self {
+            rules,
+            cwd,
+            output: HashMap::new(),
+            open,
+            plans: Vec::new(),
+        }
+    }
+
+    /// The calls still open, as failed for the cancellation.
+    fn unfinished(&mut self) -> Vec<SessionUpdate> {
+        self.open
+            .take()
+            .into_iter()
+            .map(|id| {
+                tool_done(
+                    &id,
+                    "the prompt turn was cancelled before the tool finished",
+                    &[],
+                    None,
+                    true,
+                )
+            })
+            .collect()
+    }
+
+    /// A loop event as the update that shows it, if one does; a call that `asks` for
+    /// permission is shown as waiting for it.
+    fn of(&mut self, event: AgentEvent, asks: bool) -> Option<SessionUpdate> {
+        Some(match event {
+            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
+            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                if tool_name == PLAN_TOOL
+                    && let Some(plan) = plan(&args)
+                {
+                    self.plans.push(tool_call_id);
+                    return Some(SessionUpdate::Plan(plan));
+                }
+                self.open.show(&tool_call_id);
+                let status = if asks {
+                    ToolCallStatus::Pending
+                } else {
+                    ToolCallStatus::InProgress
+                };
+                tool_call(self.rules, &self.cwd, tool_call_id, tool_name, args, status)
+            }
+            AgentEvent::ToolExecutionDelta {
+                tool_call_id,
+                delta,
+            } => {
+                // An update's content replaces the call's: it is all the output so far.
+                let output = self.output.entry(tool_call_id.clone()).or_default();
+                output.push_str(&delta);
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    tool_call_id,
+                    ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
+                ))
+            }
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                output,
+                details,
+                is_error,
+                attachments,
+                ..
+            } => {
+                self.output.remove(&tool_call_id);
+                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
+                    self.plans.swap_remove(at);
+                    return None; // Its plan update showed it.
+                }
+                self.open.end(&tool_call_id);
+                tool_done(&tool_call_id, &output, &attachments, details, is_error)
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// How the turn ended, in ACP's terms; a failure is an error answer.
+fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
+    match result.status {
+        Status::Completed => {
+            let last = result
+                .messages
+                .iter()
+                .rev()
+                .find_map(|message| match message {
+                    Message::Assistant(message) => Some(message.stop_reason),
+                    _ => None,
+                });
+            Ok(match last {
+                Some(bidi_llm::StopReason::Length) => StopReason::MaxTokens,
+                Some(bidi_llm::StopReason::Refusal) => StopReason::Refusal,
+                _ => StopReason::EndTurn,
+            })
+        }
+        Status::Error => match &result.error {
+            Some(failure) if failure.code == LlmErrorCode::MaxTurns => {
+                Ok(StopReason::MaxTurnRequests)
+            }
+            Some(failure) => Err(Error::internal_error().data(json!({
+                "code": failure.code,
+                "error": failure.error,
+            }))),
+            None => Err(Error::internal_error().data("the agent's turn failed")),
+        },
+        Status::AwaitingToolExecution => Err(Error::internal_error().data(
+            "the model called tools the agent has no executor for; an ACP client cannot run them",
+        )),
+        _ => Err(Error::internal_error().data(format!("the turn ended as {:?}", result.status))),
+    }
+}
