@@ -180,9 +180,13 @@ where
 
     fn create(&self, id: Arc<str>) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            Session::create(sessions(self.agent.store()), &id, B::State::default())
-                .await
-                .map(drop)
+            Session::create(
+                sessions(self.agent.name(), self.agent.store()),
+                &id,
+                B::State::default(),
+            )
+            .await
+            .map(drop)
         })
     }
 
@@ -191,7 +195,9 @@ where
         id: Arc<str>,
     ) -> BoxFuture<'_, Result<Option<Vec<SessionUpdate>>, StoreError>> {
         Box::pin(async move {
-            let session = Session::<B::State>::load(sessions(self.agent.store()), &id).await?;
+            let session =
+                Session::<B::State>::load(sessions(self.agent.name(), self.agent.store()), &id)
+                    .await?;
             Ok(session.map(|session| self.bridge.replay(&session.state())))
         })
     }

@@ -21,7 +21,7 @@ use agent_client_protocol_schema::v1::{
     SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, ToolCall,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use bidi_agent::Agent;
+use bidi_agent::{Agent, Scope};
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
 use bidi_llm::{AssistantContent, AssistantMessage, Attachment, LlmAgent, LlmSession, Message};
@@ -543,9 +543,10 @@ pub(crate) const SESSION_SCOPE: &str = "acp";
 /// The longest session id a client may name, in bytes.
 const MAX_SESSION_ID_BYTES: usize = 256;
 
-/// The sessions of ACP clients in the agent's `store`.
-pub(crate) fn sessions(store: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
-    Arc::new(Scoped::new(Arc::clone(store), SESSION_SCOPE))
+/// The sessions of ACP clients of agent `agent` in its `store`: where its connections, which
+/// carry the scope, open them.
+pub(crate) fn sessions(agent: &str, store: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
+    Arc::new(Scope::new(SESSION_SCOPE).sessions(agent, Arc::clone(store)))
 }
 
 /// The error of a valid request on a session that cannot take it now (a prompt turn or a
@@ -903,11 +904,13 @@ async fn new_session(
     let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
     let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
     let created = match &shared.agent {
-        Backend::Llm(agent) => {
-            Session::create(sessions(agent.agent().store()), &id, LlmSession::default())
-                .await
-                .map(drop)
-        }
+        Backend::Llm(agent) => Session::create(
+            sessions(agent.agent().name(), agent.agent().store()),
+            &id,
+            LlmSession::default(),
+        )
+        .await
+        .map(drop),
         Backend::Bridged(turns) => turns.create(Arc::clone(&id)).await,
     };
     if let Err(error) = created {
@@ -982,7 +985,7 @@ async fn load(
     let id = Arc::clone(&session_id.0);
     let replay = match &shared.agent {
         Backend::Llm(agent) => {
-            let store = sessions(agent.agent().store());
+            let store = sessions(agent.agent().name(), agent.agent().store());
             Session::<LlmSession>::load(store, &id)
                 .await
                 .map(|session| {

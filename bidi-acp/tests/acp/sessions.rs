@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bidi_acp::schema::{ContentBlock, ContentChunk, Error, SessionUpdate, TextContent};
 use bidi_acp::{Bridge, Cancelled, Command, Mode, Permission, Server, Workspace};
-use bidi_agent::{Agent, AgentResult, Responder};
+use bidi_agent::{Agent, AgentResult, Responder, Scope};
 use bidi_core::{ActionContext, BoxError, Inbound};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{Attachment, LlmAgent, Tool, ToolEvent, simple_tool};
-use bidi_session::{MemoryStore, Scoped, Session, SessionStore};
+use bidi_session::{MemoryStore, Session, SessionStore};
 use serde_json::{Value, json};
 
 use crate::support::Client;
@@ -96,7 +96,7 @@ async fn the_mode_and_the_answers_that_hold_survive_the_connection() {
 
     // The server's record is its own: the agent's session (in the ACP clients' scope) is
     // untouched by it.
-    let acp = Arc::new(Scoped::new(Arc::clone(&store), "acp"));
+    let acp = Arc::new(Scope::new("acp").sessions("ops", Arc::clone(&store)));
     let agent_session = Session::<Value>::load(acp, session.as_str().unwrap())
         .await
         .unwrap()
@@ -159,7 +159,8 @@ async fn no_session_id_a_client_names_reaches_a_record_of_another_scope() {
         .unwrap();
     assert_eq!(kept.state(), json!({"mode": "careful"}));
     // The client's sessions are keys of a scope of their own.
-    assert!(keys.contains(&format!("3:acp:{session}")), "{keys:?}");
+    // The client's sessions are keys of a scope of their own, and of the agent's.
+    assert!(keys.contains(&format!("9:3:acp:ops:{session}")), "{keys:?}");
     let mut after = store.list().await.unwrap();
     after.sort();
     let mut before = keys;
