@@ -40,11 +40,11 @@
 //! # Flow types
 //!
 //! A flow registered in a [`Registry`] is served as JSON, so its types need serde and
-//! schemars 1's `JsonSchema` (for the descriptors' schemas): the init `Deserialize + Serialize
-//! + JsonSchema`, the input `Deserialize + JsonSchema`, the chunks and the output `Serialize +
-//! JsonSchema`. A flow used from Rust alone needs none of them. Transports send `null` for an
-//! init (or an input) the peer left out, which an init of `()` or an `Option` takes; any other
-//! type refuses it with the JSON Pointer `""`.
+//! schemars 1's `JsonSchema` (for the descriptors' schemas): the init `Deserialize`,
+//! `Serialize` and `JsonSchema`; the input `Deserialize` and `JsonSchema`; the chunks and the
+//! output `Serialize` and `JsonSchema`. A flow used from Rust alone needs none of them.
+//! Transports send `null` for an init (or an input) the peer left out, which an init of `()`
+//! or an `Option` takes; any other type refuses it with the JSON Pointer `""`.
 //!
 //! # Transports
 //!
