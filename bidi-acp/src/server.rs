@@ -21,7 +21,7 @@ use agent_client_protocol_schema::v1::{
     SessionNotification, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, ToolCall,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use bidi_agent::{Agent, Scope};
+use bidi_agent::{Agent, MAX_SESSION_ID_BYTES, Scope};
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
 use bidi_llm::{AssistantContent, AssistantMessage, Attachment, LlmAgent, LlmSession, Message};
@@ -539,9 +539,6 @@ const KEPT_SCOPE: &str = "bidi-acp";
 /// a session of this scope only, never a key of another scope's (the server's own records, say)
 /// nor of the agent's unscoped sessions.
 pub(crate) const SESSION_SCOPE: &str = "acp";
-
-/// The longest session id a client may name, in bytes.
-const MAX_SESSION_ID_BYTES: usize = 256;
 
 /// The sessions of ACP clients of agent `agent` in its `store`: where its connections, which
 /// carry the scope, open them.

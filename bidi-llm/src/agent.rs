@@ -196,6 +196,7 @@ impl LlmAgent {
     #[must_use]
     pub fn set_aside(&self, state: &LlmSession, message: UserMessage) -> TurnInput {
         const REASON: &str = "the user moved on without answering this call";
+        const DENIAL: &str = "they moved on without answering";
         let mut resume = Resume::new().message(message);
         for call in &state.pending_tool_calls {
             let local = self
@@ -204,7 +205,7 @@ impl LlmAgent {
                 .iter()
                 .any(|tool| tool.name() == call.name && tool.is_local());
             resume = if local {
-                resume.approval(Approval::deny(&call.id, REASON))
+                resume.approval(Approval::deny(&call.id, DENIAL))
             } else {
                 resume.result(ToolResultMessage {
                     tool_call_id: call.id.clone(),
