@@ -39,10 +39,12 @@ async fn concurrent_calls_queue_without_a_thread_each() {
     for call in calls {
         call.await.unwrap();
     }
-    // Idle blocking threads live on for ten seconds: they are all still counted here.
+    // Idle blocking threads live on for ten seconds: they are all still counted here. A few
+    // come and go as workers hand their cores over while they block (4 to 16 seen); a thread
+    // per waiting call would be hundreds (516 before callers waited asynchronously).
     let after = threads();
     assert!(
-        after <= before + 8,
+        after <= before + 64,
         "{before} threads before, {after} after"
     );
 }
