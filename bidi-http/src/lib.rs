@@ -147,7 +147,7 @@
 //! ```
 //!
 //! Backpressure holds end to end: the server reads the next frame only once the action has
-//! taken the last input (or it fits in the connection's window of 8 inputs), and takes the next
+//! taken the last input (or it fits in the connection's window of 1 input), and takes the next
 //! chunk only once the last one is written to the socket. Frames sent ahead wait in order,
 //! never dropped; a `cancel` is seen even while an input waits. A socket that closes or fails
 //! cancels its connection.
@@ -254,8 +254,8 @@
 //!   Each answer runs at most one write (16 KiB) ahead of its client; a chat's answer read by
 //!   several clients goes at the pace of the fastest, and a reader 64 writes behind it is
 //!   dropped rather than hold the others back.
-//! - A WebSocket reads at most 16 frames, and at most [`Server::max_message_bytes`], ahead of
-//!   an input its action has not taken. A frame that breaks the protocol closes the socket
+//! - A WebSocket connection takes one input ahead of its action, and reads at most 16 frames,
+//!   and at most [`Server::max_message_bytes`], ahead of an input its action has not taken. A frame that breaks the protocol closes the socket
 //!   with 1002, text that is not UTF-8 with 1007.
 //! - Session ids are at most 256 bytes, with no control characters (400 `invalid_init`
 //!   otherwise): they travel in the `X-Session-Id` header and in logs.
@@ -375,8 +375,11 @@ impl Default for Limits {
 pub const DEFAULT_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
 
-/// How many inputs a WebSocket connection takes ahead of its action.
-pub(crate) const INPUT_WINDOW: usize = 8;
+/// How many inputs a WebSocket connection takes ahead of its action: one. Inputs sent ahead
+/// wait in the socket reader's read-ahead, which is bounded in bytes as well as in frames, so
+/// a client sending large inputs an action does not take holds about one limit's worth of
+/// them, not a window of eight.
+pub(crate) const INPUT_WINDOW: usize = 1;
 
 /// Everything a request handler needs.
 pub(crate) struct Shared {

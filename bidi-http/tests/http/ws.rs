@@ -230,3 +230,34 @@ async fn a_cancel_is_seen_while_an_input_waits_and_a_dropped_socket_cancels() {
     assert_eq!(how.recv().await.unwrap(), "disconnected");
     settle(baseline).await;
 }
+
+/// A client that sends large inputs an action never takes is read only so far ahead, in bytes:
+/// the server stops reading, and the client's writes stall after a few frames, however many it
+/// has. Counted in frames of 3 MB, against a window of 8 inputs plus what the socket buffers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_inputs_ahead_of_the_action_are_bounded_in_bytes() {
+    let server = Server::new(registry(&Probe::default())).max_message_bytes(4 << 20);
+    let addr = start(server).await;
+    let mut socket = open(addr, "/bidi-flow/mute").await;
+    send(&mut socket, json!({"type": "init"})).await;
+    let frame = Message::text(json!({"type": "send", "input": "x".repeat(3_000_000)}).to_string());
+    let mut sent = 0;
+    for _ in 0..40 {
+        let write = tokio::time::timeout(
+            std::time::Duration::from_secs(3),
+            socket.send(frame.clone()),
+        )
+        .await;
+        match write {
+            Ok(result) => {
+                result.unwrap();
+                sent += 1;
+            }
+            Err(_) => break, // The server stopped reading: the write stalls.
+        }
+    }
+    // The action's one input, the one waiting to be taken, a frame read ahead, and what the
+    // kernel's buffers hold on both ends; a window of 8 inputs made it 13 or more.
+    eprintln!("{sent} frames of 3 MB taken ahead of the action");
+    assert!(sent < 10, "{sent} frames of 3 MB taken ahead of the action");
+}
