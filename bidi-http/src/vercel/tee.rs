@@ -1,0 +1,483 @@
+//! Resumption: an answer of a chat is written to every client reading it, and kept for the
+//! clients that come to resume it while it streams.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::body::{Body, Bytes};
+use futures_util::future::select_all;
+use tokio::sync::{Notify, mpsc};
+
+use crate::{Identity, Shared, agent};
+
+/// How many bytes of an answer are kept for the clients that resume it: past them, the answer
+/// streams on to the clients reading it, and new ones are refused (410).
+pub(crate) const RESUME_BYTES: usize = 8 << 20;
+
+/// A chat, as its identity's scope, its agent and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ChatKey {
+    scope: String,
+    agent: String,
+    chat: String,
+}
+
+impl ChatKey {
+    pub(super) fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            chat: chat.to_owned(),
+        }
+    }
+}
+
+/// The chats whose answer is streaming in this process.
+#[derive(Debug, Default)]
+pub(crate) struct Chats {
+    streams: Mutex<HashMap<ChatKey, Arc<Stream>>>,
+}
+
+/// One answer being streamed, and its readers.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    state: Mutex<Tally>,
+    /// Told when the last reader goes away.
+    left: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// Everything written so far, unless it outgrew [`RESUME_BYTES`], as one buffer: the
+    /// writes of a slow answer are a token each, and keeping each apart would cost an
+    /// allocation and a handle per token (a hundred times the text, for long answers).
+    written: Option<Vec<u8>>,
+    /// How many bytes were written.
+    len: usize,
+    /// Where the writes go, one sender per reader.
+    readers: Vec<mpsc::Sender<Bytes>>,
+    /// How many readers' bodies are alive.
+    reading: usize,
+    /// The answer ended, or nobody reads it any more: nobody new attaches.
+    over: bool,
+}
+
+/// What a client resuming a chat finds.
+#[derive(Debug)]
+pub(super) enum Attached {
+    /// The answer so far, and the rest as it comes.
+    Reader(Bytes, Reader),
+    /// No answer is streaming.
+    Nothing,
+    /// The answer outgrew what is kept of it.
+    TooLong,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One reader's writes; dropping it (its body) says it went away.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    writes: mpsc::Receiver<Bytes>,
+    stream: Arc<Stream>,
+}
+
+impl Reader {
+    fn new(stream: &Arc<Stream>, state: &mut Tally) -> Self {
+        let (sender, writes) = mpsc::channel(READER_WINDOW);
+        state.readers.push(sender);
+        state.reading += 1;
+        Self {
+            writes,
+            stream: Arc::clone(stream),
+        }
+    }
+
+    async fn recv(&mut self) -> Option<Bytes> {
+        self.writes.recv().await
+    }
+
+    /// The rest of the answer as a response body.
+    pub(super) fn body(self) -> Body {
+        let body = futures_util::stream::unfold(self, |mut reader| async move {
+            reader
+                .recv()
+                .await
+                .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), reader))
+        });
+        Body::from_stream(body)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut state = lock(&self.stream.state);
+        state.reading -= 1;
+        if state.reading == 0 {
+            state.over = true;
+            drop(state);
+            self.stream.left.notify_waiters();
+        }
+    }
+}
+
+impl Chats {
+    /// Registers `tee`'s answer as chat `key`'s, unless it is over already.
+    pub(super) fn insert(&self, key: ChatKey, tee: &Arc<Stream>) {
+        let mut streams = lock(&self.streams);
+        if !lock(&tee.state).over {
+            // An answer of the chat still registered is over: its session runs this one.
+            streams.insert(key, Arc::clone(tee));
+        }
+    }
+
+    /// A new reader of the answer `key` is streaming.
+    pub(super) fn attach(&self, key: &ChatKey) -> Attached {
+        let Some(stream) = lock(&self.streams).get(key).cloned() else {
+            return Attached::Nothing;
+        };
+        let mut state = lock(&stream.state);
+        if state.over {
+            return Attached::Nothing;
+        }
+        let Some(written) = state.written.as_deref().map(Bytes::copy_from_slice) else {
+            return Attached::TooLong;
+        };
+        let reader = Reader::new(&stream, &mut state);
+        Attached::Reader(written, reader)
+    }
+
+    /// Forgets `stream`, the answer of `key`, unless another answer of the chat replaced it.
+    fn remove(&self, key: &ChatKey, stream: &Arc<Stream>) {
+        let mut streams = lock(&self.streams);
+        if streams
+            .get(key)
+            .is_some_and(|registered| Arc::ptr_eq(registered, stream))
+        {
+            streams.remove(key);
+        }
+    }
+
+    /// How many answers are registered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.streams).len()
+    }
+}
+
+/// The writes of a chat's answer: to every reader, kept for readers to come. The answer runs
+/// while anybody reads it; dropping the tee (the answer is over) ends the readers' bodies and
+/// forgets the answer.
+pub(crate) struct Tee {
+    shared: Arc<Shared>,
+    key: ChatKey,
+    pub(super) stream: Arc<Stream>,
+}
+
+impl Tee {
+    /// A tee of an answer of chat `key`, and its first reader (the client that asked). The
+    /// answer is registered once it has started ([`Chats::insert`]).
+    pub(super) fn new(shared: Arc<Shared>, key: ChatKey) -> (Self, Reader) {
+        let stream = Arc::new(Stream::default());
+        let reader = {
+            let mut state = lock(&stream.state);
+            state.written = Some(Vec::new());
+            Reader::new(&stream, &mut state)
+        };
+        (
+            Self {
+                shared,
+                key,
+                stream,
+            },
+            reader,
+        )
+    }
+}
+
+/// How many writes a reader of a chat's answer may be behind the fastest reader: past them it
+/// is dropped rather than hold the others back (at most 16 KiB each).
+const READER_WINDOW: usize = 64;
+
+/// Hands `bytes` to every reader, at the pace of the fastest: it waits only while every
+/// reader is a window behind, until the first catches up. The readers that were left a
+/// window behind the one that took `bytes` are returned, to be dropped.
+async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Sender<Bytes>> {
+    let mut behind = Vec::new();
+    let mut taken = false;
+    for reader in readers {
+        match reader.try_send(bytes.clone()) {
+            Ok(()) => taken = true,
+            Err(mpsc::error::TrySendError::Full(_)) => behind.push(reader.clone()),
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+    if taken || behind.is_empty() {
+        return behind;
+    }
+    // Every reader is a window behind: the first to make room takes `bytes`.
+    let first = {
+        let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
+        let (permit, first, _) = select_all(reserves).await;
+        if let Ok(permit) = permit {
+            permit.send(bytes.clone());
+        }
+        first
+    };
+    behind.swap_remove(first);
+    behind.retain(|reader| {
+        matches!(
+            reader.try_send(bytes.clone()),
+            Err(mpsc::error::TrySendError::Full(_))
+        )
+    });
+    behind
+}
+
+impl agent::Writes for Tee {
+    async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
+        let readers = {
+            let mut state = lock(&self.stream.state);
+            let len = state.len + bytes.len();
+            match &mut state.written {
+                Some(written) if len <= RESUME_BYTES => written.extend_from_slice(&bytes),
+                _ => state.written = None,
+            }
+            state.len = len;
+            state.readers.clone()
+        };
+        let behind = deliver(&readers, &bytes).await;
+        let mut state = lock(&self.stream.state);
+        // A reader a window behind another is dropped: its body ends where it is, and the
+        // others go on at their pace.
+        state.readers.retain(|reader| {
+            !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
+        });
+        if state.reading == 0 || state.readers.is_empty() {
+            return Err(agent::Gone);
+        }
+        Ok(())
+    }
+
+    async fn closed(&self) {
+        loop {
+            let left = self.stream.left.notified();
+            let mut left = std::pin::pin!(left);
+            left.as_mut().enable();
+            if lock(&self.stream.state).reading == 0 {
+                return;
+            }
+            left.await;
+        }
+    }
+}
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        {
+            let mut state = lock(&self.stream.state);
+            state.over = true;
+            state.written = None;
+            state.readers.clear();
+        }
+        self.shared.chats.remove(&self.key, &self.stream);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::agent::Writes as _;
+
+    fn shared() -> Arc<Shared> {
+        Arc::new(Shared {
+            registry: bidi_flow::Registry::new(),
+            agents: HashMap::new(),
+            limits: crate::Limits::default(),
+            waiting_calls: None,
+            chats: Chats::default(),
+        })
+    }
+
+    fn key(chat: &str) -> ChatKey {
+        ChatKey::new(None, "helper", chat)
+    }
+
+    /// A registered answer of `chat`, and its first reader.
+    fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee, Reader) {
+        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat));
+        shared.chats.insert(key(chat), &tee.stream);
+        (tee, reader)
+    }
+
+    fn read_all(mut reader: Reader) -> tokio::task::JoinHandle<Vec<u8>> {
+        tokio::spawn(async move {
+            let mut all = Vec::new();
+            while let Some(bytes) = reader.recv().await {
+                all.extend_from_slice(&bytes);
+            }
+            all
+        })
+    }
+
+    fn attach(shared: &Shared, chat: &str) -> (Vec<u8>, Reader) {
+        match shared.chats.attach(&key(chat)) {
+            Attached::Reader(written, reader) => (written.to_vec(), reader),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resumed_answer_is_what_was_written_then_the_rest_and_is_forgotten_at_its_end() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        assert!(matches!(
+            shared.chats.attach(&key("other")),
+            Attached::Nothing
+        ));
+        tee.send(Bytes::from_static(b"one ")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "one ");
+        tee.send(Bytes::from_static(b"two ")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "two ");
+        let (written, rest) = attach(&shared, "c");
+        let (written2, rest2) = attach(&shared, "c");
+        assert_eq!(written, b"one two ");
+        assert_eq!(written2, b"one two ");
+        let (first, rest, rest2) = (read_all(first), read_all(rest), read_all(rest2));
+        tee.send(Bytes::from_static(b"three ")).await.unwrap();
+        tee.send(Bytes::from_static(b"four")).await.unwrap();
+        drop(tee);
+        assert_eq!(first.await.unwrap(), b"three four");
+        assert_eq!(rest.await.unwrap(), b"three four");
+        assert_eq!(rest2.await.unwrap(), b"three four");
+        assert_eq!(shared.chats.len(), 0, "the answer is forgotten");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_nobody_reads_is_cancelled_and_forgotten() {
+        let shared = shared();
+        let (tee, first) = answer(&shared, "c");
+        drop(first);
+        // The execution sees its client gone.
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"x")).await.is_err());
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+        drop(tee);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_runs_on_while_a_resuming_client_reads() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from_static(b"a")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "a");
+        let (written, mut second) = attach(&shared, "c");
+        assert_eq!(written, b"a");
+        drop(first);
+        tee.send(Bytes::from_static(b"b")).await.unwrap();
+        assert_eq!(second.recv().await.unwrap(), "b");
+        drop(second);
+        tee.closed().await;
+        assert!(tee.send(Bytes::from_static(b"c")).await.is_err());
+        drop(tee);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_the_kept_bytes_streams_on_but_is_not_resumed() {
+        let shared = shared();
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from(vec![b'x'; RESUME_BYTES]))
+            .await
+            .unwrap();
+        assert_eq!(first.recv().await.unwrap().len(), RESUME_BYTES);
+        drop(attach(&shared, "c"));
+        tee.send(Bytes::from_static(b"y")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "y");
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::TooLong));
+        let first = read_all(first);
+        tee.send(Bytes::from_static(b"z")).await.unwrap();
+        drop(tee);
+        assert_eq!(first.await.unwrap(), b"z");
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    /// A slow answer's many small writes are kept as one buffer for resuming clients: what
+    /// it holds grows with the text, not with the number of writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_of_many_small_writes_is_kept_in_one_buffer() {
+        let shared = shared();
+        let (tee, asker) = answer(&shared, "c");
+        let asker = read_all(asker);
+        for _ in 0..10_000 {
+            tee.send(Bytes::from_static(b"token")).await.unwrap();
+        }
+        let kept = lock(&tee.stream.state)
+            .written
+            .as_ref()
+            .map_or(0, Vec::capacity);
+        assert!(kept <= 2 * 50_000, "{kept} bytes kept for 50,000 written");
+        let (written, _) = attach(&shared, "c");
+        assert_eq!(written.len(), 50_000);
+        drop(tee);
+        assert_eq!(asker.await.unwrap().len(), 50_000);
+    }
+
+    /// A resuming client that never reads falls a window behind and is dropped: the asker
+    /// gets every write without waiting for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_that_never_reads_holds_nobody_back() {
+        let shared = shared();
+        let (tee, asker) = answer(&shared, "c");
+        let (_, stalled) = attach(&shared, "c");
+        let asker = read_all(asker);
+        let writes = READER_WINDOW * 4;
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            for _ in 0..writes {
+                tee.send(Bytes::from_static(b"x")).await.unwrap();
+            }
+        })
+        .await;
+        assert!(
+            sent.is_ok(),
+            "a reader that never reads held the answer back"
+        );
+        drop(tee);
+        assert_eq!(asker.await.unwrap().len(), writes);
+        // The stalled reader got what fit in its window, then its body ends.
+        let mut stalled = stalled;
+        let mut got = 0;
+        while stalled.recv().await.is_some() {
+            got += 1;
+        }
+        assert_eq!(got, READER_WINDOW);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_answer_of_the_chat_is_not_forgotten_with_the_old_one() {
+        let shared = shared();
+        let (old, _old_reader) = answer(&shared, "c");
+        let (new, _new_reader) = answer(&shared, "c");
+        drop(old);
+        assert_eq!(shared.chats.len(), 1);
+        drop(attach(&shared, "c"));
+        drop(new);
+        assert_eq!(shared.chats.len(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_over_before_it_is_registered_is_not() {
+        let shared = shared();
+        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"));
+        let stream = Arc::clone(&tee.stream);
+        drop(tee);
+        shared.chats.insert(key("c"), &stream);
+        assert_eq!(shared.chats.len(), 0);
+    }
+}
