@@ -36,9 +36,14 @@
 //! - `state`, when the input has one, comes back as a `STATE_SNAPSHOT` (the agent keeps no
 //!   state of its own). `context` and `forwardedProps` are read and ignored.
 //!
-//! A request refused before the run starts (a body that is not a `RunAgentInput`, a new thread
-//! without a user message to answer, a thread another request runs) gets the crate's JSON error
-//! (400, 404, 409); once the stream has started, a failure is `RUN_ERROR`.
+//! A request that is not a run's (a body that is not a `RunAgentInput`, messages or tools that
+//! do not fit, an unknown agent) gets the crate's JSON error (400, 404), its `path` pointing at
+//! what is wrong. A run refused on its thread (another request runs it: `session_running`; its
+//! stored state does not fit the agent: `session_incompatible`) is, for a client that accepts
+//! `text/event-stream` as `HttpAgent` does, a stream of one `RUN_ERROR` with that `code`: AG-UI
+//! clients show it as the run's error, where an HTTP error reaches the user as its raw body.
+//! Other clients get the JSON error (409). Once the stream has started, a failure is
+//! `RUN_ERROR`.
 //!
 //! # The events
 //!
@@ -68,7 +73,7 @@ use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
@@ -900,6 +905,7 @@ pub(crate) async fn run(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
+    headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let agent = crate::agent::agent(&shared, &kind, &name)?;
@@ -909,6 +915,40 @@ pub(crate) async fn run(
         return Err(invalid("the `threadId` is empty", "/threadId"));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let started = start(&shared, agent, identity, input, &bytes).await;
+    match started {
+        // What points into the request is the request's error; the rest is the run's.
+        Err(failure) if failure.path.is_none() && accepts_events(&headers) => Ok(refused(failure)),
+        started => started,
+    }
+}
+
+/// Whether the request asks for an event stream, as AG-UI's `HttpAgent` does.
+fn accepts_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/event-stream"))
+}
+
+/// A run refused before it started, in AG-UI's terms: a stream of one `RUN_ERROR`, which
+/// clients show as the run's error (an HTTP error reaches their users as its raw body).
+fn refused(failure: Failure) -> Response {
+    sse(&[Event::RunError {
+        message: failure.message,
+        code: Some(failure.code.name().to_owned()),
+    }])
+}
+
+/// The run `input` asks for, on its thread: its events' stream, or why it cannot start.
+async fn start(
+    shared: &Arc<Shared>,
+    agent: &LlmAgent,
+    identity: Option<&Identity>,
+    input: RunAgentInput,
+    bytes: &[u8],
+) -> Result<Response, Failure> {
     let loaded = crate::agent::load(agent, identity, &input.thread_id).await?;
     let entries = input.resume.unwrap_or_default();
     let (init, turn) = match loaded {
@@ -972,7 +1012,7 @@ pub(crate) async fn run(
     }
     if agent.tools().iter().any(Tool::requires_approval) {
         // The run may end with interrupts, after a snapshot of the messages.
-        let raw: RawMessages = serde_json::from_slice(&bytes)
+        let raw: RawMessages = serde_json::from_slice(bytes)
             .map_err(|error| invalid(format!("bad messages: {error}"), "/messages"))?;
         encoder = encoder.messages(raw.messages);
     }
@@ -980,7 +1020,7 @@ pub(crate) async fn run(
         encoder,
         events: Vec::new(),
     };
-    let (_, body) = crate::agent::start(&shared, agent, init, turn, identity, sse).await?;
+    let (_, body) = crate::agent::start(shared, agent, init, turn, identity, sse).await?;
     Ok(stream(body))
 }
 

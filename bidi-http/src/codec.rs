@@ -15,8 +15,7 @@ use serde_json::Value;
 use crate::{Disconnected, IdleTimeout};
 
 /// What was wrong, in an error body's `details.code` and a WebSocket `error` frame's `code`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Code {
     /// A request body or WebSocket message over the limit.
     FrameTooLarge,
@@ -52,6 +51,37 @@ pub(crate) enum Code {
     MethodNotAllowed,
     /// The request's body did not arrive within the body timeout.
     RequestTimeout,
+}
+
+impl Code {
+    /// The code as it is written on the wire (`session_running`, ...).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::FrameTooLarge => "frame_too_large",
+            Self::MalformedFrame => "malformed_frame",
+            Self::UnknownFrameType => "unknown_frame_type",
+            Self::DuplicateConnection => "duplicate_connection",
+            Self::UnknownConnection => "unknown_connection",
+            Self::NotFound => "not_found",
+            Self::InvalidInit => "invalid_init",
+            Self::InvalidInput => "invalid_input",
+            Self::ContextRequired => "context_required",
+            Self::SessionRunning => "session_running",
+            Self::SessionIncompatible => "session_incompatible",
+            Self::SendFailed => "send_failed",
+            Self::ConnectionFailed => "connection_failed",
+            Self::IdleTimeout => "idle_timeout",
+            Self::Unauthorized => "unauthorized",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::RequestTimeout => "request_timeout",
+        }
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 /// A refused request or frame: the HTTP status, and the code, message, JSON Pointer and

@@ -8,6 +8,8 @@ use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use tests::browser::browse;
+
 /// The `serve` example on a free port of 127.0.0.1, killed when dropped.
 struct Serve {
     child: Child,
@@ -58,47 +60,13 @@ impl Drop for Serve {
     }
 }
 
-fn chromium() -> &'static str {
-    for name in ["chromium", "chromium-browser"] {
-        if Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            return name;
-        }
-    }
-    panic!("a headless Chromium is needed: `apt-get install chromium` (.ci/run installs it)");
-}
-
-/// Loads `url` in headless Chromium; with `screenshot`, saves one there, else returns the DOM.
-fn browse(url: &str, screenshot: Option<&PathBuf>) -> String {
-    let mut command = Command::new(chromium());
-    command.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--hide-scrollbars",
-        "--window-size=900,600",
-        "--virtual-time-budget=10000",
-    ]);
-    match screenshot {
-        Some(path) => command.arg(format!("--screenshot={}", path.display())),
-        None => command.arg("--dump-dom"),
-    };
-    let output = command.arg(url).stderr(Stdio::null()).output().unwrap();
-    assert!(output.status.success(), "chromium failed on {url}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[test]
 fn the_page_streams_an_answer_over_both_protocols() {
     let serve = Serve::start();
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for protocol in ["ag-ui", "ui-message-stream"] {
         let url = format!("{}/?protocol={protocol}&prompt=hello%20there", serve.url);
-        let dom = browse(&url, None);
+        let dom = browse(&url, 10_000, None);
         // The demo model answers "You said: hello there", streamed word by word.
         assert!(
             dom.contains("You said: hello there"),
@@ -113,7 +81,7 @@ fn the_page_streams_an_answer_over_both_protocols() {
             "{protocol}: an error:\n{dom}"
         );
         let shot = artifacts.join(format!("page-{protocol}.png"));
-        browse(&url, Some(&shot));
+        let _ = browse(&url, 10_000, Some(shot.as_path()));
         let png = std::fs::read(&shot).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{}: not a PNG", shot.display());
         eprintln!("screenshot: {}", shot.display());
@@ -131,7 +99,7 @@ fn a_page_of_another_origin_talks_to_serve_with_cors() {
             "{}/?protocol={protocol}&prompt=across%20origins&server={}",
             page.url, allowing.url
         );
-        let dom = browse(&url, None);
+        let dom = browse(&url, 10_000, None);
         assert!(
             dom.contains("You said: across origins"),
             "{protocol}: no answer from the other origin:\n{dom}"
@@ -143,7 +111,7 @@ fn a_page_of_another_origin_talks_to_serve_with_cors() {
             "{}/?protocol={protocol}&prompt=across%20origins&server={}",
             page.url, refusing.url
         );
-        let dom = browse(&url, None);
+        let dom = browse(&url, 10_000, None);
         assert!(
             !dom.contains("You said: across origins"),
             "{protocol}:\n{dom}"

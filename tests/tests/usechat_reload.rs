@@ -6,8 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 use axum::Router;
 use axum::http::header;
@@ -18,24 +16,10 @@ use bidi_http::Server;
 use bidi_llm::LlmAgent;
 use bidi_llm::testing::DemoModel;
 use serde_json::json;
-use tests::node::npm_ci;
+use tests::browser::{browse, bundle};
 
 const PAGE: &str = r#"<!doctype html><html><head><meta charset="utf-8"></head>
 <body><div id="root"></div><script type="module" src="/chat.js"></script></body></html>"#;
-
-/// The page's script, bundled into `dir`.
-fn bundle(dir: &Path) -> Vec<u8> {
-    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-    npm_ci(&clients).unwrap();
-    let out = dir.join("chat.js");
-    let status = Command::new("node")
-        .arg(clients.join("browser").join("build.mjs"))
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success(), "esbuild failed");
-    std::fs::read(out).unwrap()
-}
 
 /// The demo assistant and the page, on a free port of 127.0.0.1.
 async fn serve(script: Vec<u8>) -> SocketAddr {
@@ -61,42 +45,11 @@ async fn serve(script: Vec<u8>) -> SocketAddr {
     addr
 }
 
-fn chromium() -> &'static str {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|output| output.status.success())
-        })
-        .expect("a headless Chromium is needed: `apt-get install chromium` (.ci/run installs it)")
-}
-
-/// The DOM of `url` once its scripts ran (for at most 10 s of the page's time).
-fn dom(url: &str) -> String {
-    let output = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            url,
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "chromium failed on {url}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn use_chat_restores_a_stored_conversation_and_goes_on_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
-    let script = tokio::task::spawn_blocking(move || bundle(&path))
+    let script = tokio::task::spawn_blocking(move || std::fs::read(bundle("chat", &path)).unwrap())
         .await
         .unwrap();
     let addr = serve(script).await;
@@ -117,7 +70,7 @@ async fn use_chat_restores_a_stored_conversation_and_goes_on_with_it() {
 
     // The reloaded page.
     let url = format!("http://{addr}/?chat=reload-1&prompt=and%20again");
-    let dom = tokio::task::spawn_blocking(move || dom(&url))
+    let dom = tokio::task::spawn_blocking(move || browse(&url, 10_000, None))
         .await
         .unwrap();
     assert!(

@@ -484,8 +484,11 @@ async fn threads_are_kept_apart_by_identity() {
     );
 }
 
+/// A thread another run holds refuses the next one: as the run's `RUN_ERROR` for a client that
+/// asks for events (as `HttpAgent` does, whose users would see an HTTP error's raw body), as 409
+/// with the JSON error for any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thread_that_runs_refuses_another_run_with_409() {
+async fn a_thread_that_runs_refuses_another_run() {
     use bidi_llm::testing::ChannelModel;
     use bidi_llm::{ModelEvent, StopReason, Usage};
 
@@ -499,16 +502,24 @@ async fn a_thread_that_runs_refuses_another_run_with_409() {
     )
     .await;
     assert_eq!(first.status().as_u16(), 200);
-    let second = post(
-        addr,
-        &input(
-            "busy",
-            "r2",
-            json!([user("u", "hi"), user("u2", "again")]),
-            json!([]),
-        ),
-    )
-    .await;
+    let again = input(
+        "busy",
+        "r2",
+        json!([user("u", "hi"), user("u2", "again")]),
+        json!([]),
+    );
+    let events = run(addr, &again).await;
+    assert_eq!(kinds(&events), ["RUN_ERROR"]);
+    assert_eq!(events[0]["code"], "session_running");
+    let message = events[0]["message"].as_str().unwrap();
+    assert!(message.contains("busy with another answer"), "{message}");
+
+    let second = reqwest::Client::new()
+        .post(url(addr, "/agent/helper/ag-ui"))
+        .body(again.to_string())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(second.status().as_u16(), 409);
     let answer: Value = second.json().await.unwrap();
     assert_eq!(answer["error"]["details"]["code"], "session_running");
