@@ -548,3 +548,205 @@ async fn the_printed_curl_commands_work_on_sqlite() {
     );
     assert!(serve.stderr().contains("model: demo"), "{}", serve.stderr());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stores written by an earlier version: they open and their sessions go on.
+
+/// The fixtures of the stored format: sessions `serve` 0.1.0 wrote, in SQLite and PostgreSQL.
+fn fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+const PSQL: &str = "psql is needed: Debian's `postgresql` package installs it with the server";
+
+const BOOK: &str =
+    r#"{"name": "book", "description": "Books a trip", "parameters": {"type": "object"}}"#;
+
+impl Serve {
+    /// Stops `serve` as Ctrl-C does, so that its store is closed (SQLite's log folded in).
+    async fn stop(mut self) {
+        let pid = self._child.id().unwrap().to_string();
+        let status = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+        let exit = self._child.wait().await.unwrap();
+        assert!(exit.success(), "{exit}: {}", self.stderr());
+    }
+
+    /// Writes the fixtures' sessions: `trip` waits for its `book` result, `talk` has two turns,
+    /// `genkit` is the chat agent's (its own state), `page` is a UI message stream chat.
+    async fn write_sessions(&self) {
+        let tools: Value = serde_json::from_str(BOOK).unwrap();
+        let trip = json!({"sessionId": "trip", "input": {"role": "user", "content": "Book Oslo"},
+                          "context": {"tools": [tools]}});
+        let answer = self.execute(&trip).await.text().await.unwrap();
+        assert_eq!(
+            complete(&events(&answer))["status"],
+            "awaiting_tool_execution"
+        );
+        for (n, line) in ["hello", "and again"].into_iter().enumerate() {
+            let mut talk = json!({"sessionId": "talk", "input": {"role": "user", "content": line}});
+            if n == 0 {
+                talk["context"] = json!({});
+            }
+            let answer = self.execute(&talk).await.text().await.unwrap();
+            assert_eq!(
+                complete(&events(&answer))["status"],
+                "completed",
+                "{answer}"
+            );
+        }
+        self.chat("hello", &json!({"sessionId": "genkit"})).await;
+        self.chat("again", &json!({"sessionId": "genkit"})).await;
+        let page = json!({"id": "page", "trigger": "submit-message", "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello there"}]}]});
+        let answer = reqwest::Client::new()
+            .post(self.url("/agent/assistant/chat"))
+            .body(page.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{}", self.stderr());
+        answer.text().await.unwrap();
+    }
+
+    /// Goes on with the sessions of [`Serve::write_sessions`].
+    async fn resume_sessions(&self) {
+        let results = json!({"sessionId": "trip", "input": [{
+            "toolCallId": "call-1", "toolName": "book", "content": "booked", "isError": false}]});
+        let answer = self.execute(&results).await;
+        assert_eq!(answer.status().as_u16(), 200, "{}", self.stderr());
+        assert_eq!(text(&events(&answer.text().await.unwrap())), "Done: booked");
+        assert_eq!(
+            conversation(&self.session("trip").await),
+            pairs(&[
+                ("user", "Book Oslo"),
+                ("assistant", "Let me use book."),
+                ("toolResult", "booked"),
+                ("assistant", "Done: booked"),
+            ])
+        );
+
+        let talk = json!({"sessionId": "talk", "input": {"role": "user", "content": "third"}});
+        let answer = self.execute(&talk).await;
+        assert_eq!(answer.status().as_u16(), 200, "{}", self.stderr());
+        answer.text().await.unwrap();
+        let said: Vec<String> = conversation(&self.session("talk").await)
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .map(|(_, text)| text)
+            .collect();
+        assert_eq!(said, ["hello", "and again", "third"]);
+
+        let third = self
+            .chat("once more", &json!({"sessionId": "genkit"}))
+            .await;
+        assert_eq!(
+            third["state"],
+            json!({"heard": ["hello", "again", "once more"]})
+        );
+
+        let page: Value = reqwest::get(self.url("/agent/assistant/chat/page"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(page[0]["parts"][0]["text"], "hello there", "{page}");
+        assert_eq!(page[1]["role"], "assistant", "{page}");
+    }
+}
+
+/// The rows of `bidi_snapshots` at `url`, as SQL that makes them again (the table as 0.1.0
+/// made it, then the rows), through `psql`.
+async fn dump(url: &str) -> String {
+    let query = "SELECT session_id, version, state::text, created_at::text, updated_at::text \
+                 FROM bidi_snapshots ORDER BY session_id, version";
+    let output = Command::new("psql")
+        .args([
+            url, "-X", "-A", "-t", "-F", "\u{1f}", "-R", "\u{1e}", "-c", query,
+        ])
+        .output()
+        .await
+        .expect(PSQL);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = String::from_utf8(output.stdout).unwrap();
+    let mut sql = String::from(
+        "-- Sessions written by the `serve` example of bidi 0.1.0 (PostgresStore), made by\n\
+         -- `cargo test -p examples --test serve -- --ignored write_the_stored_format_fixtures`.\n\
+         CREATE TABLE IF NOT EXISTS bidi_snapshots (\n    session_id TEXT NOT NULL,\n    \
+         version    BIGINT NOT NULL,\n    state      JSONB NOT NULL,\n    \
+         created_at TIMESTAMPTZ NOT NULL,\n    updated_at TIMESTAMPTZ NOT NULL,\n    \
+         PRIMARY KEY (session_id, version)\n);\n",
+    );
+    for row in rows.trim_end_matches(['\n', '\u{1e}']).split('\u{1e}') {
+        let fields: Vec<&str> = row.trim_start_matches('\n').split('\u{1f}').collect();
+        let [id, version, state, created, updated] = fields[..] else {
+            panic!("a row of {} fields: {row:?}", fields.len());
+        };
+        assert!(!state.contains("$bidi$"), "{state}");
+        sql.push_str(&format!(
+            "INSERT INTO bidi_snapshots VALUES ($bidi${id}$bidi$, {version}, $bidi${state}$bidi$, \
+             '{created}', '{updated}');\n"
+        ));
+    }
+    sql
+}
+
+/// Rewrites the fixtures with this version of `serve`: run it only when the stored format's
+/// fixtures must be made again (they pin what earlier versions wrote; a new format must still
+/// read them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes the committed fixtures"]
+async fn write_the_stored_format_fixtures() {
+    let dir = fixtures();
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("sessions-0.1.0.sqlite3");
+    let _ = std::fs::remove_file(&db);
+    let serve = Serve::start(&["--addr", "127.0.0.1:0", "--db", db.to_str().unwrap()]).await;
+    serve.write_sessions().await;
+    serve.stop().await;
+    assert!(!dir.join("sessions-0.1.0.sqlite3-wal").exists());
+
+    let server = PostgresServer::start().await.unwrap();
+    let serve = Serve::postgres(server.url()).await;
+    serve.write_sessions().await;
+    serve.stop().await;
+    let sql = dump(server.url()).await;
+    std::fs::write(dir.join("sessions-0.1.0.postgres.sql"), sql).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_of_bidi_0_1_opens_and_its_sessions_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sessions.sqlite3");
+    std::fs::copy(fixtures().join("sessions-0.1.0.sqlite3"), &db).unwrap();
+    let serve = Serve::start(&["--addr", "127.0.0.1:0", "--db", db.to_str().unwrap()]).await;
+    serve.resume_sessions().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_of_bidi_0_1_opens_and_its_sessions_go_on() {
+    let server = PostgresServer::start().await.unwrap();
+    let fixture = fixtures().join("sessions-0.1.0.postgres.sql");
+    let loaded = Command::new("psql")
+        .args([server.url(), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(&fixture)
+        .output()
+        .await
+        .expect(PSQL);
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    let serve = Serve::postgres(server.url()).await;
+    serve.resume_sessions().await;
+}
