@@ -541,3 +541,239 @@ pub(super) fn interrupts(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use bidi_llm::Status;
+    use serde_json::json;
+
+    use super::*;
+    use crate::agui::encoder::tests::call;
+
+    #[test]
+    fn input_messages_become_a_session_history_and_its_input() {
+        let input: RunAgentInput = serde_json::from_value(json!({
+            "threadId": "t1", "runId": "r1", "state": null, "context": [], "forwardedProps": {},
+            "messages": [
+                {"id": "s", "role": "system", "content": "Be brief."},
+                {"id": "u1", "role": "user", "content": "pick one"},
+                {"id": "a1", "role": "assistant", "content": "ok",
+                 "toolCalls": [{"id": "c1", "type": "function",
+                                "function": {"name": "pick", "arguments": "{\"a\":1}"}}]},
+                {"id": "t", "role": "tool", "toolCallId": "c1", "content": "1"},
+                {"id": "r", "role": "reasoning", "content": "hidden"},
+                {"id": "u2", "role": "user", "content": [
+                    {"type": "text", "text": "and"},
+                    {"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}}
+                ]}
+            ],
+            "tools": [{"name": "ask", "description": "asks"}]
+        }))
+        .unwrap();
+        assert!(input.state.is_none());
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
+        let (state, turn) = create(&agent, input.messages, input.tools).unwrap();
+        assert_eq!(state.system_prompt.as_deref(), Some("Be brief."));
+        assert_eq!(state.messages.len(), 3);
+        let Message::ToolResult(result) = &state.messages[2] else {
+            panic!("{:?}", state.messages[2])
+        };
+        assert_eq!(
+            (result.tool_name.as_str(), result.content.as_str()),
+            ("pick", "1")
+        );
+        assert_eq!(state.tools[0].parameters["type"], "object");
+        let TurnInput::User(user) = turn else {
+            panic!("{turn:?}")
+        };
+        assert_eq!(user.content, "and");
+        assert_eq!(user.attachments, [Attachment::image("AAAA", "image/png")]);
+    }
+
+    #[test]
+    fn a_tool_message_answering_nothing_is_refused_with_its_path() {
+        let messages: Vec<InputMessage> = serde_json::from_value(json!([
+            {"id": "t", "role": "tool", "toolCallId": "c9", "content": "1"},
+            {"id": "u", "role": "user", "content": "hi"}
+        ]))
+        .unwrap();
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
+        let failure = create(&agent, messages, vec![]).unwrap_err();
+        assert_eq!(failure.status, StatusCode::BAD_REQUEST);
+        assert_eq!(failure.path.as_deref(), Some("/messages/0/toolCallId"));
+    }
+
+    #[test]
+    fn a_resumed_thread_takes_the_results_of_its_pending_calls() {
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([])).build();
+        let state = LlmSession {
+            pending_tool_calls: vec![call("c1")],
+            ..LlmSession::default()
+        };
+        let messages: Vec<InputMessage> = serde_json::from_value(json!([
+            {"id": "u", "role": "user", "content": "hi"},
+            {"id": "t", "role": "tool", "toolCallId": "c1", "content": "", "error": "denied"}
+        ]))
+        .unwrap();
+        let set_aside = WaitingCalls::SetAside;
+        let resumed = resume(&agent, &state, messages, Vec::new(), set_aside).unwrap();
+        let TurnInput::ToolResults(results) = resumed else {
+            panic!()
+        };
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].tool_name, "pick");
+        assert!(results[0].is_error);
+        assert_eq!(results[0].content, "denied");
+
+        let user = || -> Vec<InputMessage> {
+            serde_json::from_value(json!([{"id": "u", "role": "user", "content": "hi"}])).unwrap()
+        };
+        let failure = resume(&agent, &state, user(), Vec::new(), WaitingCalls::Refuse).unwrap_err();
+        assert!(failure.message.contains("`c1`"), "{}", failure.message);
+        // Set aside: the call's error result, then the message.
+        let TurnInput::Resume(resumed) =
+            resume(&agent, &state, user(), Vec::new(), set_aside).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(resumed.results[0].tool_call_id, "c1");
+        assert!(resumed.results[0].is_error);
+        assert_eq!(resumed.message.map(|m| m.content).as_deref(), Some("hi"));
+    }
+
+    /// An agent whose `wipe` needs approval, and a thread waiting on calls `w1` and `w2` of it
+    /// (and `r1` of the client's `pick`), after `w0` was answered by an earlier run.
+    fn waiting() -> (LlmAgent, LlmSession) {
+        let wipe = Tool::dynamic(
+            "wipe",
+            "Wipe",
+            "Wipes",
+            json!({"type": "object"}),
+            |_, _| futures_util::stream::empty(),
+        )
+        .needs_approval();
+        let agent = LlmAgent::builder("a", bidi_llm::testing::ScriptedModel::new([]))
+            .tool(wipe)
+            .build();
+        let wipe_call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "wipe".into(),
+            arguments: json!({}),
+        };
+        let state = LlmSession {
+            status: Status::AwaitingToolExecution,
+            pending_tool_calls: vec![call("r1"), wipe_call("w1"), wipe_call("w2")],
+            messages: vec![Message::ToolResult(ToolResultMessage {
+                tool_call_id: "w0".into(),
+                tool_name: "wipe".into(),
+                content: "wiped".into(),
+                details: None,
+                is_error: false,
+                attachments: Vec::new(),
+            })],
+            ..LlmSession::default()
+        };
+        (agent, state)
+    }
+
+    fn entry(id: &str, status: ResumeStatus, payload: Option<Value>) -> ResumeEntry {
+        ResumeEntry {
+            interrupt_id: id.into(),
+            status,
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_resume_must_answer_every_open_interrupt_once() {
+        let (agent, state) = waiting();
+        let wrong = |entries: &[ResumeEntry]| match interrupts(&agent, &state, entries) {
+            Answered::Wrong { message, code } => (message, code),
+            other => panic!("{other:?}"),
+        };
+        let (message, code) = wrong(&[]);
+        assert_eq!(code, INTERRUPTS_PENDING);
+        assert!(
+            message.contains("`approval-w1`, `approval-w2`"),
+            "{message}"
+        );
+        let (message, _) = wrong(&[entry("approval-w1", ResumeStatus::Resolved, None)]);
+        assert!(
+            message.contains("`approval-w2`") && !message.contains("w1"),
+            "{message}"
+        );
+        let twice = [
+            entry("approval-w1", ResumeStatus::Resolved, None),
+            entry("approval-w1", ResumeStatus::Cancelled, None),
+        ];
+        assert!(wrong(&twice).0.contains("answered twice"));
+        // A remote call is not an interrupt, nor is a made-up id.
+        assert_eq!(
+            wrong(&[entry("approval-r1", ResumeStatus::Resolved, None)]).1,
+            NO_INTERRUPT
+        );
+        assert_eq!(
+            wrong(&[entry("w1", ResumeStatus::Resolved, None)]).1,
+            NO_INTERRUPT
+        );
+
+        let answers = [
+            entry(
+                "approval-w1",
+                ResumeStatus::Resolved,
+                Some(json!({"approved": false, "reason": "no"})),
+            ),
+            entry("approval-w2", ResumeStatus::Cancelled, None),
+            // Answered by an earlier run: allowed along with the open ones.
+            entry("approval-w0", ResumeStatus::Resolved, None),
+        ];
+        let Answered::Approvals(approvals) = interrupts(&agent, &state, &answers) else {
+            panic!()
+        };
+        assert_eq!(
+            approvals,
+            [
+                Approval::deny("w1", "no"),
+                Approval::deny("w2", "the user cancelled the request")
+            ]
+        );
+        let answers = [
+            entry(
+                "approval-w2",
+                ResumeStatus::Resolved,
+                Some(json!({"approved": true})),
+            ),
+            entry("approval-w1", ResumeStatus::Resolved, None),
+        ];
+        let Answered::Approvals(approvals) = interrupts(&agent, &state, &answers) else {
+            panic!()
+        };
+        assert_eq!(
+            approvals,
+            [Approval::approve("w2"), Approval::approve("w1")]
+        );
+    }
+
+    #[test]
+    fn a_resume_of_interrupts_answered_before_does_nothing() {
+        let (agent, mut state) = waiting();
+        state.pending_tool_calls.clear();
+        state.status = Status::Completed;
+        let again = [entry("approval-w0", ResumeStatus::Resolved, None)];
+        assert!(matches!(
+            interrupts(&agent, &state, &again),
+            Answered::Before
+        ));
+        let unknown = [entry("approval-w9", ResumeStatus::Resolved, None)];
+        assert!(matches!(
+            interrupts(&agent, &state, &unknown),
+            Answered::Wrong {
+                code: NO_INTERRUPT,
+                ..
+            }
+        ));
+        // No resume, nothing open: a plain run.
+        assert!(matches!(interrupts(&agent, &state, &[]), Answered::Approvals(a) if a.is_empty()));
+    }
+}

@@ -1,0 +1,995 @@
+//! The encoder: one execution's agent events as the AG-UI events of one run.
+
+use super::*;
+
+/// Turns one execution's [`AgentEvent`]s into the AG-UI events of one run, in an order
+/// `@ag-ui/client` accepts, whatever the execution did: `RUN_STARTED` first; every text,
+/// reasoning and tool call block ended before the run's last event; exactly one last event,
+/// `RUN_FINISHED` or `RUN_ERROR`, and nothing after it.
+///
+/// ```
+/// use bidi_http::agui::Encoder;
+/// use bidi_llm::AgentEvent;
+///
+/// let mut encoder = Encoder::new("thread-1", "run-1");
+/// let mut events = Vec::new();
+/// encoder.event(&AgentEvent::SessionStart { session_id: "thread-1".into() }, &mut events);
+/// encoder.event(&AgentEvent::TextStart, &mut events);
+/// encoder.event(&AgentEvent::TextDelta { delta: "Hi".into() }, &mut events);
+/// // The execution's connection fails mid-text: the text ends, then the run fails.
+/// encoder.failed("the connection failed", &mut events);
+/// let kinds: Vec<_> = events.iter().map(|event| {
+///     serde_json::to_value(event).unwrap()["type"].as_str().unwrap().to_owned()
+/// }).collect();
+/// assert_eq!(kinds, [
+///     "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_ERROR",
+/// ]);
+/// // Nothing follows RUN_ERROR.
+/// encoder.end(&mut events);
+/// assert_eq!(events.len(), 5);
+/// ```
+#[derive(Debug)]
+pub struct Encoder {
+    thread_id: String,
+    run_id: String,
+    state: Option<Value>,
+    pub(super) phase: Phase,
+    /// The message of the model's current answer, once it has one.
+    message_id: Option<String>,
+    /// The text, reasoning or tool call block being streamed.
+    pub(super) open: Option<Open>,
+    /// A model answer was cut short by a cancellation.
+    cancelled: bool,
+    /// The calls waiting for approval: the run's interrupts.
+    interrupts: Vec<Interrupt>,
+    /// The messages as the client has them, for snapshots; `None`: no snapshots.
+    snapshot: Option<Snapshot>,
+    /// Write `RUN_FINISHED` as clients before AG-UI 1.0 read it.
+    legacy: bool,
+}
+
+/// The thread's messages as the client sees them: those it sent, then the run's, under the ids
+/// the run's events gave them.
+#[derive(Debug, Default)]
+struct Snapshot {
+    messages: Vec<Value>,
+    /// The reasoning messages of the current answer, by id, in order.
+    reasoning: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Nothing written yet.
+    Idle,
+    /// `RUN_STARTED` written.
+    Running,
+    /// `RUN_FINISHED` or `RUN_ERROR` written: nothing more.
+    Ended,
+}
+
+#[derive(Debug)]
+pub(super) enum Open {
+    Text(String),
+    Reasoning(String),
+    /// A tool call, by its id.
+    ToolCall(String),
+}
+
+/// A fresh id for a message of the run: 64 random bits, short because it is in every delta
+/// (`m-` and 16 hex digits: 18 bytes, not a UUID's 36).
+fn new_id() -> String {
+    format!("m-{:016x}", uuid::Uuid::new_v4().as_u64_pair().0)
+}
+
+impl Encoder {
+    /// An encoder for the run `run_id` of the thread `thread_id`.
+    pub fn new(thread_id: impl Into<String>, run_id: impl Into<String>) -> Self {
+        Self {
+            thread_id: thread_id.into(),
+            run_id: run_id.into(),
+            state: None,
+            phase: Phase::Idle,
+            message_id: None,
+            open: None,
+            cancelled: false,
+            interrupts: Vec::new(),
+            snapshot: None,
+            legacy: false,
+        }
+    }
+
+    /// Writes the run's end as clients before AG-UI 1.0 read it (those that send no
+    /// `protocolVersion`, like CopilotKit's, whose schema refuses keys it does not know): a
+    /// success outcome names no pending tool calls (the run's messages show them), and a
+    /// cancelled run ends as a success (its messages show the answer cut short). Interrupts
+    /// are the same in both.
+    #[must_use]
+    pub fn before_1_0(mut self) -> Self {
+        self.legacy = true;
+        self
+    }
+
+    /// Sends a `MESSAGES_SNAPSHOT` before a run finishes with interrupts: `messages` (the
+    /// input's, `@ag-ui/core` messages) and then the run's own.
+    #[must_use]
+    pub fn messages(mut self, messages: Vec<Value>) -> Self {
+        self.snapshot = Some(Snapshot {
+            messages,
+            reasoning: Vec::new(),
+        });
+        self
+    }
+
+    /// Sends `state` as a `STATE_SNAPSHOT` right after `RUN_STARTED` (the agent keeps no state
+    /// of its own: this echoes the client's).
+    #[must_use]
+    pub fn state(mut self, state: Value) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Whether the run's last event is written: what comes next is dropped.
+    #[must_use]
+    pub fn is_ended(&self) -> bool {
+        self.phase == Phase::Ended
+    }
+
+    /// Appends what `event` becomes to `out` (perhaps nothing).
+    pub fn event(&mut self, event: &AgentEvent, out: &mut Vec<Event>) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        self.start(out);
+        match event {
+            AgentEvent::MessageStart { .. } => {
+                self.close(out);
+                self.message_id = None;
+            }
+            AgentEvent::TextStart => {
+                self.close(out);
+                self.open_text(out);
+            }
+            AgentEvent::TextDelta { delta } => self.content(false, delta, out),
+            AgentEvent::ThinkingStart => {
+                self.close(out);
+                self.open_reasoning(out);
+            }
+            AgentEvent::ThinkingDelta { delta } => self.content(true, delta, out),
+            AgentEvent::TextEnd { .. } | AgentEvent::ThinkingEnd { .. } => self.close(out),
+            AgentEvent::ToolcallStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => {
+                self.close(out);
+                // A start without its id (from a producer that does not send it) waits for the
+                // call's end, which streams it whole.
+                if !tool_call_id.is_empty() {
+                    self.open_tool_call(tool_call_id, tool_name, out);
+                }
+            }
+            AgentEvent::ToolcallDelta { delta, .. } => {
+                if let Some(Open::ToolCall(id)) = &self.open
+                    && !delta.is_empty()
+                {
+                    out.push(Event::ToolCallArgs {
+                        tool_call_id: id.clone(),
+                        delta: delta.clone(),
+                    });
+                }
+            }
+            AgentEvent::ToolcallEnd { tool_call, .. } => {
+                if matches!(&self.open, Some(Open::ToolCall(id)) if *id == tool_call.id) {
+                    self.close(out);
+                } else {
+                    // An end without its start: the whole call at once.
+                    self.close(out);
+                    let parent = self.message_id().to_owned();
+                    self.tool_call(tool_call, parent, out);
+                }
+            }
+            AgentEvent::MessageEnd { message } => {
+                self.close(out);
+                self.cancelled |= matches!(**message, Message::Aborted(_));
+                let message_id = self.message_id.take();
+                if let Some(snapshot) = &mut self.snapshot {
+                    snapshot.answer(message, message_id);
+                }
+            }
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                output,
+                ..
+            } => {
+                let message_id = new_id();
+                if let Some(snapshot) = &mut self.snapshot {
+                    snapshot.messages.push(serde_json::json!({
+                        "id": message_id, "role": "tool", "toolCallId": tool_call_id,
+                        "content": output,
+                    }));
+                }
+                out.push(Event::ToolCallResult {
+                    message_id,
+                    tool_call_id: tool_call_id.clone(),
+                    content: output.clone(),
+                    role: "tool".to_owned(),
+                });
+            }
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                self.interrupts = tool_calls.iter().map(Interrupt::approval).collect();
+            }
+            AgentEvent::ToolExecutionData {
+                tool_call_id,
+                name,
+                data,
+            } => out.push(Event::Custom {
+                name: name.clone(),
+                value: serde_json::json!({"toolCallId": tool_call_id, "data": data}),
+            }),
+            AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
+            AgentEvent::ExecuteComplete {
+                status,
+                pending_tool_calls,
+                ..
+            } => {
+                if *status == bidi_llm::Status::Error {
+                    // A failure the execution did not report with an `error` event first.
+                    self.fail("the execution failed", None, out);
+                    return;
+                }
+                self.close(out);
+                let outcome = if !self.interrupts.is_empty() {
+                    if let Some(snapshot) = self.snapshot.take() {
+                        out.push(Event::MessagesSnapshot {
+                            messages: snapshot.messages,
+                        });
+                    }
+                    Outcome::Interrupt {
+                        interrupts: std::mem::take(&mut self.interrupts),
+                    }
+                } else if !pending_tool_calls.is_empty() {
+                    Outcome::Success {
+                        pending_tool_call_ids: pending_tool_calls
+                            .iter()
+                            .map(|call| call.id.clone())
+                            .collect(),
+                    }
+                } else if self.cancelled {
+                    Outcome::Cancelled
+                } else {
+                    Outcome::Success {
+                        pending_tool_call_ids: Vec::new(),
+                    }
+                };
+                let outcome = match outcome {
+                    Outcome::Success { .. } | Outcome::Cancelled if self.legacy => {
+                        Outcome::Success {
+                            pending_tool_call_ids: Vec::new(),
+                        }
+                    }
+                    outcome => outcome,
+                };
+                out.push(Event::RunFinished {
+                    thread_id: self.thread_id.clone(),
+                    run_id: self.run_id.clone(),
+                    outcome,
+                });
+                self.phase = Phase::Ended;
+            }
+            // Shown by other events, or not at all.
+            _ => {}
+        }
+    }
+
+    /// Appends what says the execution was cut short (its connection failed with `message`):
+    /// the end of every open block and `RUN_ERROR`, unless the run has ended.
+    pub fn failed(&mut self, message: &str, out: &mut Vec<Event>) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        self.start(out);
+        self.close(out);
+        out.push(Event::RunError {
+            message: message.to_owned(),
+            code: Some("connection_failed".to_owned()),
+        });
+        self.phase = Phase::Ended;
+    }
+
+    /// Appends what ends the run after the execution's last event: nothing if the run has
+    /// ended, else (the events stopped before `execute_complete`) the end of every open block
+    /// and `RUN_ERROR`.
+    pub fn end(&mut self, out: &mut Vec<Event>) {
+        if self.phase != Phase::Ended {
+            self.failed("the execution ended before it completed", out);
+        }
+    }
+
+    /// `RUN_STARTED` (and the state), if not written yet.
+    /// A delta of text or (`reasoning`) of reasoning, in the open block of its kind: opened
+    /// first, closing any other, if none is.
+    fn content(&mut self, reasoning: bool, delta: &str, out: &mut Vec<Event>) {
+        if delta.is_empty() {
+            return;
+        }
+        let message_id = match (&self.open, reasoning) {
+            (Some(Open::Text(id)), false) | (Some(Open::Reasoning(id)), true) => id.clone(),
+            _ => {
+                self.close(out);
+                if reasoning {
+                    self.open_reasoning(out)
+                } else {
+                    self.open_text(out)
+                }
+            }
+        };
+        let delta = delta.to_owned();
+        out.push(if reasoning {
+            Event::ReasoningMessageContent { message_id, delta }
+        } else {
+            Event::TextMessageContent { message_id, delta }
+        });
+    }
+
+    fn start(&mut self, out: &mut Vec<Event>) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.phase = Phase::Running;
+        out.push(Event::RunStarted {
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+        });
+        if let Some(snapshot) = self.state.take() {
+            out.push(Event::StateSnapshot { snapshot });
+        }
+    }
+
+    /// The id of the model's current answer.
+    fn message_id(&mut self) -> &str {
+        self.message_id.get_or_insert_with(new_id)
+    }
+
+    fn open_text(&mut self, out: &mut Vec<Event>) -> String {
+        let message_id = self.message_id().to_owned();
+        out.push(Event::TextMessageStart {
+            message_id: message_id.clone(),
+            role: "assistant".to_owned(),
+        });
+        self.open = Some(Open::Text(message_id.clone()));
+        message_id
+    }
+
+    fn open_reasoning(&mut self, out: &mut Vec<Event>) -> String {
+        // A message of its own: the client would append reasoning with the answer's id to the
+        // answer's text.
+        let message_id = new_id();
+        if let Some(snapshot) = &mut self.snapshot {
+            snapshot.reasoning.push(message_id.clone());
+        }
+        out.push(Event::ReasoningStart {
+            message_id: message_id.clone(),
+        });
+        out.push(Event::ReasoningMessageStart {
+            message_id: message_id.clone(),
+            role: "reasoning".to_owned(),
+        });
+        self.open = Some(Open::Reasoning(message_id.clone()));
+        message_id
+    }
+
+    fn open_tool_call(&mut self, tool_call_id: &str, tool_name: &str, out: &mut Vec<Event>) {
+        let parent = self.message_id().to_owned();
+        out.push(Event::ToolCallStart {
+            tool_call_id: tool_call_id.to_owned(),
+            tool_call_name: tool_name.to_owned(),
+            parent_message_id: Some(parent),
+        });
+        self.open = Some(Open::ToolCall(tool_call_id.to_owned()));
+    }
+
+    /// Ends the open block, if any.
+    fn close(&mut self, out: &mut Vec<Event>) {
+        match self.open.take() {
+            Some(Open::ToolCall(tool_call_id)) => out.push(Event::ToolCallEnd { tool_call_id }),
+            Some(Open::Text(message_id)) => out.push(Event::TextMessageEnd { message_id }),
+            Some(Open::Reasoning(message_id)) => {
+                out.push(Event::ReasoningMessageEnd {
+                    message_id: message_id.clone(),
+                });
+                out.push(Event::ReasoningEnd { message_id });
+            }
+            None => {}
+        }
+    }
+
+    fn tool_call(&mut self, call: &ToolCall, parent: String, out: &mut Vec<Event>) {
+        // Arguments the model got wrong (not JSON) are kept as the text it wrote.
+        let arguments = match &call.arguments {
+            Value::String(raw) => raw.clone(),
+            arguments => arguments.to_string(),
+        };
+        out.push(Event::ToolCallStart {
+            tool_call_id: call.id.clone(),
+            tool_call_name: call.name.clone(),
+            parent_message_id: Some(parent),
+        });
+        if !arguments.is_empty() {
+            out.push(Event::ToolCallArgs {
+                tool_call_id: call.id.clone(),
+                delta: arguments,
+            });
+        }
+        out.push(Event::ToolCallEnd {
+            tool_call_id: call.id.clone(),
+        });
+    }
+
+    /// Ends every open block and the run with `RUN_ERROR`.
+    fn fail(&mut self, message: &str, code: Option<ErrorCode>, out: &mut Vec<Event>) {
+        self.close(out);
+        let code = code.and_then(|code| {
+            serde_json::to_value(code)
+                .ok()
+                .and_then(|code| code.as_str().map(str::to_owned))
+        });
+        out.push(Event::RunError {
+            message: message.to_owned(),
+            code,
+        });
+        self.phase = Phase::Ended;
+    }
+}
+
+impl Snapshot {
+    /// Adds the model's answer `message`, whose text and tool calls went out under
+    /// `message_id`, and its reasoning under the ids its reasoning blocks had.
+    fn answer(&mut self, message: &Message, message_id: Option<String>) {
+        let reasoning = std::mem::take(&mut self.reasoning);
+        let answer = match message {
+            Message::Assistant(answer) => answer,
+            Message::Aborted(aborted) => &aborted.partial,
+            Message::Error(failed) => match &failed.partial {
+                Some(partial) => partial,
+                None => return,
+            },
+            _ => return,
+        };
+        let thinking = answer.content.iter().filter_map(|block| match block {
+            AssistantContent::Thinking { thinking, .. } => Some(thinking),
+            _ => None,
+        });
+        for (id, content) in reasoning.into_iter().zip(thinking) {
+            self.messages
+                .push(serde_json::json!({"id": id, "role": "reasoning", "content": content}));
+        }
+        let Some(id) = message_id else { return };
+        let text: String = answer
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                AssistantContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let calls: Vec<Value> = answer
+            .tool_calls()
+            .map(|call| {
+                let arguments = match &call.arguments {
+                    Value::String(raw) => raw.clone(),
+                    arguments => arguments.to_string(),
+                };
+                serde_json::json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments},
+                })
+            })
+            .collect();
+        let mut message = serde_json::json!({"id": id, "role": "assistant"});
+        if !text.is_empty() {
+            message["content"] = Value::String(text);
+        }
+        if !calls.is_empty() {
+            message["toolCalls"] = Value::Array(calls);
+        }
+        self.messages.push(message);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(super) mod tests {
+    use bidi_llm::{AbortedMessage, ErrorMessage, Role, Status};
+    use serde_json::json;
+
+    use super::*;
+
+    fn kinds(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|event| {
+                serde_json::to_value(event).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn encode(encoder: &mut Encoder, events: &[AgentEvent]) -> Vec<Event> {
+        let mut out = Vec::new();
+        for event in events {
+            encoder.event(event, &mut out);
+        }
+        encoder.end(&mut out);
+        out
+    }
+
+    fn start() -> AgentEvent {
+        AgentEvent::SessionStart {
+            session_id: "t1".into(),
+        }
+    }
+
+    fn complete(status: Status, pending: Vec<ToolCall>) -> AgentEvent {
+        AgentEvent::ExecuteComplete {
+            status,
+            pending_tool_calls: pending,
+            cost: 0.0,
+        }
+    }
+
+    /// A call of the tool `pick`.
+    pub(in crate::agui) fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "pick".into(),
+            arguments: json!({"a": 1}),
+        }
+    }
+
+    #[test]
+    fn a_text_answer_is_one_message_between_run_started_and_run_finished() {
+        let mut encoder = Encoder::new("t1", "r1").state(json!({"n": 1}));
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Hi ".into(),
+                },
+                AgentEvent::TextDelta {
+                    delta: String::new(),
+                },
+                AgentEvent::TextDelta {
+                    delta: "there".into(),
+                },
+                AgentEvent::TextEnd {
+                    text: "Hi there".into(),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "STATE_SNAPSHOT",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_eq!(
+            wire[0],
+            json!({"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"})
+        );
+        assert_eq!(
+            wire[1],
+            json!({"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}})
+        );
+        assert_eq!(wire[2]["role"], "assistant");
+        assert_eq!(wire[2]["messageId"], wire[5]["messageId"]);
+        assert_eq!(
+            wire[6],
+            json!({"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1",
+                   "outcome": {"type": "success"}})
+        );
+        assert!(encoder.is_ended());
+    }
+
+    #[test]
+    fn tool_calls_stream_their_arguments_under_their_answer_and_local_results_follow() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ThinkingStart,
+                AgentEvent::ThinkingDelta {
+                    delta: "hmm".into(),
+                },
+                AgentEvent::ThinkingEnd {
+                    thinking: "hmm".into(),
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Let me".into(),
+                },
+                // No `text_end`: the call's start ends the text.
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "{\"a\":".into(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: String::new(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "1}".into(),
+                },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                AgentEvent::ToolExecutionStart {
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
+                    args: json!({"a": 1}),
+                },
+                AgentEvent::ToolExecutionDelta {
+                    tool_call_id: "c1".into(),
+                    delta: "..".into(),
+                },
+                AgentEvent::ToolExecutionEnd {
+                    tool_call_id: "c1".into(),
+                    output: "picked".into(),
+                    details: None,
+                    is_error: false,
+                    attachments: vec![],
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "TOOL_CALL_RESULT",
+                "RUN_FINISHED"
+            ]
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_ne!(
+            wire[1]["messageId"], wire[6]["messageId"],
+            "reasoning is a message of its own"
+        );
+        assert_eq!(wire[9]["parentMessageId"], wire[6]["messageId"]);
+        assert_eq!(wire[9]["toolCallId"], "c1");
+        assert_eq!(wire[9]["toolCallName"], "pick");
+        assert_eq!(
+            wire[10],
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":"})
+        );
+        assert_eq!(wire[11]["delta"], "1}");
+        assert_eq!(
+            wire[12],
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c1"})
+        );
+        assert_eq!(wire[13]["toolCallId"], "c1");
+        assert_eq!(wire[13]["content"], "picked");
+        assert_eq!(wire[13]["role"], "tool");
+    }
+
+    fn cut_call() -> [AgentEvent; 4] {
+        [
+            start(),
+            AgentEvent::MessageStart {
+                role: Role::Assistant,
+            },
+            AgentEvent::ToolcallStart {
+                index: 0,
+                tool_call_id: "c1".into(),
+                tool_name: "pick".into(),
+            },
+            AgentEvent::ToolcallDelta {
+                index: 0,
+                delta: "{\"a\"".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_call_cut_mid_arguments_ends_before_the_run_does() {
+        // The model fails mid-call.
+        let failed = Message::Error(ErrorMessage {
+            error: "boom".into(),
+            partial: None,
+        });
+        let mut events = cut_call().to_vec();
+        events.extend([
+            AgentEvent::MessageEnd {
+                message: Box::new(failed.clone()),
+            },
+            AgentEvent::Error {
+                code: ErrorCode::Model,
+                error: "boom".into(),
+                message: Some(Box::new(failed)),
+            },
+            complete(Status::Error, vec![]),
+        ]);
+        let out = encode(&mut Encoder::new("t1", "r1"), &events);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_ERROR"
+            ]
+        );
+        // The execution's connection fails mid-call.
+        let mut encoder = Encoder::new("t1", "r1");
+        let mut out = Vec::new();
+        for event in cut_call() {
+            encoder.event(&event, &mut out);
+        }
+        encoder.failed("gone", &mut out);
+        encoder.end(&mut out);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_ERROR"
+            ]
+        );
+        // A cancellation cuts it: the run finishes cancelled, the call not pending.
+        let mut events = cut_call().to_vec();
+        events.extend([
+            AgentEvent::MessageEnd {
+                message: Box::new(Message::Aborted(AbortedMessage {
+                    partial: AssistantMessage::default(),
+                })),
+            },
+            complete(Status::Completed, vec![]),
+        ]);
+        let out = encode(&mut Encoder::new("t1", "r1"), &events);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "RUN_FINISHED"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap()["outcome"],
+            json!({"type": "cancelled"})
+        );
+    }
+
+    #[test]
+    fn a_call_whose_start_has_no_id_comes_whole_at_its_end() {
+        let out = encode(
+            &mut Encoder::new("t1", "r1"),
+            &[
+                start(),
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: String::new(),
+                    tool_name: String::new(),
+                },
+                AgentEvent::ToolcallDelta {
+                    index: 0,
+                    delta: "{\"a\":".into(),
+                },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        let wire: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_eq!(wire[1]["type"], "TOOL_CALL_START");
+        assert_eq!(wire[1]["toolCallId"], "c1");
+        assert_eq!(
+            wire[2],
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":1}"})
+        );
+        assert_eq!(wire[3]["type"], "TOOL_CALL_END");
+        assert_eq!(wire.len(), 5);
+    }
+
+    #[test]
+    fn remote_calls_finish_the_run_with_their_ids_pending() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ToolcallStart {
+                    index: 0,
+                    tool_call_id: "c1".into(),
+                    tool_name: "pick".into(),
+                },
+                AgentEvent::ToolcallEnd {
+                    index: 0,
+                    tool_call: call("c1"),
+                },
+                AgentEvent::AwaitingToolExecution {
+                    session_id: "t1".into(),
+                    tool_calls: vec![call("c1")],
+                },
+                complete(Status::AwaitingToolExecution, vec![call("c1")]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TOOL_CALL_START",
+                "TOOL_CALL_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let last = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(
+            last["outcome"],
+            json!({"type": "success", "pendingToolCallIds": ["c1"]})
+        );
+    }
+
+    #[test]
+    fn a_failure_mid_block_ends_the_block_then_the_run_and_nothing_follows() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let failed = Message::Error(ErrorMessage {
+            error: "boom".into(),
+            partial: None,
+        });
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::ThinkingStart,
+                AgentEvent::ThinkingDelta {
+                    delta: "hmm".into(),
+                },
+                AgentEvent::MessageEnd {
+                    message: Box::new(failed.clone()),
+                },
+                AgentEvent::Error {
+                    code: ErrorCode::Model,
+                    error: "boom".into(),
+                    message: Some(Box::new(failed)),
+                },
+                AgentEvent::SessionEnd {
+                    session_id: "t1".into(),
+                    messages: vec![],
+                },
+                complete(Status::Error, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "RUN_ERROR"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap(),
+            json!({"type": "RUN_ERROR", "message": "boom", "code": "model"})
+        );
+    }
+
+    #[test]
+    fn a_cancelled_answer_ends_its_block_and_finishes_the_run_cancelled() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let aborted = Message::Aborted(AbortedMessage {
+            partial: AssistantMessage::default(),
+        });
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::MessageStart {
+                    role: Role::Assistant,
+                },
+                AgentEvent::TextStart,
+                AgentEvent::TextDelta {
+                    delta: "Hel".into(),
+                },
+                AgentEvent::MessageEnd {
+                    message: Box::new(aborted),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ]
+        );
+        let last = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(last["outcome"], json!({"type": "cancelled"}));
+    }
+
+    #[test]
+    fn events_that_stop_before_the_end_make_a_run_error() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let out = encode(&mut encoder, &[start(), AgentEvent::TextStart]);
+        assert_eq!(
+            kinds(&out),
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_END",
+                "RUN_ERROR"
+            ]
+        );
+        // And no events at all: the run starts to fail.
+        let out = encode(&mut Encoder::new("t1", "r1"), &[]);
+        assert_eq!(kinds(&out), ["RUN_STARTED", "RUN_ERROR"]);
+    }
+}
