@@ -200,6 +200,12 @@
 //!   32 running (their answers not read by the client, say), the server reads nothing more
 //!   until one ends, so a client that stops reading stdout is not read either
 //!   (backpressure), and every answer is written once it reads again;
+//! - at most [`Server::max_sessions`] (1,024) sessions open at once: a session is open from
+//!   its `session/new` or `session/load` until its `session/close` or the end of the
+//!   connection (a `session/load` of a session open already counts once). Past the bound, a
+//!   `session/new`, or a `session/load` of a session not open on the connection, is refused
+//!   with `-32603` and the data `{"reason": "too_many_sessions", "maxSessions": 1024}`, and
+//!   the connection goes on; closing a session makes room for another;
 //! - one prompt turn per session, and every message is written through one writer, a line at
 //!   a time, which waits while the client does not read;
 //! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
@@ -235,4 +241,4 @@ pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
 pub use bridge::{Bridge, Workspace};
 pub use plan::{PLAN_TOOL, plan_tool};
 pub use policy::{Command, Mode, Permission};
-pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};
+pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_SESSIONS, Server};

@@ -30,6 +30,9 @@ pub(crate) use shared::Shared;
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
 
+/// How many sessions one connection may have open at once by default: 1,024.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
 /// How many `session/new`, `session/load` and `session/close` requests run at once at most;
 /// the reader reads nothing more while they all do (their answers not written, say).
 const MAX_REQUESTS: usize = 32;
@@ -89,6 +92,7 @@ impl fmt::Debug for Server {
             .field("name", &self.info.name)
             .field("max_line_bytes", &self.max_line_bytes)
             .field("drain", &self.drain)
+            .field("max_sessions", &self.rules.max_sessions)
             .finish_non_exhaustive()
     }
 }
@@ -229,6 +233,17 @@ impl Server {
     /// server goes on.
     pub fn max_line_bytes(mut self, max: usize) -> Self {
         self.max_line_bytes = max.max(1);
+        self
+    }
+
+    /// How many sessions one connection may have open at once (default
+    /// [`DEFAULT_MAX_SESSIONS`]). A session is open on the connection from its `session/new` or
+    /// `session/load` until its `session/close` or the end of the connection; past the bound,
+    /// a `session/new`, or a `session/load` of a session not open on the connection, is refused
+    /// with `-32603` and the data `{"reason": "too_many_sessions", "maxSessions": ..}`, and the
+    /// connection goes on. At least 1.
+    pub fn max_sessions(mut self, max: usize) -> Self {
+        self.rules.max_sessions = max.max(1);
         self
     }
 

@@ -2,9 +2,10 @@
 //! `session/close` and `session/set_mode`, and what the server keeps of a session besides
 //! the agent's state (its mode, the answers that hold for the rest of it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_client_protocol_schema::v1::{
     AvailableCommandsUpdate, CloseSessionResponse, CurrentModeUpdate, Error, ErrorCode,
@@ -135,6 +136,7 @@ pub(super) async fn new_session(
     request: NewSessionRequest,
 ) -> Result<NewSessionResponse, Error> {
     check_session_params(&request.cwd)?;
+    let place = shared.place(&shared.sessions())?;
     let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
     let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
     let created = match &shared.agent {
@@ -154,7 +156,11 @@ pub(super) async fn new_session(
     let mode = shared.rules.default_mode;
     let mut slot = Slot::new(request.cwd, mode);
     slot.mcp = mcp;
-    shared.sessions().insert(Arc::clone(&id), slot);
+    {
+        let mut sessions = shared.sessions();
+        sessions.insert(Arc::clone(&id), slot);
+        drop(place); // Under the lock: the session is counted once.
+    }
     Ok(NewSessionResponse::new(SessionId::new(id)).modes(shared.modes(mode)))
 }
 
@@ -184,8 +190,9 @@ pub(super) async fn load_session(
         ));
     }
     let id = Arc::clone(&session_id.0);
-    // A session open here already stays open, its prompt turns refused until the load is done.
-    let open = {
+    // A session open here already stays open, its prompt turns refused until the load is done;
+    // another needs a place.
+    let (open, place) = {
         let mut sessions = shared.sessions();
         match sessions.get_mut(&id) {
             Some(slot) if slot.running.is_some() || slot.loading => {
@@ -196,25 +203,28 @@ pub(super) async fn load_session(
             }
             Some(slot) => {
                 slot.loading = true;
-                true
+                (true, None)
             }
-            None => false,
+            None => (false, Some(shared.place(&sessions)?)),
         }
     };
-    let loaded = load(shared, &session_id, request.cwd, &request.mcp_servers, open).await;
+    let servers = &request.mcp_servers;
+    let loaded = load(shared, &session_id, request.cwd, servers, open, place).await;
     if let Some(slot) = shared.sessions().get_mut(&id) {
         slot.loading = false;
     }
     loaded.map(|mode| LoadSessionResponse::new().modes(shared.modes(mode)))
 }
 
-/// Replays session `session_id` and opens it with its MCP servers; the session's mode.
+/// Replays session `session_id` and opens it with its MCP servers (in `place`, unless it is
+/// `open` here already); the session's mode.
 async fn load(
     shared: &Shared,
     session_id: &SessionId,
     cwd: PathBuf,
     servers: &[McpServer],
     open: bool,
+    place: Option<Place<'_>>,
 ) -> Result<usize, Error> {
     let id = Arc::clone(&session_id.0);
     let replay = match &shared.agent {
@@ -262,10 +272,49 @@ async fn load(
                 slot
             });
         slot.cwd = cwd;
+        drop(place); // Under the lock: the session is counted once.
         (slot.mode, std::mem::replace(&mut slot.mcp, mcp))
     };
     previous.close().await;
     Ok(mode)
+}
+
+/// A place taken for one more session on the connection: counted with the open sessions from
+/// the start of its `session/new` or `session/load` (before its MCP servers start) until it
+/// is open, dropped under the sessions' lock right after it is put there, or until its opening
+/// fails (dropped anywhere: a place given back only lowers the count).
+pub(super) struct Place<'a>(&'a AtomicUsize);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// A place for one more session, if the connection has room for it; `sessions` are the
+    /// connection's, locked.
+    fn place(&self, sessions: &HashMap<Arc<str>, Slot>) -> Result<Place<'_>, Error> {
+        let max = self.rules.max_sessions;
+        if sessions.len() + self.opening.load(Ordering::Relaxed) >= max {
+            return Err(too_many_sessions(max));
+        }
+        self.opening.fetch_add(1, Ordering::Relaxed);
+        Ok(Place(&self.opening))
+    }
+}
+
+/// The error of a `session/new` or `session/load` past the bound on open sessions: like a busy
+/// session's, a valid request that may be sent again (once a session is closed).
+fn too_many_sessions(max: usize) -> Error {
+    Error::new(
+        ErrorCode::InternalError.into(),
+        format!(
+            "Too many sessions open on this connection: at most {max}; close one with \
+             session/close to open another"
+        ),
+    )
+    .data(json!({ "reason": "too_many_sessions", "maxSessions": max }))
 }
 
 fn store_failed(error: &StoreError) -> Error {

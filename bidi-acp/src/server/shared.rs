@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol_schema::v1::{
@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     pub(crate) pending: Pending,
     /// The number of the last prompt turn started on the connection.
     pub(crate) turns: AtomicU64,
+    /// The sessions being opened (a `session/new` or a `session/load` of a session not open
+    /// here runs): with the open ones, within the bound. Changed under the sessions' lock,
+    /// but for a failed opening's place given back (see [`Place`](super::session::Place)).
+    pub(super) opening: AtomicUsize,
     /// Room for the request tasks running: see [`room`](super::reader::room).
     pub(super) requests: Arc<Semaphore>,
     /// Cancelled when the client is gone: every turn's token is a child of it.
@@ -93,6 +97,7 @@ impl Shared {
             sessions: Mutex::new(HashMap::new()),
             pending: Pending::default(),
             turns: AtomicU64::new(0),
+            opening: AtomicUsize::new(0),
             requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
             stop: stop.clone(),
         });
