@@ -256,7 +256,8 @@ impl Server {
 
     /// Serves on stdin and stdout until stdin ends. Nothing but protocol lines is written to
     /// stdout; the few things the server logs (a notification it could not read, a write that
-    /// failed) go to stderr.
+    /// failed) go to stderr, without ever waiting for it: a line stderr has no room for is
+    /// dropped (and counted) rather than stall the server.
     ///
     /// # Errors
     ///
@@ -273,7 +274,8 @@ impl Server {
     /// `writer` fails: nobody reads). A read error cancels the running prompt turns at once.
     /// At the end of input, the requests the server sent and
     /// that are still unanswered fail, and the prompt turns still running may finish for the
-    /// [`drain`](Self::drain) period before they are cancelled.
+    /// [`drain`](Self::drain) period before they are cancelled. Last, it waits up to a second
+    /// for its log lines to reach stderr.
     ///
     /// # Errors
     ///
@@ -304,6 +306,7 @@ impl Server {
             drain(&mut turns).await;
         }
         shared.close_mcp().await;
+        crate::log::flush(crate::log::FLUSH).await;
         result
     }
 }
