@@ -256,27 +256,48 @@ async fn load(
             return Err(closed());
         }
     }
-    let (mode, mut previous) = {
-        let mut sessions = shared.sessions();
-        let slot =
-            sessions.entry(Arc::clone(&id)).or_insert_with(|| {
-                let mut slot = Slot::new(cwd.clone(), shared.rules.default_mode);
-                if let Some(kept) = kept {
-                    if let Some(mode) = kept.mode.as_deref().and_then(|kept| {
-                        shared.rules.modes.iter().position(|mode| mode.id() == kept)
-                    }) {
-                        slot.mode = mode;
-                    }
-                    slot.always = kept.always.into_iter().collect();
-                }
-                slot
-            });
-        slot.cwd = cwd;
-        drop(place); // Under the lock: the session is counted once.
-        (slot.mode, std::mem::replace(&mut slot.mcp, mcp))
+    let mode = open_slot(shared, &id, cwd, kept, &mut mcp, place);
+    mcp.close().await; // The servers it had, or, without room for it, those just started.
+    mode
+}
+
+/// Puts loaded session `id` on the connection with the MCP servers in `mcp` (left there: the
+/// servers it had if it was open here, to be closed) in `place`, or, if it was open here and
+/// closed while it loaded, in a place taken now; its mode.
+fn open_slot(
+    shared: &Shared,
+    id: &Arc<str>,
+    cwd: PathBuf,
+    kept: Option<Kept>,
+    mcp: &mut Servers,
+    place: Option<Place<'_>>,
+) -> Result<usize, Error> {
+    let mut sessions = shared.sessions();
+    let place = match place {
+        None if !sessions.contains_key(id) => match shared.place(&sessions) {
+            Ok(place) => Some(place),
+            Err(error) => return Err(error),
+        },
+        place => place,
     };
-    previous.close().await;
-    Ok(mode)
+    let slot = sessions.entry(Arc::clone(id)).or_insert_with(|| {
+        let mut slot = Slot::new(cwd.clone(), shared.rules.default_mode);
+        if let Some(kept) = kept {
+            if let Some(mode) = kept
+                .mode
+                .as_deref()
+                .and_then(|kept| shared.rules.modes.iter().position(|mode| mode.id() == kept))
+            {
+                slot.mode = mode;
+            }
+            slot.always = kept.always.into_iter().collect();
+        }
+        slot
+    });
+    slot.cwd = cwd;
+    drop(place); // Under the lock: the session is counted once.
+    std::mem::swap(&mut slot.mcp, mcp);
+    Ok(slot.mode)
 }
 
 /// A place taken for one more session on the connection: counted with the open sessions from

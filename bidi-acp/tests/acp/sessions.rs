@@ -571,3 +571,103 @@ async fn the_bound_on_sessions_is_the_servers_to_set() {
     );
     assert!(client.finish().await.is_empty());
 }
+
+/// A store whose loads wait, once it is [closed](Gate::close), until it opens again, saying
+/// when one waits.
+#[derive(Debug)]
+struct Gate {
+    store: MemoryStore,
+    closed: std::sync::atomic::AtomicBool,
+    waiting: tokio::sync::Notify,
+    open: tokio::sync::Semaphore,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Self {
+            store: MemoryStore::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            waiting: tokio::sync::Notify::new(),
+            open: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+#[bidi_session::async_trait]
+impl SessionStore for Gate {
+    async fn load(
+        &self,
+        id: &str,
+    ) -> Result<Option<bidi_session::Snapshot>, bidi_session::StoreError> {
+        if self.closed.load(Ordering::SeqCst) {
+            self.waiting.notify_one();
+            drop(self.open.acquire().await.unwrap());
+        }
+        self.store.load(id).await
+    }
+
+    async fn load_version(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<bidi_session::Snapshot>, bidi_session::StoreError> {
+        self.store.load_version(id, version).await
+    }
+
+    async fn save(
+        &self,
+        id: &str,
+        expected: Option<u64>,
+        state: Value,
+    ) -> Result<bidi_session::Snapshot, bidi_session::StoreError> {
+        self.store.save(id, expected, state).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, bidi_session::StoreError> {
+        self.store.delete(id).await
+    }
+
+    async fn list(&self) -> Result<Vec<String>, bidi_session::StoreError> {
+        self.store.list().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_while_it_loads_needs_a_place_again() {
+    let gate = Arc::new(Gate::new());
+    let agent = LlmAgent::builder("a", ScriptedModel::new([]))
+        .store(Arc::clone(&gate))
+        .build();
+    let mut client = Client::start(Server::new(agent).max_sessions(2));
+    let new = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}});
+    client.send(new(1)).await;
+    let a = client.answer(1).await["result"]["sessionId"].clone();
+    client.send(new(2)).await;
+    assert_eq!(opened(&client.answer(2).await), Ok(()));
+
+    // Session `a`, open, loads (it waits in the store); meanwhile it is closed and another
+    // session takes its place.
+    gate.close();
+    client
+        .send(json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":a,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    gate.waiting.notified().await;
+    client
+        .send(json!({"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":a}}))
+        .await;
+    assert_eq!(client.answer(4).await["result"], json!({}));
+    client.send(new(5)).await;
+    assert_eq!(opened(&client.answer(5).await), Ok(()));
+    gate.open.add_permits(1);
+    let answer = client.answer(3).await;
+    assert_eq!(
+        answer["error"]["data"],
+        json!({"reason": "too_many_sessions", "maxSessions": 2}),
+        "{answer}"
+    );
+    assert!(client.finish().await.is_empty());
+}
