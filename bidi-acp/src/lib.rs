@@ -214,7 +214,9 @@
 //!   a time, which waits while the client does not read;
 //! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
 //!   [`Server::mcp_call_timeout`] (60 s); at the end of input, turns run on for at most
-//!   [`Server::drain`] (30 s).
+//!   [`Server::drain`] (30 s);
+//! - at most 1,024 log lines wait for stderr (the process's, shared by every connection);
+//!   past that, lines are dropped and counted.
 //!
 //! # Feature flags
 //!
