@@ -175,7 +175,11 @@
 //!   before it.
 //! - Stdout carries protocol lines only, one message per line; the few things the server logs
 //!   go to stderr, with the ids and names a client chose escaped (`{:?}`), so that line breaks
-//!   or terminal escapes in them cannot forge log lines.
+//!   or terminal escapes in them cannot forge log lines. Logging never waits for stderr: the
+//!   lines queue (up to 1,024) for a thread that writes them, so a client that never reads
+//!   the agent's stderr does not stall it once the pipe is full; lines that find the queue
+//!   full are dropped, and `[bidi-acp] N log lines dropped` is written once stderr is read
+//!   again.
 //! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
 //!   `-32600`, bad params with `-32602` naming the field (`prompt[0]`, `cwd`, ...), an unknown
 //!   method with `-32601`; the server goes on. Unknown notifications are ignored.
@@ -200,11 +204,19 @@
 //!   32 running (their answers not read by the client, say), the server reads nothing more
 //!   until one ends, so a client that stops reading stdout is not read either
 //!   (backpressure), and every answer is written once it reads again;
+//! - at most [`Server::max_sessions`] (1,024) sessions open at once: a session is open from
+//!   its `session/new` or `session/load` until its `session/close` or the end of the
+//!   connection (a `session/load` of a session open already counts once). Past the bound, a
+//!   `session/new`, or a `session/load` of a session not open on the connection, is refused
+//!   with `-32603` and the data `{"reason": "too_many_sessions", "maxSessions": 1024}`, and
+//!   the connection goes on; closing a session makes room for another;
 //! - one prompt turn per session, and every message is written through one writer, a line at
 //!   a time, which waits while the client does not read;
 //! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
 //!   [`Server::mcp_call_timeout`] (60 s); at the end of input, turns run on for at most
-//!   [`Server::drain`] (30 s).
+//!   [`Server::drain`] (30 s);
+//! - at most 1,024 log lines wait for stderr (the process's, shared by every connection);
+//!   past that, lines are dropped and counted.
 //!
 //! # Feature flags
 //!
@@ -213,15 +225,17 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// Logs a line to stderr. Whatever the client or a model chose (ids, names) is written
-/// escaped (`{:?}`), so that it cannot forge log lines with line breaks or terminal escapes.
+/// Logs a line to stderr, never waiting for it (see the `log` module). Whatever the client or
+/// a model chose (ids, names) is written escaped (`{:?}`), so that it cannot forge log lines
+/// with line breaks or terminal escapes.
 macro_rules! log {
-    ($($arg:tt)*) => { eprintln!("[bidi-acp] {}", format_args!($($arg)*)) };
+    ($($arg:tt)*) => { crate::log::line(format!("[bidi-acp] {}", format_args!($($arg)*))) };
 }
 
 mod bridge;
 mod codec;
 mod content;
+mod log;
 mod mcp;
 mod plan;
 mod policy;
@@ -235,4 +249,4 @@ pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
 pub use bridge::{Bridge, Workspace};
 pub use plan::{PLAN_TOOL, plan_tool};
 pub use policy::{Command, Mode, Permission};
-pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, Server};
+pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_SESSIONS, Server};

@@ -178,6 +178,8 @@ pub(crate) struct Rules {
     pub(crate) mcp_start_timeout: std::time::Duration,
     /// How long an MCP tool call may take.
     pub(crate) mcp_call_timeout: std::time::Duration,
+    /// How many sessions a connection may have open at once.
+    pub(crate) max_sessions: usize,
 }
 
 impl Default for Rules {
@@ -196,6 +198,7 @@ impl Default for Rules {
             default_mode: 0,
             mcp_start_timeout: crate::mcp::DEFAULT_START_TIMEOUT,
             mcp_call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
+            max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
         }
     }
 }

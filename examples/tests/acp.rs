@@ -1263,3 +1263,46 @@ async fn raw_ids_and_names_a_client_chose_are_escaped_in_the_log() {
     );
     assert!(stderr.contains("forged line"), "the id is logged: {stderr}");
 }
+
+#[test]
+fn a_client_that_does_not_read_stderr_still_gets_every_answer() {
+    use std::io::{BufRead as _, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    // Stderr is piped and never read: the logs fill the pipe (64 KiB) long before the end.
+    let mut child = std::process::Command::new(AGENT)
+        .arg("--db")
+        .arg(dir.path().join("s.sqlite3"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _stderr = child.stderr.take().unwrap();
+    // An agent stalled on its logs is killed, and the count below fails.
+    let _deadline = tests::flood::deadline(child.id(), std::time::Duration::from_secs(120));
+    let requests = 3_000;
+    let stray = "x".repeat(200);
+    // An answer to a request the agent never sent is logged, its id quoted (some 270 bytes of
+    // log each); the request after it is answered.
+    let lines = (0..requests)
+        .flat_map(|n| {
+            [
+                json!({"jsonrpc": "2.0", "id": format!("{stray}{n}"), "result": {}}),
+                json!({"jsonrpc": "2.0", "id": n, "method": "x/unknown"}),
+            ]
+        })
+        .map(|message| message.to_string())
+        .collect();
+    let flood = tests::flood::flood(child.stdin.take().unwrap(), lines);
+    let mut answered = 0;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert_eq!(answer["id"], answered, "{answer}");
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        answered += 1;
+    }
+    assert_eq!(answered, requests, "every request answered");
+    flood.finish().unwrap();
+    assert!(child.wait().unwrap().success());
+}

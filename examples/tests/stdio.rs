@@ -500,3 +500,30 @@ fn what_a_peer_sent_is_escaped_in_the_log() {
     );
     assert!(run.stderr.contains("forged line"), "{}", run.stderr);
 }
+
+#[test]
+fn a_peer_that_does_not_read_stderr_still_gets_every_answer() {
+    // Stderr is piped and never read: the logs fill the pipe (64 KiB) long before the end.
+    let mut child = spawn(&[]);
+    let _stderr = child.stderr.take().expect("stderr");
+    // A server stalled on its logs is killed, and the count below fails.
+    let _deadline = tests::flood::deadline(child.id(), std::time::Duration::from_secs(120));
+    let frames = 5_000;
+    let kind = "x".repeat(100);
+    // Each refused frame is logged, its type quoted: about 200 bytes of log a frame.
+    let lines = (0..frames)
+        .map(|n| json!({"type": kind, "id": format!("f{n}")}).to_string())
+        .collect();
+    let flood = tests::flood::flood(child.stdin.take().expect("stdin"), lines);
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut answered = 0;
+    for line in stdout.lines() {
+        let frame: Value = serde_json::from_str(&line.expect("a line")).expect("a frame");
+        assert_eq!(frame["code"], "unknown_frame_type", "{frame}");
+        assert_eq!(frame["id"], format!("f{answered}"), "{frame}");
+        answered += 1;
+    }
+    assert_eq!(answered, frames, "every frame answered");
+    flood.finish().expect("every frame written");
+    assert!(child.wait().expect("exit").success());
+}

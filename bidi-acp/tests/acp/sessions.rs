@@ -487,3 +487,187 @@ async fn images_audio_and_resources_go_both_ways() {
     );
     assert!(client.finish().await.is_empty());
 }
+
+/// What `session/new` or `session/load` answered: the session id, or the error.
+fn opened(answer: &Value) -> Result<(), &Value> {
+    match answer.get("error") {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_holds_at_most_1024_sessions_until_one_is_closed() {
+    let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
+    let mut client = Client::start(Server::new(agent));
+    let new = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}});
+    let load = |id: i64, session: &Value| json!({"jsonrpc":"2.0","id":id,"method":"session/load","params":{"sessionId":session,"cwd":"/project","mcpServers":[]}});
+    let close = |id: i64, session: &Value| json!({"jsonrpc":"2.0","id":id,"method":"session/close","params":{"sessionId":session}});
+
+    let mut sessions = Vec::new();
+    let mut refused = Vec::new();
+    for id in 1..=1025 {
+        client.send(new(id)).await;
+        let answer = client.answer(id).await;
+        match opened(&answer) {
+            Ok(()) => sessions.push(answer["result"]["sessionId"].clone()),
+            Err(error) => refused.push(error.clone()),
+        }
+    }
+    assert_eq!(sessions.len(), 1024);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let error = &refused[0];
+    assert_eq!(error["code"], -32603, "{error}");
+    assert_eq!(
+        error["data"],
+        json!({"reason": "too_many_sessions", "maxSessions": 1024})
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("1024"), "{message}");
+    assert!(message.contains("session/close"), "{message}");
+
+    // A session open here already loads at the bound: it is counted once.
+    client.send(load(2000, &sessions[1])).await;
+    assert_eq!(opened(&client.answer(2000).await), Ok(()));
+    // A closed one frees its place; loading it takes it again, and then no other fits.
+    client.send(close(2001, &sessions[0])).await;
+    assert_eq!(client.answer(2001).await["result"], json!({}));
+    client.send(load(2002, &sessions[0])).await;
+    assert_eq!(opened(&client.answer(2002).await), Ok(()));
+    client.send(new(2003)).await;
+    let answer = client.answer(2003).await;
+    assert_eq!(
+        answer["error"]["data"]["reason"], "too_many_sessions",
+        "{answer}"
+    );
+    client.send(close(2004, &sessions[0])).await;
+    assert_eq!(client.answer(2004).await["result"], json!({}));
+    client.send(new(2005)).await;
+    assert_eq!(opened(&client.answer(2005).await), Ok(()));
+    client.send(load(2006, &sessions[0])).await;
+    let answer = client.answer(2006).await;
+    assert_eq!(
+        answer["error"]["data"]["reason"], "too_many_sessions",
+        "{answer}"
+    );
+    assert!(client.finish().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bound_on_sessions_is_the_servers_to_set() {
+    let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
+    let mut client = Client::start(Server::new(agent).max_sessions(2));
+    let mut answers = Vec::new();
+    for id in 1..=3 {
+        client
+            .send(json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}}))
+            .await;
+        answers.push(client.answer(id).await);
+    }
+    assert_eq!(answers.iter().filter(|a| opened(a).is_ok()).count(), 2);
+    assert_eq!(
+        answers[2]["error"]["data"],
+        json!({"reason": "too_many_sessions", "maxSessions": 2})
+    );
+    assert!(client.finish().await.is_empty());
+}
+
+/// A store whose loads wait, once it is [closed](Gate::close), until it opens again, saying
+/// when one waits.
+#[derive(Debug)]
+struct Gate {
+    store: MemoryStore,
+    closed: std::sync::atomic::AtomicBool,
+    waiting: tokio::sync::Notify,
+    open: tokio::sync::Semaphore,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Self {
+            store: MemoryStore::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            waiting: tokio::sync::Notify::new(),
+            open: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+#[bidi_session::async_trait]
+impl SessionStore for Gate {
+    async fn load(
+        &self,
+        id: &str,
+    ) -> Result<Option<bidi_session::Snapshot>, bidi_session::StoreError> {
+        if self.closed.load(Ordering::SeqCst) {
+            self.waiting.notify_one();
+            drop(self.open.acquire().await.unwrap());
+        }
+        self.store.load(id).await
+    }
+
+    async fn load_version(
+        &self,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<bidi_session::Snapshot>, bidi_session::StoreError> {
+        self.store.load_version(id, version).await
+    }
+
+    async fn save(
+        &self,
+        id: &str,
+        expected: Option<u64>,
+        state: Value,
+    ) -> Result<bidi_session::Snapshot, bidi_session::StoreError> {
+        self.store.save(id, expected, state).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, bidi_session::StoreError> {
+        self.store.delete(id).await
+    }
+
+    async fn list(&self) -> Result<Vec<String>, bidi_session::StoreError> {
+        self.store.list().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_while_it_loads_needs_a_place_again() {
+    let gate = Arc::new(Gate::new());
+    let agent = LlmAgent::builder("a", ScriptedModel::new([]))
+        .store(Arc::clone(&gate))
+        .build();
+    let mut client = Client::start(Server::new(agent).max_sessions(2));
+    let new = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":"/project","mcpServers":[]}});
+    client.send(new(1)).await;
+    let a = client.answer(1).await["result"]["sessionId"].clone();
+    client.send(new(2)).await;
+    assert_eq!(opened(&client.answer(2).await), Ok(()));
+
+    // Session `a`, open, loads (it waits in the store); meanwhile it is closed and another
+    // session takes its place.
+    gate.close();
+    client
+        .send(json!({"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":a,"cwd":"/project","mcpServers":[]}}))
+        .await;
+    gate.waiting.notified().await;
+    client
+        .send(json!({"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":a}}))
+        .await;
+    assert_eq!(client.answer(4).await["result"], json!({}));
+    client.send(new(5)).await;
+    assert_eq!(opened(&client.answer(5).await), Ok(()));
+    gate.open.add_permits(1);
+    let answer = client.answer(3).await;
+    assert_eq!(
+        answer["error"]["data"],
+        json!({"reason": "too_many_sessions", "maxSessions": 2}),
+        "{answer}"
+    );
+    assert!(client.finish().await.is_empty());
+}

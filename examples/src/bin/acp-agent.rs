@@ -62,6 +62,9 @@ struct Args {
     /// The longest line accepted, in bytes.
     #[arg(long, default_value_t = bidi_acp::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
+    /// How many sessions the client may have open at once.
+    #[arg(long, default_value_t = bidi_acp::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
     /// The file `save_note` appends to.
     #[arg(long, env = "BIDI_ACP_NOTES", default_value_os_t = std::env::temp_dir().join("bidi-acp-notes.txt"))]
     notes: PathBuf,
@@ -166,6 +169,7 @@ async fn main() -> ExitCode {
     eprintln!("[acp-agent] sessions: {}", args.db.display());
     let mut server = Server::new(agent(store, args.max_turns, args.notes))
         .max_line_bytes(args.max_line_bytes)
+        .max_sessions(args.max_sessions)
         .mcp_call_timeout(std::time::Duration::from_secs(args.mcp_call_timeout))
         .require_permission("save_note")
         .tool_kind("save_note", ToolKind::Edit)

@@ -1,0 +1,411 @@
+//! The sessions of a connection: `session/new`, `session/load` (replaying the conversation),
+//! `session/close` and `session/set_mode`, and what the server keeps of a session besides
+//! the agent's state (its mode, the answers that hold for the rest of it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_client_protocol_schema::v1::{
+    AvailableCommandsUpdate, CloseSessionResponse, CurrentModeUpdate, Error, ErrorCode,
+    LoadSessionRequest, LoadSessionResponse, McpServer, NewSessionRequest, NewSessionResponse,
+    SessionId, SessionModeState, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
+};
+use bidi_agent::{MAX_SESSION_ID_BYTES, Scope};
+use bidi_flow::text::cap;
+use bidi_llm::LlmSession;
+use bidi_session::{Scoped, Session, SessionStore, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::Backend;
+use super::history::history;
+use super::shared::{Shared, Slot, closed};
+use crate::codec;
+use crate::mcp::Servers;
+use crate::policy::{Command, Mode};
+
+/// The scope of the agent's store the server keeps its own records of sessions in.
+const KEPT_SCOPE: &str = "bidi-acp";
+
+/// The scope of the agent's store the sessions of ACP clients are in: an id a client names is
+/// a session of this scope only, never a key of another scope's (the server's own records, say)
+/// nor of the agent's unscoped sessions.
+pub(crate) const SESSION_SCOPE: &str = "acp";
+
+/// The sessions of ACP clients of agent `agent` in its `store`: where its connections, which
+/// carry the scope, open them.
+pub(crate) fn sessions(agent: &str, store: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
+    Arc::new(Scope::new(SESSION_SCOPE).sessions(agent, Arc::clone(store)))
+}
+
+/// The error of a valid request on a session that cannot take it now (a prompt turn or a
+/// `session/load` runs on it): the request was well formed, so it is no invalid request; it
+/// did not run, and may be sent again once the session is free.
+pub(crate) fn busy(session_id: &SessionId, why: &str) -> Error {
+    Error::new(
+        ErrorCode::InternalError.into(),
+        format!("The session is busy: {why}"),
+    )
+    .data(json!({ "reason": "session_busy", "sessionId": session_id }))
+}
+
+/// What the server keeps of a session in the agent's store: its mode and the permission
+/// answers that hold for the rest of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    always: BTreeMap<String, bool>,
+}
+
+impl Shared {
+    /// Where the server keeps what it knows of a session besides the agent's state: the
+    /// agent's store, in a scope of the server's own.
+    fn kept_store(&self) -> Arc<dyn SessionStore> {
+        Arc::new(Scoped::new(Arc::clone(self.agent.store()), KEPT_SCOPE))
+    }
+
+    /// What the server keeps of session `id`, if anything.
+    async fn kept(&self, id: &str) -> Result<Option<Kept>, StoreError> {
+        Ok(Session::<Kept>::load(self.kept_store(), id)
+            .await?
+            .map(|session| session.state()))
+    }
+
+    /// Saves the session's mode and the answers that hold for the rest of it, so that a
+    /// `session/load` (after a restart, say) finds them.
+    pub(crate) async fn keep(&self, id: &Arc<str>) -> Result<(), StoreError> {
+        let kept = {
+            let sessions = self.sessions();
+            let Some(slot) = sessions.get(id) else {
+                return Ok(());
+            };
+            Kept {
+                mode: self
+                    .rules
+                    .modes
+                    .get(slot.mode)
+                    .map(|mode| mode.id().to_owned()),
+                always: slot.always.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            }
+        };
+        let session = Session::load_or_create(self.kept_store(), id, Kept::default).await?;
+        session.update(|state| *state = kept.clone()).await
+    }
+
+    /// Announces the server's commands for a session just opened.
+    pub(super) async fn announce(&self, session_id: &SessionId) {
+        if self.rules.commands.is_empty() {
+            return;
+        }
+        let commands = self.rules.commands.iter().map(Command::wire).collect();
+        let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
+        let _ = self.update(session_id, update).await;
+    }
+
+    /// The modes, as `session/new` and `session/load` answer them.
+    fn modes(&self, current: usize) -> Option<SessionModeState> {
+        let mode = self.rules.modes.get(current)?;
+        Some(SessionModeState::new(
+            mode.id().to_owned(),
+            self.rules.modes.iter().map(Mode::wire).collect::<Vec<_>>(),
+        ))
+    }
+}
+
+/// `cwd` must be absolute.
+fn check_session_params(cwd: &std::path::Path) -> Result<(), Error> {
+    if !cwd.is_absolute() {
+        return Err(codec::invalid_params(
+            "cwd",
+            format!(
+                "`{}` is not an absolute path",
+                cap(&cwd.display().to_string())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) async fn new_session(
+    shared: &Shared,
+    request: NewSessionRequest,
+) -> Result<NewSessionResponse, Error> {
+    check_session_params(&request.cwd)?;
+    let place = shared.place(&shared.sessions())?;
+    let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
+    let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
+    let created = match &shared.agent {
+        Backend::Llm(agent) => Session::create(
+            sessions(agent.agent().name(), agent.agent().store()),
+            &id,
+            LlmSession::default(),
+        )
+        .await
+        .map(drop),
+        Backend::Bridged(turns) => turns.create(Arc::clone(&id)).await,
+    };
+    if let Err(error) = created {
+        mcp.close().await;
+        return Err(store_failed(&error));
+    }
+    let mode = shared.rules.default_mode;
+    let mut slot = Slot::new(request.cwd, mode);
+    slot.mcp = mcp;
+    {
+        let mut sessions = shared.sessions();
+        sessions.insert(Arc::clone(&id), slot);
+        drop(place); // Under the lock: the session is counted once.
+    }
+    Ok(NewSessionResponse::new(SessionId::new(id)).modes(shared.modes(mode)))
+}
+
+/// Starts the MCP servers the client named for a session.
+async fn start_mcp(shared: &Shared, servers: &[McpServer]) -> Result<Servers, Error> {
+    Servers::start(
+        servers,
+        shared.rules.mcp_start_timeout,
+        shared.rules.mcp_call_timeout,
+    )
+    .await
+}
+
+pub(super) async fn load_session(
+    shared: &Shared,
+    request: LoadSessionRequest,
+) -> Result<LoadSessionResponse, Error> {
+    check_session_params(&request.cwd)?;
+    let session_id = request.session_id;
+    if session_id.0.len() > MAX_SESSION_ID_BYTES {
+        return Err(codec::invalid_params(
+            "sessionId",
+            format!(
+                "a session id is at most {MAX_SESSION_ID_BYTES} bytes long, not {}",
+                session_id.0.len()
+            ),
+        ));
+    }
+    let id = Arc::clone(&session_id.0);
+    // A session open here already stays open, its prompt turns refused until the load is done;
+    // another needs a place.
+    let (open, place) = {
+        let mut sessions = shared.sessions();
+        match sessions.get_mut(&id) {
+            Some(slot) if slot.running.is_some() || slot.loading => {
+                return Err(busy(
+                    &session_id,
+                    "a prompt turn or another load runs on it; wait for its answer",
+                ));
+            }
+            Some(slot) => {
+                slot.loading = true;
+                (true, None)
+            }
+            None => (false, Some(shared.place(&sessions)?)),
+        }
+    };
+    let servers = &request.mcp_servers;
+    let loaded = load(shared, &session_id, request.cwd, servers, open, place).await;
+    if let Some(slot) = shared.sessions().get_mut(&id) {
+        slot.loading = false;
+    }
+    loaded.map(|mode| LoadSessionResponse::new().modes(shared.modes(mode)))
+}
+
+/// Replays session `session_id` and opens it with its MCP servers (in `place`, unless it is
+/// `open` here already); the session's mode.
+async fn load(
+    shared: &Shared,
+    session_id: &SessionId,
+    cwd: PathBuf,
+    servers: &[McpServer],
+    open: bool,
+    place: Option<Place<'_>>,
+) -> Result<usize, Error> {
+    let id = Arc::clone(&session_id.0);
+    let replay = match &shared.agent {
+        Backend::Llm(agent) => {
+            let store = sessions(agent.agent().name(), agent.agent().store());
+            Session::<LlmSession>::load(store, &id)
+                .await
+                .map(|session| {
+                    session.map(|session| history(&session.state().messages, &shared.rules))
+                })
+        }
+        Backend::Bridged(turns) => turns.replay(Arc::clone(&id)).await,
+    };
+    let updates = replay
+        .map_err(|error| store_failed(&error))?
+        .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
+    let kept = if open {
+        None // This connection's own mode and answers are the latest.
+    } else {
+        shared
+            .kept(&id)
+            .await
+            .map_err(|error| store_failed(&error))?
+    };
+    let mut mcp = start_mcp(shared, servers).await?;
+    for update in updates {
+        if shared.update(session_id, update).await.is_err() {
+            mcp.close().await;
+            return Err(closed());
+        }
+    }
+    let mode = open_slot(shared, &id, cwd, kept, &mut mcp, place);
+    mcp.close().await; // The servers it had, or, without room for it, those just started.
+    mode
+}
+
+/// Puts loaded session `id` on the connection with the MCP servers in `mcp` (left there: the
+/// servers it had if it was open here, to be closed) in `place`, or, if it was open here and
+/// closed while it loaded, in a place taken now; its mode.
+fn open_slot(
+    shared: &Shared,
+    id: &Arc<str>,
+    cwd: PathBuf,
+    kept: Option<Kept>,
+    mcp: &mut Servers,
+    place: Option<Place<'_>>,
+) -> Result<usize, Error> {
+    let mut sessions = shared.sessions();
+    let place = match place {
+        None if !sessions.contains_key(id) => match shared.place(&sessions) {
+            Ok(place) => Some(place),
+            Err(error) => return Err(error),
+        },
+        place => place,
+    };
+    let slot = sessions.entry(Arc::clone(id)).or_insert_with(|| {
+        let mut slot = Slot::new(cwd.clone(), shared.rules.default_mode);
+        if let Some(kept) = kept {
+            if let Some(mode) = kept
+                .mode
+                .as_deref()
+                .and_then(|kept| shared.rules.modes.iter().position(|mode| mode.id() == kept))
+            {
+                slot.mode = mode;
+            }
+            slot.always = kept.always.into_iter().collect();
+        }
+        slot
+    });
+    slot.cwd = cwd;
+    drop(place); // Under the lock: the session is counted once.
+    std::mem::swap(&mut slot.mcp, mcp);
+    Ok(slot.mode)
+}
+
+/// A place taken for one more session on the connection: counted with the open sessions from
+/// the start of its `session/new` or `session/load` (before its MCP servers start) until it
+/// is open, dropped under the sessions' lock right after it is put there, or until its opening
+/// fails (dropped anywhere: a place given back only lowers the count).
+pub(super) struct Place<'a>(&'a AtomicUsize);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// A place for one more session, if the connection has room for it; `sessions` are the
+    /// connection's, locked.
+    fn place(&self, sessions: &HashMap<Arc<str>, Slot>) -> Result<Place<'_>, Error> {
+        let max = self.rules.max_sessions;
+        if sessions.len() + self.opening.load(Ordering::Relaxed) >= max {
+            return Err(too_many_sessions(max));
+        }
+        self.opening.fetch_add(1, Ordering::Relaxed);
+        Ok(Place(&self.opening))
+    }
+}
+
+/// The error of a `session/new` or `session/load` past the bound on open sessions: like a busy
+/// session's, a valid request that may be sent again (once a session is closed).
+fn too_many_sessions(max: usize) -> Error {
+    Error::new(
+        ErrorCode::InternalError.into(),
+        format!(
+            "Too many sessions open on this connection: at most {max}; close one with \
+             session/close to open another"
+        ),
+    )
+    .data(json!({ "reason": "too_many_sessions", "maxSessions": max }))
+}
+
+fn store_failed(error: &StoreError) -> Error {
+    Error::internal_error().data(format!("the session store failed: {error}"))
+}
+
+/// Closes a session on this connection: its running prompt turn is cancelled (it answers
+/// `cancelled`), its MCP servers are stopped, and it is forgotten here (not in the store: a
+/// `session/load` opens it again).
+pub(super) async fn close_session(
+    shared: &Shared,
+    session_id: &SessionId,
+) -> Result<CloseSessionResponse, Error> {
+    let Some(mut slot) = shared.sessions().remove(&session_id.0) else {
+        return Err(no_session(session_id));
+    };
+    if let Some(running) = &slot.running {
+        running.cancel();
+    }
+    slot.mcp.close().await;
+    Ok(CloseSessionResponse::new())
+}
+
+/// Switches a session's mode: its next prompt turn runs in it.
+pub(super) async fn set_mode(
+    shared: &Shared,
+    request: SetSessionModeRequest,
+) -> Result<SetSessionModeResponse, Error> {
+    let Some(mode) = shared
+        .rules
+        .modes
+        .iter()
+        .position(|mode| mode.id() == &*request.mode_id.0)
+    else {
+        let known: Vec<&str> = shared.rules.modes.iter().map(Mode::id).collect();
+        return Err(codec::invalid_params(
+            "modeId",
+            format!(
+                "unknown mode `{}`; this agent's modes: {}",
+                cap(&request.mode_id.0),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        ));
+    };
+    {
+        let mut sessions = shared.sessions();
+        let Some(slot) = sessions.get_mut(&request.session_id.0) else {
+            return Err(no_session(&request.session_id));
+        };
+        slot.mode = mode;
+    }
+    shared
+        .keep(&request.session_id.0)
+        .await
+        .map_err(|error| store_failed(&error))?;
+    let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(request.mode_id));
+    if shared.update(&request.session_id, update).await.is_err() {
+        return Err(closed());
+    }
+    Ok(SetSessionModeResponse::new())
+}
+
+pub(crate) fn no_session(session_id: &SessionId) -> Error {
+    Error::new(
+        ErrorCode::ResourceNotFound.into(),
+        "no such session on this connection: create it with session/new or open it with session/load",
+    )
+    .data(json!({ "sessionId": session_id }))
+}
