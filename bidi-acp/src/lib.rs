@@ -178,7 +178,7 @@
 //!   or terminal escapes in them cannot forge log lines. Logging never waits for stderr: the
 //!   lines queue (up to 1,024) for a thread that writes them, so a client that never reads
 //!   the agent's stderr does not stall it once the pipe is full; lines that find the queue
-//!   full are dropped, and `[bidi-acp] N log lines dropped` is written once stderr is read
+//!   full are dropped, and `log: N lines dropped: stderr was not read` is written once stderr is read
 //!   again.
 //! - Malformed JSON is answered with `-32700`, a message that is not a JSON-RPC request with
 //!   `-32600`, bad params with `-32602` naming the field (`prompt[0]`, `cwd`, ...), an unknown
@@ -225,17 +225,16 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// Logs a line to stderr, never waiting for it (see the `log` module). Whatever the client or
+/// Logs a line to stderr, never waiting for it (see `bidi_flow::log`). Whatever the client or
 /// a model chose (ids, names) is written escaped (`{:?}`), so that it cannot forge log lines
 /// with line breaks or terminal escapes.
 macro_rules! log {
-    ($($arg:tt)*) => { crate::log::line(format!("[bidi-acp] {}", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { bidi_flow::log::line(format!("[bidi-acp] {}", format_args!($($arg)*))) };
 }
 
 mod bridge;
 mod codec;
 mod content;
-mod log;
 mod mcp;
 mod plan;
 mod policy;

@@ -306,7 +306,9 @@ impl Server {
             drain(&mut turns).await;
         }
         shared.close_mcp().await;
-        crate::log::flush(crate::log::FLUSH).await;
+        // The last lines, written before the program exits (at most a second: stderr may be a
+        // pipe nobody reads).
+        let _ = tokio::task::spawn_blocking(|| bidi_flow::log::flush(Duration::from_secs(1))).await;
         result
     }
 }

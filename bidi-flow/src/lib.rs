@@ -93,6 +93,7 @@
 mod flow;
 mod json;
 pub mod lines;
+pub mod log;
 mod registry;
 pub mod text;
 mod trace;

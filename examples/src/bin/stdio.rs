@@ -55,7 +55,7 @@
 //!   (`\n`, `\u{1b}`), so they cannot forge log lines.
 //! - Logging never waits for stderr: lines queue (up to 1,024) for a thread that writes them,
 //!   so a parent that never reads the server's stderr does not stall it once the pipe is full.
-//!   Lines that find the queue full are dropped and counted, and `[stdio] N log lines dropped`
+//!   Lines that find the queue full are dropped and counted, and `log: N lines dropped: stderr was not read`
 //!   is written once stderr is read again.
 //! - End of stdin closes every input; the server writes the outputs and exits. Connections still
 //!   running after `--drain-ms` are cancelled with a cause saying the peer went away. If stdout
@@ -101,114 +101,9 @@ struct Args {
 /// How many inputs a connection takes ahead of its action before the reader waits.
 const INPUT_WINDOW: usize = 8;
 
-/// Logs a line to stderr without ever waiting for it (see [`logs`]).
+/// Logs a line to stderr without ever waiting for it (see `bidi_flow::log`).
 macro_rules! log {
-    ($($arg:tt)*) => { logs::line(format!("[stdio] {}", format_args!($($arg)*))) };
-}
-
-/// Logs, written to stderr by a thread of their own: a peer that does not read stderr must
-/// not stall the server once the pipe is full. A line that finds the queue full is dropped and
-/// counted; the count is written (`[stdio] N log lines dropped`) once stderr is read again.
-mod logs {
-    use std::io::Write as _;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
-    use std::sync::{Arc, OnceLock};
-    use std::time::Duration;
-
-    /// How many lines wait for stderr at most.
-    const QUEUE: usize = 1024;
-
-    enum Entry {
-        /// A line, and how many were dropped just before it.
-        Line { dropped: u64, line: String },
-        /// Answered once everything queued before it is written.
-        Flush(SyncSender<()>),
-    }
-
-    struct Logs {
-        queue: SyncSender<Entry>,
-        /// The lines dropped since the last one queued.
-        dropped: Arc<AtomicU64>,
-    }
-
-    static LOGS: OnceLock<Option<Logs>> = OnceLock::new();
-
-    /// The queue, and its writer started on first use; `None` if no thread could start (then
-    /// lines are dropped).
-    fn logs() -> Option<&'static Logs> {
-        LOGS.get_or_init(|| {
-            let (queue, entries) = mpsc::sync_channel(QUEUE);
-            let dropped = Arc::new(AtomicU64::new(0));
-            let lost = Arc::clone(&dropped);
-            std::thread::Builder::new()
-                .name("log".to_owned())
-                .spawn(move || write(&entries, &lost))
-                .ok()?;
-            Some(Logs { queue, dropped })
-        })
-        .as_ref()
-    }
-
-    /// Queues `line` for stderr without waiting: if the queue is full (nobody reads stderr),
-    /// the line is dropped and counted.
-    pub(super) fn line(line: String) {
-        let Some(logs) = logs() else {
-            return;
-        };
-        let dropped = logs.dropped.swap(0, Ordering::Relaxed);
-        if logs.queue.try_send(Entry::Line { dropped, line }).is_err() {
-            logs.dropped.fetch_add(dropped + 1, Ordering::Relaxed);
-        }
-    }
-
-    /// Waits, for at most `limit`, until the lines logged so far are written: before the
-    /// process exits, so that its last lines are not lost.
-    pub(super) fn flush(limit: Duration) {
-        let Some(logs) = logs() else {
-            return;
-        };
-        let (done, written) = mpsc::sync_channel(1);
-        if logs.queue.try_send(Entry::Flush(done)).is_ok() {
-            let _ = written.recv_timeout(limit);
-        }
-    }
-
-    /// The writer: each line after the count of those dropped before it, and the count of the
-    /// last ones dropped when the queue runs empty.
-    fn write(entries: &Receiver<Entry>, lost: &AtomicU64) {
-        let report = |count: u64| {
-            if count > 0 {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "[stdio] {count} log lines dropped: stderr was not read"
-                );
-            }
-        };
-        loop {
-            let entry = match entries.try_recv() {
-                Ok(entry) => entry,
-                Err(TryRecvError::Empty) => {
-                    report(lost.swap(0, Ordering::Relaxed));
-                    match entries.recv() {
-                        Ok(entry) => entry,
-                        Err(_) => return,
-                    }
-                }
-                Err(TryRecvError::Disconnected) => return,
-            };
-            match entry {
-                Entry::Line { dropped, line } => {
-                    report(dropped);
-                    let _ = writeln!(std::io::stderr(), "{line}");
-                }
-                Entry::Flush(done) => {
-                    report(lost.swap(0, Ordering::Relaxed));
-                    let _ = done.send(());
-                }
-            }
-        }
-    }
+    ($($arg:tt)*) => { bidi_flow::log::line(format!("[stdio] {}", format_args!($($arg)*))) };
 }
 
 /// `text` for a log line: its control characters (line breaks, terminal escapes) escaped, so
@@ -848,7 +743,7 @@ where
 fn main() -> ExitCode {
     let code = run();
     // The last lines (why it failed, say), unless nobody reads stderr.
-    logs::flush(Duration::from_secs(1));
+    bidi_flow::log::flush(Duration::from_secs(1));
     code
 }
 

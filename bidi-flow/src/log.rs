@@ -1,6 +1,22 @@
-//! The server's few log lines, written to stderr by a thread of their own so that a client
-//! that does not read stderr never stalls the server: a line that finds the queue full is
-//! dropped and counted, and the count is written once stderr is read again.
+//! Log lines for stderr that never make the program wait for it.
+//!
+//! A program whose parent does not read its stderr (an editor running an agent over stdio, a
+//! supervisor that pipes and forgets) fills the pipe after 64 KiB, and a plain `eprintln!` then
+//! blocks the thread that logs, and with it whatever that thread serves. Lines given to [`line`]
+//! go to a queue of 1,024 that one thread of its own writes to stderr; a line that finds the
+//! queue full is dropped and counted, and once stderr is read again the count is written
+//! (`log: N lines dropped: stderr was not read`) before the next line.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! bidi_flow::log::line(format!("[my-agent] listening on {}", "stdio"));
+//! // Before the program exits: the lines logged so far, written (for at most a second).
+//! bidi_flow::log::flush(Duration::from_secs(1));
+//! ```
+//!
+//! Write what a peer sent escaped (`{:?}`), so that line breaks and terminal escapes in it
+//! cannot forge log lines.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,14 +27,11 @@ use std::time::Duration;
 /// How many lines wait for stderr at most.
 const QUEUE: usize = 1024;
 
-/// How long [`flush`] waits for the lines logged before it.
-pub(crate) const FLUSH: Duration = Duration::from_secs(1);
-
 enum Entry {
     /// A line, and how many were dropped just before it.
     Line { dropped: u64, line: String },
     /// Answered once everything queued before it is written.
-    Flush(tokio::sync::oneshot::Sender<()>),
+    Flush(SyncSender<()>),
 }
 
 struct Logs {
@@ -35,10 +48,10 @@ fn logs() -> Option<&'static Logs> {
     LOGS.get_or_init(|| {
         let (queue, entries) = mpsc::sync_channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
-        let writer = Arc::clone(&dropped);
+        let lost = Arc::clone(&dropped);
         std::thread::Builder::new()
-            .name("bidi-acp-log".to_owned())
-            .spawn(move || write(&entries, &writer))
+            .name("bidi-log".to_owned())
+            .spawn(move || write(&entries, &lost))
             .ok()?;
         Some(Logs { queue, dropped })
     })
@@ -47,7 +60,7 @@ fn logs() -> Option<&'static Logs> {
 
 /// Queues `line` for stderr without waiting: if the queue is full (nobody reads stderr), the
 /// line is dropped and counted.
-pub(crate) fn line(line: String) {
+pub fn line(line: String) {
     let Some(logs) = logs() else {
         return;
     };
@@ -57,15 +70,16 @@ pub(crate) fn line(line: String) {
     }
 }
 
-/// Waits, for at most `limit`, until the lines logged so far are written: at the end of
-/// serving, so that its last lines are not lost when the program exits next.
-pub(crate) async fn flush(limit: Duration) {
+/// Blocks until the lines logged so far are written, for at most `limit`: before the program
+/// exits, so that its last lines are not lost, and a pipe nobody reads cannot hang the exit.
+/// From async code, call it on a blocking thread (`tokio::task::spawn_blocking`).
+pub fn flush(limit: Duration) {
     let Some(logs) = logs() else {
         return;
     };
-    let (done, written) = tokio::sync::oneshot::channel();
+    let (done, written) = mpsc::sync_channel(1);
     if logs.queue.try_send(Entry::Flush(done)).is_ok() {
-        let _ = tokio::time::timeout(limit, written).await;
+        let _ = written.recv_timeout(limit);
     }
 }
 
@@ -76,7 +90,7 @@ fn write(entries: &Receiver<Entry>, lost: &AtomicU64) {
         if count > 0 {
             let _ = writeln!(
                 std::io::stderr(),
-                "[bidi-acp] {count} log lines dropped: stderr was not read"
+                "log: {count} lines dropped: stderr was not read"
             );
         }
     };
