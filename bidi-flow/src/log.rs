@@ -2,7 +2,7 @@
 //!
 //! A program whose parent does not read its stderr (an editor running an agent over stdio, a
 //! supervisor that pipes and forgets) fills the pipe after 64 KiB, and a plain `eprintln!` then
-//! blocks the thread that logs, and with it whatever that thread serves. Lines given to [`line`]
+//! blocks the thread that logs, and with it whatever that thread serves. Lines given to [`line()`]
 //! go to a queue of 1,024 that one thread of its own writes to stderr; a line that finds the
 //! queue full is dropped and counted, and once stderr is read again the count is written
 //! (`log: N lines dropped: stderr was not read`) before the next line.
