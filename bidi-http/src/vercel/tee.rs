@@ -201,9 +201,19 @@ impl Tee {
 /// is dropped rather than hold the others back (at most 16 KiB each).
 const READER_WINDOW: usize = 64;
 
-/// Hands `bytes` to every reader, at the pace of the fastest: it waits only while every
-/// reader is a window behind, until the first catches up. The readers that were left a
-/// window behind the one that took `bytes` are returned, to be dropped.
+/// How many writes an answer runs ahead of its fastest reader, as any answer does of its
+/// client: an answer nobody takes fast enough waits instead of queueing a window of writes for
+/// its client.
+const AHEAD: usize = 1;
+
+/// How many writes wait for `reader`.
+fn queued(reader: &mpsc::Sender<Bytes>) -> usize {
+    reader.max_capacity() - reader.capacity()
+}
+
+/// Hands `bytes` to every reader, at the pace of the fastest: it waits until the fastest
+/// reader is at most [`AHEAD`] writes behind. The readers that were left a window behind the
+/// one that took `bytes` are returned, to be dropped.
 async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Sender<Bytes>> {
     let mut behind = Vec::new();
     let mut taken = false;
@@ -214,25 +224,38 @@ async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Se
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
     }
-    if taken || behind.is_empty() {
-        return behind;
+    if !taken && !behind.is_empty() {
+        // Every reader is a window behind: the first to make room takes `bytes`.
+        let first = {
+            let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
+            let (permit, first, _) = select_all(reserves).await;
+            if let Ok(permit) = permit {
+                permit.send(bytes.clone());
+            }
+            first
+        };
+        behind.swap_remove(first);
+        behind.retain(|reader| {
+            matches!(
+                reader.try_send(bytes.clone()),
+                Err(mpsc::error::TrySendError::Full(_))
+            )
+        });
     }
-    // Every reader is a window behind: the first to make room takes `bytes`.
-    let first = {
-        let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
-        let (permit, first, _) = select_all(reserves).await;
-        if let Ok(permit) = permit {
-            permit.send(bytes.clone());
-        }
-        first
-    };
-    behind.swap_remove(first);
-    behind.retain(|reader| {
-        matches!(
-            reader.try_send(bytes.clone()),
-            Err(mpsc::error::TrySendError::Full(_))
-        )
-    });
+    // The readers that keep up: the answer goes on once one of them is at most `AHEAD` behind.
+    let keeping_up: Vec<_> = readers
+        .iter()
+        .filter(|reader| {
+            !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
+        })
+        .collect();
+    if !keeping_up.is_empty() && keeping_up.iter().all(|reader| queued(reader) > AHEAD) {
+        // Waits until one of them has room for all but `AHEAD` writes (or is gone).
+        let caught_up = keeping_up
+            .iter()
+            .map(|reader| Box::pin(reader.reserve_many(READER_WINDOW - AHEAD)));
+        drop(select_all(caught_up).await);
+    }
     behind
 }
 
@@ -457,6 +480,30 @@ mod tests {
             got += 1;
         }
         assert_eq!(got, READER_WINDOW);
+    }
+
+    /// An answer whose client does not read waits: it does not queue a window of writes
+    /// (up to 64 of 16 KiB) for that client.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_runs_one_write_ahead_of_its_fastest_reader() {
+        use futures_util::FutureExt as _;
+        let shared = shared();
+        let (tee, mut asker) = answer(&shared, "c");
+        let mut taken = 0;
+        while taken < READER_WINDOW {
+            if tee.send(Bytes::from_static(b"x")).now_or_never().is_none() {
+                break;
+            }
+            taken += 1;
+        }
+        // One write is queued and taken at once, the second waits for the client (queued,
+        // its send pending).
+        assert_eq!(taken, AHEAD, "writes taken with nobody reading");
+        assert_eq!(queued(&lock(&tee.stream.state).readers[0]), AHEAD + 1);
+        // The client reads one: the answer goes on.
+        assert_eq!(asker.recv().await.unwrap(), "x");
+        assert!(tee.send(Bytes::from_static(b"y")).now_or_never().is_none());
+        drop(tee);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
