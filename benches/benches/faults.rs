@@ -10,9 +10,10 @@
 //! ```
 //!
 //! The server (this binary, re-executed) serves, with a header and a body timeout of 1 s and an
-//! idle timeout of 2 s: an `LlmAgent` `long` whose model streams 50,000 deltas of `"word "`,
-//! pausing 1 ms every 100 (at least half a second, about 3 MB of UI message stream, so every
-//! attacker finds its execution mid-answer), an `LlmAgent` `probe` whose model streams 2,000
+//! idle timeout of 2 s: an `LlmAgent` `long` whose model streams 200,000 deltas of `"word "`,
+//! pausing 1 ms every 50 (at least 4 s, about 11 MB of UI message stream: more than the
+//! kernel's socket buffers take, so that a client that does not read holds the answer back,
+//! and every attacker finds its execution mid-answer), an `LlmAgent` `probe` whose model streams 2,000
 //! deltas at once (the well-behaved client's request: `POST /agent/probe/chat`, read to its
 //! end), and the flows of `benches::http` (`echo` for WebSocket). The raw baseline
 //! (`raw`) is an axum handler on `axum::serve` streaming the same bytes as the `long` chat's
@@ -26,8 +27,9 @@
 //! - `never_read`: a chat request whose client never reads a byte of the answer (a 4 KiB
 //!   receive buffer), its socket kept open;
 //! - `vanish`: a chat request whose client reads 8 KiB of the answer and disconnects, all `N`
-//!   at once (three rounds, to tell growth from a leak), against `raw_vanish`, the same on the
-//!   raw baseline;
+//!   at once (three rounds, to tell growth from a leak), then the same through the execute
+//!   endpoint (`vanish_execute`: no copy kept for resuming clients), against `raw_vanish`, the
+//!   same bytes from the raw baseline;
 //! - `tee_resumer`: a chat answer read by its client while `N` resuming clients
 //!   (`GET …/chat/{id}/stream`) never read; the ratio is the client's time to read the answer
 //!   against the same answer with no resumers;
@@ -57,15 +59,15 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// The `long` answer: deltas, and a 1 ms pause after every `PACE` of them.
-const LONG_DELTAS: u64 = 50_000;
-const PACE: u64 = 100;
+const LONG_DELTAS: u64 = 200_000;
+const PACE: u64 = 50;
 /// The well-behaved client's answer.
 const PROBE_DELTAS: u64 = 2_000;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
 const BODY_TIMEOUT: Duration = Duration::from_secs(1);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an attack may take to be cut off before the campaign calls it unbounded.
-const BOUND: Duration = Duration::from_secs(20);
+const BOUND: Duration = Duration::from_secs(60);
 
 /// A model streaming `n` deltas of `"word "`, pausing 1 ms after every [`PACE`].
 #[derive(Debug, Clone, Copy)]
@@ -580,8 +582,9 @@ async fn never_read(server: &Server, n: usize) -> Row {
             .await
         },
         |sockets| async move {
-            // The idle timeout, and a margin; the sockets stay open, unread.
-            tokio::time::sleep(IDLE_TIMEOUT + Duration::from_secs(1)).await;
+            // The kernel's buffers filling (about 4 MB at the answer's pace), the idle timeout
+            // and a margin; the sockets stay open, unread.
+            tokio::time::sleep(Duration::from_secs(8) + IDLE_TIMEOUT).await;
             let held = sockets;
             // Hold them through the "after" reading, then let them go.
             tokio::spawn(async move {
@@ -605,7 +608,13 @@ async fn vanish(server: &Server, n: usize, path: &'static str, attack: &str) -> 
         || async move {
             all((0..n).map(|i| {
                 tokio::spawn(async move {
-                    let body = chat_body("long", &format!("vanish-{round}-{i}"));
+                    let id = format!("vanish-{round}-{i}");
+                    let body = if path.ends_with("/execute") {
+                        json!({"sessionId": id, "input": {"content": "go"}, "context": {}})
+                            .to_string()
+                    } else {
+                        chat_body("long", &id)
+                    };
                     let mut tcp = request(addr, "POST", path, &body).await;
                     let seen = read_at_least(&mut tcp, 8192).await;
                     assert!(
@@ -651,7 +660,11 @@ async fn tee_resumer(server: &Server, n: usize) -> Row {
         (
             with,
             during,
-            format!("{attached}/{n} attached; the answer ended for its client"),
+            format!(
+                "{attached}/{n} attached; the answer ended for its client in {:.2} s (alone {:.2} s)",
+                with.as_secs_f64(),
+                alone.as_secs_f64()
+            ),
         )
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -818,6 +831,11 @@ fn main() {
                 per_execution.push(row.after.rss.saturating_sub(row.before.rss) / n);
                 rows.push(row);
             }
+            // The same through the execute endpoint, whose answer nobody resumes: what of the
+            // above is the chat's copy kept for resuming clients.
+            let row = vanish(&server, n, "/agent/long/execute", "vanish_execute").await;
+            row.print();
+            let execute_per = row.after.rss.saturating_sub(row.before.rss) / n;
             drop(server);
             let raw = Server::start("raw");
             let mut raw_per = Vec::new();
@@ -828,7 +846,7 @@ fn main() {
                 raw_per.push(row.after.rss.saturating_sub(row.before.rss) / n);
             }
             println!(
-                "RSS kept per vanished execution (after - before, / {n}), rounds: bidi {per_execution:?} B, raw {raw_per:?} B"
+                "RSS kept per vanished execution (after - before, / {n}), rounds: bidi chat {per_execution:?} B, execute {execute_per} B, raw {raw_per:?} B"
             );
         }
     });
