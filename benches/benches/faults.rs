@@ -274,8 +274,7 @@ impl Snap {
 // ---------------------------------------------------------------------------------------------
 // The clients.
 
-fn chat_body(agent: &str, id: &str) -> String {
-    let _ = agent;
+fn chat_body(id: &str) -> String {
     json!({
         "id": id, "trigger": "submit-message",
         "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
@@ -336,7 +335,7 @@ async fn probe(addr: SocketAddr) -> Duration {
     let id = format!("probe-{}", PROBES.fetch_add(1, Ordering::Relaxed));
     let start = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.expect("connect");
-    let body = chat_body("probe", &id);
+    let body = chat_body(&id);
     let head = format!(
         "POST /agent/probe/chat HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\
          content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -346,7 +345,7 @@ async fn probe(addr: SocketAddr) -> Duration {
     let seen = read_at_least(&mut tcp, usize::MAX).await;
     let took = start.elapsed();
     let text = String::from_utf8_lossy(&seen);
-    assert!(text.starts_with("HTTP/1.1 200"), "probe: {:.200}", text);
+    assert!(text.starts_with("HTTP/1.1 200"), "probe: {text:.200}");
     assert!(text.contains("[DONE]"), "probe: the answer did not end");
     took
 }
@@ -575,7 +574,7 @@ async fn never_read(server: &Server, n: usize) -> Row {
         || async move {
             all((0..n).map(|i| {
                 tokio::spawn(async move {
-                    let body = chat_body("long", &format!("never-read-{i}"));
+                    let body = chat_body(&format!("never-read-{i}"));
                     request(addr, "POST", "/agent/long/chat", &body).await
                 })
             }))
@@ -613,7 +612,7 @@ async fn vanish(server: &Server, n: usize, path: &'static str, attack: &str) -> 
                         json!({"sessionId": id, "input": {"content": "go"}, "context": {}})
                             .to_string()
                     } else {
-                        chat_body("long", &id)
+                        chat_body(&id)
                     };
                     let mut tcp = request(addr, "POST", path, &body).await;
                     let seen = read_at_least(&mut tcp, 8192).await;
@@ -643,7 +642,7 @@ async fn tee_resumer(server: &Server, n: usize) -> Row {
     let before = server.snap();
     let (with, during, outcome) = {
         let id = format!("tee-{}", PROBES.fetch_add(1, Ordering::Relaxed));
-        let body = chat_body("long", &id);
+        let body = chat_body(&id);
         let mut tcp = request(addr, "POST", "/agent/long/chat", &body).await;
         read_at_least(&mut tcp, 4096).await;
         let resumers = attach(addr, &id, n).await;
@@ -697,7 +696,7 @@ async fn attach(addr: SocketAddr, id: &str, n: usize) -> Vec<TcpStream> {
 /// resumers attached.
 async fn read_with_resumers(addr: SocketAddr, n: usize) -> Duration {
     let id = format!("tee-{}", PROBES.fetch_add(1, Ordering::Relaxed));
-    let body = chat_body("long", &id);
+    let body = chat_body(&id);
     let mut tcp = request(addr, "POST", "/agent/long/chat", &body).await;
     read_at_least(&mut tcp, 4096).await;
     let _resumers = attach(addr, &id, n).await;

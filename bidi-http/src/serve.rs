@@ -312,7 +312,7 @@ mod tests {
             let wrote = poll_fn(
                 |cx| match Pin::new(&mut *socket).poll_write(cx, &[0; 256]) {
                     Poll::Pending => Poll::Ready(None),
-                    ready => ready.map(Some),
+                    Poll::Ready(wrote) => Poll::Ready(Some(wrote)),
                 },
             )
             .await;
