@@ -265,7 +265,9 @@
 //!   Messages over [`Server::max_message_bytes`] (1 MiB) are refused with a `frame_too_large`
 //!   frame and the socket goes on; one over twice that is not read at all: the socket closes
 //!   with 1009 (message too big). A frame that breaks the protocol closes the socket with
-//!   1002, text that is not UTF-8 with 1007. Its writes are bounded as an answer's are.
+//!   1002, text that is not UTF-8 with 1007. Its writes are bounded as an answer's are: a
+//!   client that sends 512 KiB messages and reads nothing holds about 3.5 MB of the server
+//!   until the idle timeout closes its socket.
 //!
 //! **Per execution**
 //!
