@@ -223,8 +223,8 @@
 //!   its client and every resuming client are gone. So a page reloaded before it resumes finds
 //!   the answer cancelled (204): resumption serves clients that attach while another still
 //!   reads, like a second tab or a reconnect before the old connection drops.
-//! - Up to 8 MiB of an answer are kept for resuming clients, and dropped when it ends. Past
-//!   them, the answer streams on to the clients reading it and new ones are refused with 410
+//! - Up to 8 MiB of an answer are kept for resuming clients (and up to 64 MiB for all the
+//!   answers streaming at once), and dropped when it ends. Past them, the answer streams on to the clients reading it and new ones are refused with 410
 //!   `frame_too_large` (the client's `reconnectToStream` rejects with it) rather than given a
 //!   stream that would not build the message the others see.
 //!
@@ -239,29 +239,73 @@
 //!
 //! # Limits and safety
 //!
-//! - Request bodies over [`Server::max_body_bytes`] (1 MiB) are refused with 413, and bodies
-//!   that do not arrive whole within [`Server::body_timeout`] (30 s) with 408.
+//! Every bound below holds per peer, whatever it sends or fails to read; the timeouts apply
+//! when the server is served with [`Bound::serve`] (mounting [`Server::router`] yourself, set
+//! your own).
+//!
+//! **Per connection**
+//!
 //! - A client has [`Server::header_timeout`] (15 s) to send a request's head, and as long for
 //!   the next request on a connection it keeps alive; then its connection is closed, so that
-//!   silent or trickling clients do not hold connections and file descriptors.
-//! - WebSocket messages over [`Server::max_message_bytes`] (1 MiB) are refused with a
-//!   `frame_too_large` frame and the socket goes on; one over twice that is not read at all: the
-//!   socket closes with 1009 (message too big).
+//!   silent or trickling clients do not hold connections and file descriptors. A head is at
+//!   most hyper's read buffer (about 400 KiB).
+//! - Request bodies over [`Server::max_body_bytes`] (1 MiB) are refused with 413, and bodies
+//!   that do not arrive whole within [`Server::body_timeout`] (30 s) with 408. A body is read
+//!   whole before its route runs: at most 1 MiB per request in memory.
 //! - A connection on which nothing moves for [`Server::idle_timeout`] (5 minutes) is cancelled:
 //!   504 before an answer started, an `error` record or frame with code `idle_timeout` after.
 //!   A write the client does not take counts as nothing moving: a client that stops reading
-//!   its answer has its execution cancelled (and its session freed) after the idle timeout.
-//!   Each answer runs at most one write (16 KiB) ahead of its client; a chat's answer read by
-//!   several clients goes at the pace of the fastest, and a reader 64 writes behind it is
-//!   dropped rather than hold the others back.
+//!   its answer has its execution cancelled (and its session freed) after the idle timeout,
+//!   and its connection closed one second later, with what was buffered for it.
+//! - An answer runs at most one write (16 KiB) ahead of its client, plus what hyper buffers for
+//!   the socket (up to about 400 KiB) and the kernel's socket buffers: a client that reads
+//!   slowly slows its execution down instead of piling its answer up in the server.
 //! - A WebSocket connection takes one input ahead of its action, and reads at most 16 frames,
-//!   and at most [`Server::max_message_bytes`], ahead of an input its action has not taken. A frame that breaks the protocol closes the socket
-//!   with 1002, text that is not UTF-8 with 1007.
-//! - Session ids are at most 256 bytes, with no control characters (400 `invalid_init`
-//!   otherwise): they travel in the `X-Session-Id` header and in logs.
+//!   and at most [`Server::max_message_bytes`], ahead of an input its action has not taken.
+//!   Messages over [`Server::max_message_bytes`] (1 MiB) are refused with a `frame_too_large`
+//!   frame and the socket goes on; one over twice that is not read at all: the socket closes
+//!   with 1009 (message too big). A frame that breaks the protocol closes the socket with
+//!   1002, text that is not UTF-8 with 1007. Its writes are bounded as an answer's are: a
+//!   client that sends 512 KiB messages and reads nothing holds about 3.5 MB of the server
+//!   until the idle timeout closes its socket.
+//!
+//! **Per execution**
+//!
 //! - A client that goes away (a closed socket, an aborted request) cancels its connection with
 //!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer that a
-//!   resuming client still reads).
+//!   resuming client still reads). What it leaves behind is its session, as the agent saved
+//!   it (with the part of the answer given so far).
+//! - A chat's answer (`POST /agent/{name}/chat`) is kept for resuming clients while it
+//!   streams: up to 8 MiB an answer, and up to 64 MiB for all the answers a server streams at
+//!   once (an answer past either streams on unkept; new resuming clients are refused with
+//!   410). It is dropped when the answer ends. This is the one part of an execution's memory
+//!   that grows with its answer.
+//!
+//! **Per reader**
+//!
+//! - A chat's answer read by several clients goes at the pace of the fastest, one write ahead
+//!   of it; a reader 64 writes (at most 1 MiB) behind it is dropped rather than hold the others
+//!   back, and a resuming client that attaches gets a copy of what was kept (up to 8 MiB).
+//!
+//! **Per process**
+//!
+//! - `bidi-http` runs no blocking work and starts no thread of its own: a server's threads are
+//!   its runtime's (the workers, and tokio's blocking pool, which grows up to
+//!   `max_blocking_threads`, 512 by default, each with its own stack, if something calls
+//!   `spawn_blocking` that many times at once). `bidi_session::SqliteStore` runs its calls one
+//!   at a time, in place; 1,000 executions at once run on a dozen threads.
+//! - Memory an attack's burst of executions used is freed when they end, but the allocator
+//!   (glibc's malloc) keeps much of it for reuse instead of returning it to the system: the
+//!   resident size after a burst stays near its peak, and levels off over later bursts of the
+//!   same size, beyond what the session store keeps (`bidi_session::MemoryStore` keeps every
+//!   session in memory, a cancelled one with the part of its answer given). With 1,000 chat
+//!   clients vanishing mid-answer at once, a server keeps about 0.2–0.3 MB per execution after
+//!   the first burst, and about 0.1 MB more per later burst with the `MemoryStore`.
+//!
+//! **Identities and sessions**
+//!
+//! - Session ids are at most 256 bytes, with no control characters (400 `invalid_init`
+//!   otherwise): they travel in the `X-Session-Id` header and in logs.
 //! - [`Server::auth`] turns each request into an [`Identity`] or refuses it with 401. Actions read
 //!   the identity from their context (`ctx.extensions().get::<Identity>()`), and agents keep each
 //!   identity's sessions apart: another identity's session ids name nothing (404). Requests
@@ -556,7 +600,8 @@ impl Server {
     }
 
     /// How long a connection may see nothing move, either way, before it is cancelled (default
-    /// five minutes).
+    /// five minutes). A write its client does not take counts as nothing moving; served with
+    /// [`Bound::serve`], a connection whose write has waited one second longer is closed.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.limits.idle_timeout = timeout;
         self

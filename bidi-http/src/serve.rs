@@ -4,8 +4,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -16,8 +17,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
 
 use crate::codec::{Code, Failure};
 use crate::{Limits, flow};
@@ -88,7 +91,7 @@ impl Bound {
             };
             let service = TowerToHyperService::new(router.clone());
             tokio::spawn(connection(
-                tcp,
+                WriteDeadline::new(tcp, limits.idle_timeout + WRITE_GRACE),
                 service,
                 limits.header_timeout,
                 stopped.clone(),
@@ -131,7 +134,7 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// Serves one connection over HTTP/1.1 (with upgrades, for WebSockets) until it ends or the
 /// server shuts down.
 async fn connection(
-    tcp: TcpStream,
+    tcp: WriteDeadline<TcpStream>,
     service: TowerToHyperService<Router>,
     header_timeout: Duration,
     mut stopped: watch::Receiver<bool>,
@@ -151,6 +154,106 @@ async fn connection(
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// How much longer than the idle timeout a write may wait for the peer before its connection
+/// is closed: the idle timeout cancels what the connection runs first, with its own cause.
+pub(crate) const WRITE_GRACE: Duration = Duration::from_secs(1);
+
+/// A socket whose writes fail once one has waited longer than `timeout` for the peer to take
+/// it: a client that stops reading does not hold its connection (its file descriptor, and
+/// what is buffered for it) past the idle timeout (which cancels what it was answered) and
+/// [`WRITE_GRACE`]. Waiting
+/// for the peer to send costs nothing here: only a write the peer does not take runs the clock.
+#[derive(Debug)]
+pub(crate) struct WriteDeadline<S> {
+    io: S,
+    timeout: Duration,
+    /// The deadline of the write waiting now, if one is.
+    stalled: Option<Pin<Box<Sleep>>>,
+    waiting: bool,
+}
+
+impl<S> WriteDeadline<S> {
+    pub(crate) fn new(io: S, timeout: Duration) -> Self {
+        Self {
+            io,
+            timeout,
+            stalled: None,
+            waiting: false,
+        }
+    }
+
+    /// What a write that `poll` says came to: its result, or, pending longer than the
+    /// timeout, an error.
+    fn watch<T>(&mut self, poll: Poll<io::Result<T>>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.waiting = false;
+            return poll;
+        }
+        let deadline = Instant::now() + self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if !self.waiting {
+            sleep.as_mut().reset(deadline);
+            self.waiting = true;
+        }
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the peer took no write for {} s",
+                    self.timeout.as_secs_f32()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch(poll, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch(poll, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
+        self.watch(poll, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.watch(poll, cx)
+    }
 }
 
 /// Reads a request's body whole within the body deadline (and the size limit), before the
@@ -190,4 +293,75 @@ pub(crate) async fn body_deadline(
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::future::poll_fn;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// Writes to `socket` until a write waits; how many bytes went.
+    async fn fill(socket: &mut WriteDeadline<tokio::io::DuplexStream>) -> usize {
+        let mut sent = 0;
+        loop {
+            let wrote = poll_fn(
+                |cx| match Pin::new(&mut *socket).poll_write(cx, &[0; 256]) {
+                    Poll::Pending => Poll::Ready(None),
+                    Poll::Ready(wrote) => Poll::Ready(Some(wrote)),
+                },
+            )
+            .await;
+            match wrote {
+                Some(Ok(n)) => sent += n,
+                Some(Err(error)) => panic!("{error}"),
+                None => return sent,
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_peer_does_not_take_fails_after_the_timeout() {
+        let (ours, _peer) = tokio::io::duplex(1024);
+        let mut socket = WriteDeadline::new(ours, Duration::from_secs(5));
+        assert_eq!(fill(&mut socket).await, 1024);
+        // The peer takes nothing: the write waits, then fails.
+        let error = socket.write_all(&[1; 10]).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_reads_resets_the_deadline() {
+        let (ours, mut peer) = tokio::io::duplex(1024);
+        let mut socket = WriteDeadline::new(ours, Duration::from_secs(5));
+        for _ in 0..3 {
+            fill(&mut socket).await;
+            // A write waits, 4 s of the 5: then the peer reads, and it goes.
+            let write = tokio::spawn(async move {
+                socket.write_all(&[1; 10]).await.unwrap();
+                socket
+            });
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let mut buf = vec![0; 2048];
+            let mut read = 0;
+            while read < 1034 {
+                read += peer.read(&mut buf).await.unwrap();
+            }
+            socket = write.await.unwrap();
+        }
+        // Reading from the peer is no write: silence costs nothing.
+        let (ours, mut peer) = tokio::io::duplex(1024);
+        let mut socket = WriteDeadline::new(ours, Duration::from_secs(5));
+        let read = tokio::spawn(async move {
+            let mut byte = [0];
+            socket.read_exact(&mut byte).await.map(|_| byte[0])
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        peer.write_all(&[7]).await.unwrap();
+        assert_eq!(read.await.unwrap().unwrap(), 7);
+    }
 }

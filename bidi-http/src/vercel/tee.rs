@@ -2,6 +2,7 @@
 //! clients that come to resume it while it streams.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::body::{Body, Bytes};
@@ -13,6 +14,11 @@ use crate::{Identity, Shared, agent};
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer
 /// streams on to the clients reading it, and new ones are refused (410).
 pub(crate) const RESUME_BYTES: usize = 8 << 20;
+
+/// How many bytes of all the answers streaming at once are kept for resuming clients: past
+/// them, answers stream on to the clients reading them, and new ones are refused (410). Without
+/// it, what a server keeps grows with the answers it runs at once (8 MiB each at most).
+pub(crate) const KEPT_BYTES: usize = 64 << 20;
 
 /// A chat, as its identity's scope, its agent and its id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -33,9 +39,18 @@ impl ChatKey {
 }
 
 /// The chats whose answer is streaming in this process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Chats {
     streams: Mutex<HashMap<ChatKey, Arc<Stream>>>,
+    /// How many bytes their answers keep, and how many they may keep in all.
+    kept: AtomicUsize,
+    budget: usize,
+}
+
+impl Default for Chats {
+    fn default() -> Self {
+        Self::with_budget(KEPT_BYTES)
+    }
 }
 
 /// One answer being streamed, and its readers.
@@ -124,6 +139,28 @@ impl Drop for Reader {
 }
 
 impl Chats {
+    fn with_budget(budget: usize) -> Self {
+        Self {
+            streams: Mutex::default(),
+            kept: AtomicUsize::new(0),
+            budget,
+        }
+    }
+
+    /// Counts `n` more bytes kept, unless they would take the answers over the budget.
+    fn keep(&self, n: usize) -> bool {
+        self.kept
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |kept| {
+                kept.checked_add(n).filter(|total| *total <= self.budget)
+            })
+            .is_ok()
+    }
+
+    /// `n` kept bytes were dropped.
+    fn release(&self, n: usize) {
+        self.kept.fetch_sub(n, Ordering::AcqRel);
+    }
+
     /// Registers `tee`'s answer as chat `key`'s, unless it is over already.
     pub(super) fn insert(&self, key: ChatKey, tee: &Arc<Stream>) {
         let mut streams = lock(&self.streams);
@@ -201,9 +238,19 @@ impl Tee {
 /// is dropped rather than hold the others back (at most 16 KiB each).
 const READER_WINDOW: usize = 64;
 
-/// Hands `bytes` to every reader, at the pace of the fastest: it waits only while every
-/// reader is a window behind, until the first catches up. The readers that were left a
-/// window behind the one that took `bytes` are returned, to be dropped.
+/// How many writes an answer runs ahead of its fastest reader, as any answer does of its
+/// client: an answer nobody takes fast enough waits instead of queueing a window of writes for
+/// its client.
+const AHEAD: usize = 1;
+
+/// How many writes wait for `reader`.
+fn queued(reader: &mpsc::Sender<Bytes>) -> usize {
+    reader.max_capacity() - reader.capacity()
+}
+
+/// Hands `bytes` to every reader, at the pace of the fastest: it waits until the fastest
+/// reader is at most [`AHEAD`] writes behind. The readers that were left a window behind the
+/// one that took `bytes` are returned, to be dropped.
 async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Sender<Bytes>> {
     let mut behind = Vec::new();
     let mut taken = false;
@@ -214,25 +261,38 @@ async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Se
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
     }
-    if taken || behind.is_empty() {
-        return behind;
+    if !taken && !behind.is_empty() {
+        // Every reader is a window behind: the first to make room takes `bytes`.
+        let first = {
+            let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
+            let (permit, first, _) = select_all(reserves).await;
+            if let Ok(permit) = permit {
+                permit.send(bytes.clone());
+            }
+            first
+        };
+        behind.swap_remove(first);
+        behind.retain(|reader| {
+            matches!(
+                reader.try_send(bytes.clone()),
+                Err(mpsc::error::TrySendError::Full(_))
+            )
+        });
     }
-    // Every reader is a window behind: the first to make room takes `bytes`.
-    let first = {
-        let reserves = behind.iter().map(|reader| Box::pin(reader.reserve()));
-        let (permit, first, _) = select_all(reserves).await;
-        if let Ok(permit) = permit {
-            permit.send(bytes.clone());
-        }
-        first
-    };
-    behind.swap_remove(first);
-    behind.retain(|reader| {
-        matches!(
-            reader.try_send(bytes.clone()),
-            Err(mpsc::error::TrySendError::Full(_))
-        )
-    });
+    // The readers that keep up: the answer goes on once one of them is at most `AHEAD` behind.
+    let keeping_up: Vec<_> = readers
+        .iter()
+        .filter(|reader| {
+            !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
+        })
+        .collect();
+    if !keeping_up.is_empty() && keeping_up.iter().all(|reader| queued(reader) > AHEAD) {
+        // Waits until one of them has room for all but `AHEAD` writes (or is gone).
+        let caught_up = keeping_up
+            .iter()
+            .map(|reader| Box::pin(reader.reserve_many(READER_WINDOW - AHEAD)));
+        drop(select_all(caught_up).await);
+    }
     behind
 }
 
@@ -241,9 +301,16 @@ impl agent::Writes for Tee {
         let readers = {
             let mut state = lock(&self.stream.state);
             let len = state.len + bytes.len();
+            let chats = &self.shared.chats;
             match &mut state.written {
-                Some(written) if len <= RESUME_BYTES => written.extend_from_slice(&bytes),
-                _ => state.written = None,
+                Some(written) if len <= RESUME_BYTES && chats.keep(bytes.len()) => {
+                    written.extend_from_slice(&bytes);
+                }
+                Some(written) => {
+                    chats.release(written.len());
+                    state.written = None;
+                }
+                None => {}
             }
             state.len = len;
             state.readers.clone()
@@ -279,7 +346,9 @@ impl Drop for Tee {
         {
             let mut state = lock(&self.stream.state);
             state.over = true;
-            state.written = None;
+            if let Some(written) = state.written.take() {
+                self.shared.chats.release(written.len());
+            }
             state.readers.clear();
         }
         self.shared.chats.remove(&self.key, &self.stream);
@@ -294,12 +363,16 @@ mod tests {
     use crate::agent::Writes as _;
 
     fn shared() -> Arc<Shared> {
+        with_budget(KEPT_BYTES)
+    }
+
+    fn with_budget(budget: usize) -> Arc<Shared> {
         Arc::new(Shared {
             registry: bidi_flow::Registry::new(),
             agents: HashMap::new(),
             limits: crate::Limits::default(),
             waiting_calls: None,
-            chats: Chats::default(),
+            chats: Chats::with_budget(budget),
         })
     }
 
@@ -457,6 +530,57 @@ mod tests {
             got += 1;
         }
         assert_eq!(got, READER_WINDOW);
+    }
+
+    /// An answer whose client does not read waits: it does not queue a window of writes
+    /// (up to 64 of 16 KiB) for that client.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_runs_one_write_ahead_of_its_fastest_reader() {
+        use futures_util::FutureExt as _;
+        let shared = shared();
+        let (tee, mut asker) = answer(&shared, "c");
+        let mut taken = 0;
+        while taken < READER_WINDOW {
+            if tee.send(Bytes::from_static(b"x")).now_or_never().is_none() {
+                break;
+            }
+            taken += 1;
+        }
+        // One write is queued and taken at once, the second waits for the client (queued,
+        // its send pending).
+        assert_eq!(taken, AHEAD, "writes taken with nobody reading");
+        assert_eq!(queued(&lock(&tee.stream.state).readers[0]), AHEAD + 1);
+        // The client reads one: the answer goes on.
+        assert_eq!(asker.recv().await.unwrap(), "x");
+        assert!(tee.send(Bytes::from_static(b"y")).now_or_never().is_none());
+        drop(tee);
+    }
+
+    /// What all the answers keep for resuming clients is bounded: an answer that would take
+    /// them over the budget is no longer kept (but streams on), and its bytes count again once
+    /// it ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_answers_streaming_at_once_keep_at_most_the_budget() {
+        let shared = with_budget(10);
+        let (first, one) = answer(&shared, "one");
+        let (second, two) = answer(&shared, "two");
+        let (one, two) = (read_all(one), read_all(two));
+        first.send(Bytes::from_static(b"123456")).await.unwrap();
+        second.send(Bytes::from_static(b"abc")).await.unwrap();
+        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 9);
+        // Over the budget: `two` is no longer kept, and what it kept is counted no more.
+        second.send(Bytes::from_static(b"def")).await.unwrap();
+        assert!(matches!(
+            shared.chats.attach(&key("two")),
+            Attached::TooLong
+        ));
+        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 6);
+        let (written, _) = attach(&shared, "one");
+        assert_eq!(written, b"123456");
+        drop((first, second));
+        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 0);
+        assert_eq!(one.await.unwrap(), b"123456");
+        assert_eq!(two.await.unwrap(), b"abcdef");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

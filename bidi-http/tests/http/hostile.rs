@@ -47,6 +47,48 @@ async fn a_client_that_stops_reading_is_cancelled_like_an_idle_one() {
     drop(socket);
 }
 
+/// The tasks alive on this test's runtime.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_has_its_connection_closed() {
+    let (ended, mut how) = mpsc::unbounded_channel();
+    let probe = Probe {
+        ended: Some(ended),
+        ..Probe::default()
+    };
+    let server = Server::new(registry(&probe)).idle_timeout(Duration::from_millis(300));
+    let addr = start(server).await;
+    let serving = alive_tasks();
+    let body = r#"{"data":null,"init":65536}"#;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /bidi-flow/forever?stream=true HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let ended = tokio::time::timeout(BOUND, how.recv()).await.unwrap();
+    assert!(ended.unwrap().contains("nothing moved"));
+    // The flow is over, and the connection's task too, with what it buffered for the client,
+    // though the client still holds its socket and reads nothing.
+    let closed = tokio::time::timeout(BOUND, async {
+        while alive_tasks() > serving {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the server kept the connection of a client that reads nothing"
+    );
+    drop(socket);
+}
+
 async fn preflight(addr: std::net::SocketAddr, origin: &str) -> reqwest::Response {
     reqwest::Client::new()
         .request(reqwest::Method::OPTIONS, url(addr, "/agent/notes/execute"))
