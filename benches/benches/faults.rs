@@ -484,18 +484,21 @@ async fn slowloris(server: &Server, n: usize) -> Row {
             }))
             .await
         },
-        |sockets| async move {
-            let closed = all(sockets
-                .into_iter()
-                .map(|mut tcp| tokio::spawn(async move { closed_by_server(&mut tcp).await })))
-            .await;
-            format!(
-                "{}/{n} closed by the server",
-                closed.iter().filter(|c| **c).count()
-            )
-        },
+        |sockets| closed_of(sockets, n),
     )
     .await
+}
+
+/// How many of `sockets` (of `n`) the server closed.
+async fn closed_of(sockets: Vec<TcpStream>, n: usize) -> String {
+    let closed = all(sockets
+        .into_iter()
+        .map(|mut tcp| tokio::spawn(async move { closed_by_server(&mut tcp).await })))
+    .await;
+    format!(
+        "{}/{n} closed by the server",
+        closed.iter().filter(|c| **c).count()
+    )
 }
 
 async fn stalled_body(server: &Server, n: usize) -> Row {
@@ -551,16 +554,7 @@ async fn idle_keepalive(server: &Server, n: usize) -> Row {
             }))
             .await
         },
-        |sockets| async move {
-            let closed = all(sockets
-                .into_iter()
-                .map(|mut tcp| tokio::spawn(async move { closed_by_server(&mut tcp).await })))
-            .await;
-            format!(
-                "{}/{n} closed by the server",
-                closed.iter().filter(|c| **c).count()
-            )
-        },
+        |sockets| closed_of(sockets, n),
     )
     .await
 }
