@@ -66,10 +66,10 @@ function Tools() {
     render: ({ args, status, respond }) => {
       if (args.question) seen.add(`asked: ${args.question}`);
       return (
-      <div className="ask" data-status={status}>
-        {args.question}
-        {status === 'executing' ? <Click act={() => respond('yes, go')} label="yes, go" /> : null}
-      </div>
+        <div className="ask" data-status={status}>
+          {args.question}
+          {status === 'executing' ? <Click act={() => respond('yes, go')} label="yes, go" /> : null}
+        </div>
       );
     },
   });
@@ -130,7 +130,8 @@ function Log() {
     type(prompt);
   }, [isReady]);
   const last = agent.messages.at(-1);
-  const done = errors.length > 0 || (!agent.isRunning && last?.role === 'assistant' && !last.toolCalls?.length);
+  const answered = last?.role === 'assistant' && !last.toolCalls?.length;
+  const done = errors.length > 0 || (!agent.isRunning && answered);
   useEffect(() => {
     if (done) document.body.dataset.done = '1';
   }, [done]);
