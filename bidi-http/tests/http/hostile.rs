@@ -1,6 +1,7 @@
 //! Hostile and careless clients: peers that stop reading, pages on other origins, proxies
 //! that buffer. Every loop here is bounded in count and time.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,17 +21,20 @@ use crate::support::{Probe, registry, start, url};
 /// How long a test waits for what must happen before it fails instead of hanging.
 const BOUND: Duration = Duration::from_secs(30);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_stops_reading_is_cancelled_like_an_idle_one() {
-    let (ended, mut how) = mpsc::unbounded_channel();
+/// A server with an idle timeout of 300 ms, its probe, and how its connections ended.
+async fn stalling() -> (Probe, mpsc::UnboundedReceiver<String>, SocketAddr) {
+    let (ended, how) = mpsc::unbounded_channel();
     let probe = Probe {
         ended: Some(ended),
         ..Probe::default()
     };
     let server = Server::new(registry(&probe)).idle_timeout(Duration::from_millis(300));
-    let addr = start(server).await;
-    // A streaming request whose client never reads a byte of the answer: the socket's
-    // buffers fill, and the server's write waits on it.
+    (probe, how, start(server).await)
+}
+
+/// A streaming request whose client never reads a byte of the answer: the socket's buffers
+/// fill, and the server's write waits on it.
+async fn never_reading(addr: SocketAddr) -> TcpStream {
     let body = r#"{"data":null,"init":65536}"#;
     let mut socket = TcpStream::connect(addr).await.unwrap();
     let request = format!(
@@ -39,6 +43,13 @@ async fn a_client_that_stops_reading_is_cancelled_like_an_idle_one() {
         body.len()
     );
     socket.write_all(request.as_bytes()).await.unwrap();
+    socket
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cancelled_like_an_idle_one() {
+    let (probe, mut how, addr) = stalling().await;
+    let socket = never_reading(addr).await;
     let ended = tokio::time::timeout(BOUND, how.recv())
         .await
         .expect("a stalled writer kept its connection running");
@@ -56,22 +67,9 @@ fn alive_tasks() -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_has_its_connection_closed() {
-    let (ended, mut how) = mpsc::unbounded_channel();
-    let probe = Probe {
-        ended: Some(ended),
-        ..Probe::default()
-    };
-    let server = Server::new(registry(&probe)).idle_timeout(Duration::from_millis(300));
-    let addr = start(server).await;
+    let (_probe, mut how, addr) = stalling().await;
     let serving = alive_tasks();
-    let body = r#"{"data":null,"init":65536}"#;
-    let mut socket = TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "POST /bidi-flow/forever?stream=true HTTP/1.1\r\nhost: {addr}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    socket.write_all(request.as_bytes()).await.unwrap();
+    let socket = never_reading(addr).await;
     let ended = tokio::time::timeout(BOUND, how.recv()).await.unwrap();
     assert!(ended.unwrap().contains("nothing moved"));
     // The flow is over, and the connection's task too, with what it buffered for the client,
