@@ -64,9 +64,12 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod change;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rows;
+mod rules;
 mod scoped;
 mod session;
 mod sqlite;
@@ -82,7 +85,11 @@ pub use postgres::PostgresStore;
 pub use scoped::Scoped;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
-pub use store::{SessionStore, Snapshot, StoreError};
+pub use change::{ApplyError, Change};
+pub use store::{
+    Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
+    StoreError, new_snapshot_id, now_ms,
+};
 
 /// The attribute a [`SessionStore`] impl is written under: `async fn`s in the trait, boxed.
 pub use async_trait::async_trait;

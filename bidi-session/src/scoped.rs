@@ -4,21 +4,20 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
-use crate::store::{SessionStore, Snapshot, StoreError};
+use crate::store::{Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError};
 
 /// The sessions of one scope, an identity such as a user or a tenant, in a store shared with
 /// other scopes.
 ///
 /// A `Scoped` store is a [`SessionStore`] whose ids name sessions only within its scope: session
 /// `chat` of scope `alice` and session `chat` of scope `bob` are two sessions, and neither scope
-/// can load, save, delete or list the other's. Snapshots, lists and errors carry the ids the
-/// caller used; the scope never shows.
+/// can load, append to, abort, delete or list the other's, by session id or by snapshot id.
+/// Snapshots, lists and errors carry the session ids the caller used; the scope never shows.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use bidi_session::{MemoryStore, Scoped, SessionStore};
+/// use bidi_session::{Append, MemoryStore, Scoped, SessionStore};
 /// use serde_json::json;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -27,12 +26,13 @@ use crate::store::{SessionStore, Snapshot, StoreError};
 /// let alice = Scoped::new(shared.clone(), "alice");
 /// let bob = Scoped::new(shared.clone(), "bob");
 ///
-/// alice.save("chat", None, json!("alice's")).await?;
+/// let first = alice.append("chat", Append::create(json!("alice's"))).await?;
 /// assert!(bob.load("chat").await?.is_none()); // bob cannot see it
-/// bob.save("chat", None, json!("bob's")).await?; // and his own "chat" is another session
+/// assert!(bob.load_snapshot(&first.id).await?.is_none()); // not even by snapshot id
+/// bob.append("chat", Append::create(json!("bob's"))).await?; // his own "chat" is another session
 ///
 /// let snapshot = alice.load("chat").await?.unwrap();
-/// assert_eq!((snapshot.session_id.as_str(), snapshot.state), ("chat", json!("alice's")));
+/// assert_eq!((snapshot.session_id(), snapshot.state), ("chat", json!("alice's")));
 /// assert_eq!(bob.list().await?, ["chat"]);
 /// assert_eq!(shared.list().await?.len(), 2);
 /// # Ok(())
@@ -86,12 +86,18 @@ impl Scoped {
     }
 
     /// `snapshot`, named by the caller's `id` instead of its key.
-    fn unscoped(mut snapshot: Snapshot, id: &str) -> Snapshot {
-        id.clone_into(&mut snapshot.session_id);
-        snapshot
+    /// `entry` with the caller's session id, if it is one of this scope's.
+    fn unscoped(&self, mut entry: Entry) -> Option<Entry> {
+        let id = entry.session_id.strip_prefix(&*self.prefix)?.to_owned();
+        entry.session_id = id;
+        Some(entry)
     }
 
-    /// `error`, naming the caller's `id` instead of its key.
+    fn unscoped_snapshot(&self, snapshot: Snapshot) -> Option<Snapshot> {
+        let Snapshot { entry, state } = snapshot;
+        Some(Snapshot::new(self.unscoped(entry)?, state))
+    }
+
     fn unscoped_error(&self, error: StoreError, id: &str) -> StoreError {
         match error {
             StoreError::Conflict {
@@ -133,40 +139,53 @@ impl fmt::Debug for Scoped {
 impl SessionStore for Scoped {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
         match self.store.load(&self.key(session_id)).await {
-            Ok(snapshot) => Ok(snapshot.map(|s| Self::unscoped(s, session_id))),
+            Ok(snapshot) => Ok(snapshot.and_then(|s| self.unscoped_snapshot(s))),
             Err(error) => Err(self.unscoped_error(error, session_id)),
         }
     }
 
-    async fn load_version(
-        &self,
-        session_id: &str,
-        version: u64,
-    ) -> Result<Option<Snapshot>, StoreError> {
-        match self
-            .store
-            .load_version(&self.key(session_id), version)
-            .await
-        {
-            Ok(snapshot) => Ok(snapshot.map(|s| Self::unscoped(s, session_id))),
+    async fn load_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let snapshot = self.store.load_snapshot(snapshot_id).await?;
+        Ok(snapshot.and_then(|s| self.unscoped_snapshot(s)))
+    }
+
+    async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError> {
+        let entry = self.store.entry(snapshot_id).await?;
+        Ok(entry.and_then(|e| self.unscoped(e)))
+    }
+
+    async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
+        match self.store.append(&self.key(session_id), append).await {
+            // The store wrote under this scope's key: the entry is this scope's.
+            Ok(entry) => self.unscoped(entry).ok_or_else(|| {
+                StoreError::backend("the store wrote a snapshot under another session's key")
+            }),
             Err(error) => Err(self.unscoped_error(error, session_id)),
         }
     }
 
-    async fn save(
+    async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError> {
+        // Only the turn holding the snapshot finishes it, and its owner names it.
+        let entry = self.store.finish(snapshot_id, finish).await?;
+        self.unscoped(entry)
+            .ok_or_else(|| StoreError::not_found(snapshot_id))
+    }
+
+    async fn renew(
         &self,
-        session_id: &str,
-        expected: Option<u64>,
-        state: Value,
-    ) -> Result<Snapshot, StoreError> {
-        match self
-            .store
-            .save(&self.key(session_id), expected, state)
-            .await
-        {
-            Ok(snapshot) => Ok(Self::unscoped(snapshot, session_id)),
-            Err(error) => Err(self.unscoped_error(error, session_id)),
+        snapshot_id: &str,
+        owner: &str,
+        expires_at: u64,
+    ) -> Result<Renewal, StoreError> {
+        // Only a turn of this scope holds a lease it could renew: the owner names it.
+        self.store.renew(snapshot_id, owner, expires_at).await
+    }
+
+    async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {
+        if self.entry(snapshot_id).await?.is_none() {
+            return Ok(None);
         }
+        self.store.abort(snapshot_id).await
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {

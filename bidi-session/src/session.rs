@@ -1,4 +1,4 @@
-//! [`Session`]: a typed view of one session in a store, saved with compare-and-swap.
+//! [`Session`]: a typed view of one session in a store, written with compare-and-swap.
 
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
@@ -9,7 +9,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::store::{SessionStore, Snapshot, StoreError};
+use crate::change::Change;
+use crate::store::{
+    Append, Entry, Finish, Lease, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
+};
 
 /// How many times [`Session::update`] tries before giving up.
 pub const MAX_UPDATE_ATTEMPTS: u32 = 32;
@@ -24,10 +27,17 @@ async fn backoff(attempt: u32) {
 
 /// One session's state, typed, backed by a [`SessionStore`].
 ///
-/// It caches the state and the version it was read at. [`update_state`](Self::update_state)
-/// saves at once with compare-and-swap on that version, so a writer that lost a race gets
+/// It caches the state and the snapshot it was read at (its head). Every write appends a
+/// snapshot after that head with compare-and-swap, so a writer that lost a race gets
 /// [`StoreError::Conflict`] instead of overwriting; [`update`](Self::update) re-reads and
-/// retries a pure mutator instead. Clones share the cached state.
+/// retries a pure mutator instead. A write stores what changed, not the state again:
+/// [`commit`](Self::commit) takes the change from a writer that knows it (an agent appending
+/// messages), [`update_state`](Self::update_state) finds it. Clones share the cached state.
+///
+/// A turn that runs a while writes a pending snapshot as it starts ([`start`](Self::start)),
+/// renews its lease while it runs ([`renew`](Self::renew)) and writes what it added as it ends
+/// ([`finish`](Self::finish)): other writers are refused with [`StoreError::Running`] meanwhile,
+/// and any process sharing the store may [abort](SessionStore::abort) it.
 pub struct Session<State> {
     id: Arc<str>,
     store: Arc<dyn SessionStore>,
@@ -36,7 +46,10 @@ pub struct Session<State> {
 
 struct Cached<State> {
     state: State,
-    version: u64,
+    head: Entry,
+    /// The next write branches from the head instead of requiring it to be the session's: the
+    /// session was loaded at a snapshot the caller named.
+    branch: bool,
 }
 
 impl<State> Clone for Session<State> {
@@ -53,7 +66,7 @@ impl<State> Session<State>
 where
     State: Serialize + DeserializeOwned + Clone + Send + 'static,
 {
-    /// Loads the latest snapshot of `id`, or `None` if there is no such session.
+    /// Loads the head of `id` (its latest snapshot), or `None` if there is no such session.
     ///
     /// # Errors
     ///
@@ -62,10 +75,27 @@ where
         let Some(snapshot) = store.load(id).await? else {
             return Ok(None);
         };
-        Ok(Some(Self::from_snapshot(store, snapshot)?))
+        Ok(Some(Self::from_snapshot(store, snapshot, false)?))
     }
 
-    /// Creates session `id` at version 1 with `state`.
+    /// Loads the session at snapshot `snapshot_id`, or `None` if there is no such snapshot.
+    /// Its first write branches from that snapshot: it becomes the session's head, and the
+    /// snapshots that followed it stay as they are.
+    ///
+    /// # Errors
+    ///
+    /// The store's error, or [`StoreError::InvalidState`] if the stored state is not a `State`.
+    pub async fn load_snapshot(
+        store: Arc<dyn SessionStore>,
+        snapshot_id: &str,
+    ) -> Result<Option<Self>, StoreError> {
+        let Some(snapshot) = store.load_snapshot(snapshot_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Self::from_snapshot(store, snapshot, true)?))
+    }
+
+    /// Creates session `id` with `state`.
     ///
     /// # Errors
     ///
@@ -76,8 +106,8 @@ where
         state: State,
     ) -> Result<Self, StoreError> {
         let json = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
-        let snapshot = store.save(id, None, json).await?;
-        Ok(Self::new(store, id, state, snapshot.version))
+        let head = store.append(id, Append::create(json)).await?;
+        Ok(Self::new(store, id, state, head, false))
     }
 
     /// Loads session `id`, creating it with `init()` if it does not exist (also when another
@@ -102,22 +132,33 @@ where
         }
     }
 
-    fn new(store: Arc<dyn SessionStore>, id: &str, state: State, version: u64) -> Self {
+    fn new(
+        store: Arc<dyn SessionStore>,
+        id: &str,
+        state: State,
+        head: Entry,
+        branch: bool,
+    ) -> Self {
         Self {
             id: Arc::from(id),
             store,
-            cached: Arc::new(Mutex::new(Cached { state, version })),
+            cached: Arc::new(Mutex::new(Cached {
+                state,
+                head,
+                branch,
+            })),
         }
     }
 
-    fn from_snapshot(store: Arc<dyn SessionStore>, snapshot: Snapshot) -> Result<Self, StoreError> {
-        let state = decode(&snapshot.session_id, snapshot.state)?;
-        Ok(Self::new(
-            store,
-            &snapshot.session_id,
-            state,
-            snapshot.version,
-        ))
+    fn from_snapshot(
+        store: Arc<dyn SessionStore>,
+        snapshot: Snapshot,
+        branch: bool,
+    ) -> Result<Self, StoreError> {
+        let Snapshot { entry, state } = snapshot;
+        let state = decode(&entry.session_id, state)?;
+        let id = entry.session_id.clone();
+        Ok(Self::new(store, &id, state, entry, branch))
     }
 
     /// The session id.
@@ -126,10 +167,22 @@ where
         &self.id
     }
 
-    /// The version the cached state was read or saved at.
+    /// The place in its lineage of the snapshot the cached state was read or written at.
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.lock().version
+        self.lock().head.version
+    }
+
+    /// The snapshot the cached state was read or written at.
+    #[must_use]
+    pub fn head(&self) -> Entry {
+        self.lock().head.clone()
+    }
+
+    /// The id of the snapshot the cached state was read or written at.
+    #[must_use]
+    pub fn snapshot_id(&self) -> String {
+        self.lock().head.id.clone()
     }
 
     /// A copy of the cached state.
@@ -138,13 +191,21 @@ where
         self.lock().state.clone()
     }
 
-    /// Saves `state` now, as the version after the cached one.
+    /// Runs `f` on the cached state, without copying it.
+    pub fn with_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.lock().state)
+    }
+
+    /// Saves `state` now, as a snapshot after the cached one. The change is found by comparing
+    /// the two states as JSON, which costs their size: a writer that knows what it changed
+    /// says so with [`commit`](Self::commit).
     ///
     /// # Errors
     ///
     /// [`StoreError::Conflict`] if the session changed since it was read (another connection
     /// wrote it): nothing is written and the cached state is unchanged; call
-    /// [`reload`](Self::reload) or use [`update`](Self::update). The store's error otherwise.
+    /// [`reload`](Self::reload) or use [`update`](Self::update). [`StoreError::Running`] if a
+    /// turn runs on it. The store's error otherwise.
     ///
     /// # Cancel safety
     ///
@@ -152,12 +213,43 @@ where
     /// updated only if it was observed. A later save then fails with a conflict rather than
     /// overwrite.
     pub async fn update_state(&self, state: State) -> Result<(), StoreError> {
-        let json = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
-        let expected = self.version();
-        let snapshot = self.store.save(&self.id, Some(expected), json).await?;
+        let old = self.with_state(|state| serde_json::to_value(state));
+        let old = old.map_err(StoreError::Serialization)?;
+        let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
+        self.commit(state, Change::diff(&old, &new)).await
+    }
+
+    /// Saves `state`, which `change` makes of the cached state, as a snapshot after the cached
+    /// one: the store writes the change, not the state. Now and then (as
+    /// [`Replay::wants_checkpoint`] says) the state is written whole as well, so that loads stay
+    /// bounded.
+    ///
+    /// `change` must make `state` of the cached state: the store keeps only the change, and
+    /// a wrong one is a wrong session on the next load (debug builds check it).
+    ///
+    /// # Errors
+    ///
+    /// As [`update_state`](Self::update_state).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`update_state`](Self::update_state).
+    pub async fn commit(&self, state: State, change: Change) -> Result<(), StoreError> {
+        let (parent, replay) = {
+            let cached = self.lock();
+            self.debug_check(&cached.state, &state, &change);
+            (self.parent(&cached), cached.head.replay)
+        };
+        let mut append = Append::change(parent, change);
+        if replay.wants_checkpoint(append.change.encoded_len()) {
+            append.checkpoint =
+                Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
+        }
+        let head = self.store.append(&self.id, append).await?;
         *self.lock() = Cached {
             state,
-            version: snapshot.version,
+            head,
+            branch: false,
         };
         Ok(())
     }
@@ -197,7 +289,79 @@ where
         })
     }
 
-    /// Re-reads the latest state from the store.
+    /// Starts a turn: writes a pending snapshot after the cached one, under `lease`. Until the
+    /// turn [finishes](Self::finish), other writers are refused with [`StoreError::Running`];
+    /// [`renew`](Self::renew) the lease every third of its term.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Conflict`] if the session changed since it was read,
+    /// [`StoreError::Running`] if another turn runs on it; nothing is written then.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`update_state`](Self::update_state).
+    pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
+        let parent = self.parent(&self.lock());
+        let head = self
+            .store
+            .append(&self.id, Append::pending(parent, lease))
+            .await?;
+        let mut cached = self.lock();
+        cached.head = head.clone();
+        cached.branch = false;
+        Ok(head)
+    }
+
+    /// Extends the running turn's lease to `expires_at` (milliseconds since the Unix epoch).
+    /// Answers [`Renewal::Aborted`] if the turn was aborted: it should stop, and finish.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if no turn of this session runs under the cached lease.
+    pub async fn renew(&self, expires_at: u64) -> Result<Renewal, StoreError> {
+        let (id, owner) = self.holder()?;
+        self.store.renew(&id, &owner, expires_at).await
+    }
+
+    /// Ends the running turn: saves `state`, which `change` makes of the state the turn started
+    /// from, with `status` (and `error`, for a failed turn), and gives up the lease.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if the turn no longer holds its snapshot (its lease lapsed and
+    /// another turn went on); the store's error otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`update_state`](Self::update_state).
+    pub async fn finish(
+        &self,
+        state: State,
+        change: Change,
+        status: Status,
+        error: Option<Value>,
+    ) -> Result<Entry, StoreError> {
+        let (id, owner) = self.holder()?;
+        let replay = {
+            let cached = self.lock();
+            self.debug_check(&cached.state, &state, &change);
+            cached.head.replay
+        };
+        let mut finish = Finish::new(owner, status, change);
+        finish.error = error;
+        if replay.wants_checkpoint(finish.change.encoded_len()) {
+            finish.checkpoint =
+                Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
+        }
+        let head = self.store.finish(&id, finish).await?;
+        let mut cached = self.lock();
+        cached.state = state;
+        cached.head = head.clone();
+        Ok(head)
+    }
+
+    /// Re-reads the session's head from the store.
     ///
     /// # Errors
     ///
@@ -208,10 +372,12 @@ where
             .load(&self.id)
             .await?
             .ok_or_else(|| StoreError::not_found(&*self.id))?;
-        let state = decode(&self.id, snapshot.state)?;
+        let Snapshot { entry, state } = snapshot;
+        let state = decode(&self.id, state)?;
         *self.lock() = Cached {
             state,
-            version: snapshot.version,
+            head: entry,
+            branch: false,
         };
         Ok(())
     }
@@ -220,6 +386,43 @@ where
     #[must_use]
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.store
+    }
+
+    /// What the next write continues.
+    fn parent(&self, cached: &Cached<State>) -> Parent {
+        if cached.branch {
+            Parent::Branch(cached.head.id.clone())
+        } else {
+            Parent::Head(cached.head.id.clone())
+        }
+    }
+
+    /// The running turn's snapshot and its lease's owner.
+    fn holder(&self) -> Result<(String, String), StoreError> {
+        let cached = self.lock();
+        match &cached.head.lease {
+            Some(lease) => Ok((cached.head.id.clone(), lease.owner.clone())),
+            None => Err(StoreError::NotHeld {
+                snapshot_id: cached.head.id.clone(),
+                reason: "no turn of this session runs",
+            }),
+        }
+    }
+
+    /// In debug builds, panics if `change` does not make `new` of `old`.
+    #[allow(clippy::unused_self)]
+    fn debug_check(&self, old: &State, new: &State, change: &Change) {
+        if cfg!(debug_assertions)
+            && let (Ok(mut old), Ok(new)) = (serde_json::to_value(old), serde_json::to_value(new))
+        {
+            let applied = change.apply(&mut old);
+            assert!(
+                applied.is_ok() && old == new,
+                "session `{}`: the change does not make the new state of the old one \
+                 ({change:?})",
+                self.id
+            );
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cached<State>> {

@@ -4,90 +4,107 @@ use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use serde_json::Value;
 use tokio::runtime::RuntimeFlavor;
 
-use crate::store::{SessionStore, Snapshot, StoreError};
+use crate::rows::{self, COLUMNS, Row, millis, signed, time, unsigned};
+use crate::rules;
+use crate::store::{
+    Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError, new_snapshot_id,
+};
 
-/// The schema version this crate writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema version this crate writes (`PRAGMA user_version`): 1 kept every version of a
+/// session whole (`bidi_snapshots`); 2 keeps each snapshot's change.
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a statement waits for another connection's lock before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-const SCHEMA_V1: &str = "
-CREATE TABLE IF NOT EXISTS bidi_snapshots (
-    session_id TEXT NOT NULL,
-    version    INTEGER NOT NULL,
-    state      TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    PRIMARY KEY (session_id, version)
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS bidi_sessions (
+    session_id TEXT PRIMARY KEY,
+    head       TEXT NOT NULL,
+    created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bidi_entries (
+    id                TEXT PRIMARY KEY,
+    session_id        TEXT NOT NULL,
+    parent_id         TEXT,
+    version           INTEGER NOT NULL,
+    status            TEXT NOT NULL,
+    lease_owner       TEXT,
+    lease_started     INTEGER,
+    lease_expires     INTEGER,
+    error             TEXT,
+    change            TEXT NOT NULL,
+    checkpoint        TEXT,
+    replay_checkpoint INTEGER NOT NULL,
+    replay_changes    INTEGER NOT NULL,
+    has_children      INTEGER NOT NULL DEFAULT 0,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bidi_entries_by_session ON bidi_entries (session_id);
 ";
 
-/// Creates version 1 unless the session has any snapshot.
-const CREATE: &str = "
-INSERT INTO bidi_snapshots (session_id, version, state, created_at, updated_at)
-SELECT ?1, 1, ?2, ?3, ?3
-WHERE NOT EXISTS (SELECT 1 FROM bidi_snapshots WHERE session_id = ?1)
+/// The changes from snapshot `?1` back to the nearest checkpoint, oldest first.
+const LINEAGE: &str = "
+WITH RECURSIVE lineage(id, parent_id, checkpoint, change, depth) AS (
+    SELECT id, parent_id, checkpoint, change, 0 FROM bidi_entries WHERE id = ?1
+    UNION ALL
+    SELECT e.id, e.parent_id, e.checkpoint, e.change, l.depth + 1
+    FROM bidi_entries e JOIN lineage l ON e.id = l.parent_id
+    WHERE l.checkpoint IS NULL
+)
+SELECT checkpoint, change FROM lineage ORDER BY depth DESC
 ";
 
-/// The compare-and-swap: inserts version `v + 1` if version `v` exists and `v + 1` does not.
-/// Versions are contiguous, so that is exactly "the session is at version `v`". One statement,
-/// atomic under SQLite's write lock.
-const ADVANCE: &str = "
-INSERT OR IGNORE INTO bidi_snapshots (session_id, version, state, created_at, updated_at)
-SELECT session_id, version + 1, ?3, created_at, ?4
-FROM bidi_snapshots WHERE session_id = ?1 AND version = ?2
-RETURNING created_at
+const INSERT: &str = "
+INSERT INTO bidi_entries (id, session_id, parent_id, version, status, lease_owner, lease_started,
+    lease_expires, change, checkpoint, replay_checkpoint, replay_changes, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
 ";
 
-/// The compare-and-swap when only the latest version is kept: moves the row to `v + 1` in place.
-const REPLACE: &str = "
-UPDATE bidi_snapshots SET version = version + 1, state = ?3, updated_at = ?4
-WHERE session_id = ?1 AND version = ?2
-RETURNING created_at
+const SET_HEAD: &str = "
+INSERT INTO bidi_sessions (session_id, head, created_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (session_id) DO UPDATE SET head = excluded.head
 ";
 
-const LATEST: &str = "
-SELECT version, state, created_at, updated_at FROM bidi_snapshots
-WHERE session_id = ?1 ORDER BY version DESC LIMIT 1
+const FINISH: &str = "
+UPDATE bidi_entries SET status = ?2, lease_owner = NULL, lease_started = NULL,
+    lease_expires = NULL, error = ?3, change = ?4, checkpoint = ?5, replay_checkpoint = ?6,
+    replay_changes = ?7, updated_at = ?8
+WHERE id = ?1
 ";
-
-const AT_VERSION: &str = "
-SELECT version, state, created_at, updated_at FROM bidi_snapshots
-WHERE session_id = ?1 AND version = ?2
-";
-
-const LATEST_VERSION: &str = "SELECT MAX(version) FROM bidi_snapshots WHERE session_id = ?1";
 
 /// Sessions in one SQLite file (bundled SQLite, WAL journal): the embedded persistent default.
 ///
-/// Every version is kept unless [`with_retention`](Self::with_retention) says otherwise. The file
-/// can be read with any SQLite tool (table `bidi_snapshots`). Several stores, in one process or in
-/// several, may share a file; saves stay compare-and-swap across all of them. A statement that
-/// finds the file locked by another writer waits for it up to 5 seconds, then fails with
-/// [`StoreError::Backend`]. SQLite calls run as blocking work that never stalls the async
-/// workers.
+/// Every snapshot is kept as its change (table `bidi_entries`, one row a snapshot; the heads in
+/// `bidi_sessions`), so a turn writes what it adds and the file grows with what the sessions
+/// hold, not with their turns. The file can be read with any SQLite tool. Several stores, in one
+/// process or in several, may share a file; writes stay compare-and-swap across all of them. A
+/// statement that finds the file locked by another writer waits for it up to 5 seconds, then
+/// fails with [`StoreError::Backend`]. SQLite calls run as blocking work that never stalls the
+/// async workers. A file written by an older version of this crate is migrated as it opens.
 ///
 /// ```
-/// use bidi_session::{SessionStore, SqliteStore};
+/// use bidi_session::{Append, Change, Parent, SessionStore, SqliteStore};
 /// use serde_json::json;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), bidi_session::StoreError> {
 /// let dir = tempfile::tempdir().map_err(bidi_session::StoreError::backend)?;
 /// let store = SqliteStore::open(dir.path().join("sessions.db")).await?;
-/// let first = store.save("s1", None, json!({"turns": 1})).await?;
-/// let second = store.save("s1", Some(first.version), json!({"turns": 2})).await?;
+/// let first = store.append("s1", Append::create(json!({"turns": 1}))).await?;
+/// let turn = |n| Change::new().set("/turns", json!(n));
+/// let second = store.append("s1", Append::change(Parent::Head(first.id.clone()), turn(2))).await?;
 /// assert_eq!(second.version, 2);
 /// // A stale writer is refused, never silently applied.
-/// assert!(store.save("s1", Some(1), json!({"turns": 9})).await.unwrap_err().is_conflict());
+/// let stale = store.append("s1", Append::change(Parent::Head(first.id), turn(9))).await;
+/// assert!(stale.unwrap_err().is_conflict());
 /// assert_eq!(store.load("s1").await?.unwrap().state, json!({"turns": 2}));
 /// # Ok(())
 /// # }
@@ -99,8 +116,6 @@ pub struct SqliteStore {
     /// thousand blocked threads.
     conn: Arc<tokio::sync::Mutex<Connection>>,
     path: Option<Arc<PathBuf>>,
-    /// Keep at most this many versions per session.
-    retention: Option<u64>,
 }
 
 impl SqliteStore {
@@ -134,17 +149,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Arc::new(tokio::sync::Mutex::new(conn)),
             path: path.map(Arc::new),
-            retention: None,
         })
-    }
-
-    /// Keeps only the latest `versions` snapshots of each session (at least 1); older ones are
-    /// deleted as new ones are saved. With 1, each save replaces the row in place, the cheapest
-    /// write SQLite has.
-    #[must_use]
-    pub fn with_retention(mut self, versions: u64) -> Self {
-        self.retention = Some(versions.max(1));
-        self
     }
 
     /// The file the store lives in (`None` in memory).
@@ -179,31 +184,6 @@ async fn blocking<R: Send + 'static>(
             .await
             .map_err(|error| StoreError::backend(format!("a SQLite call failed: {error}")))?,
         Err(_) => f(),
-    }
-}
-
-impl SqliteStore {
-    /// Snapshot `version` of `session_id`, or its latest with `None`.
-    async fn snapshot(
-        &self,
-        session_id: &str,
-        version: Option<i64>,
-    ) -> Result<Option<Snapshot>, StoreError> {
-        let id = session_id.to_owned();
-        let row = self
-            .call(move |conn| {
-                let found = match version {
-                    None => conn
-                        .prepare_cached(LATEST)?
-                        .query_row(params![id], read_row),
-                    Some(v) => conn
-                        .prepare_cached(AT_VERSION)?
-                        .query_row(params![id, v], read_row),
-                };
-                Ok(found.optional()?)
-            })
-            .await?;
-        decode(session_id, row)
     }
 }
 
@@ -247,14 +227,17 @@ fn set_up(conn: &mut Connection, wal: bool) -> rusqlite::Result<i64> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     let found = user_version(conn)?;
-    if found >= 1 {
+    if found >= SCHEMA_VERSION {
         return Ok(found);
     }
-    // One writer creates the schema; the others find it created.
+    // One writer creates or migrates the schema; the others find it done.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = user_version(&tx)?;
-    if found < 1 {
-        tx.execute_batch(SCHEMA_V1)?;
+    if found < SCHEMA_VERSION {
+        tx.execute_batch(SCHEMA)?;
+        if found == 1 {
+            migrate_v1(&tx)?;
+        }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.commit()?;
@@ -287,151 +270,311 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
-fn millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// Moves the sessions of schema 1 (every version whole, in `bidi_snapshots`) to schema 2:
+/// each version becomes a snapshot that carries its state as a checkpoint, after the version
+/// before it, so every version stays loadable.
+fn migrate_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let mut previous: Option<(String, String)> = None;
+    {
+        let mut select = tx.prepare(
+            "SELECT session_id, version, state, created_at, updated_at FROM bidi_snapshots \
+             ORDER BY session_id, version",
+        )?;
+        let mut rows = select.query([])?;
+        let mut insert = tx.prepare(INSERT)?;
+        let mut head = tx.prepare(SET_HEAD)?;
+        let mut children =
+            tx.prepare("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?;
+        while let Some(row) = rows.next()? {
+            let (session_id, version, state, created, updated): (String, i64, String, i64, i64) =
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?);
+            let parent = match &previous {
+                Some((session, id)) if *session == session_id => {
+                    children.execute(params![id])?;
+                    Some(id.clone())
+                }
+                _ => None,
+            };
+            let id = new_snapshot_id();
+            let bytes = signed(state.len() as u64);
+            insert.execute(params![
+                id,
+                session_id,
+                parent,
+                version,
+                Status::Completed.as_str(),
+                None::<String>,
+                None::<i64>,
+                None::<i64>,
+                "[]",
+                state,
+                bytes,
+                0,
+                created,
+            ])?;
+            tx.execute(
+                "UPDATE bidi_entries SET updated_at = ?2 WHERE id = ?1",
+                params![id, updated],
+            )?;
+            head.execute(params![session_id, id, created])?;
+            previous = Some((session_id, id));
+        }
+    }
+    tx.execute_batch("DROP TABLE bidi_snapshots")
 }
 
-fn time(millis: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+/// A snapshot's row, or `None`.
+fn row(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM bidi_entries WHERE id = ?1");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    Ok(stmt.query_row(params![id], read_row).optional()?)
 }
 
-/// A version read from SQL (`BIGINT`/`INTEGER`, never negative).
-pub(crate) fn version(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-/// A version as SQL stores it.
-pub(crate) fn sql_version(v: u64) -> Result<i64, StoreError> {
-    i64::try_from(v).map_err(StoreError::backend)
-}
-
-/// `(version, state, created_at, updated_at)` of a snapshot row.
-fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(u64, String, i64, i64)> {
-    Ok((version(row.get(0)?), row.get(1)?, row.get(2)?, row.get(3)?))
-}
-
-fn decode(
-    session_id: &str,
-    row: Option<(u64, String, i64, i64)>,
-) -> Result<Option<Snapshot>, StoreError> {
-    row.map(|(version, state, created, updated)| {
-        // Text this store wrote is JSON: anything else is a damaged file.
-        let state = serde_json::from_str(&state).map_err(StoreError::backend)?;
-        Ok(Snapshot::new(
-            session_id,
-            version,
-            state,
-            time(created),
-            time(updated),
-        ))
+fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: row.get(0)?,
+        session_id: row.get(1)?,
+        parent_id: row.get(2)?,
+        version: row.get(3)?,
+        status: row.get(4)?,
+        lease_owner: row.get(5)?,
+        lease_started: row.get(6)?,
+        lease_expires: row.get(7)?,
+        error: row.get(8)?,
+        replay_checkpoint: row.get(9)?,
+        replay_changes: row.get(10)?,
+        has_children: row.get(11)?,
+        created_at: row.get(12)?,
+        updated_at: row.get(13)?,
     })
-    .transpose()
+}
+
+/// The head of `session_id`, or `None`.
+fn head(conn: &Connection, session_id: &str) -> Result<Option<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT head FROM bidi_sessions WHERE session_id = ?1")?;
+    Ok(stmt.query_row(params![session_id], |row| row.get(0)).optional()?)
+}
+
+/// Snapshot `id` with its state, or `None`.
+fn snapshot(conn: &Connection, id: &str) -> Result<Option<Snapshot>, StoreError> {
+    let Some(row) = row(conn, id)? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(LINEAGE)?;
+    let lineage: Vec<(Option<String>, String)> = stmt
+        .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let state = rows::replay(lineage)?;
+    Ok(Some(Snapshot::new(row.entry()?, state)))
+}
+
+fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Entry, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let head = head(&tx, session_id)?;
+    let parent = match append.parent.id() {
+        Some(id) => row(&tx, id)?,
+        None => None,
+    };
+    let lease = parent.as_ref().and_then(Row::lease);
+    let node = parent.as_ref().map(|p| p.node(lease.as_ref())).transpose()?;
+    rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
+    let change = append.change.to_json();
+    let checkpoint = append
+        .checkpoint
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(StoreError::Serialization)?;
+    let replay = rows::replay_after(parent.as_ref(), change.len(), checkpoint.as_ref().map(String::len));
+    let now = SystemTime::now();
+    let at = millis(now);
+    let id = new_snapshot_id();
+    let version = parent.as_ref().map_or(1, |p| p.version + 1);
+    let lease = append.lease.as_ref();
+    tx.prepare_cached(INSERT)?.execute(params![
+        id,
+        session_id,
+        append.parent.id(),
+        version,
+        append.status.as_str(),
+        lease.map(|l| l.owner.as_str()),
+        lease.map(|l| signed(l.started_at)),
+        lease.map(|l| signed(l.expires_at)),
+        change,
+        checkpoint,
+        signed(replay.checkpoint),
+        signed(replay.changes),
+        at,
+    ])?;
+    if let Some(parent) = &parent {
+        tx.prepare_cached("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?
+            .execute(params![parent.id])?;
+    }
+    tx.prepare_cached(SET_HEAD)?.execute(params![session_id, id, at])?;
+    tx.commit()?;
+    Ok(Entry::new(
+        id,
+        session_id,
+        append.parent.id().map(str::to_owned),
+        unsigned(version),
+        append.status,
+        append.lease,
+        None,
+        replay,
+        time(at),
+        time(at),
+    ))
+}
+
+fn finish(conn: &mut Connection, id: &str, finish: Finish) -> Result<Entry, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = row(&tx, id)?;
+    let lease = found.as_ref().and_then(Row::lease);
+    let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+    let status = rules::check_finish(id, &finish.owner, node, finish.status)?;
+    let Some(mut row) = found else {
+        return Err(StoreError::not_found(id));
+    };
+    let parent = match &row.parent_id {
+        Some(parent) => self::row(&tx, parent)?,
+        None => None,
+    };
+    let change = finish.change.to_json();
+    let checkpoint = finish
+        .checkpoint
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(StoreError::Serialization)?;
+    let error = finish
+        .error
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(StoreError::Serialization)?;
+    let replay = rows::replay_after(parent.as_ref(), change.len(), checkpoint.as_ref().map(String::len));
+    let at = millis(SystemTime::now());
+    tx.prepare_cached(FINISH)?.execute(params![
+        id,
+        status.as_str(),
+        error,
+        change,
+        checkpoint,
+        signed(replay.checkpoint),
+        signed(replay.changes),
+        at,
+    ])?;
+    tx.commit()?;
+    row.status = status.as_str().to_owned();
+    row.lease_owner = None;
+    row.error = error;
+    row.replay_checkpoint = signed(replay.checkpoint);
+    row.replay_changes = signed(replay.changes);
+    row.updated_at = at;
+    row.entry()
+}
+
+fn renew(conn: &mut Connection, id: &str, owner: &str, expires_at: u64) -> Result<Renewal, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = row(&tx, id)?;
+    let lease = found.as_ref().and_then(Row::lease);
+    let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+    let renewal = rules::check_renew(id, owner, node)?;
+    if renewal == Renewal::Renewed {
+        tx.prepare_cached(
+            "UPDATE bidi_entries SET lease_expires = ?2, updated_at = ?3 WHERE id = ?1",
+        )?
+        .execute(params![id, signed(expires_at), millis(SystemTime::now())])?;
+    }
+    tx.commit()?;
+    Ok(renewal)
+}
+
+fn abort(conn: &mut Connection, id: &str) -> Result<Option<Status>, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let Some(row) = row(&tx, id)? else {
+        return Ok(None);
+    };
+    let (previous, new) = rules::abort(row.status()?, row.lease().as_ref());
+    if let Some(status) = new {
+        tx.prepare_cached("UPDATE bidi_entries SET status = ?2, updated_at = ?3 WHERE id = ?1")?
+            .execute(params![id, status.as_str(), millis(SystemTime::now())])?;
+    }
+    tx.commit()?;
+    Ok(Some(previous))
 }
 
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        self.snapshot(session_id, None).await
+        let session_id = session_id.to_owned();
+        self.call(move |conn| match head(conn, &session_id)? {
+            Some(id) => snapshot(conn, &id),
+            None => Ok(None),
+        })
+        .await
     }
 
-    async fn load_version(
-        &self,
-        session_id: &str,
-        version: u64,
-    ) -> Result<Option<Snapshot>, StoreError> {
-        self.snapshot(session_id, Some(sql_version(version)?)).await
+    async fn load_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let id = snapshot_id.to_owned();
+        self.call(move |conn| snapshot(conn, &id)).await
     }
 
-    async fn save(
+    async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError> {
+        let id = snapshot_id.to_owned();
+        self.call(move |conn| row(conn, &id)?.map(Row::entry).transpose())
+            .await
+    }
+
+    async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| self::append(conn, &session_id, append))
+            .await
+    }
+
+    async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError> {
+        let id = snapshot_id.to_owned();
+        self.call(move |conn| self::finish(conn, &id, finish)).await
+    }
+
+    async fn renew(
         &self,
-        session_id: &str,
-        expected: Option<u64>,
-        state: Value,
-    ) -> Result<Snapshot, StoreError> {
-        let json = serde_json::to_string(&state).map_err(StoreError::Serialization)?;
-        let id = session_id.to_owned();
-        // Stored in milliseconds; the returned snapshot says what a later load will say.
-        let at = millis(SystemTime::now());
-        let retention = self.retention;
-        let expected_sql = expected.map(sql_version).transpose()?;
-        let (version, created) = self
-            .call(move |conn| {
-                let saved = match expected_sql {
-                    None => {
-                        let mut stmt = conn.prepare_cached(CREATE).map_err(StoreError::backend)?;
-                        let inserted = stmt
-                            .execute(params![id, json, at])
-                            .map_err(StoreError::backend)?;
-                        (inserted == 1).then_some((1, at))
-                    }
-                    Some(v) => {
-                        let sql = if retention == Some(1) {
-                            REPLACE
-                        } else {
-                            ADVANCE
-                        };
-                        let mut stmt = conn.prepare_cached(sql).map_err(StoreError::backend)?;
-                        stmt.query_row(params![id, v, json, at], |row| row.get::<_, i64>(0))
-                            .optional()
-                            .map_err(StoreError::backend)?
-                            .map(|created| (version(v) + 1, created))
-                    }
-                };
-                let Some((new_version, created)) = saved else {
-                    let actual: Option<i64> = conn
-                        .prepare_cached(LATEST_VERSION)
-                        .and_then(|mut stmt| stmt.query_row(params![id], |row| row.get(0)))
-                        .map_err(StoreError::backend)?;
-                    return Err(StoreError::Conflict {
-                        session_id: id,
-                        expected,
-                        actual: actual.map(version),
-                    });
-                };
-                // With one version kept, REPLACE moved the row: there is nothing to delete.
-                if let Some(keep) = retention.filter(|keep| *keep > 1 && new_version > *keep) {
-                    let oldest_kept = sql_version(new_version - keep + 1)?;
-                    conn.prepare_cached(
-                        "DELETE FROM bidi_snapshots WHERE session_id = ?1 AND version < ?2",
-                    )
-                    .and_then(|mut stmt| stmt.execute(params![id, oldest_kept]))
-                    .map_err(StoreError::backend)?;
-                }
-                Ok((new_version, created))
-            })
-            .await?;
-        Ok(Snapshot::new(
-            session_id,
-            version,
-            state,
-            time(created),
-            time(at),
-        ))
+        snapshot_id: &str,
+        owner: &str,
+        expires_at: u64,
+    ) -> Result<Renewal, StoreError> {
+        let (id, owner) = (snapshot_id.to_owned(), owner.to_owned());
+        self.call(move |conn| self::renew(conn, &id, &owner, expires_at))
+            .await
+    }
+
+    async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {
+        let id = snapshot_id.to_owned();
+        self.call(move |conn| self::abort(conn, &id)).await
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
         let id = session_id.to_owned();
         self.call(move |conn| {
-            conn.prepare_cached("DELETE FROM bidi_snapshots WHERE session_id = ?1")
-                .and_then(|mut stmt| stmt.execute(params![id]))
-                .map(|deleted| deleted > 0)
-                .map_err(StoreError::backend)
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.prepare_cached("DELETE FROM bidi_entries WHERE session_id = ?1")?
+                .execute(params![id])?;
+            let deleted = tx
+                .prepare_cached("DELETE FROM bidi_sessions WHERE session_id = ?1")?
+                .execute(params![id])?;
+            tx.commit()?;
+            Ok(deleted > 0)
         })
         .await
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT DISTINCT session_id FROM bidi_snapshots ORDER BY session_id",
-                )
-                .map_err(StoreError::backend)?;
+            let mut stmt =
+                conn.prepare_cached("SELECT session_id FROM bidi_sessions ORDER BY session_id")?;
             let ids = stmt
-                .query_map([], |row| row.get(0))
-                .and_then(Iterator::collect)
-                .map_err(StoreError::backend)?;
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<_, _>>()?;
             Ok(ids)
         })
         .await
@@ -442,7 +585,6 @@ impl fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
-            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }

@@ -1,66 +1,459 @@
-//! The [`SessionStore`] trait, its [`Snapshot`]s and [`StoreError`].
+//! The [`SessionStore`] trait, its [`Snapshot`]s, and [`StoreError`].
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bidi_core::{BoxError, NotFound};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One saved version of a session's state.
+use crate::change::Change;
+
+/// Where a snapshot stands: `camelCase` on the wire, as Genkit names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Status {
+    /// Its turn is running, under a [`Lease`]; its state is its parent's until it finishes.
+    Pending,
+    /// Settled: the turn finished.
+    Completed,
+    /// The turn failed; the snapshot's `error` says how.
+    Failed,
+    /// The turn was aborted ([`SessionStore::abort`]), by its client or any process sharing
+    /// the store.
+    Aborted,
+    /// The turn's lease lapsed before it finished: the process running it died. Never stored:
+    /// a `Pending` snapshot whose lease is past reads as this.
+    Expired,
+}
+
+impl Status {
+    /// The name on the wire: `pending`, `completed`, `failed`, `aborted` or `expired`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Aborted => "aborted",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// The status named `name` (as [`as_str`](Self::as_str) writes it).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Completed,
+            Self::Failed,
+            Self::Aborted,
+            Self::Expired,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == name)
+    }
+
+    /// Whether the turn is over (anything but `Pending`).
+    #[must_use]
+    pub fn is_terminal(self) -> bool {
+        self != Self::Pending
+    }
+}
+
+/// Who runs a pending snapshot's turn, since when, and until when that claim holds.
+///
+/// A turn takes the lease as it starts (the pending snapshot is written with it) and renews it
+/// every third of its term while it runs ([`SessionStore::renew`], a write of a few bytes); the
+/// snapshot's [`finish`](SessionStore::finish) gives it up. A lease that lapsed (its process
+/// died) no longer holds: the snapshot reads as [`Status::Expired`] and the next turn takes the
+/// session over. Times are the wall clocks of the processes involved, in milliseconds since the
+/// Unix epoch, so keep the term well above the clock skew between them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// Who runs the turn (a connection id, say).
+    pub owner: String,
+    /// When the turn started.
+    pub started_at: u64,
+    /// When the lease lapses unless renewed.
+    pub expires_at: u64,
+}
+
+impl Lease {
+    /// A lease of `owner` from now for `term`.
+    #[must_use]
+    pub fn new(owner: impl Into<String>, term: Duration) -> Self {
+        let now = now_ms();
+        Self {
+            owner: owner.into(),
+            started_at: now,
+            expires_at: now.saturating_add(millis(term)),
+        }
+    }
+
+    /// Whether the lease no longer holds at `now` (milliseconds since the Unix epoch).
+    #[must_use]
+    pub fn is_expired_at(&self, now: u64) -> bool {
+        self.expires_at <= now
+    }
+
+    /// Whether the lease no longer holds now, by this process's clock.
+    #[must_use]
+    pub fn is_expired(&self) -> bool {
+        self.is_expired_at(now_ms())
+    }
+}
+
+/// Milliseconds since the Unix epoch, by this process's clock.
+#[must_use]
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| millis(since))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What it costs to load a snapshot: the bytes of the nearest checkpoint in its lineage and of
+/// the changes after it. Stores keep it per snapshot; writers read it to decide when a
+/// snapshot should carry a checkpoint ([`wants_checkpoint`](Self::wants_checkpoint)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// The bytes of the nearest checkpoint (the state written whole).
+    pub checkpoint: u64,
+    /// The bytes of the changes after it, this snapshot's included.
+    pub changes: u64,
+}
+
+impl Replay {
+    /// The changes a load replays past the checkpoint, relative to its size, before the next
+    /// snapshot carries a checkpoint of its own.
+    pub const RATIO: u64 = 4;
+    /// Changes a load replays anyway, however small the checkpoint.
+    pub const FLOOR: u64 = 256 * 1024;
+
+    /// The replay cost of a snapshot that adds `change` bytes to one of this cost, without a
+    /// checkpoint.
+    #[must_use]
+    pub fn after(self, change: u64) -> Self {
+        Self {
+            checkpoint: self.checkpoint,
+            changes: self.changes.saturating_add(change),
+        }
+    }
+
+    /// The replay cost of a snapshot that carries a checkpoint of `bytes`.
+    #[must_use]
+    pub fn checkpoint(bytes: u64) -> Self {
+        Self {
+            checkpoint: bytes,
+            changes: 0,
+        }
+    }
+
+    /// Whether a snapshot that adds `change` bytes after one of this cost should carry a
+    /// checkpoint: when the changes a load would replay pass four times the checkpoint (and
+    /// 256 KiB). Checkpoints then grow geometrically: a conversation of n bytes holds less than
+    /// n/4 bytes of them in all, and a load reads at most five times the state.
+    #[must_use]
+    pub fn wants_checkpoint(self, change: u64) -> bool {
+        self.changes.saturating_add(change)
+            > self
+                .checkpoint
+                .saturating_mul(Self::RATIO)
+                .saturating_add(Self::FLOOR)
+    }
+}
+
+/// One snapshot of a session, without its state: what a store answers for a write.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct Snapshot {
-    /// The session's id.
+pub struct Entry {
+    /// The snapshot's id, unique in the store.
+    pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
-    /// This snapshot's version: 1 for the first save, then one more per save.
+    /// The snapshot it continues (`None`: the session's first).
+    pub parent_id: Option<String>,
+    /// Its place in its lineage: 1 for a session's first snapshot, its parent's plus one.
     pub version: u64,
-    /// The state, as JSON.
-    pub state: Value,
-    /// When the session was created (its first snapshot was saved).
+    /// Where it stands ([`Status::Expired`] for a pending one whose lease lapsed).
+    pub status: Status,
+    /// Who runs its turn, while it is pending.
+    pub lease: Option<Lease>,
+    /// Why its turn failed, as JSON (`{"message": ..}` at least), when it did.
+    pub error: Option<Value>,
+    /// What loading it costs.
+    pub replay: Replay,
+    /// When it was written.
     pub created_at: SystemTime,
-    /// When this snapshot was saved.
+    /// When it was last written (its turn finished, its lease renewed).
     pub updated_at: SystemTime,
 }
 
-impl Snapshot {
-    /// A snapshot; for stores that build them from their rows.
+impl Entry {
+    /// An entry; for stores that build them from their rows. The status is as stored: a
+    /// pending entry whose lease lapsed is made [`Status::Expired`] here.
     #[must_use]
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
+        id: impl Into<String>,
         session_id: impl Into<String>,
+        parent_id: Option<String>,
         version: u64,
-        state: Value,
+        status: Status,
+        lease: Option<Lease>,
+        error: Option<Value>,
+        replay: Replay,
         created_at: SystemTime,
         updated_at: SystemTime,
     ) -> Self {
+        let status = match (&status, &lease) {
+            (Status::Pending, Some(lease)) if lease.is_expired() => Status::Expired,
+            _ => status,
+        };
         Self {
+            id: id.into(),
             session_id: session_id.into(),
+            parent_id,
             version,
-            state,
+            status,
+            lease,
+            error,
+            replay,
             created_at,
             updated_at,
         }
     }
 }
 
+/// One snapshot of a session with its state.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// The snapshot.
+    pub entry: Entry,
+    /// The session's state at this snapshot, as JSON (its parent's, while it is pending).
+    pub state: Value,
+}
+
+impl Snapshot {
+    /// A snapshot; for stores that build them from their rows.
+    #[must_use]
+    pub fn new(entry: Entry, state: Value) -> Self {
+        Self { entry, state }
+    }
+
+    /// The snapshot's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.entry.id
+    }
+
+    /// The session's id.
+    #[must_use]
+    pub fn session_id(&self) -> &str {
+        &self.entry.session_id
+    }
+
+    /// Its place in its lineage: 1 for a session's first snapshot.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.entry.version
+    }
+
+    /// Where it stands.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        self.entry.status
+    }
+}
+
+/// What a new snapshot continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Parent {
+    /// Nothing: the snapshot starts a new session, which must not exist.
+    None,
+    /// The session's head (its latest snapshot), which must be this one: the compare-and-swap
+    /// of a writer that read the session at this snapshot.
+    Head(String),
+    /// Any snapshot of the session: a branch. The other snapshots are left as they are; the
+    /// new one becomes the session's head.
+    Branch(String),
+}
+
+impl Parent {
+    /// The snapshot id it names, if any.
+    #[must_use]
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::None => None,
+            Self::Head(id) | Self::Branch(id) => Some(id),
+        }
+    }
+}
+
+/// A new snapshot, for [`SessionStore::append`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Append {
+    /// What it continues.
+    pub parent: Parent,
+    /// What it adds to its parent's state.
+    pub change: Change,
+    /// The state after the change, written whole, when the writer makes this snapshot a
+    /// checkpoint ([`Replay::wants_checkpoint`]); a session's first snapshot always is one.
+    pub checkpoint: Option<Value>,
+    /// [`Status::Completed`], or [`Status::Pending`] with a lease for a turn that starts.
+    pub status: Status,
+    /// The lease of a pending snapshot.
+    pub lease: Option<Lease>,
+}
+
+impl Append {
+    /// A session's first snapshot, with `state`.
+    #[must_use]
+    pub fn create(state: Value) -> Self {
+        Self {
+            parent: Parent::None,
+            change: Change::new(),
+            checkpoint: Some(state),
+            status: Status::Completed,
+            lease: None,
+        }
+    }
+
+    /// A completed snapshot adding `change` to `parent`.
+    #[must_use]
+    pub fn change(parent: Parent, change: Change) -> Self {
+        Self {
+            parent,
+            change,
+            checkpoint: None,
+            status: Status::Completed,
+            lease: None,
+        }
+    }
+
+    /// A pending snapshot after `parent` for a turn that starts under `lease`; its change
+    /// comes with its [`Finish`].
+    #[must_use]
+    pub fn pending(parent: Parent, lease: Lease) -> Self {
+        Self {
+            parent,
+            change: Change::new(),
+            checkpoint: None,
+            status: Status::Pending,
+            lease: Some(lease),
+        }
+    }
+
+    /// Makes the snapshot a checkpoint: `state` is the state after its change.
+    #[must_use]
+    pub fn with_checkpoint(mut self, state: Value) -> Self {
+        self.checkpoint = Some(state);
+        self
+    }
+}
+
+/// How a pending snapshot's turn ended, for [`SessionStore::finish`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Finish {
+    /// The lease's owner: only the turn that holds the snapshot finishes it.
+    pub owner: String,
+    /// `Completed`, `Failed` or `Aborted`. A snapshot aborted while its turn ran stays
+    /// `Aborted`, whatever this says, and still keeps the turn's change.
+    pub status: Status,
+    /// What the turn added to the state.
+    pub change: Change,
+    /// The state after the change, written whole, as [`Append::checkpoint`].
+    pub checkpoint: Option<Value>,
+    /// Why it failed.
+    pub error: Option<Value>,
+}
+
+impl Finish {
+    /// `owner`'s turn ended with `status`, having added `change`.
+    #[must_use]
+    pub fn new(owner: impl Into<String>, status: Status, change: Change) -> Self {
+        Self {
+            owner: owner.into(),
+            status,
+            change,
+            checkpoint: None,
+            error: None,
+        }
+    }
+
+    /// Makes the snapshot a checkpoint: `state` is the state after its change.
+    #[must_use]
+    pub fn with_checkpoint(mut self, state: Value) -> Self {
+        self.checkpoint = Some(state);
+        self
+    }
+
+    /// Records why the turn failed.
+    #[must_use]
+    pub fn with_error(mut self, error: Value) -> Self {
+        self.error = Some(error);
+        self
+    }
+}
+
+/// What renewing a lease found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Renewal {
+    /// The lease holds until the new expiry.
+    Renewed,
+    /// The snapshot was aborted: the turn should stop, and finish.
+    Aborted,
+}
+
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The compare-and-swap failed: the session is not at the expected version. Nothing was written.
+    /// The compare-and-swap failed: the session's head is not the snapshot the writer
+    /// expected. Nothing was written.
     #[error(
         "session `{session_id}` changed underneath: expected {}, found {}",
-        version_name(*expected),
-        version_name(*actual)
+        head_name(expected.as_deref()),
+        head_name(actual.as_deref())
     )]
     Conflict {
         /// The session.
         session_id: String,
-        /// The version the writer expected (`None`: that the session did not exist).
-        expected: Option<u64>,
-        /// The version the store holds (`None`: the session does not exist).
-        actual: Option<u64>,
+        /// The head the writer expected (`None`: that the session did not exist).
+        expected: Option<String>,
+        /// The head the store holds (`None`: the session does not exist).
+        actual: Option<String>,
+    },
+    /// A turn runs on the session (its head is pending under a lease that holds): nothing may
+    /// follow the head until it finishes, is aborted, or its lease lapses. Nothing was written.
+    #[error("session `{session_id}` is running a turn")]
+    Running {
+        /// The session.
+        session_id: String,
+        /// The running turn's lease.
+        lease: Lease,
+    },
+    /// The snapshot is not a pending one this owner holds (it finished, was taken over after
+    /// its lease lapsed, or never existed). Nothing was written.
+    #[error("the turn no longer holds snapshot `{snapshot_id}`: {reason}")]
+    NotHeld {
+        /// The snapshot.
+        snapshot_id: String,
+        /// Why, in words.
+        reason: &'static str,
     },
     /// The session does not exist (any more): a [`NotFound`] of kind `session`, naming its id.
     #[error(transparent)]
@@ -94,8 +487,8 @@ pub enum StoreError {
     Backend(#[source] BoxError),
 }
 
-fn version_name(version: Option<u64>) -> String {
-    version.map_or_else(|| "no session".to_owned(), |v| format!("version {v}"))
+fn head_name(head: Option<&str>) -> String {
+    head.map_or_else(|| "no session".to_owned(), |id| format!("snapshot `{id}`"))
 }
 
 impl StoreError {
@@ -130,127 +523,110 @@ impl StoreError {
     }
 }
 
-/// Where sessions live: versioned JSON snapshots with compare-and-swap saves.
+/// Where sessions live: logs of snapshots, each adding a [`Change`] to its parent.
 ///
-/// One dyn-compatible trait over JSON state, so one store serves agents of any state type and a
-/// store of your own (Redis, DynamoDB, files) is one small impl. Every save is a compare-and-swap
-/// on the version: a writer that read version `v` saves with `expected = Some(v)` and gets
-/// [`StoreError::Conflict`] if anyone saved since. A lost update is impossible.
+/// A session is a tree of snapshots. Each snapshot keeps what its turn added (its change), not
+/// the whole state again, so a turn costs what it adds however long the conversation, and every
+/// snapshot stays loadable without storing the conversation once per snapshot. Now and then a
+/// snapshot also carries its state whole (a checkpoint, [`Replay`]), so a load reads a bounded
+/// checkpoint plus the changes after it. The session's **head** is its latest snapshot: what
+/// "the session" means when no snapshot is named.
 ///
-/// A missing session is not an error here: `load` and `load_version` answer `None`, `delete`
-/// answers `false`, and a save expecting a version of it is a [`StoreError::Conflict`] with
-/// `actual: None`. [`StoreError::NotFound`] is what [`Session`](crate::Session) and the agents
-/// make of that.
+/// Every write is a compare-and-swap. A writer that read the session at head `h` appends with
+/// [`Parent::Head(h)`](Parent::Head) and gets [`StoreError::Conflict`] if anyone wrote since: a
+/// lost turn is impossible. [`Parent::Branch`] continues any snapshot instead, leaving the
+/// others as they are. A turn that runs a while writes a [`Status::Pending`] snapshot with a
+/// [`Lease`] as it starts ([`Append::pending`]); nothing may follow it until it
+/// [finishes](Self::finish), is [aborted](Self::abort) or its lease lapses
+/// ([`StoreError::Running`]).
+///
+/// A missing session or snapshot is not an error here: loads answer `None`, `delete` answers
+/// `false`, `abort` answers `None`, and an append after a head that is not there is a
+/// [`StoreError::Conflict`] with `actual: None`. [`StoreError::NotFound`] is what
+/// [`Session`](crate::Session) and the agents make of that.
 ///
 /// `Arc<S>` and `Box<S>` are stores when `S` is, `dyn SessionStore` included, so a store shared
 /// as `Arc<dyn SessionStore>` goes wherever an `impl SessionStore` does.
 ///
+/// ```
+/// use bidi_session::{Append, Change, MemoryStore, Parent, SessionStore};
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), bidi_session::StoreError> {
+/// let store = MemoryStore::new();
+/// let first = store.append("chat", Append::create(json!({"messages": ["hi"]}))).await?;
+/// let add = |text: &str| Change::new().push("/messages", json!(text));
+/// let a = store.append("chat", Append::change(Parent::Head(first.id.clone()), add("a"))).await?;
+/// // A writer still at the first snapshot is refused...
+/// let stale = store.append("chat", Append::change(Parent::Head(first.id.clone()), add("x"))).await;
+/// assert!(stale.unwrap_err().is_conflict());
+/// // ...while a branch from it is a new head, and leaves `a` as it was.
+/// let b = store.append("chat", Append::change(Parent::Branch(first.id.clone()), add("b"))).await?;
+/// assert_eq!(store.load("chat").await?.unwrap().state, json!({"messages": ["hi", "b"]}));
+/// assert_eq!(store.load_snapshot(&a.id).await?.unwrap().state, json!({"messages": ["hi", "a"]}));
+/// assert_eq!(b.parent_id, Some(first.id));
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Your own store
 ///
 /// Write the methods as `async fn`s under [`#[async_trait]`](macro@async_trait) (re-exported
-/// here, so you need no dependency of your own), then run the public conformance suite,
-/// [`testing::conformance`](crate::testing::conformance) (feature `testing`), against it. A
-/// complete store that keeps every version in a map:
-///
-/// ```
-/// use std::collections::BTreeMap;
-/// use std::sync::{Arc, Mutex, PoisonError};
-/// use std::time::SystemTime;
-///
-/// use bidi_session::{SessionStore, Snapshot, StoreError, async_trait};
-/// use serde_json::Value;
-///
-/// /// Every version of every session, oldest first.
-/// #[derive(Debug, Default)]
-/// struct MapStore {
-///     sessions: Mutex<BTreeMap<String, Vec<Snapshot>>>,
-/// }
-///
-/// impl MapStore {
-///     fn sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<Snapshot>>> {
-///         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
-///     }
-/// }
-///
-/// #[async_trait]
-/// impl SessionStore for MapStore {
-///     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
-///         Ok(self.sessions().get(session_id).and_then(|v| v.last().cloned()))
-///     }
-///
-///     async fn load_version(
-///         &self,
-///         session_id: &str,
-///         version: u64,
-///     ) -> Result<Option<Snapshot>, StoreError> {
-///         let sessions = self.sessions();
-///         let versions = sessions.get(session_id);
-///         Ok(versions.and_then(|v| v.iter().find(|s| s.version == version).cloned()))
-///     }
-///
-///     async fn save(
-///         &self,
-///         session_id: &str,
-///         expected: Option<u64>,
-///         state: Value,
-///     ) -> Result<Snapshot, StoreError> {
-///         let mut sessions = self.sessions();
-///         let latest = sessions.get(session_id).and_then(|v| v.last());
-///         let actual = latest.map(|s| s.version);
-///         // The compare-and-swap: under the lock, nobody saves between this check and the push.
-///         if actual != expected {
-///             let session_id = session_id.to_owned();
-///             return Err(StoreError::Conflict { session_id, expected, actual });
-///         }
-///         let now = SystemTime::now();
-///         let created_at = latest.map_or(now, |s| s.created_at);
-///         let version = actual.map_or(1, |v| v + 1);
-///         let snapshot = Snapshot::new(session_id, version, state, created_at, now);
-///         sessions.entry(session_id.to_owned()).or_default().push(snapshot.clone());
-///         Ok(snapshot)
-///     }
-///
-///     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
-///         Ok(self.sessions().remove(session_id).is_some())
-///     }
-///
-///     async fn list(&self) -> Result<Vec<String>, StoreError> {
-///         Ok(self.sessions().keys().cloned().collect()) // a BTreeMap: sorted
-///     }
-/// }
-///
-/// # #[tokio::main]
-/// # async fn main() {
-/// // Panics naming what the store gets wrong, if anything.
-/// bidi_session::testing::conformance(Arc::new(MapStore::default())).await;
-/// # }
-/// ```
+/// here, so you need no dependency of your own), keep each write atomic, then run the public
+/// conformance suite, [`testing::conformance`](crate::testing::conformance) (feature
+/// `testing`), against it. `MemoryStore`'s source is a complete one in a page.
 #[async_trait]
 pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
-    /// The latest snapshot of `session_id`, or `None` if there is no such session.
+    /// The head of `session_id` (its latest snapshot) with its state, or `None` if there is no
+    /// such session.
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError>;
 
-    /// Snapshot `version` of `session_id`, or `None` if it does not exist (or was not retained).
-    async fn load_version(
-        &self,
-        session_id: &str,
-        version: u64,
-    ) -> Result<Option<Snapshot>, StoreError>;
+    /// Snapshot `snapshot_id`, of any session, with its state, or `None` if there is none.
+    async fn load_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>, StoreError>;
 
-    /// Saves `state` as the next version of `session_id`, if the session is at `expected`
-    /// (`None`: only if the session does not exist, creating it at version 1). Returns the new
-    /// snapshot.
+    /// Snapshot `snapshot_id` without its state (cheap: nothing is replayed), or `None`.
+    async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError>;
+
+    /// Appends a snapshot to `session_id` and makes it the session's head. Returns it,
+    /// without its state.
     ///
     /// # Errors
     ///
-    /// [`StoreError::Conflict`] with the actual version when the session is not at `expected`;
-    /// nothing is written then.
-    async fn save(
+    /// [`StoreError::Conflict`] when the parent is not what [`Append::parent`] expects (the
+    /// head for [`Parent::Head`], a snapshot of the session for [`Parent::Branch`], no session
+    /// for [`Parent::None`]), [`StoreError::NotFound`] for a branch from a snapshot the session
+    /// does not have; [`StoreError::Running`] when the parent is pending under a lease
+    /// that holds. Nothing is written then.
+    async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError>;
+
+    /// Ends pending snapshot `snapshot_id`: writes its change and its status, and gives up its
+    /// lease.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if the snapshot is not pending under `finish.owner`'s lease (it
+    /// finished, or another turn took the session over after the lease lapsed); nothing is
+    /// written then.
+    async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError>;
+
+    /// Extends the lease of pending snapshot `snapshot_id` to `expires_at` (milliseconds since
+    /// the Unix epoch). Answers [`Renewal::Aborted`] (and extends nothing) if it was aborted.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if the snapshot is not pending under `owner`'s lease.
+    async fn renew(
         &self,
-        session_id: &str,
-        expected: Option<u64>,
-        state: Value,
-    ) -> Result<Snapshot, StoreError>;
+        snapshot_id: &str,
+        owner: &str,
+        expires_at: u64,
+    ) -> Result<Renewal, StoreError>;
+
+    /// Aborts snapshot `snapshot_id` if it is pending (it reads as [`Status::Aborted`] at once;
+    /// its turn learns it at its next [`renew`](Self::renew)). Answers the status it had
+    /// before, or `None` if there is no such snapshot; a terminal status is left as it is.
+    async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError>;
 
     /// Deletes every snapshot of `session_id`; returns whether it existed.
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
@@ -267,21 +643,36 @@ macro_rules! forward {
                 (**self).load(session_id).await
             }
 
-            async fn load_version(
+            async fn load_snapshot(
                 &self,
-                session_id: &str,
-                version: u64,
+                snapshot_id: &str,
             ) -> Result<Option<Snapshot>, StoreError> {
-                (**self).load_version(session_id, version).await
+                (**self).load_snapshot(snapshot_id).await
             }
 
-            async fn save(
+            async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError> {
+                (**self).entry(snapshot_id).await
+            }
+
+            async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
+                (**self).append(session_id, append).await
+            }
+
+            async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError> {
+                (**self).finish(snapshot_id, finish).await
+            }
+
+            async fn renew(
                 &self,
-                session_id: &str,
-                expected: Option<u64>,
-                state: Value,
-            ) -> Result<Snapshot, StoreError> {
-                (**self).save(session_id, expected, state).await
+                snapshot_id: &str,
+                owner: &str,
+                expires_at: u64,
+            ) -> Result<Renewal, StoreError> {
+                (**self).renew(snapshot_id, owner, expires_at).await
+            }
+
+            async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {
+                (**self).abort(snapshot_id).await
             }
 
             async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
@@ -297,3 +688,9 @@ macro_rules! forward {
 
 forward!(Arc);
 forward!(Box);
+
+/// A new snapshot id: a random UUID, unique in any store.
+#[must_use]
+pub fn new_snapshot_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

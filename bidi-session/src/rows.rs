@@ -1,0 +1,142 @@
+//! What the SQL stores share: a snapshot's row as they read it, and the replay of a lineage
+//! into a state.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::change::Change;
+use crate::rules::Node;
+use crate::store::{Entry, Lease, Replay, Status, StoreError};
+
+/// The columns of a snapshot row, in the order the SQL stores select them.
+pub(crate) const COLUMNS: &str = "id, session_id, parent_id, version, status, lease_owner, \
+    lease_started, lease_expires, error, replay_checkpoint, replay_changes, has_children, \
+    created_at, updated_at";
+
+/// A snapshot's row, without its change and checkpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) id: String,
+    pub(crate) session_id: String,
+    pub(crate) parent_id: Option<String>,
+    pub(crate) version: i64,
+    pub(crate) status: String,
+    pub(crate) lease_owner: Option<String>,
+    pub(crate) lease_started: Option<i64>,
+    pub(crate) lease_expires: Option<i64>,
+    pub(crate) error: Option<String>,
+    pub(crate) replay_checkpoint: i64,
+    pub(crate) replay_changes: i64,
+    pub(crate) has_children: bool,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+}
+
+impl Row {
+    pub(crate) fn lease(&self) -> Option<Lease> {
+        Some(Lease {
+            owner: self.lease_owner.clone()?,
+            started_at: unsigned(self.lease_started?),
+            expires_at: unsigned(self.lease_expires?),
+        })
+    }
+
+    pub(crate) fn status(&self) -> Result<Status, StoreError> {
+        Status::from_name(&self.status).ok_or_else(|| {
+            StoreError::backend(format!("a snapshot has an unknown status `{}`", self.status))
+        })
+    }
+
+    pub(crate) fn replay(&self) -> Replay {
+        Replay {
+            checkpoint: unsigned(self.replay_checkpoint),
+            changes: unsigned(self.replay_changes),
+        }
+    }
+
+    /// The row as the rules see it; `lease` is [`lease`](Self::lease), held by the caller.
+    pub(crate) fn node<'a>(&'a self, lease: Option<&'a Lease>) -> Result<Node<'a>, StoreError> {
+        Ok(Node {
+            session_id: &self.session_id,
+            status: self.status()?,
+            lease,
+            has_children: self.has_children,
+        })
+    }
+
+    /// The entry a reader sees.
+    pub(crate) fn entry(self) -> Result<Entry, StoreError> {
+        let status = self.status()?;
+        let lease = self.lease();
+        let replay = self.replay();
+        // Text a store wrote is JSON: anything else is a damaged database.
+        let error = self
+            .error
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(StoreError::backend)?;
+        Ok(Entry::new(
+            self.id,
+            self.session_id,
+            self.parent_id,
+            unsigned(self.version),
+            status,
+            lease,
+            error,
+            replay,
+            time(self.created_at),
+            time(self.updated_at),
+        ))
+    }
+}
+
+/// The state at the end of a lineage, from its rows oldest first: `(checkpoint, change)` each,
+/// the first with a checkpoint.
+pub(crate) fn replay(
+    rows: impl IntoIterator<Item = (Option<String>, String)>,
+) -> Result<Value, StoreError> {
+    let mut state = Value::Null;
+    for (checkpoint, change) in rows {
+        match checkpoint {
+            Some(checkpoint) => {
+                state = serde_json::from_str(&checkpoint).map_err(StoreError::backend)?;
+            }
+            None => Change::from_json(&change)
+                .map_err(StoreError::backend)?
+                .apply(&mut state)
+                .map_err(StoreError::backend)?,
+        }
+    }
+    Ok(state)
+}
+
+/// The replay cost of a new snapshot after `parent` (`None`: a session's first) that writes
+/// `change` bytes of change and `checkpoint` bytes of checkpoint, if any.
+pub(crate) fn replay_after(parent: Option<&Row>, change: usize, checkpoint: Option<usize>) -> Replay {
+    match checkpoint {
+        Some(bytes) => Replay::checkpoint(bytes as u64),
+        None => parent.map(Row::replay).unwrap_or_default().after(change as u64),
+    }
+}
+
+/// Milliseconds since the Unix epoch, as SQL stores them.
+pub(crate) fn millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn time(millis: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(unsigned(millis))
+}
+
+/// A count or a time read from SQL (`BIGINT`/`INTEGER`, never negative).
+pub(crate) fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// A count or a time as SQL stores it.
+pub(crate) fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
