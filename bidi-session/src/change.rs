@@ -62,7 +62,9 @@ impl Change {
     pub fn push(mut self, path: &str, value: Value) -> Self {
         let mut path = pointer(path);
         path.push_back("-");
-        self.0.0.push(PatchOperation::Add(AddOperation { path, value }));
+        self.0
+            .0
+            .push(PatchOperation::Add(AddOperation { path, value }));
         self
     }
 
@@ -70,7 +72,9 @@ impl Change {
     #[must_use]
     pub fn set(mut self, path: &str, value: Value) -> Self {
         let path = pointer(path);
-        self.0.0.push(PatchOperation::Add(AddOperation { path, value }));
+        self.0
+            .0
+            .push(PatchOperation::Add(AddOperation { path, value }));
         self
     }
 
@@ -78,7 +82,9 @@ impl Change {
     #[must_use]
     pub fn remove(mut self, path: &str) -> Self {
         let path = pointer(path);
-        self.0.0.push(PatchOperation::Remove(RemoveOperation { path }));
+        self.0
+            .0
+            .push(PatchOperation::Remove(RemoveOperation { path }));
         self
     }
 
@@ -142,8 +148,10 @@ fn pointer(path: &str) -> PointerBuf {
         return PointerBuf::new();
     }
     PointerBuf::from_tokens(path.split('/').map(|token| {
-        jsonptr::Token::from_encoded(token)
-            .map_or_else(|_| jsonptr::Token::new(token.to_owned()), |t| t.into_owned())
+        jsonptr::Token::from_encoded(token).map_or_else(
+            |_| jsonptr::Token::new(token.to_owned()),
+            |t| t.into_owned(),
+        )
     }))
 }
 

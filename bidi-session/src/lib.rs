@@ -78,6 +78,7 @@ mod store;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+pub use change::{ApplyError, Change};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -85,7 +86,6 @@ pub use postgres::PostgresStore;
 pub use scoped::Scoped;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
-pub use change::{ApplyError, Change};
 pub use store::{
     Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
     StoreError, new_snapshot_id, now_ms,

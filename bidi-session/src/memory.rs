@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::change::Change;
 use crate::rules::{self, Node};
 use crate::store::{
-    Append, Entry, Finish, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
-    StoreError, new_snapshot_id,
+    Append, Entry, Finish, Parent, Renewal, Replay, SessionStore, Snapshot, Status, StoreError,
+    new_snapshot_id,
 };
 
 /// Sessions in memory. The reference the other stores are tested against, and (bounded) the

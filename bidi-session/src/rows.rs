@@ -44,7 +44,10 @@ impl Row {
 
     pub(crate) fn status(&self) -> Result<Status, StoreError> {
         Status::from_name(&self.status).ok_or_else(|| {
-            StoreError::backend(format!("a snapshot has an unknown status `{}`", self.status))
+            StoreError::backend(format!(
+                "a snapshot has an unknown status `{}`",
+                self.status
+            ))
         })
     }
 
@@ -114,10 +117,17 @@ pub(crate) fn replay(
 
 /// The replay cost of a new snapshot after `parent` (`None`: a session's first) that writes
 /// `change` bytes of change and `checkpoint` bytes of checkpoint, if any.
-pub(crate) fn replay_after(parent: Option<&Row>, change: usize, checkpoint: Option<usize>) -> Replay {
+pub(crate) fn replay_after(
+    parent: Option<&Row>,
+    change: usize,
+    checkpoint: Option<usize>,
+) -> Replay {
     match checkpoint {
         Some(bytes) => Replay::checkpoint(bytes as u64),
-        None => parent.map(Row::replay).unwrap_or_default().after(change as u64),
+        None => parent
+            .map(Row::replay)
+            .unwrap_or_default()
+            .after(change as u64),
     }
 }
 

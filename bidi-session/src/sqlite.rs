@@ -283,11 +283,15 @@ fn migrate_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
         let mut rows = select.query([])?;
         let mut insert = tx.prepare(INSERT)?;
         let mut head = tx.prepare(SET_HEAD)?;
-        let mut children =
-            tx.prepare("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?;
+        let mut children = tx.prepare("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?;
         while let Some(row) = rows.next()? {
-            let (session_id, version, state, created, updated): (String, i64, String, i64, i64) =
-                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?);
+            let (session_id, version, state, created, updated): (String, i64, String, i64, i64) = (
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            );
             let parent = match &previous {
                 Some((session, id)) if *session == session_id => {
                     children.execute(params![id])?;
@@ -352,7 +356,9 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 /// The head of `session_id`, or `None`.
 fn head(conn: &Connection, session_id: &str) -> Result<Option<String>, StoreError> {
     let mut stmt = conn.prepare_cached("SELECT head FROM bidi_sessions WHERE session_id = ?1")?;
-    Ok(stmt.query_row(params![session_id], |row| row.get(0)).optional()?)
+    Ok(stmt
+        .query_row(params![session_id], |row| row.get(0))
+        .optional()?)
 }
 
 /// Snapshot `id` with its state, or `None`.
@@ -376,7 +382,10 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         None => None,
     };
     let lease = parent.as_ref().and_then(Row::lease);
-    let node = parent.as_ref().map(|p| p.node(lease.as_ref())).transpose()?;
+    let node = parent
+        .as_ref()
+        .map(|p| p.node(lease.as_ref()))
+        .transpose()?;
     rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
     let change = append.change.to_json();
     let checkpoint = append
@@ -385,7 +394,11 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         .map(serde_json::to_string)
         .transpose()
         .map_err(StoreError::Serialization)?;
-    let replay = rows::replay_after(parent.as_ref(), change.len(), checkpoint.as_ref().map(String::len));
+    let replay = rows::replay_after(
+        parent.as_ref(),
+        change.len(),
+        checkpoint.as_ref().map(String::len),
+    );
     let now = SystemTime::now();
     let at = millis(now);
     let id = new_snapshot_id();
@@ -410,7 +423,8 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         tx.prepare_cached("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?
             .execute(params![parent.id])?;
     }
-    tx.prepare_cached(SET_HEAD)?.execute(params![session_id, id, at])?;
+    tx.prepare_cached(SET_HEAD)?
+        .execute(params![session_id, id, at])?;
     tx.commit()?;
     Ok(Entry::new(
         id,
@@ -452,7 +466,11 @@ fn finish(conn: &mut Connection, id: &str, finish: Finish) -> Result<Entry, Stor
         .map(serde_json::to_string)
         .transpose()
         .map_err(StoreError::Serialization)?;
-    let replay = rows::replay_after(parent.as_ref(), change.len(), checkpoint.as_ref().map(String::len));
+    let replay = rows::replay_after(
+        parent.as_ref(),
+        change.len(),
+        checkpoint.as_ref().map(String::len),
+    );
     let at = millis(SystemTime::now());
     tx.prepare_cached(FINISH)?.execute(params![
         id,
@@ -474,7 +492,12 @@ fn finish(conn: &mut Connection, id: &str, finish: Finish) -> Result<Entry, Stor
     row.entry()
 }
 
-fn renew(conn: &mut Connection, id: &str, owner: &str, expires_at: u64) -> Result<Renewal, StoreError> {
+fn renew(
+    conn: &mut Connection,
+    id: &str,
+    owner: &str,
+    expires_at: u64,
+) -> Result<Renewal, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = row(&tx, id)?;
     let lease = found.as_ref().and_then(Row::lease);

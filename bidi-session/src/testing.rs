@@ -12,9 +12,8 @@
 //!
 //! Each check panics with a message naming what the store got wrong. The checks use session ids
 //! of their own (with a per-run prefix), so they can run against a store that holds other data,
-//! but they need every version of a session kept (no retention limit below 4), room for a dozen
-//! sessions (no session limit below that), and a multi-thread tokio runtime for the concurrency check
-//! to mean anything.
+//! but they need room for two dozen sessions (no session limit below that), and a multi-thread
+//! tokio runtime for the concurrency checks to mean anything.
 //!
 //! [`child_test`] and [`run_child_test`] run a test of the running binary in a second process,
 //! for tests that kill a writer or resume a session elsewhere.
@@ -31,7 +30,7 @@
 use std::ffi::OsStr;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "postgres")]
 mod postgres_server;
@@ -41,8 +40,12 @@ pub use postgres_server::PostgresServer;
 
 use serde_json::{Value, json};
 
+use crate::change::Change;
 use crate::session::Session;
-use crate::store::{SessionStore, StoreError};
+use crate::store::{
+    Append, Entry, Finish, Lease, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
+    now_ms,
+};
 
 /// Runs every check against `store`.
 ///
@@ -51,9 +54,15 @@ use crate::store::{SessionStore, StoreError};
 /// When the store breaks the contract.
 pub async fn conformance(store: Arc<dyn SessionStore>) {
     let prefix = prefix();
-    create_load_and_versions(&*store, &prefix).await;
+    create_load_and_lineage(&*store, &prefix).await;
     compare_and_swap(&*store, &prefix).await;
+    branches(&*store, &prefix).await;
+    concurrent_appends(Arc::clone(&store), &prefix, 8).await;
     concurrent_updates(Arc::clone(&store), &prefix, 8, 25).await;
+    turns(&*store, &prefix).await;
+    aborts(&*store, &prefix).await;
+    expired_leases(&*store, &prefix).await;
+    checkpoints(&*store, &prefix).await;
     large_state(&*store, &prefix).await;
     unicode_ids(&*store, &prefix).await;
     missing_ids(&*store, &prefix).await;
@@ -142,9 +151,9 @@ fn prefix() -> String {
 }
 
 fn expect_conflict(
-    result: Result<crate::Snapshot, StoreError>,
-    expected: Option<u64>,
-    actual: Option<u64>,
+    result: Result<Entry, StoreError>,
+    expected: Option<&str>,
+    actual: Option<&str>,
     what: &str,
 ) {
     match result {
@@ -153,7 +162,11 @@ fn expect_conflict(
             actual: a,
             ..
         }) => {
-            assert_eq!((e, a), (expected, actual), "{what}: conflict versions");
+            assert_eq!(
+                (e.as_deref(), a.as_deref()),
+                (expected, actual),
+                "{what}: the conflict's heads"
+            );
         }
         other => panic!("{what}: expected a conflict, got {other:?}"),
     }
@@ -172,101 +185,236 @@ fn expect_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>, id: &str,
     }
 }
 
-/// Create at version 1, save versions 2 and 3, load the latest and each version.
+fn expect_not_held<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+    assert!(
+        matches!(result, Err(StoreError::NotHeld { .. })),
+        "{what}: expected StoreError::NotHeld, got {result:?}"
+    );
+}
+
+fn expect_running(result: Result<Entry, StoreError>, owner: &str, what: &str) {
+    match result {
+        Err(StoreError::Running { lease, .. }) => assert_eq!(lease.owner, owner, "{what}"),
+        other => panic!("{what}: expected StoreError::Running, got {other:?}"),
+    }
+}
+
+async fn create(store: &dyn SessionStore, id: &str, state: Value) -> Entry {
+    store
+        .append(id, Append::create(state))
+        .await
+        .expect("create")
+}
+
+/// Appends a completed snapshot setting `/n` to `n` after head `head`.
+async fn set_n(
+    store: &dyn SessionStore,
+    id: &str,
+    parent: Parent,
+    n: i64,
+) -> Result<Entry, StoreError> {
+    let change = Change::new().set("/n", json!(n));
+    store.append(id, Append::change(parent, change)).await
+}
+
+async fn state_at(store: &dyn SessionStore, snapshot_id: &str) -> Value {
+    store
+        .load_snapshot(snapshot_id)
+        .await
+        .expect("load snapshot")
+        .expect("the snapshot exists")
+        .state
+}
+
+async fn head(store: &dyn SessionStore, id: &str) -> Snapshot {
+    store
+        .load(id)
+        .await
+        .expect("load")
+        .expect("the session exists")
+}
+
+fn lease(owner: &str, term: Duration) -> Lease {
+    Lease::new(owner, term)
+}
+
+/// Create, append two snapshots after the head, load the head and each snapshot by id; the
+/// snapshots chain by parent and count their versions from 1.
 ///
 /// # Panics
 ///
 /// When the store breaks the contract.
-pub async fn create_load_and_versions(store: &dyn SessionStore, prefix: &str) {
-    let id = format!("{prefix}versions");
-    let first = store
-        .save(&id, None, json!({"n": 1}))
-        .await
-        .expect("create");
+pub async fn create_load_and_lineage(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}lineage");
+    let first = create(store, &id, json!({"n": 1, "log": []})).await;
     assert_eq!(first.version, 1, "a new session starts at version 1");
-    assert_eq!(first.session_id, id);
-    let second = store
-        .save(&id, Some(1), json!({"n": 2}))
-        .await
-        .expect("save v2");
-    let third = store
-        .save(&id, Some(2), json!({"n": 3}))
-        .await
-        .expect("save v3");
-    assert_eq!((second.version, third.version), (2, 3));
-    let latest = store
-        .load(&id)
-        .await
-        .expect("load")
-        .expect("the session exists");
-    assert_eq!((latest.version, &latest.state), (3, &json!({"n": 3})));
-    for v in 1..=3 {
-        let snapshot = store
-            .load_version(&id, v)
-            .await
-            .expect("load version")
-            .expect("version kept");
-        assert_eq!(snapshot.state, json!({"n": v}), "version {v}");
-        assert_eq!(
-            snapshot.created_at, first.created_at,
-            "created_at is the session's"
-        );
-    }
-    assert!(latest.updated_at >= first.updated_at);
-    assert!(
-        store
-            .load_version(&id, 4)
-            .await
-            .expect("load version")
-            .is_none()
+    assert_eq!(
+        (first.session_id.as_str(), first.parent_id.as_deref()),
+        (id.as_str(), None)
     );
+    assert_eq!(first.status, Status::Completed);
+    let second = set_n(store, &id, Parent::Head(first.id.clone()), 2)
+        .await
+        .expect("append 2");
+    let change = Change::new()
+        .set("/n", json!(3))
+        .push("/log", json!("three"));
+    let third = store
+        .append(&id, Append::change(Parent::Head(second.id.clone()), change))
+        .await
+        .expect("append 3");
+    assert_eq!((second.version, third.version), (2, 3));
+    assert_eq!(second.parent_id.as_deref(), Some(first.id.as_str()));
+    assert_eq!(third.parent_id.as_deref(), Some(second.id.as_str()));
+    let ids = [&first.id, &second.id, &third.id];
+    assert!(
+        ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+        "ids are unique"
+    );
+    let latest = head(store, &id).await;
+    assert_eq!(latest.entry, third, "the head loads as it was written");
+    assert_eq!(latest.state, json!({"n": 3, "log": ["three"]}));
+    assert_eq!(state_at(store, &first.id).await, json!({"n": 1, "log": []}));
+    assert_eq!(
+        state_at(store, &second.id).await,
+        json!({"n": 2, "log": []})
+    );
+    let entry = store
+        .entry(&second.id)
+        .await
+        .expect("entry")
+        .expect("exists");
+    assert_eq!(entry, second, "an entry reads as it was written");
+    assert!(latest.entry.updated_at >= first.updated_at);
     assert!(store.list().await.expect("list").contains(&id));
 }
 
-/// Stale, early and create-only saves are refused and write nothing.
+/// Appends after a head that is not the session's, and creates of a session that exists, are
+/// refused and write nothing.
 ///
 /// # Panics
 ///
 /// When the store breaks the contract.
 pub async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}cas");
-    store.save(&id, None, json!("a")).await.expect("create");
-    store.save(&id, Some(1), json!("b")).await.expect("v2");
+    let first = create(store, &id, json!({"n": 1})).await;
+    let second = set_n(store, &id, Parent::Head(first.id.clone()), 2)
+        .await
+        .expect("append");
     expect_conflict(
-        store.save(&id, None, json!("x")).await,
+        store.append(&id, Append::create(json!("x"))).await,
         None,
-        Some(2),
+        Some(&second.id),
         "create over an existing session",
     );
     expect_conflict(
-        store.save(&id, Some(1), json!("x")).await,
-        Some(1),
-        Some(2),
+        set_n(store, &id, Parent::Head(first.id.clone()), 9).await,
+        Some(&first.id),
+        Some(&second.id),
         "stale writer",
     );
     expect_conflict(
-        store.save(&id, Some(7), json!("x")).await,
-        Some(7),
-        Some(2),
-        "writer from the future",
+        set_n(store, &id, Parent::Head("no-such-snapshot".into()), 9).await,
+        Some("no-such-snapshot"),
+        Some(&second.id),
+        "writer after a snapshot that does not exist",
     );
     let missing = format!("{prefix}cas-missing");
     expect_conflict(
-        store.save(&missing, Some(1), json!("x")).await,
-        Some(1),
+        set_n(store, &missing, Parent::Head(first.id.clone()), 9).await,
+        Some(&first.id),
         None,
-        "update of a missing session",
+        "append to a missing session",
     );
-    let latest = store.load(&id).await.expect("load").expect("exists");
+    let latest = head(store, &id).await;
     assert_eq!(
-        (latest.version, latest.state),
-        (2, json!("b")),
-        "a refused save wrote nothing"
+        (latest.entry.id.as_str(), latest.state),
+        (second.id.as_str(), json!({"n": 2})),
+        "a refused append wrote nothing"
     );
     assert!(
         store.load(&missing).await.expect("load").is_none(),
-        "a refused save created nothing"
+        "a refused append created nothing"
     );
+}
+
+/// A branch from an older snapshot becomes the head and leaves the other leaf as it was; a
+/// branch from another session's snapshot is refused.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn branches(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}branches");
+    let root = create(store, &id, json!({"n": 0})).await;
+    let a = set_n(store, &id, Parent::Head(root.id.clone()), 1)
+        .await
+        .expect("a");
+    let b = set_n(store, &id, Parent::Branch(root.id.clone()), 2)
+        .await
+        .expect("branch b from the root");
+    assert_eq!(b.parent_id.as_deref(), Some(root.id.as_str()));
+    assert_eq!(b.version, 2);
+    assert_eq!(
+        head(store, &id).await.entry.id,
+        b.id,
+        "the branch is the head"
+    );
+    assert_eq!(
+        state_at(store, &a.id).await,
+        json!({"n": 1}),
+        "the other leaf is intact"
+    );
+    let c = set_n(store, &id, Parent::Branch(a.id.clone()), 3)
+        .await
+        .expect("branch c from the other leaf");
+    assert_eq!(
+        (c.version, head(store, &id).await.state),
+        (3, json!({"n": 3}))
+    );
+    let other = format!("{prefix}branches-other");
+    create(store, &other, json!({"n": 9})).await;
+    let refused = set_n(store, &other, Parent::Branch(a.id.clone()), 4).await;
+    assert!(
+        matches!(&refused, Err(StoreError::NotFound(missing)) if missing.kind == "snapshot"),
+        "a branch from another session's snapshot: {refused:?}"
+    );
+    assert_eq!(head(store, &other).await.state, json!({"n": 9}));
+}
+
+/// `tasks` tasks append after the same head at once: exactly one wins, every other gets a
+/// conflict naming the winner.
+///
+/// # Panics
+///
+/// When the store breaks the contract (two winners, a lost append, another error).
+pub async fn concurrent_appends(store: Arc<dyn SessionStore>, prefix: &str, tasks: i64) {
+    let id = format!("{prefix}race");
+    let root = create(&*store, &id, json!({"n": 0})).await;
+    let racers: Vec<_> = (1..=tasks)
+        .map(|n| {
+            let (store, id, root) = (Arc::clone(&store), id.clone(), root.id.clone());
+            tokio::spawn(async move { set_n(&*store, &id, Parent::Head(root), n).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for racer in racers {
+        match racer.await.expect("racer") {
+            Ok(entry) => winners.push(entry),
+            Err(StoreError::Conflict { actual, .. }) => losers.push(actual),
+            Err(other) => panic!("a racing append failed: {other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one append wins: {winners:?}");
+    let winner = &winners[0];
+    assert!(
+        losers
+            .iter()
+            .all(|actual| actual.as_deref() == Some(winner.id.as_str())),
+        "every loser is told the winner's snapshot: {losers:?}"
+    );
+    assert_eq!(head(&*store, &id).await.entry.id, winner.id);
 }
 
 /// `tasks` tasks each run `updates` [`Session::update`]s incrementing one counter: it must end at
@@ -303,13 +451,291 @@ pub async fn concurrent_updates(
     for worker in workers {
         worker.await.expect("worker");
     }
-    let latest = store.load(&id).await.expect("load").expect("exists");
+    let latest = head(&*store, &id).await;
     assert_eq!(
         latest.state,
         json!(tasks * updates),
         "every update counted exactly once"
     );
-    assert_eq!(latest.version, tasks * updates + 1);
+    assert_eq!(latest.entry.version, tasks * updates + 1);
+}
+
+/// A turn: a pending snapshot under a lease holds the session (nothing may follow it), renews,
+/// and finishes with its change; only its owner finishes it, once. A failed turn keeps its
+/// error.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn turns(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}turns");
+    let root = create(store, &id, json!({"n": 0})).await;
+    let term = Duration::from_secs(60);
+    let pending = store
+        .append(
+            &id,
+            Append::pending(Parent::Head(root.id.clone()), lease("turn-1", term)),
+        )
+        .await
+        .expect("start a turn");
+    assert_eq!(pending.status, Status::Pending);
+    assert_eq!(
+        pending.lease.as_ref().map(|l| l.owner.as_str()),
+        Some("turn-1")
+    );
+    let loaded = head(store, &id).await;
+    assert_eq!(
+        (loaded.entry.status, loaded.state),
+        (Status::Pending, json!({"n": 0})),
+        "a pending snapshot has its parent's state"
+    );
+    expect_running(
+        set_n(store, &id, Parent::Head(pending.id.clone()), 9).await,
+        "turn-1",
+        "an append after a running turn",
+    );
+    expect_running(
+        store
+            .append(
+                &id,
+                Append::pending(Parent::Head(pending.id.clone()), lease("turn-2", term)),
+            )
+            .await,
+        "turn-1",
+        "a second turn",
+    );
+    let renewed = store.renew(&pending.id, "turn-1", now_ms() + 90_000).await;
+    assert_eq!(renewed.expect("renew"), Renewal::Renewed);
+    expect_not_held(
+        store
+            .renew(&pending.id, "someone-else", now_ms() + 90_000)
+            .await,
+        "a renewal by another owner",
+    );
+    expect_not_held(
+        store
+            .finish(
+                &pending.id,
+                Finish::new("someone-else", Status::Completed, Change::new()),
+            )
+            .await,
+        "a finish by another owner",
+    );
+    let change = Change::new().set("/n", json!(1));
+    let done = store
+        .finish(
+            &pending.id,
+            Finish::new("turn-1", Status::Completed, change),
+        )
+        .await
+        .expect("finish");
+    assert_eq!(
+        (done.status, done.lease.as_ref()),
+        (Status::Completed, None)
+    );
+    assert_eq!((done.id.as_str(), done.version), (pending.id.as_str(), 2));
+    assert_eq!(head(store, &id).await.state, json!({"n": 1}));
+    expect_not_held(
+        store
+            .finish(
+                &pending.id,
+                Finish::new("turn-1", Status::Completed, Change::new()),
+            )
+            .await,
+        "a second finish",
+    );
+    expect_not_held(
+        store.renew(&pending.id, "turn-1", now_ms() + 90_000).await,
+        "a renewal after the finish",
+    );
+    // A failed turn.
+    let failing = store
+        .append(
+            &id,
+            Append::pending(Parent::Head(done.id.clone()), lease("turn-3", term)),
+        )
+        .await
+        .expect("start a turn");
+    let error = json!({"message": "intentional failure"});
+    let change = Change::new().set("/n", json!(2));
+    let failed = store
+        .finish(
+            &failing.id,
+            Finish::new("turn-3", Status::Failed, change).with_error(error.clone()),
+        )
+        .await
+        .expect("finish failed");
+    assert_eq!(
+        (failed.status, failed.error.as_ref()),
+        (Status::Failed, Some(&error))
+    );
+    let loaded = head(store, &id).await;
+    assert_eq!(
+        loaded.entry.error.as_ref(),
+        Some(&error),
+        "the error is kept"
+    );
+    assert_eq!(
+        loaded.state,
+        json!({"n": 2}),
+        "what a failed turn did is kept"
+    );
+    assert_eq!(
+        store.abort(&failing.id).await.expect("abort"),
+        Some(Status::Failed)
+    );
+    assert_eq!(
+        store.abort(&root.id).await.expect("abort"),
+        Some(Status::Completed)
+    );
+    assert_eq!(
+        head(store, &id).await.entry.status,
+        Status::Failed,
+        "terminal stays"
+    );
+    assert_eq!(store.abort("no-such-snapshot").await.expect("abort"), None);
+}
+
+/// Aborting a running turn: the snapshot reads aborted at once, its turn learns it at its next
+/// renewal, still holds the session until it finishes, and keeps what it did.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn aborts(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}aborts");
+    let root = create(store, &id, json!({"n": 0})).await;
+    let term = Duration::from_secs(60);
+    let pending = store
+        .append(
+            &id,
+            Append::pending(Parent::Head(root.id.clone()), lease("turn", term)),
+        )
+        .await
+        .expect("start a turn");
+    assert_eq!(
+        store.abort(&pending.id).await.expect("abort"),
+        Some(Status::Pending)
+    );
+    let entry = store
+        .entry(&pending.id)
+        .await
+        .expect("entry")
+        .expect("exists");
+    assert_eq!(entry.status, Status::Aborted, "aborted at once");
+    assert_eq!(
+        store.abort(&pending.id).await.expect("abort"),
+        Some(Status::Aborted)
+    );
+    let renewal = store.renew(&pending.id, "turn", now_ms() + 60_000).await;
+    assert_eq!(renewal.expect("renew"), Renewal::Aborted);
+    expect_running(
+        set_n(store, &id, Parent::Head(pending.id.clone()), 9).await,
+        "turn",
+        "an append while the aborted turn winds down",
+    );
+    let change = Change::new().set("/n", json!(1));
+    let ended = store
+        .finish(&pending.id, Finish::new("turn", Status::Completed, change))
+        .await
+        .expect("finish");
+    assert_eq!(
+        ended.status,
+        Status::Aborted,
+        "an aborted turn stays aborted"
+    );
+    let loaded = head(store, &id).await;
+    assert_eq!(
+        (loaded.entry.status, loaded.state),
+        (Status::Aborted, json!({"n": 1})),
+        "what the aborted turn did is kept"
+    );
+    set_n(store, &id, Parent::Head(pending.id.clone()), 2)
+        .await
+        .expect("the session goes on after an aborted turn");
+}
+
+/// A turn whose lease lapsed reads as expired, and the next turn takes the session over; the
+/// late turn cannot finish over it.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn expired_leases(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}expired");
+    let root = create(store, &id, json!({"n": 0})).await;
+    let mut lapsed = lease("crashed", Duration::ZERO);
+    lapsed.expires_at = lapsed.expires_at.saturating_sub(1);
+    let pending = store
+        .append(&id, Append::pending(Parent::Head(root.id.clone()), lapsed))
+        .await
+        .expect("start a turn");
+    let entry = store
+        .entry(&pending.id)
+        .await
+        .expect("entry")
+        .expect("exists");
+    assert_eq!(entry.status, Status::Expired);
+    assert_eq!(head(store, &id).await.entry.status, Status::Expired);
+    assert_eq!(
+        store.abort(&pending.id).await.expect("abort"),
+        Some(Status::Expired)
+    );
+    let next = store
+        .append(
+            &id,
+            Append::pending(
+                Parent::Head(pending.id.clone()),
+                lease("next", Duration::from_secs(60)),
+            ),
+        )
+        .await
+        .expect("the next turn takes the session over");
+    expect_not_held(
+        store
+            .finish(
+                &pending.id,
+                Finish::new("crashed", Status::Completed, Change::new()),
+            )
+            .await,
+        "a late finish after a takeover",
+    );
+    let change = Change::new().set("/n", json!(1));
+    store
+        .finish(&next.id, Finish::new("next", Status::Completed, change))
+        .await
+        .expect("finish");
+    assert_eq!(head(store, &id).await.state, json!({"n": 1}));
+}
+
+/// Snapshots that carry their state whole load the same as those that replay changes, before
+/// and after them.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+pub async fn checkpoints(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}checkpoints");
+    let mut parent = create(store, &id, json!({"log": []})).await;
+    let mut ids = vec![parent.id.clone()];
+    for n in 1..=6 {
+        let change = Change::new().push("/log", json!(n));
+        let mut append = Append::change(Parent::Head(parent.id.clone()), change);
+        if n % 3 == 0 {
+            let whole: Vec<i64> = (1..=n).collect();
+            append = append.with_checkpoint(json!({"log": whole}));
+        }
+        parent = store.append(&id, append).await.expect("append");
+        ids.push(parent.id.clone());
+    }
+    for (n, snapshot_id) in ids.iter().enumerate() {
+        let whole: Vec<usize> = (1..=n).collect();
+        assert_eq!(
+            state_at(store, snapshot_id).await,
+            json!({"log": whole}),
+            "snapshot {n}"
+        );
+    }
 }
 
 /// A 1 MiB state round-trips unchanged.
@@ -321,14 +747,14 @@ pub async fn large_state(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}large");
     let big: String = "0123456789abcdef".repeat(64 * 1024);
     let state = json!({"blob": big, "nested": {"list": (0..1000).collect::<Vec<u32>>()}});
+    let first = create(store, &id, state.clone()).await;
+    assert_eq!(head(store, &id).await.state, state);
+    let change = Change::new().set("/blob2", json!(big));
     store
-        .save(&id, None, state.clone())
+        .append(&id, Append::change(Parent::Head(first.id), change))
         .await
-        .expect("save 1 MiB");
-    assert_eq!(
-        store.load(&id).await.expect("load").expect("exists").state,
-        state
-    );
+        .expect("a 1 MiB change");
+    assert_eq!(head(store, &id).await.state["blob2"], json!(big));
 }
 
 /// Ids with non-ASCII characters, quotes and spaces work like any other.
@@ -338,20 +764,11 @@ pub async fn large_state(store: &dyn SessionStore, prefix: &str) {
 /// When the store breaks the contract.
 pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}séance 🦀 会话 'quoted' \"double\"");
-    store
-        .save(&id, None, json!({"ok": true}))
+    let first = create(store, &id, json!({"ok": true})).await;
+    set_n(store, &id, Parent::Head(first.id), 2)
         .await
-        .expect("create");
-    store.save(&id, Some(1), Value::Null).await.expect("v2");
-    assert_eq!(
-        store
-            .load(&id)
-            .await
-            .expect("load")
-            .expect("exists")
-            .version,
-        2
-    );
+        .expect("v2");
+    assert_eq!(head(store, &id).await.entry.version, 2);
     assert!(store.list().await.expect("list").contains(&id));
 }
 
@@ -367,7 +784,7 @@ pub async fn listing(store: &dyn SessionStore, prefix: &str) {
     ]
     .map(|id| format!("{prefix}{id}"));
     for id in &ids {
-        store.save(id, None, json!(1)).await.expect("create");
+        create(store, id, json!(1)).await;
     }
     let listed = store.list().await.expect("list");
     assert!(
@@ -394,24 +811,16 @@ pub async fn missing_ids(store: &dyn SessionStore, prefix: &str) {
     assert!(!store.delete(&id).await.expect("delete"));
 }
 
-/// `id` loads as `None`, at its latest version and at version 1, and is not listed.
+/// `id` loads as `None` and is not listed.
 async fn assert_absent(store: &dyn SessionStore, id: &str) {
     assert!(store.load(id).await.expect("load").is_none(), "{id} loads");
-    assert!(
-        store
-            .load_version(id, 1)
-            .await
-            .expect("load version")
-            .is_none(),
-        "{id} loads at version 1"
-    );
     assert!(
         !store.list().await.expect("list").contains(&id.to_owned()),
         "{id} is listed"
     );
 }
 
-/// Delete removes every version; a [`Session`] still open on it then gets
+/// Delete removes every snapshot; a [`Session`] still open on it then gets
 /// [`StoreError::NotFound`] naming the session; the id can start over at version 1.
 ///
 /// # Panics
@@ -419,14 +828,22 @@ async fn assert_absent(store: &dyn SessionStore, id: &str) {
 /// When the store breaks the contract.
 pub async fn delete(store: Arc<dyn SessionStore>, prefix: &str) {
     let id = format!("{prefix}deleted");
-    store.save(&id, None, json!(1)).await.expect("create");
-    store.save(&id, Some(1), json!(2)).await.expect("v2");
+    let first = create(&*store, &id, json!(1)).await;
+    let change = Change::new().set("", json!(2));
+    let second = store
+        .append(&id, Append::change(Parent::Head(first.id.clone()), change))
+        .await
+        .expect("v2");
     let session = Session::<u64>::load(Arc::clone(&store), &id)
         .await
         .expect("load")
         .expect("exists");
     assert!(store.delete(&id).await.expect("delete"));
     assert_absent(&*store, &id).await;
+    for snapshot in [&first.id, &second.id] {
+        assert!(store.load_snapshot(snapshot).await.expect("load").is_none());
+        assert!(store.entry(snapshot).await.expect("entry").is_none());
+    }
     expect_not_found(session.reload().await, &id, "reload of a deleted session");
     expect_not_found(
         session.update(|n| *n += 1).await,
@@ -434,9 +851,6 @@ pub async fn delete(store: Arc<dyn SessionStore>, prefix: &str) {
         "update of a deleted session",
     );
     assert_absent(&*store, &id).await;
-    let again = store
-        .save(&id, None, json!("new"))
-        .await
-        .expect("re-create");
+    let again = create(&*store, &id, json!("new")).await;
     assert_eq!(again.version, 1);
 }

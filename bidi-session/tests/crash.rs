@@ -1,5 +1,5 @@
-//! `SqliteStore` survives being killed: a child process saves snapshots and reports each one the
-//! store acknowledged; the parent kills it with SIGKILL at a random moment, 20 times over, then
+//! `SqliteStore` survives being killed: a child process appends snapshots and reports each one
+//! the store acknowledged; the parent kills it with SIGKILL at a random moment, 20 times over, then
 //! checks that every acknowledged snapshot is intact and that SQLite's integrity check passes.
 
 #![allow(clippy::unwrap_used)]
@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use bidi_session::{SessionStore, SqliteStore, testing};
+use bidi_session::{Append, Change, Parent, SessionStore, SqliteStore, testing};
 use serde_json::{Value, json};
 
 const CHILD_ENV: &str = "BIDI_SESSION_CRASH_CHILD_DB";
@@ -24,8 +24,8 @@ fn state(session: &str, version: u64) -> Value {
     json!({"session": session, "version": version, "payload": "x".repeat(size)})
 }
 
-/// The child: saves snapshots round-robin over a few sessions until it is killed, printing an
-/// `ack` line after each save the store confirmed.
+/// The child: appends snapshots round-robin over a few sessions until it is killed, printing an
+/// `ack` line after each append the store confirmed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the child process of `acknowledged_snapshots_survive_sigkill`, which runs it"]
 async fn crash_child() {
@@ -34,23 +34,36 @@ async fn crash_child() {
     };
     let store = SqliteStore::open(&path).await.unwrap();
     let mut stdout = std::io::stdout();
-    let mut versions = BTreeMap::new();
+    let mut heads = BTreeMap::new();
     for s in 0..SESSIONS {
         let id = format!("crash-{s}");
-        let latest = store
+        let head = store
             .load(&id)
             .await
             .unwrap()
-            .map(|snapshot| snapshot.version);
-        versions.insert(id, latest);
+            .map(|snapshot| (snapshot.entry.version, snapshot.entry.id));
+        heads.insert(id, head);
     }
     loop {
-        for (id, latest) in &mut versions {
-            let next = latest.map_or(1, |v| v + 1);
-            store.save(id, *latest, state(id, next)).await.unwrap();
-            *latest = Some(next);
-            writeln!(stdout, "ack {id} {next} .").unwrap();
+        for (id, head) in &mut heads {
+            let (version, append) = match head.take() {
+                None => (1, Append::create(state(id, 1))),
+                Some((version, head)) => {
+                    // Every other turn appends a change, the others replace the state whole.
+                    let change = if version % 2 == 0 {
+                        Change::new()
+                            .set("/version", json!(version + 1))
+                            .set("/payload", state(id, version + 1)["payload"].clone())
+                    } else {
+                        Change::new().set("", state(id, version + 1))
+                    };
+                    (version + 1, Append::change(Parent::Head(head), change))
+                }
+            };
+            let entry = store.append(id, append).await.unwrap();
+            writeln!(stdout, "ack {id} {version} {} .", entry.id).unwrap();
             stdout.flush().unwrap();
+            *head = Some((version, entry.id));
         }
     }
 }
@@ -59,7 +72,7 @@ async fn crash_child() {
 async fn acknowledged_snapshots_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crash.db");
-    let mut acked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut acked: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
     for round in 0..ROUNDS {
         let mut child = testing::child_test("crash_child")
             .env(CHILD_ENV, &db)
@@ -73,8 +86,9 @@ async fn acknowledged_snapshots_survive_sigkill() {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let parts: Vec<&str> = line.split(' ').collect();
-                if let ["ack", id, version, "."] = parts[..] {
-                    acks.push((id.to_owned(), version.parse::<u64>().unwrap()));
+                if let ["ack", id, version, snapshot, "."] = parts[..] {
+                    let version = version.parse::<u64>().unwrap();
+                    acks.push((id.to_owned(), version, snapshot.to_owned()));
                 }
             }
             acks
@@ -87,30 +101,30 @@ async fn acknowledged_snapshots_survive_sigkill() {
         }
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
-        for (id, version) in reader.join().unwrap() {
-            let entry = acked.entry(id).or_default();
-            *entry = (*entry).max(version);
+        for (id, version, snapshot) in reader.join().unwrap() {
+            acked.entry(id).or_default().push((version, snapshot));
         }
     }
     assert!(
-        acked.values().any(|v| *v > 10),
+        acked.values().any(|v| v.len() > 10),
         "the children wrote something: {acked:?}"
     );
 
     let store = SqliteStore::open(&db).await.unwrap();
-    for (id, &last_acked) in &acked {
+    for (id, snapshots) in &acked {
+        let last_acked = snapshots.iter().map(|(v, _)| *v).max().unwrap_or(0);
         let latest = store.load(id).await.unwrap().unwrap();
         assert!(
-            latest.version >= last_acked,
+            latest.entry.version >= last_acked,
             "{id}: acknowledged {last_acked}, found {}",
-            latest.version
+            latest.entry.version
         );
-        for version in 1..=last_acked {
-            let snapshot = store.load_version(id, version).await.unwrap();
+        for (version, snapshot_id) in snapshots {
+            let snapshot = store.load_snapshot(snapshot_id).await.unwrap();
             let snapshot = snapshot.unwrap_or_else(|| panic!("{id} version {version} lost"));
             assert_eq!(
-                snapshot.state,
-                state(id, version),
+                (snapshot.entry.version, snapshot.state),
+                (*version, state(id, *version)),
                 "{id} version {version} damaged"
             );
         }

@@ -3,8 +3,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use bidi_session::{MemoryStore, Scoped, Session, SessionStore, SqliteStore, StoreError, testing};
+use bidi_session::{
+    Append, Change, Finish, Lease, MemoryStore, Parent, Scoped, Session, SessionStore, SqliteStore,
+    Status, StoreError, testing,
+};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,38 +38,77 @@ async fn two_scopes_never_see_each_other() {
     let alice = Scoped::new(Arc::clone(&shared), "alice");
     let bob = Scoped::new(Arc::clone(&shared), "bob");
 
-    let created = alice.save("chat", None, json!("a1")).await.unwrap();
+    let created = alice
+        .append("chat", Append::create(json!("a1")))
+        .await
+        .unwrap();
     assert_eq!((created.session_id.as_str(), created.version), ("chat", 1));
     assert!(bob.load("chat").await.unwrap().is_none());
-    assert!(bob.load_version("chat", 1).await.unwrap().is_none());
+    assert!(bob.load_snapshot(&created.id).await.unwrap().is_none());
+    assert!(bob.entry(&created.id).await.unwrap().is_none());
     assert!(bob.list().await.unwrap().is_empty());
-    // Bob cannot write over alice's session: his save expecting version 1 finds no session.
-    match bob.save("chat", Some(1), json!("b?")).await {
+    // Bob cannot write after alice's snapshot: in his scope there is no such session...
+    let after = |id: &str| {
+        Append::change(
+            Parent::Head(id.to_owned()),
+            Change::new().set("", json!("b?")),
+        )
+    };
+    match bob.append("chat", after(&created.id)).await {
         Err(StoreError::Conflict {
-            session_id,
-            expected,
-            actual,
-        }) => assert_eq!(
-            (session_id.as_str(), expected, actual),
-            ("chat", Some(1), None)
-        ),
+            session_id, actual, ..
+        }) => assert_eq!((session_id.as_str(), actual), ("chat", None)),
         other => panic!("expected a conflict, got {other:?}"),
     }
+    // ...nor branch from it, nor abort it.
+    let branch = Append::change(Parent::Branch(created.id.clone()), Change::new());
+    assert!(bob.append("notes", branch).await.is_err());
+    let pending = alice
+        .append(
+            "chat",
+            Append::pending(
+                Parent::Head(created.id.clone()),
+                Lease::new("turn", Duration::from_secs(60)),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bob.abort(&pending.id).await.unwrap(), None);
+    assert_eq!(
+        alice.entry(&pending.id).await.unwrap().unwrap().status,
+        Status::Pending
+    );
+    alice
+        .finish(
+            &pending.id,
+            Finish::new(
+                "turn",
+                Status::Completed,
+                Change::new().set("", json!("a2")),
+            ),
+        )
+        .await
+        .unwrap();
     // His own "chat" is a second session, at version 1.
     assert_eq!(
-        bob.save("chat", None, json!("b1")).await.unwrap().version,
+        bob.append("chat", Append::create(json!("b1")))
+            .await
+            .unwrap()
+            .version,
         1
     );
-    alice.save("chat", Some(1), json!("a2")).await.unwrap();
-    alice.save("notes", None, json!("n")).await.unwrap();
+    alice
+        .append("notes", Append::create(json!("n")))
+        .await
+        .unwrap();
 
     let mine = alice.load("chat").await.unwrap().unwrap();
     assert_eq!(
-        (mine.session_id.as_str(), mine.version, mine.state),
-        ("chat", 2, json!("a2"))
+        (mine.session_id(), mine.version(), &mine.state),
+        ("chat", 2, &json!("a2"))
     );
     let theirs = bob.load("chat").await.unwrap().unwrap();
-    assert_eq!((theirs.version, theirs.state), (1, json!("b1")));
+    assert_eq!((theirs.version(), theirs.state), (1, json!("b1")));
     assert_eq!(alice.list().await.unwrap(), ["chat", "notes"]);
     assert_eq!(bob.list().await.unwrap(), ["chat"]);
     assert_eq!(
@@ -77,7 +120,7 @@ async fn two_scopes_never_see_each_other() {
     assert!(!bob.delete("notes").await.unwrap());
     assert!(bob.delete("chat").await.unwrap());
     assert!(bob.load("chat").await.unwrap().is_none());
-    assert_eq!(alice.load("chat").await.unwrap().unwrap().version, 2);
+    assert_eq!(alice.load("chat").await.unwrap().unwrap().version(), 2);
 }
 
 /// Scopes that prefix one another, or hold colons and digits, keep apart whatever the ids.
@@ -94,12 +137,12 @@ async fn prefix_scopes_cannot_collide() {
     for ((s1, id1), (s2, id2)) in pairs {
         let one = Scoped::new(Arc::clone(&shared), s1);
         let two = Scoped::new(Arc::clone(&shared), s2);
-        one.save(id1, None, json!(s1)).await.unwrap();
+        one.append(id1, Append::create(json!(s1))).await.unwrap();
         assert!(
             two.load(id2).await.unwrap().is_none(),
             "{s2:?}/{id2:?} sees {s1:?}/{id1:?}"
         );
-        two.save(id2, None, json!(s2)).await.unwrap();
+        two.append(id2, Append::create(json!(s2))).await.unwrap();
         assert_eq!(one.load(id1).await.unwrap().unwrap().state, json!(s1));
         assert_eq!(two.load(id2).await.unwrap().unwrap().state, json!(s2));
         assert_eq!(one.list().await.unwrap(), [id1]);
@@ -119,7 +162,7 @@ async fn errors_name_the_unscoped_id() {
         .await
         .unwrap();
     assert_eq!(session.id(), "chat");
-    match scoped.save("chat", None, json!(1)).await {
+    match scoped.append("chat", Append::create(json!(1))).await {
         Err(StoreError::Conflict { session_id, .. }) => assert_eq!(session_id, "chat"),
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -133,7 +176,10 @@ async fn errors_name_the_unscoped_id() {
 async fn clone_debug_and_scope() {
     let scoped = Scoped::new(Arc::new(MemoryStore::new()), "alice");
     let clone = scoped.clone();
-    clone.save("chat", None, json!(1)).await.unwrap();
+    clone
+        .append("chat", Append::create(json!(1)))
+        .await
+        .unwrap();
     assert_eq!(scoped.list().await.unwrap(), ["chat"]);
     assert_eq!(scoped.scope(), "alice");
     assert!(format!("{scoped:?}").contains("\"alice\""));

@@ -7,7 +7,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bidi_session::{MemoryStore, Session, SessionStore, SqliteStore, StoreError, testing};
+use bidi_session::{
+    Append, Change, Finish, Lease, MemoryStore, Parent, Renewal, Session, SessionStore,
+    SqliteStore, Status, StoreError, testing,
+};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,31 +37,50 @@ async fn shared_and_boxed_stores_conform() {
     );
 }
 
+fn set(n: i64) -> Change {
+    Change::new().set("", json!(n))
+}
+
 /// With a session limit, creating one session too many drops the least recently used one (loads
-/// and saves count as uses); a deleted session frees its place.
+/// and appends count as uses); a deleted session frees its place.
 #[tokio::test]
 async fn memory_store_limit_drops_the_least_recently_used() {
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new().with_max_sessions(3));
+    let mut heads = std::collections::HashMap::new();
     for id in ["a", "b", "c"] {
-        store.save(id, None, json!(id)).await.unwrap();
+        heads.insert(
+            id,
+            store.append(id, Append::create(json!(id))).await.unwrap(),
+        );
     }
     let c = Session::<String>::load(store.clone(), "c")
         .await
         .unwrap()
         .unwrap();
     store.load("a").await.unwrap();
-    store.load_version("b", 1).await.unwrap();
-    store.save("d", None, json!("d")).await.unwrap();
+    store.load_snapshot(&heads["b"].id).await.unwrap();
+    store.append("d", Append::create(json!("d"))).await.unwrap();
     assert_eq!(store.list().await.unwrap(), ["a", "b", "d"]);
-    // Saving an existing session drops nothing.
-    store.save("a", Some(1), json!("a2")).await.unwrap();
+    // Appending to an existing session drops nothing.
+    let a2 = Append::change(
+        Parent::Head(heads["a"].id.clone()),
+        Change::new().set("", json!("a2")),
+    );
+    store.append("a", a2).await.unwrap();
     assert_eq!(store.list().await.unwrap(), ["a", "b", "d"]);
-    // The dropped session is gone as if deleted: a CAS save on it is a conflict with no
-    // session, and a Session still open on it reports it not found.
-    match store.save("c", Some(1), json!("c2")).await {
+    // The dropped session is gone as if deleted: an append on it is a conflict with no
+    // session, its snapshots are gone, and a Session still open on it reports it not found.
+    match store
+        .append(
+            "c",
+            Append::change(Parent::Head(heads["c"].id.clone()), set(2)),
+        )
+        .await
+    {
         Err(StoreError::Conflict { actual, .. }) => assert_eq!(actual, None),
         other => panic!("expected a conflict, got {other:?}"),
     }
+    assert!(store.load_snapshot(&heads["c"].id).await.unwrap().is_none());
     match c.update(|s| s.push('!')).await {
         Err(StoreError::NotFound(missing)) => {
             assert_eq!((missing.kind, missing.name.as_str()), ("session", "c"));
@@ -66,10 +88,10 @@ async fn memory_store_limit_drops_the_least_recently_used() {
         other => panic!("expected not found, got {other:?}"),
     }
     assert!(store.delete("b").await.unwrap());
-    store.save("e", None, json!("e")).await.unwrap();
+    store.append("e", Append::create(json!("e"))).await.unwrap();
     assert_eq!(store.list().await.unwrap(), ["a", "d", "e"]);
-    // Least recently used now: d (a was saved after it).
-    store.save("f", None, json!("f")).await.unwrap();
+    // Least recently used now: d (a was written after it).
+    store.append("f", Append::create(json!("f"))).await.unwrap();
     assert_eq!(store.list().await.unwrap(), ["a", "e", "f"]);
     assert_eq!(store.load("a").await.unwrap().unwrap().state, json!("a2"));
 }
@@ -88,29 +110,50 @@ async fn sqlite_in_memory_store_conforms() {
     testing::conformance(Arc::new(SqliteStore::in_memory().await.unwrap())).await;
 }
 
-/// Two stores on one file (as two processes would be) still compare and swap.
+/// Two stores on one file (as two processes would be) still compare and swap, and see each
+/// other's turns and aborts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_on_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let a = SqliteStore::open(&path).await.unwrap();
     let b = SqliteStore::open(&path).await.unwrap();
-    a.save("s", None, json!(1)).await.unwrap();
-    b.save("s", Some(1), json!(2)).await.unwrap();
-    assert!(
-        a.save("s", Some(1), json!(3))
-            .await
-            .unwrap_err()
-            .is_conflict()
-    );
-    assert_eq!(a.load("s").await.unwrap().unwrap().state, json!(2));
-    // Both run the concurrent-update check against the same session file at once.
-    let (a, b): (Arc<dyn SessionStore>, Arc<dyn SessionStore>) = (Arc::new(a), Arc::new(b));
-    bidi_session::Session::create(a.clone(), "counter", 0u64)
+    let first = a.append("s", Append::create(json!(1))).await.unwrap();
+    b.append("s", Append::change(Parent::Head(first.id.clone()), set(2)))
         .await
         .unwrap();
+    let stale = a
+        .append("s", Append::change(Parent::Head(first.id.clone()), set(3)))
+        .await;
+    assert!(stale.unwrap_err().is_conflict());
+    assert_eq!(a.load("s").await.unwrap().unwrap().state, json!(2));
+    // A turn running through `a` is aborted through `b`.
+    let head = a.load("s").await.unwrap().unwrap().entry.id;
+    let lease = Lease::new("turn", Duration::from_secs(60));
+    let pending = a
+        .append("s", Append::pending(Parent::Head(head), lease))
+        .await
+        .unwrap();
+    assert_eq!(b.abort(&pending.id).await.unwrap(), Some(Status::Pending));
+    assert_eq!(
+        a.renew(&pending.id, "turn", bidi_session::now_ms() + 60_000)
+            .await
+            .unwrap(),
+        Renewal::Aborted
+    );
+    a.finish(&pending.id, Finish::new("turn", Status::Completed, set(4)))
+        .await
+        .unwrap();
+    let ended = b.load("s").await.unwrap().unwrap();
+    assert_eq!(
+        (ended.entry.status, ended.state),
+        (Status::Aborted, json!(4))
+    );
+    // Both run the concurrent-update check against the same session file at once.
+    let (a, b): (Arc<dyn SessionStore>, Arc<dyn SessionStore>) = (Arc::new(a), Arc::new(b));
+    Session::create(a.clone(), "counter", 0u64).await.unwrap();
     let bump = |store: Arc<dyn SessionStore>| async move {
-        let session = bidi_session::Session::<u64>::load(store, "counter")
+        let session = Session::<u64>::load(store, "counter")
             .await
             .unwrap()
             .unwrap();
@@ -122,35 +165,50 @@ async fn two_stores_on_one_file() {
     assert_eq!(b.load("counter").await.unwrap().unwrap().state, json!(100));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retention_keeps_the_latest_versions() {
-    let stores: [Box<dyn SessionStore>; 2] = [
-        Box::new(SqliteStore::in_memory().await.unwrap().with_retention(3)),
-        Box::new(MemoryStore::new().with_retention(3)),
-    ];
-    for store in stores {
-        store.save("s", None, json!(1)).await.unwrap();
-        for v in 1..10 {
-            store.save("s", Some(v), json!(v + 1)).await.unwrap();
-        }
-        let mut kept = Vec::new();
-        for v in 1..=10 {
-            if store.load_version("s", v).await.unwrap().is_some() {
-                kept.push(v);
-            }
-        }
-        assert_eq!(kept, [8, 9, 10], "{store:?}");
-        assert_eq!(store.load("s").await.unwrap().unwrap().version, 10);
-        // The CAS still works at the head.
-        store.save("s", Some(10), json!(11)).await.unwrap();
-        assert!(
-            store
-                .save("s", Some(10), json!(0))
-                .await
-                .unwrap_err()
-                .is_conflict()
-        );
+/// A file of schema 1 (every version of a session whole, in `bidi_snapshots`) opens migrated:
+/// each version is a snapshot after the one before, the latest is the head, and the session
+/// goes on from it.
+#[tokio::test]
+async fn a_file_of_schema_1_is_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE bidi_snapshots (session_id TEXT NOT NULL, version INTEGER NOT NULL,
+                 state TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+                 PRIMARY KEY (session_id, version)) WITHOUT ROWID;
+             INSERT INTO bidi_snapshots VALUES ('s', 1, '{\"n\":1}', 1000, 1000);
+             INSERT INTO bidi_snapshots VALUES ('s', 2, '{\"n\":2}', 1000, 2000);
+             INSERT INTO bidi_snapshots VALUES ('s', 3, '{\"n\":3}', 1000, 3000);
+             INSERT INTO bidi_snapshots VALUES ('t', 1, '\"only\"', 5000, 5000);
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
     }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["s", "t"]);
+    let head = store.load("s").await.unwrap().unwrap();
+    assert_eq!((head.entry.version, &head.state), (3, &json!({"n": 3})));
+    let mut at = head.entry.clone();
+    for n in [2, 1] {
+        let parent = at.parent_id.clone().expect("a parent");
+        let snapshot = store.load_snapshot(&parent).await.unwrap().unwrap();
+        assert_eq!(
+            (snapshot.entry.version, snapshot.state),
+            (n, json!({"n": n}))
+        );
+        at = snapshot.entry;
+    }
+    assert_eq!(at.parent_id, None);
+    assert_eq!(store.load("t").await.unwrap().unwrap().state, json!("only"));
+    store
+        .append("s", Append::change(Parent::Head(head.entry.id), set(4)))
+        .await
+        .unwrap();
+    drop(store);
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(reopened.load("s").await.unwrap().unwrap().state, json!(4));
 }
 
 #[tokio::test]
@@ -160,7 +218,7 @@ async fn the_file_is_plain_sqlite_and_reopens() {
     {
         let store = SqliteStore::open(&path).await.unwrap();
         store
-            .save("kept", None, json!({"a": [1, 2]}))
+            .append("kept", Append::create(json!({"a": [1, 2]})))
             .await
             .unwrap();
         assert_eq!(store.path(), Some(path.as_path()));

@@ -30,7 +30,10 @@ async fn concurrent_calls_queue_without_a_thread_each() {
             let store = Arc::clone(&store);
             tokio::spawn(async move {
                 store
-                    .save(&format!("s{n}"), None, serde_json::json!({"n": n}))
+                    .append(
+                        &format!("s{n}"),
+                        bidi_session::Append::create(serde_json::json!({"n": n})),
+                    )
                     .await
                     .unwrap();
             })
