@@ -61,6 +61,11 @@ pub struct AgentInit<State> {
     /// fails with [`StoreError::NotFound`] instead of creating it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub resume: bool,
+    /// Resume the session at this snapshot: its first write branches from it, leaving the
+    /// snapshots that followed it as they are. With `session_id` too, the snapshot must be
+    /// one of that session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
 }
 
 // `skip_serializing_if` takes a path to a fn of `&T`.
@@ -74,6 +79,7 @@ impl<State> Default for AgentInit<State> {
             session_id: None,
             state: None,
             resume: false,
+            snapshot_id: None,
         }
     }
 }
@@ -99,6 +105,14 @@ impl<State> AgentInit<State> {
     pub fn resume(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
         self.resume = true;
+        self
+    }
+
+    /// Resumes the session at snapshot `id`, which must exist: the connection's first write
+    /// branches from it, and the snapshots that followed it stay as they are.
+    #[must_use]
+    pub fn snapshot(mut self, id: impl Into<String>) -> Self {
+        self.snapshot_id = Some(id.into());
         self
     }
 
@@ -171,6 +185,8 @@ impl<Out> AgentResult<Out> {
 pub struct AgentOutput<State, Out> {
     /// The session the connection used.
     pub session_id: String,
+    /// The session's latest snapshot when the function returned.
+    pub snapshot_id: String,
     /// The agent function's output.
     pub output: Out,
     /// The session's state when the function returned.
@@ -217,10 +233,9 @@ impl AgentBuilder {
     /// Keeps sessions in `store`: a store of its own, or one shared with others as an
     /// `Arc<dyn SessionStore>` (used as it is, not wrapped again).
     ///
-    /// Without a store, sessions live in a [`MemoryStore`] of the agent's own, bounded: the
-    /// latest version of at most 1024 sessions (`MemoryStore::new().with_retention(1)
-    /// .with_max_sessions(1024)`). Creating one more drops the least recently used (loaded or
-    /// saved), so memory stays bounded however many sessions come and go; a connection still
+    /// Without a store, sessions live in a [`MemoryStore`] of the agent's own, bounded: at most
+    /// 1024 sessions (`MemoryStore::new().with_max_sessions(1024)`). Creating one more drops the
+    /// least recently used (loaded or written), so memory stays bounded however many sessions come and go; a connection still
     /// open on a dropped session fails its next [`Session::update`] with
     /// [`StoreError::NotFound`]. Nothing survives the process: give a [`SqliteStore`] (or
     /// another persistent store) to keep sessions.
@@ -274,13 +289,9 @@ impl AgentBuilder {
         F: ActionFn<Session<State>, In, Responder<Stream>, Fut>,
         Fut: ActionFuture<AgentResult<Out>>,
     {
-        let store = self.store.unwrap_or_else(|| {
-            Arc::new(
-                MemoryStore::new()
-                    .with_retention(1)
-                    .with_max_sessions(DEFAULT_SESSIONS),
-            )
-        });
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::new().with_max_sessions(DEFAULT_SESSIONS)));
         let sessions = Arc::clone(&store);
         let f = Arc::new(f);
         let flow = BidiFlow::new(
@@ -306,6 +317,7 @@ impl AgentBuilder {
                     }
                     Ok::<_, BoxError>(AgentOutput {
                         session_id: id,
+                        snapshot_id: session.snapshot_id(),
                         output: result.output,
                         state: session.state(),
                         artifacts,
@@ -337,7 +349,7 @@ fn shared<S: SessionStore>(store: S) -> Arc<dyn SessionStore> {
     }
 }
 
-/// The agents' default store: the latest version of at most this many sessions.
+/// The agents' default store: at most this many sessions.
 const DEFAULT_SESSIONS: usize = 1024;
 
 /// Opens the session `init` names (within `scope`, if the connection has one): resumes it,
@@ -355,7 +367,11 @@ where
         session_id,
         state,
         resume,
+        snapshot_id,
     } = init;
+    if let Some(snapshot_id) = snapshot_id {
+        return open_snapshot(store, scope, agent, session_id.as_deref(), &snapshot_id).await;
+    }
     let id = match session_id {
         Some(id) if id.is_empty() => return Err(InitError::EmptySessionId.into()),
         Some(id) if id.len() > MAX_SESSION_ID_BYTES => {
@@ -381,6 +397,35 @@ where
             .ok_or_else(|| StoreError::not_found(id).into());
     }
     Ok(Session::load_or_create(store, &id, || state.unwrap_or_default()).await?)
+}
+
+/// Opens the session at snapshot `snapshot_id` (within `scope`), which must be one of session
+/// `session_id`'s if that is given.
+async fn open_snapshot<State>(
+    store: Arc<dyn SessionStore>,
+    scope: Option<&Scope>,
+    agent: &str,
+    session_id: Option<&str>,
+    snapshot_id: &str,
+) -> Result<Session<State>, BoxError>
+where
+    State: Serialize + DeserializeOwned + Default + Clone + Send + 'static,
+{
+    let store = match scope {
+        Some(scope) => Arc::new(scope.sessions(agent, store)),
+        None => store,
+    };
+    let missing = || StoreError::NotFound(bidi_core::NotFound::new("snapshot", snapshot_id));
+    let session = Session::load_snapshot(store, snapshot_id)
+        .await?
+        .ok_or_else(missing)?;
+    if session_id.is_some_and(|id| id != session.id()) {
+        return Err(missing().into());
+    }
+    opentelemetry::Context::current()
+        .span()
+        .set_attribute(KeyValue::new("bidi.session_id", session.id().to_owned()));
+    Ok(session)
 }
 
 fn state_schema<State: JsonSchema>() -> serde_json::Value {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::AgentEvent;
 use crate::message::Message;
-use crate::session::Lease;
+use bidi_session::Lease;
 
 /// Why an execution failed, or why its input was refused.
 ///

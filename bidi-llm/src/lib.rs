@@ -89,6 +89,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod conversation;
 mod error;
 mod event;
 mod execute;
@@ -103,6 +104,8 @@ mod tool;
 mod turn;
 
 pub use agent::{LlmAgent, LlmAgentBuilder};
+pub use bidi_session::Lease;
+pub use conversation::Conversation;
 pub use error::{Error, ErrorCode, ExecuteError, ModelError};
 pub use event::AgentEvent;
 pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};
@@ -115,5 +118,5 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequ
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
 pub use policy::Policy;
-pub use session::{Approval, Context, Lease, LlmSession, Resume, Status, TurnInput};
+pub use session::{Approval, Context, LlmSession, Resume, Status, TurnInput};
 pub use tool::{Tool, ToolEvent, simple_tool};

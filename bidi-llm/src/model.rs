@@ -6,9 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::conversation::Conversation;
 use crate::error::ModelError;
 use crate::event::AgentEvent;
-use crate::message::{AssistantContent, AssistantMessage, Message, StopReason, ToolCall, Usage};
+use crate::message::{AssistantContent, AssistantMessage, StopReason, ToolCall, Usage};
 
 /// What a model is asked: the system prompt, the conversation so far and the tools it may call.
 ///
@@ -24,8 +25,8 @@ use crate::message::{AssistantContent, AssistantMessage, Message, StopReason, To
 pub struct ModelRequest {
     /// The instructions that come before the conversation, if any.
     pub system_prompt: Option<String>,
-    /// The conversation, oldest first.
-    pub messages: Vec<Message>,
+    /// The conversation, oldest first: shared with the session, not copied.
+    pub messages: Conversation,
     /// The tools it may call.
     pub tools: Vec<ToolSpec>,
     /// How to sample the answer.
@@ -87,10 +88,10 @@ impl ModelOptions {
 impl ModelRequest {
     /// A request for `messages` with `tools`, without a system prompt.
     #[must_use]
-    pub fn new(messages: Vec<Message>, tools: Vec<ToolSpec>) -> Self {
+    pub fn new(messages: impl Into<Conversation>, tools: Vec<ToolSpec>) -> Self {
         Self {
             system_prompt: None,
-            messages,
+            messages: messages.into(),
             tools,
             options: ModelOptions::default(),
         }

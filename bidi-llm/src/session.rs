@@ -1,15 +1,16 @@
 //! The session side of the agent loop: its persisted state ([`LlmSession`]), the [`Context`] a
-//! client starts one from, where it stands ([`Status`]), the [`Lease`] of a running execution,
-//! and what an execution takes ([`TurnInput`]), checked against the session before anything
+//! client starts one from, where it stands ([`Status`]), and what an execution takes ([`TurnInput`]), checked against the session before anything
 //! changes.
 
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use bidi_session::{MAX_UPDATE_ATTEMPTS, Session, StoreError};
+use bidi_session::{Change, Lease, MAX_UPDATE_ATTEMPTS, Renewal, Session, StoreError, now_ms};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::conversation::Conversation;
 use crate::error::Error;
 use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
 use crate::model::{ModelOptions, ToolSpec};
@@ -20,7 +21,8 @@ use crate::tool::Tool;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Status {
-    /// An execution is running; the session's [`Lease`] says whose.
+    /// An execution was running when a session of bidi 0.1 was saved; sessions no longer
+    /// store it (a running execution is a pending snapshot, with its lease, in the store).
     Running,
     /// Tool calls wait for the caller: remote calls for their results, calls of tools that
     /// [need approval](crate::Tool::needs_approval) for a decision. The next input must answer
@@ -32,33 +34,6 @@ pub enum Status {
     Completed,
     /// The last execution failed (the model failed, the turn limit, the store).
     Error,
-}
-
-/// Who runs an execution on a session, since when, and until when that claim holds.
-///
-/// An execution takes the lease with a compare-and-swap save as it starts and gives it up with
-/// the save that ends it, also when it fails or is cancelled; while it runs it renews the lease
-/// every third of its term. A lease that expired (its process crashed, say) no longer holds: the
-/// next execution takes the session over. Times are the wall clocks of the processes involved,
-/// so keep the term well above the clock skew between them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Lease {
-    /// The connection running the execution (its
-    /// [`ActionContext::connection_id`](bidi_core::ActionContext::connection_id)).
-    pub owner: String,
-    /// When the execution started, in milliseconds since the Unix epoch.
-    pub started_at: u64,
-    /// When the lease expires unless renewed, in milliseconds since the Unix epoch.
-    pub expires_at: u64,
-}
-
-impl Lease {
-    /// Whether the lease no longer holds at `now` (milliseconds since the Unix epoch).
-    #[must_use]
-    pub fn is_expired_at(&self, now: u64) -> bool {
-        self.expires_at <= now
-    }
 }
 
 /// An agent session's persisted state: `camelCase` JSON.
@@ -83,13 +58,10 @@ pub struct LlmSession {
     pub options: ModelOptions,
     /// The whole conversation.
     #[serde(default)]
-    pub messages: Vec<Message>,
+    pub messages: Conversation,
     /// Where the session stands.
     #[serde(default)]
     pub status: Status,
-    /// Who runs the current execution; only while the status is `running`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<Lease>,
     /// The calls waiting for the caller, in call order: calls of remote tools wait for their
     /// results, calls of the agent's local tools (those that
     /// [need approval](crate::Tool::needs_approval)) for a decision. The next input must answer
@@ -175,7 +147,7 @@ impl Context {
         }
         Ok(LlmSession {
             system_prompt: self.system_prompt,
-            messages: self.messages,
+            messages: self.messages.into(),
             tools: self.tools,
             ..LlmSession::default()
         })
@@ -323,19 +295,6 @@ impl Approval {
     }
 }
 
-/// Milliseconds since the Unix epoch, by this process's clock.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Whether `input` fits where `state` stands: it must answer exactly the pending calls (results
 /// for the remote ones, decisions for those of `local` tools, which wait for approval), and a
 /// user message must wait until none are pending.
@@ -425,8 +384,8 @@ fn check(
 }
 
 /// Starts an execution of `owner` on `session`: checks `input` against the latest state (a
-/// pending call of a `local` tool waits for a decision) and takes the session's lease with a
-/// compare-and-swap save. Returns the state as saved.
+/// pending call of a `local` tool waits for a decision) and takes the session's lease by
+/// writing a pending snapshot after its head. Returns the state the execution starts from.
 ///
 /// A session another execution holds is refused with [`Error::SessionRunning`], an input that
 /// does not fit with its own error; either way nothing is written.
@@ -438,36 +397,19 @@ pub(crate) async fn claim(
     local: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<LlmSession, Error> {
     // The cached state may be stale (another process ran an execution since): a conflicting
-    // save re-reads it, and so does a lease that seems held, before it refuses.
+    // write re-reads it, and so does a lease that seems held, before it refuses.
     let mut reloaded = false;
     for _ in 0..MAX_UPDATE_ATTEMPTS {
-        let mut state = session.state();
-        let now = now_ms();
-        if state.status == Status::Running
-            && let Some(lease) = &state.lease
-            && lease.owner != owner
-            && !lease.is_expired_at(now)
-        {
-            if reloaded {
+        session.with_state(|state| check(state, input, local))?;
+        match session.start(Lease::new(owner, term)).await {
+            Ok(_) => return Ok(session.state()),
+            Err(StoreError::Running { lease, .. }) if reloaded => {
                 return Err(Error::SessionRunning {
                     session_id: session.id().to_owned(),
-                    lease: lease.clone(),
+                    lease,
                 });
             }
-            session.reload().await.map_err(Error::Store)?;
-            reloaded = true;
-            continue;
-        }
-        check(&state, input, local)?;
-        state.status = Status::Running;
-        state.lease = Some(Lease {
-            owner: owner.to_owned(),
-            started_at: now,
-            expires_at: now.saturating_add(millis(term)),
-        });
-        match session.update_state(state.clone()).await {
-            Ok(()) => return Ok(state),
-            Err(StoreError::Conflict { .. }) => {
+            Err(StoreError::Running { .. } | StoreError::Conflict { .. }) => {
                 session.reload().await.map_err(Error::Store)?;
                 reloaded = true;
             }
@@ -480,14 +422,35 @@ pub(crate) async fn claim(
     }))
 }
 
-/// Extends the lease of the running execution by `term` from now: saves the state as last
-/// saved (not the execution's work in progress, so that a crash leaves the conversation as it
-/// was before the execution) with the new expiry.
-pub(crate) async fn renew(session: &Session<LlmSession>, term: Duration) -> Result<(), StoreError> {
-    let mut saved = session.state();
-    let Some(lease) = &mut saved.lease else {
-        return Ok(());
-    };
-    lease.expires_at = now_ms().saturating_add(millis(term));
-    session.update_state(saved).await
+/// Extends the lease of the running execution by `term` from now: a write of a few bytes, the
+/// conversation untouched. Answers whether the execution was aborted meanwhile.
+pub(crate) async fn renew(
+    session: &Session<LlmSession>,
+    term: Duration,
+) -> Result<Renewal, StoreError> {
+    let expires_at = now_ms().saturating_add(u64::try_from(term.as_millis()).unwrap_or(u64::MAX));
+    session.renew(expires_at).await
+}
+
+/// What an execution changed: the messages it added after the first `first`, and the fields
+/// besides the conversation that differ from `before` (the state without its messages, as
+/// [`head`] wrote it). Costs what the execution added, not the conversation.
+pub(crate) fn change(before: &Value, after: &mut LlmSession, first: usize) -> Change {
+    let mut change = Change::diff(before, &head(after));
+    for message in &after.messages[first..] {
+        // A message is strings and numbers: it always makes JSON.
+        let value = serde_json::to_value(message).unwrap_or(Value::Null);
+        change = change.push("/messages", value);
+    }
+    change
+}
+
+/// `state` as JSON without its messages (an empty list in their place): what [`change`]
+/// compares.
+pub(crate) fn head(state: &mut LlmSession) -> Value {
+    let messages = std::mem::take(&mut state.messages);
+    // Strings, numbers and lists of them: it always makes JSON.
+    let head = serde_json::to_value(&*state).unwrap_or(Value::Null);
+    state.messages = messages;
+    head
 }

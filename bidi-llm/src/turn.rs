@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use bidi_agent::Responder;
 use bidi_core::{ActionContext, Cause};
-use bidi_session::Session;
+use bidi_session::{self as snapshot, Renewal, Session};
 use futures_core::Stream;
 use futures_util::stream::{BoxStream, SelectAll, StreamExt as _};
+use serde_json::json;
 use tokio::time::{Instant, Sleep};
 
 use crate::error::Error;
@@ -52,6 +53,9 @@ struct Watch<'a> {
     cancelled: Option<Pin<Box<dyn Future<Output = Cause> + Send + 'a>>>,
     renewal: Pin<Box<Sleep>>,
     term: Duration,
+    /// The session's snapshot was aborted (by any process sharing the store): the execution
+    /// stops as if cancelled.
+    aborted: bool,
 }
 
 enum Step<T> {
@@ -77,6 +81,7 @@ impl<'a> Watch<'a> {
             cancelled: None,
             renewal: Box::pin(tokio::time::sleep(term / 3)),
             term,
+            aborted: false,
         }
     }
 
@@ -86,7 +91,7 @@ impl<'a> Watch<'a> {
         loop {
             // The cheap checks first; the cancellation's waiter only when it is needed.
             let step = poll_fn(|cx| {
-                if self.ctx.is_cancelled() {
+                if self.aborted || self.ctx.is_cancelled() {
                     return Poll::Ready(Step::Cancelled);
                 }
                 if let Poll::Ready(output) = what.as_mut().poll(cx) {
@@ -112,17 +117,21 @@ impl<'a> Watch<'a> {
                 Step::Cancelled => return Err(Interrupted),
                 Step::Renew => {
                     // A failed renewal is tried again a third of a term later; if the lease is
-                    // lost, the save that ends the execution says so. Boxed: it is rare, and
+                    // lost, the write that ends the execution says so. Boxed: it is rare, and
                     // it would make the future of every wait larger.
-                    let _ = Box::pin(session::renew(self.session, self.term)).await;
+                    let renewal = Box::pin(session::renew(self.session, self.term)).await;
                     self.renewal.as_mut().reset(Instant::now() + self.term / 3);
+                    if matches!(renewal, Ok(Renewal::Aborted)) {
+                        self.aborted = true;
+                        return Err(Interrupted);
+                    }
                 }
             }
         }
     }
 
     fn is_cancelled(&self) -> bool {
-        self.ctx.is_cancelled()
+        self.aborted || self.ctx.is_cancelled()
     }
 }
 
@@ -143,6 +152,8 @@ pub(crate) struct Turn<'a> {
     cost: f64,
     /// The connection's policy, if it has one.
     policy: Option<&'a Policy>,
+    /// What the execution's last failure said, for its snapshot.
+    error: Option<String>,
 }
 
 impl<'a> Turn<'a> {
@@ -160,14 +171,16 @@ impl<'a> Turn<'a> {
             outbox: Vec::with_capacity(4),
             cost: 0.0,
             policy: ctx.extensions().get::<Policy>(),
+            error: None,
         }
     }
 
-    /// Runs the execution of `input` on `state` (as [`session::claim`] saved it) to its end,
-    /// saves how it ended, and hands over its last events, `session_end` and `execute_complete`
-    /// (the turn is not ended). Returns whether it was interrupted.
+    /// Runs the execution of `input` on `state` (as [`session::claim`] found it) to its end,
+    /// writes what it added and how it ended, and hands over its last events, `session_end`
+    /// and `execute_complete` (the turn is not ended). Returns whether it was interrupted.
     pub(crate) async fn run(mut self, mut state: LlmSession, input: TurnInput) -> bool {
         let session_id = self.session.id().to_owned();
+        let before = session::head(&mut state);
         self.emit(AgentEvent::SessionStart {
             session_id: session_id.clone(),
         });
@@ -209,7 +222,6 @@ impl<'a> Turn<'a> {
             interrupted = self.flush().await.is_err();
         }
         debug_assert_ne!(state.status, Status::Running);
-        state.lease = None;
         let messages = state.messages[first..].to_vec();
         // The remote calls: those waiting for approval are in `awaiting_approval`.
         let pending_tool_calls = state
@@ -219,7 +231,18 @@ impl<'a> Turn<'a> {
             .cloned()
             .collect();
         let mut status = state.status;
-        if let Err(error) = self.session.update_state(state).await {
+        let change = session::change(&before, &mut state, first);
+        let (ended, error) = match status {
+            Status::Error => (
+                snapshot::Status::Failed,
+                self.error
+                    .take()
+                    .map(|message| json!({ "message": message })),
+            ),
+            _ if interrupted || self.watch.aborted => (snapshot::Status::Aborted, None),
+            _ => (snapshot::Status::Completed, None),
+        };
+        if let Err(error) = self.session.finish(state, change, ended, error).await {
             self.fail(&Error::Store(error), None);
             status = Status::Error;
         }
@@ -241,6 +264,7 @@ impl<'a> Turn<'a> {
 
     /// Reports `error` (and the message it left) in an `error` event.
     fn fail(&mut self, error: &Error, message: Option<Message>) {
+        self.error = Some(error.to_string());
         self.emit(error.event(message));
     }
 
@@ -399,6 +423,7 @@ impl<'a> Turn<'a> {
                 .filter(|spec| self.tool(&spec.name).is_none())
                 .cloned(),
         );
+        // The conversation is shared, not copied: the model reads the session's own messages.
         let request = ModelRequest::new(state.messages.clone(), tools).with_options(state.options);
         let prompt = match self.policy {
             Some(policy) => policy.prompt(state.system_prompt.as_deref()),
@@ -432,6 +457,9 @@ impl<'a> Turn<'a> {
                 None => match self.wait_from(&mut stream).await {
                     Ok(next) => next,
                     Err(Interrupted) => {
+                        // The model lets go of the conversation before it grows: shared, it
+                        // would be copied.
+                        drop(stream);
                         let mut partial = assembler.partial();
                         partial.stop_reason = StopReason::Aborted;
                         self.end(state, Message::Aborted(AbortedMessage { partial }));
@@ -446,6 +474,7 @@ impl<'a> Turn<'a> {
             match assembled {
                 Assembled::Streaming => {}
                 Assembled::Done(assistant) => {
+                    drop(stream);
                     let cost = assistant.usage.cost.total;
                     self.cost += cost;
                     state.total_cost += cost;
@@ -454,6 +483,7 @@ impl<'a> Turn<'a> {
                     return Ok(Some(calls));
                 }
                 Assembled::Failed { error, partial } => {
+                    drop(stream);
                     let message = Message::Error(ErrorMessage {
                         error: error.to_string(),
                         partial: Some(partial),

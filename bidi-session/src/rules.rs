@@ -120,9 +120,12 @@ fn held<'a>(
     let Some(node) = node else {
         return Err(not_held(snapshot_id, "there is no such snapshot"));
     };
+    // A lapsed lease is over for good: a reader may have taken the snapshot's state as final
+    // and gone on from it, so neither a late finish nor a late renewal may change it.
     match node.lease {
-        Some(lease) if lease.owner == owner => Ok(node),
-        Some(_) => Err(not_held(snapshot_id, "another turn holds it")),
+        Some(lease) if lease.owner != owner => Err(not_held(snapshot_id, "another turn holds it")),
+        Some(lease) if lease.is_expired() => Err(not_held(snapshot_id, "its lease lapsed")),
+        Some(_) => Ok(node),
         None => Err(not_held(snapshot_id, "its turn has finished")),
     }
 }

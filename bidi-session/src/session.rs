@@ -237,6 +237,7 @@ where
     pub async fn commit(&self, state: State, change: Change) -> Result<(), StoreError> {
         let (parent, replay) = {
             let cached = self.lock();
+            running(&self.id, &cached.head)?;
             self.debug_check(&cached.state, &state, &change);
             (self.parent(&cached), cached.head.replay)
         };
@@ -302,7 +303,11 @@ where
     ///
     /// As [`update_state`](Self::update_state).
     pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
-        let parent = self.parent(&self.lock());
+        let parent = {
+            let cached = self.lock();
+            running(&self.id, &cached.head)?;
+            self.parent(&cached)
+        };
         let head = self
             .store
             .append(&self.id, Append::pending(parent, lease))
@@ -436,6 +441,19 @@ impl<State> fmt::Debug for Session<State> {
             .field("id", &self.id)
             .field("store", &self.store)
             .finish_non_exhaustive()
+    }
+}
+
+/// [`StoreError::Running`] if `head` was read while a turn ran on it: that turn's finish
+/// changes the state under the same snapshot, so the cached state is stale by then and a write
+/// after it must re-read first.
+fn running(session_id: &str, head: &Entry) -> Result<(), StoreError> {
+    match &head.lease {
+        Some(lease) if !lease.is_expired() => Err(StoreError::Running {
+            session_id: session_id.to_owned(),
+            lease: lease.clone(),
+        }),
+        _ => Ok(()),
     }
 }
 

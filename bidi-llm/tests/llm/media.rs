@@ -148,7 +148,10 @@ async fn a_session_saved_without_attachments_loads() {
         ],
         "status": "completed",
     });
-    store.save("old", None, old).await.unwrap();
+    store
+        .append("old", bidi_session::Append::create(old))
+        .await
+        .unwrap();
     let model = ScriptedModel::new([Scripted::new().text("A cat.")]);
     let agent = LlmAgent::builder("a", model.clone())
         .store(SqliteStore::open(&db).await.unwrap())

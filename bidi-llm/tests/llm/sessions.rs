@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bidi_agent::AgentInit;
@@ -13,7 +14,10 @@ use bidi_llm::{
     AgentEvent, ErrorCode, Lease, LlmAgent, LlmSession, Message, ModelEvent, Status, StopReason,
     Tool, ToolEvent, Usage, execute,
 };
-use bidi_session::{MemoryStore, SessionStore, SqliteStore};
+use bidi_session::{
+    self as snapshot, Append, Change, Entry, Finish, MemoryStore, Parent, Renewal, SessionStore,
+    Snapshot, SqliteStore, StoreError,
+};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -64,9 +68,9 @@ async fn an_execution_holds_its_session_running_until_its_end() {
             role: bidi_llm::Role::Assistant,
         })
     {}
-    let (running, _) = saved(&*store, "held").await;
-    assert_eq!(running.status, Status::Running);
-    let lease = running.lease.clone().unwrap();
+    let (running, entry) = saved(&*store, "held").await;
+    assert_eq!(entry.status, snapshot::Status::Pending);
+    let lease = entry.lease.clone().unwrap();
     assert_eq!(lease.owner, owner);
     assert!(lease.started_at <= now_ms());
     assert!(lease.expires_at >= lease.started_at + 59_000, "{lease:?}");
@@ -75,8 +79,12 @@ async fn an_execution_holds_its_session_running_until_its_end() {
 
     answer(&tx, "hello");
     assert_eq!(stream.result().await.unwrap().status, Status::Completed);
-    let (ended, _) = saved(&*store, "held").await;
-    assert_eq!((ended.status, ended.lease), (Status::Completed, None));
+    let (ended, entry) = saved(&*store, "held").await;
+    assert_eq!(ended.status, Status::Completed);
+    assert_eq!(
+        (entry.status, entry.lease),
+        (snapshot::Status::Completed, None)
+    );
     assert_eq!(ended.messages.len(), 2);
 }
 
@@ -103,7 +111,7 @@ async fn two_agents_never_run_one_session_at_once() {
         running.next().await.unwrap().unwrap().kind(),
         "session_start"
     );
-    let (_, version) = saved(&*store, "shared").await;
+    let (_, before) = saved(&*store, "shared").await;
 
     // Refused, from a stale view and from a fresh one; nothing written.
     let mut late = second.connect(AgentInit::new().session_id("shared"));
@@ -115,7 +123,7 @@ async fn two_agents_never_run_one_session_at_once() {
         assert_eq!(error.code, ErrorCode::SessionRunning);
         assert!(error.error.contains("shared"), "{error:?}");
     }
-    assert_eq!(saved(&*store, "shared").await.1, version);
+    assert_eq!(saved(&*store, "shared").await.1, before);
     assert!(second_model.requests().is_empty(), "the second never ran");
 
     answer(&tx, "first answer");
@@ -137,7 +145,7 @@ async fn two_agents_never_run_one_session_at_once() {
             "second answer"
         ]
     );
-    assert_eq!((state.status, state.lease), (Status::Completed, None));
+    assert_eq!(state.status, Status::Completed);
 }
 
 /// Writers race for one session from several stores on one file: each execution either runs
@@ -189,17 +197,20 @@ async fn racing_executions_lose_no_update() {
     }
     assert_eq!(seen.len(), WRITERS * ROUNDS);
     assert!(seen.values().all(|n| *n == 1));
-    assert_eq!((state.status, state.lease), (Status::Completed, None));
+    let entry = store.load("race").await.unwrap().unwrap().entry;
+    assert_eq!(
+        (entry.status, entry.lease),
+        (snapshot::Status::Completed, None)
+    );
 }
 
-/// Writes `state` over the latest version of `id`.
-async fn overwrite(store: &dyn SessionStore, id: &str, state: &LlmSession) -> u64 {
-    let (_, version) = saved(store, id).await;
+/// A turn of another process on `id`, holding it under `lease`.
+async fn hold(store: &dyn SessionStore, id: &str, lease: Lease) -> Entry {
+    let (_, head) = saved(store, id).await;
     store
-        .save(id, Some(version), serde_json::to_value(state).unwrap())
+        .append(id, Append::pending(Parent::Head(head.id), lease))
         .await
         .unwrap()
-        .version
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,37 +225,37 @@ async fn an_expired_lease_is_taken_over_and_a_live_one_is_not() {
     assert_eq!(result.status, Status::Completed);
 
     // Another process holds the session, for an hour more.
-    let (mut state, _) = saved(&*store, "s").await;
-    state.status = Status::Running;
-    state.lease = Some(Lease {
-        owner: "elsewhere".into(),
-        started_at: now_ms(),
-        expires_at: now_ms() + 3_600_000,
-    });
-    let version = overwrite(&*store, "s", &state).await;
+    let held = hold(
+        &*store,
+        "s",
+        Lease::new("elsewhere", Duration::from_secs(3600)),
+    )
+    .await;
     let (_, refused) = run(&mut conn, user("second")).await;
     let error = refused.error.unwrap();
     assert_eq!(error.code, ErrorCode::SessionRunning);
     // The lease's owner is an internal id: a message a user may see does not name it.
     assert!(!error.error.contains("elsewhere"), "{error:?}");
-    assert_eq!(saved(&*store, "s").await.1, version);
+    assert_eq!(saved(&*store, "s").await.1, held);
 
     // Its process died: the lease ran out, and the next execution takes the session over.
-    state.lease.as_mut().unwrap().expires_at = now_ms() - 1;
-    overwrite(&*store, "s", &state).await;
+    store
+        .renew(&held.id, "elsewhere", now_ms() - 1)
+        .await
+        .unwrap();
     let (_, result) = run(&mut conn, user("second")).await;
     assert_eq!(result.status, Status::Completed, "{result:?}");
-    let (state, _) = saved(&*store, "s").await;
-    assert_eq!(
-        (state.status, state.lease.clone()),
-        (Status::Completed, None)
-    );
+    let (state, entry) = saved(&*store, "s").await;
+    assert_eq!((state.status, entry.lease), (Status::Completed, None));
+    assert_eq!(entry.parent_id.as_deref(), Some(held.id.as_str()));
     assert_eq!(state.messages.len(), 4);
 
-    // A `running` without a lease (written by something else) holds nothing either.
-    let mut legacy = state.clone();
-    legacy.status = Status::Running;
-    overwrite(&*store, "s", &legacy).await;
+    // A `running` status in the state (a session of bidi 0.1) holds nothing either.
+    let change = Change::new().set("/status", json!("running"));
+    store
+        .append("s", Append::change(Parent::Head(entry.id), change))
+        .await
+        .unwrap();
     let (_, result) = run(&mut conn, user("third")).await;
     assert_eq!(
         result.error.unwrap().code,
@@ -273,34 +284,66 @@ async fn a_long_execution_renews_its_lease() {
             })
         },
     );
-    // Every version is kept: the renewals can be counted.
+    let store = Arc::new(Renewals::default());
     let agent = LlmAgent::builder("a", model)
         .tool(slow)
         .lease(Duration::from_secs(6))
-        .store(MemoryStore::new())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
         .build();
-    let store = agent.agent().store().clone();
     let mut conn = agent.connect(AgentInit::new().session_id("long"));
     let (_, result) = run(&mut conn, user("go")).await;
     assert_eq!(result.status, Status::Completed);
-    let (last, latest) = saved(&*store, "long").await;
-    assert_eq!((last.status, last.lease), (Status::Completed, None));
-    let mut leases = Vec::new();
-    for version in 1..=latest {
-        let snapshot = store.load_version("long", version).await.unwrap().unwrap();
-        let state: LlmSession = serde_json::from_value(snapshot.state).unwrap();
-        if let Some(lease) = state.lease.clone() {
-            assert_eq!(state.status, Status::Running);
-            // A renewal saves the session as it was before the execution.
-            assert!(state.messages.is_empty(), "{state:?}");
-            leases.push(lease);
-        }
+    let (last, entry) = saved(&*store, "long").await;
+    assert_eq!((last.status, entry.lease), (Status::Completed, None));
+    // Renewed every 2 s of the minute, each a lease's new expiry, never the conversation.
+    let renewals = store.renewals.lock().unwrap().clone();
+    assert!(renewals.len() >= 20, "{} renewals", renewals.len());
+    assert!(
+        renewals
+            .iter()
+            .all(|(id, owner, _)| *id == entry.id && *owner == conn.id().to_string())
+    );
+    assert!(renewals.windows(2).all(|w| w[0].2 <= w[1].2));
+}
+
+/// A memory store that records every renewal.
+#[derive(Debug, Default)]
+struct Renewals {
+    store: MemoryStore,
+    renewals: std::sync::Mutex<Vec<(String, String, u64)>>,
+}
+
+#[bidi_session::async_trait]
+impl SessionStore for Renewals {
+    async fn load(&self, id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.store.load(id).await
     }
-    // Taken, then renewed every 2 s of the minute.
-    assert!(leases.len() >= 20, "{} leases", leases.len());
-    assert!(leases.windows(2).all(|w| w[0].owner == w[1].owner
-        && w[0].started_at == w[1].started_at
-        && w[0].expires_at <= w[1].expires_at));
+    async fn load_snapshot(&self, id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.store.load_snapshot(id).await
+    }
+    async fn entry(&self, id: &str) -> Result<Option<Entry>, StoreError> {
+        self.store.entry(id).await
+    }
+    async fn append(&self, id: &str, append: Append) -> Result<Entry, StoreError> {
+        self.store.append(id, append).await
+    }
+    async fn finish(&self, id: &str, finish: Finish) -> Result<Entry, StoreError> {
+        self.store.finish(id, finish).await
+    }
+    async fn renew(&self, id: &str, owner: &str, expires_at: u64) -> Result<Renewal, StoreError> {
+        let record = (id.to_owned(), owner.to_owned(), expires_at);
+        self.renewals.lock().unwrap().push(record);
+        self.store.renew(id, owner, expires_at).await
+    }
+    async fn abort(&self, id: &str) -> Result<Option<snapshot::Status>, StoreError> {
+        self.store.abort(id).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.store.delete(id).await
+    }
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        self.store.list().await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,7 +463,10 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
     child.kill().unwrap(); // SIGKILL on Unix: no clean-up runs
     child.wait().unwrap();
     let store = SqliteStore::open(&db).await.unwrap();
-    assert_eq!(saved(&store, "crash").await.0.status, Status::Running);
+    assert_eq!(
+        saved(&store, "crash").await.1.status,
+        snapshot::Status::Pending
+    );
 
     // Refused until the lease runs out, then taken over. (The bound only turns a session
     // locked for good into a failure.)
@@ -436,8 +482,8 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
     }
     let result = result.expect("the session was taken over");
     assert_eq!(result.messages.len(), 2);
-    let (state, _) = saved(&store, "crash").await;
-    assert_eq!((state.status, &state.lease), (Status::Completed, &None));
+    let (state, entry) = saved(&store, "crash").await;
+    assert_eq!((state.status, &entry.lease), (Status::Completed, &None));
     let texts = texts(&state);
     assert_eq!(texts, ["mine now?", "taken over"]);
 }

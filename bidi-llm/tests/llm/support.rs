@@ -5,10 +5,10 @@ use std::time::Duration;
 use bidi_agent::AgentOutput;
 use bidi_core::Connection;
 use bidi_llm::{
-    AgentEvent, ExecuteResult, LlmSession, Status, Tool, ToolEvent, ToolResultMessage, TurnInput,
+    AgentEvent, ExecuteResult, LlmSession, Tool, ToolEvent, ToolResultMessage, TurnInput,
     UserMessage, execute,
 };
-use bidi_session::SessionStore;
+use bidi_session::{Entry, SessionStore};
 use futures_util::StreamExt;
 use futures_util::stream;
 use schemars::JsonSchema;
@@ -49,12 +49,12 @@ pub(crate) fn result_for(id: &str, tool: &str) -> ToolResultMessage {
     }
 }
 
-/// The latest saved state of `id`, and its version.
-pub(crate) async fn saved(store: &dyn SessionStore, id: &str) -> (LlmSession, u64) {
+/// The latest saved state of `id`, and its snapshot.
+pub(crate) async fn saved(store: &dyn SessionStore, id: &str) -> (LlmSession, Entry) {
     let snapshot = store.load(id).await.unwrap().unwrap();
     (
         serde_json::from_value(snapshot.state).unwrap(),
-        snapshot.version,
+        snapshot.entry,
     )
 }
 
@@ -64,9 +64,8 @@ pub(crate) async fn saved(store: &dyn SessionStore, id: &str) -> (LlmSession, u6
 pub(crate) async fn settled(store: &dyn SessionStore, id: &str) -> LlmSession {
     for _ in 0..2_000 {
         if let Some(snapshot) = store.load(id).await.unwrap() {
-            let state: LlmSession = serde_json::from_value(snapshot.state).unwrap();
-            if state.status != Status::Running {
-                return state;
+            if snapshot.entry.status != bidi_session::Status::Pending {
+                return serde_json::from_value(snapshot.state).unwrap();
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
