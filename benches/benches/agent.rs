@@ -4,11 +4,11 @@
 //! cargo bench -p benches --bench agent
 //! ```
 //!
-//! - `sqlite_cas`: one compare-and-swap save through `SqliteStore` (async, on tokio's blocking
-//!   threads), keeping every version or only the latest, against the raw rusqlite
+//! - `sqlite_cas`: one compare-and-swap append through `SqliteStore` (async, on tokio's blocking
+//!   threads), its change the state written whole, against the raw rusqlite
 //!   `UPDATE … WHERE id = ? AND version = ?` on a file with the same settings (WAL,
 //!   `synchronous = NORMAL`), called directly.
-//! - `postgres_cas`: the same saves through `PostgresStore`, on a private PostgreSQL server
+//! - `postgres_cas`: the same appends through `PostgresStore`, on a private PostgreSQL server
 //!   (`bidi_session::testing::PostgresServer`), against the raw tokio-postgres
 //!   `UPDATE … WHERE id = $1 AND version = $2` on one connection to the same server.
 //! - `agent_turn`: a turn of an agent with a `MemoryStore` that saves its state once per turn
@@ -22,7 +22,7 @@ use benches::{on_worker, read_turn, runtime};
 use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
 use bidi_session::testing::PostgresServer;
-use bidi_session::{PostgresStore, Session, SessionStore, SqliteStore};
+use bidi_session::{Append, Change, Parent, PostgresStore, Session, SessionStore, SqliteStore};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
@@ -49,18 +49,20 @@ fn saves<S: SessionStore + Clone>(
             let store = store.clone();
             on_worker(rt, async move {
                 let id = format!("bench-{}", SAMPLES.fetch_add(1, Ordering::Relaxed));
-                let mut version = store
-                    .save(&id, None, state(0))
+                let mut head = store
+                    .append(&id, Append::create(state(0)))
                     .await
                     .expect("create")
-                    .version;
+                    .id;
                 let start = Instant::now();
                 for n in 0..iters {
-                    version = store
-                        .save(&id, Some(version), state(n))
+                    // The state written whole, as the raw baseline writes it.
+                    let change = Change::new().set("", state(n));
+                    head = store
+                        .append(&id, Append::change(Parent::Head(head), change))
                         .await
-                        .expect("save")
-                        .version;
+                        .expect("append")
+                        .id;
                 }
                 start.elapsed()
             })
@@ -74,19 +76,10 @@ fn sqlite_cas(c: &mut Criterion) {
     let mut group = c.benchmark_group("sqlite_cas");
     group.throughput(Throughput::Elements(1));
 
-    for (name, retention) in [
-        ("store_every_version", None),
-        ("store_latest_only", Some(1)),
-    ] {
-        let store = rt
-            .block_on(SqliteStore::open(dir.path().join(format!("{name}.db"))))
-            .expect("open store");
-        let store = match retention {
-            Some(keep) => store.with_retention(keep),
-            None => store,
-        };
-        saves(&mut group, &rt, name, &store);
-    }
+    let store = rt
+        .block_on(SqliteStore::open(dir.path().join("store.db")))
+        .expect("open store");
+    saves(&mut group, &rt, "store_append", &store);
 
     let raw = Connection::open(dir.path().join("raw.db")).expect("open raw");
     raw.pragma_update(None, "journal_mode", "WAL").expect("wal");
@@ -151,19 +144,10 @@ fn postgres_cas(c: &mut Criterion) {
     let mut group = c.benchmark_group("postgres_cas");
     group.throughput(Throughput::Elements(1));
 
-    for (name, retention) in [
-        ("store_every_version", None),
-        ("store_latest_only", Some(1)),
-    ] {
-        let store = rt
-            .block_on(PostgresStore::connect(server.url()))
-            .expect("connect");
-        let store = match retention {
-            Some(keep) => store.with_retention(keep),
-            None => store,
-        };
-        saves(&mut group, &rt, name, &store);
-    }
+    let store = rt
+        .block_on(PostgresStore::connect(server.url()))
+        .expect("connect");
+    saves(&mut group, &rt, "store_append", &store);
 
     let url = server.url().to_owned();
     let raw = rt.block_on(async move {

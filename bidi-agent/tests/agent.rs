@@ -241,7 +241,10 @@ async fn registers_as_an_agent_with_its_state_schema() {
 async fn a_store_failure_fails_the_connection() {
     // A session whose stored state is not a `Notes`.
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
-    store.save("broken", None, json!(42)).await.unwrap();
+    store
+        .append("broken", bidi_session::Append::create(json!(42)))
+        .await
+        .unwrap();
     let error = agent(store)
         .run(AgentInit::new().session_id("broken"), "x".into())
         .await
@@ -375,16 +378,35 @@ impl SessionStore for DownStore {
         Err(down())
     }
 
-    async fn load_version(&self, _: &str, _: u64) -> Result<Option<Snapshot>, StoreError> {
+    async fn load_snapshot(&self, _: &str) -> Result<Option<Snapshot>, StoreError> {
         Err(down())
     }
 
-    async fn save(
+    async fn entry(&self, _: &str) -> Result<Option<bidi_session::Entry>, StoreError> {
+        Err(down())
+    }
+
+    async fn append(
         &self,
         _: &str,
-        _: Option<u64>,
-        _: serde_json::Value,
-    ) -> Result<Snapshot, StoreError> {
+        _: bidi_session::Append,
+    ) -> Result<bidi_session::Entry, StoreError> {
+        Err(down())
+    }
+
+    async fn finish(
+        &self,
+        _: &str,
+        _: bidi_session::Finish,
+    ) -> Result<bidi_session::Entry, StoreError> {
+        Err(down())
+    }
+
+    async fn renew(&self, _: &str, _: &str, _: u64) -> Result<bidi_session::Renewal, StoreError> {
+        Err(down())
+    }
+
+    async fn abort(&self, _: &str) -> Result<Option<bidi_session::Status>, StoreError> {
         Err(down())
     }
 
@@ -457,19 +479,14 @@ async fn the_default_store_is_bounded() {
         assert!(!ids.contains(&format!("s-{dropped}")), "s-{dropped} kept");
     }
     let s0 = agent.session("s-0").await.unwrap().unwrap();
-    // One version kept: the latest, version 3 (created, then one save per turn).
+    // Every snapshot kept, each its change: version 3 (created, then one write per turn).
     assert_eq!(
         (s0.version(), s0.state().lines),
         (3, vec!["x".into(), "y".into()])
     );
-    assert!(
-        agent
-            .store()
-            .load_version("s-0", 2)
-            .await
-            .unwrap()
-            .is_none()
-    );
+    let parent = s0.head().parent_id.unwrap();
+    let before = agent.store().load_snapshot(&parent).await.unwrap().unwrap();
+    assert_eq!(before.state["lines"], json!(["x"]));
 }
 
 /// A store shared as `Arc<dyn SessionStore>` is used as it is, not wrapped again.

@@ -549,17 +549,10 @@ pub(crate) async fn delete_session(
     let Some(session) = load(agent, identity.as_ref(), &id).await? else {
         return Err(missing());
     };
-    let state = session.state();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        });
-    if state.status == Status::Running
-        && state
-            .lease
-            .as_ref()
-            .is_some_and(|lease| !lease.is_expired_at(now))
+    if session
+        .head()
+        .lease
+        .is_some_and(|lease| !lease.is_expired())
     {
         return Err(Failure::new(
             StatusCode::CONFLICT,
@@ -588,7 +581,7 @@ pub(crate) async fn session(
     Ok(Json(SessionView {
         session_id: id,
         status: state.status,
-        messages: state.messages,
+        messages: state.messages.into_vec(),
         pending_tool_calls: state.pending_tool_calls,
     }))
 }

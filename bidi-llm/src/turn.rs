@@ -91,7 +91,8 @@ impl<'a> Watch<'a> {
         loop {
             // The cheap checks first; the cancellation's waiter only when it is needed.
             let step = poll_fn(|cx| {
-                if self.aborted || self.ctx.is_cancelled() {
+                // An aborted execution stops working, but still hands its last events over.
+                if self.ctx.is_cancelled() || (self.aborted && waiting == For::Work) {
                     return Poll::Ready(Step::Cancelled);
                 }
                 if let Poll::Ready(output) = what.as_mut().poll(cx) {
@@ -177,7 +178,8 @@ impl<'a> Turn<'a> {
 
     /// Runs the execution of `input` on `state` (as [`session::claim`] found it) to its end,
     /// writes what it added and how it ended, and hands over its last events, `session_end`
-    /// and `execute_complete` (the turn is not ended). Returns whether it was interrupted.
+    /// and `execute_complete` (the turn is not ended). Returns whether the connection was
+    /// cancelled (an abort of the session's snapshot ends the execution only).
     pub(crate) async fn run(mut self, mut state: LlmSession, input: TurnInput) -> bool {
         let session_id = self.session.id().to_owned();
         let before = session::head(&mut state);
@@ -255,7 +257,9 @@ impl<'a> Turn<'a> {
             pending_tool_calls,
             cost: self.cost,
         });
-        self.flush().await.is_err() || interrupted
+        // An abort ends the execution, not the connection: its client reads the end as usual.
+        let cancelled = interrupted && !self.watch.aborted;
+        self.flush().await.is_err() || cancelled
     }
 
     fn emit(&mut self, event: AgentEvent) {

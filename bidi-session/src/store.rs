@@ -113,7 +113,7 @@ impl Lease {
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| millis(since))
+        .map_or(0, millis)
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -1,19 +1,24 @@
-//! `PostgresStore` against a real PostgreSQL server: the conformance suite, retention, two
-//! stores (two pools) racing on one session, and a server that goes away.
+//! `PostgresStore` against a real PostgreSQL server: the conformance suite, two stores (two
+//! pools, as two processes would have) racing on one session and seeing each other's aborts,
+//! the migration of a database written by an older version, and a server that goes away.
 //!
-//! The test starts a private server ([`PostgresServer`]: `initdb` + `postgres` from the
-//! installed PostgreSQL, on a free port of 127.0.0.1) and stops it when done. With
-//! `BIDI_POSTGRES_URL` set it uses that database instead (and skips the dead-server check).
+//! The tests start private servers ([`PostgresServer`]: `initdb` + `postgres` from the
+//! installed PostgreSQL, on a free port of 127.0.0.1) and stop them when done. With
+//! `BIDI_POSTGRES_URL` set, the main test uses that database instead (and skips the
+//! dead-server check); the migration test always makes databases of its own.
 
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use bidi_session::testing::{self, PostgresServer};
-use bidi_session::{PostgresStore, Session, SessionStore, StoreError};
-use serde_json::json;
+use bidi_session::{
+    Append, Change, Entry, Finish, Lease, Parent, PostgresStore, Renewal, Session, SessionStore,
+    Status, StoreError,
+};
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store() {
@@ -25,64 +30,87 @@ async fn postgres_store() {
     let url = external
         .clone()
         .unwrap_or_else(|| server.as_ref().unwrap().url().to_owned());
+    let run = std::process::id();
 
     // The conformance suite.
     let store = PostgresStore::connect(&url).await.unwrap();
     testing::conformance(Arc::new(store.clone())).await;
 
-    // One version kept: the row moves in place, the CAS holds.
-    let single = store.clone().with_retention(1);
-    let id = format!("single-{}", std::process::id());
-    single.save(&id, None, json!(1)).await.unwrap();
-    for v in 1..5 {
-        single.save(&id, Some(v), json!(v + 1)).await.unwrap();
-    }
-    assert!(single.load_version(&id, 4).await.unwrap().is_none());
-    assert_eq!(single.load(&id).await.unwrap().unwrap().state, json!(5));
-    match single.save(&id, Some(4), json!(0)).await {
-        Err(StoreError::Conflict {
-            expected, actual, ..
-        }) => assert_eq!((expected, actual), (Some(4), Some(5))),
-        other => panic!("expected a conflict, got {other:?}"),
+    // Two stores, each with its own pool, as two processes would be.
+    let one: Arc<dyn SessionStore> = Arc::new(store.clone());
+    let other: Arc<dyn SessionStore> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+    let stores = [Arc::clone(&one), Arc::clone(&other)];
+
+    // Appends racing on one head through both: exactly one wins, the others are told its id.
+    for round in 0..5 {
+        let id = format!("race-{run}-{round}");
+        let root = one
+            .append(&id, Append::create(json!({"n": 0})))
+            .await
+            .unwrap();
+        let racers: Vec<_> = (0..8)
+            .map(|n| {
+                let store = Arc::clone(&stores[n % 2]);
+                let (id, root) = (id.clone(), root.id.clone());
+                tokio::spawn(async move {
+                    let change = Change::new().set("/n", json!(n));
+                    store
+                        .append(&id, Append::change(Parent::Head(root), change))
+                        .await
+                })
+            })
+            .collect();
+        let (winners, losers) = outcomes(racers).await;
+        let [winner] = &winners[..] else {
+            panic!("exactly one append wins: {winners:?}");
+        };
+        assert_eq!(losers.len(), 7);
+        for loser in losers {
+            match loser {
+                StoreError::Conflict {
+                    expected, actual, ..
+                } => assert_eq!(
+                    (expected.as_deref(), actual.as_deref()),
+                    (Some(root.id.as_str()), Some(winner.id.as_str()))
+                ),
+                other => panic!("a losing append: {other:?}"),
+            }
+        }
+        assert_eq!(other.load(&id).await.unwrap().unwrap().entry.id, winner.id);
     }
 
-    // Retention: the latest three versions stay, the CAS still works at the head.
-    let kept_store = store.clone().with_retention(3);
-    let id = format!("retention-{}", std::process::id());
-    kept_store.save(&id, None, json!(1)).await.unwrap();
-    for v in 1..10 {
-        kept_store.save(&id, Some(v), json!(v + 1)).await.unwrap();
-    }
-    let mut kept = Vec::new();
-    for v in 1..=10 {
-        if kept_store.load_version(&id, v).await.unwrap().is_some() {
-            kept.push(v);
+    // Creates racing on a new id through both: the primary key lets exactly one in.
+    for round in 0..5 {
+        let id = format!("create-race-{run}-{round}");
+        let racers: Vec<_> = (0..4)
+            .map(|n| {
+                let (store, id) = (Arc::clone(&stores[n % 2]), id.clone());
+                tokio::spawn(async move { store.append(&id, Append::create(json!(n))).await })
+            })
+            .collect();
+        let (winners, losers) = outcomes(racers).await;
+        let [winner] = &winners[..] else {
+            panic!("exactly one create wins: {winners:?}");
+        };
+        for loser in losers {
+            match loser {
+                StoreError::Conflict {
+                    expected, actual, ..
+                } => assert_eq!(
+                    (expected, actual.as_deref()),
+                    (None, Some(winner.id.as_str()))
+                ),
+                other => panic!("a losing create: {other:?}"),
+            }
         }
     }
-    assert_eq!(kept, [8, 9, 10]);
-    kept_store.save(&id, Some(10), json!(11)).await.unwrap();
-    assert!(
-        kept_store
-            .save(&id, Some(10), json!(0))
-            .await
-            .unwrap_err()
-            .is_conflict()
-    );
 
-    // Two stores, each with its own pool (as two processes would be), racing on one session:
-    // every update counts exactly once.
-    let other: Arc<dyn SessionStore> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-    let one: Arc<dyn SessionStore> = Arc::new(store.clone());
-    let id = format!("race-{}", std::process::id());
-    Session::create(one.clone(), &id, 0u64).await.unwrap();
+    // Sessions updated through both stores: every update counts exactly once.
+    let id = format!("counter-{run}");
+    Session::create(Arc::clone(&one), &id, 0u64).await.unwrap();
     let workers: Vec<_> = (0..8)
         .map(|i| {
-            let store = if i % 2 == 0 {
-                one.clone()
-            } else {
-                other.clone()
-            };
-            let id = id.clone();
+            let (store, id) = (Arc::clone(&stores[i % 2]), id.clone());
             tokio::spawn(async move {
                 let session = Session::<u64>::load(store, &id).await.unwrap().unwrap();
                 for _ in 0..25 {
@@ -95,28 +123,101 @@ async fn postgres_store() {
         worker.await.unwrap();
     }
     let latest = other.load(&id).await.unwrap().unwrap();
-    assert_eq!((latest.state, latest.version), (json!(200), 201));
+    assert_eq!((latest.version(), latest.state), (201, json!(200)));
 
-    // Timestamps are the server's, and a load says what the save said.
-    let id = format!("times-{}", std::process::id());
-    let saved = store.save(&id, None, json!({"a": 1})).await.unwrap();
-    let loaded = store.load(&id).await.unwrap().unwrap();
+    // A turn in one store, renewed there, aborted from the other.
+    let id = format!("turn-{run}");
+    let root = one
+        .append(&id, Append::create(json!({"log": []})))
+        .await
+        .unwrap();
+    let pending = one
+        .append(
+            &id,
+            Append::pending(
+                Parent::Head(root.id.clone()),
+                Lease::new("turn-a", Duration::from_secs(30)),
+            ),
+        )
+        .await
+        .unwrap();
+    let until = pending.lease.as_ref().unwrap().expires_at + 60_000;
     assert_eq!(
-        (saved.created_at, saved.updated_at),
-        (loaded.created_at, loaded.updated_at)
+        one.renew(&pending.id, "turn-a", until).await.unwrap(),
+        Renewal::Renewed
     );
-    let second = store.save(&id, Some(1), json!({"a": 2})).await.unwrap();
-    assert_eq!(second.created_at, saved.created_at);
-    assert!(second.updated_at >= saved.updated_at);
+    let seen = other.entry(&pending.id).await.unwrap().unwrap();
+    assert_eq!(
+        (seen.status, seen.lease.map(|lease| lease.expires_at)),
+        (Status::Pending, Some(until)),
+        "the other store sees the renewal"
+    );
+    let refused = other
+        .append(
+            &id,
+            Append::change(Parent::Head(pending.id.clone()), Change::new()),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::Running { lease, .. }) if lease.owner == "turn-a"),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        other.renew(&pending.id, "turn-b", until).await,
+        Err(StoreError::NotHeld { .. })
+    ));
+    assert_eq!(
+        other.abort(&pending.id).await.unwrap(),
+        Some(Status::Pending)
+    );
+    assert_eq!(
+        one.entry(&pending.id).await.unwrap().unwrap().status,
+        Status::Aborted,
+        "the abort is seen by the store running the turn"
+    );
+    assert_eq!(
+        one.renew(&pending.id, "turn-a", until).await.unwrap(),
+        Renewal::Aborted
+    );
+    let change = Change::new().push("/log", json!("partial"));
+    let finished = one
+        .finish(
+            &pending.id,
+            Finish::new("turn-a", Status::Completed, change),
+        )
+        .await
+        .unwrap();
+    assert_eq!((finished.status, &finished.lease), (Status::Aborted, &None));
+    let head = other.load(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (head.entry, head.state),
+        (finished, json!({"log": ["partial"]})),
+        "the aborted turn keeps its change; a load says what the finish said"
+    );
+    assert_eq!(
+        other.abort(&pending.id).await.unwrap(),
+        Some(Status::Aborted)
+    );
+    assert_eq!(other.abort("no-such-snapshot").await.unwrap(), None);
 
-    // What PostgreSQL cannot hold is a clear backend error, and nothing is written.
-    let id = format!("nul-{}", std::process::id());
-    let refused = store.save(&id, None, json!({"text": "a\u{0}b"})).await;
+    // States are JSON text: a NUL in a string is stored (escaped) like any character. A NUL
+    // in a session id PostgreSQL refuses: a clear backend error, and nothing is written.
+    let id = format!("nul-{run}");
+    store
+        .append(&id, Append::create(json!({"text": "a\u{0}b"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load(&id).await.unwrap().unwrap().state,
+        json!({"text": "a\u{0}b"})
+    );
+    let id = format!("nul-\u{0}-{run}");
+    let refused = store.append(&id, Append::create(json!(1))).await;
     assert!(
         matches!(refused, Err(StoreError::Backend(_))),
         "{refused:?}"
     );
-    assert!(store.load(&id).await.unwrap().is_none());
+    assert!(!store.list().await.unwrap().contains(&id));
 
     // The server goes away: calls fail with a backend error instead of hanging.
     if let Some(server) = server {
@@ -132,6 +233,20 @@ async fn postgres_store() {
     }
 }
 
+/// The entries and the errors of racing appends.
+async fn outcomes(
+    racers: Vec<tokio::task::JoinHandle<Result<Entry, StoreError>>>,
+) -> (Vec<Entry>, Vec<StoreError>) {
+    let (mut winners, mut losers) = (Vec::new(), Vec::new());
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(entry) => winners.push(entry),
+            Err(error) => losers.push(error),
+        }
+    }
+    (winners, losers)
+}
+
 /// Over TLS: with the server's certificate trusted, `sslmode=require` works; with only the
 /// system's roots, the connection is refused, so the store really speaks TLS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,12 +259,229 @@ async fn postgres_store_over_tls() {
         .build()
         .unwrap();
     let store = PostgresStore::connect_with_tls(&url, tls).await.unwrap();
-    let saved = store.save("tls", None, json!({"secret": 1})).await.unwrap();
-    assert_eq!(store.load("tls").await.unwrap().unwrap(), saved);
+    let created = store
+        .append("tls", Append::create(json!({"secret": 1})))
+        .await
+        .unwrap();
+    let loaded = store.load("tls").await.unwrap().unwrap();
+    assert_eq!(
+        (loaded.entry, loaded.state),
+        (created, json!({"secret": 1}))
+    );
 
     let untrusted = PostgresStore::connect(&url).await;
     assert!(
         matches!(untrusted, Err(StoreError::Backend(_))),
         "{untrusted:?}"
+    );
+}
+
+/// The table versions before the log of snapshots wrote, every version whole.
+const OLD_SCHEMA: &str = "
+CREATE TABLE bidi_snapshots (
+    session_id TEXT NOT NULL,
+    version    BIGINT NOT NULL,
+    state      JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (session_id, version)
+);
+INSERT INTO bidi_snapshots VALUES
+    ('chat', 1, '{\"messages\": [\"hi\"]}', '2024-01-02 03:04:05.678+00', '2024-01-02 03:04:05.678+00'),
+    ('chat', 2, '{\"messages\": [\"hi\", \"hello\"]}', '2024-01-02 03:04:05.678+00', '2024-01-02 03:05:00+00'),
+    ('chat', 3, '{\"messages\": [\"hi\", \"hello\", \"bye\"]}', '2024-01-02 03:04:05.678+00', '2024-01-02 03:06:00+00'),
+    ('single', 1, '[1, \"é 🦀\", null]', '2024-02-01 00:00:00+00', '2024-02-01 00:00:00+00'),
+    ('pruned', 8, '{\"n\": 8}', '2024-03-01 00:00:00+00', '2024-03-01 00:00:08+00'),
+    ('pruned', 9, '{\"n\": 9}', '2024-03-01 00:00:00+00', '2024-03-01 00:00:09+00');
+";
+
+/// A database of `server` made for the test: its URL, and a client of it.
+async fn database(server: &PostgresServer, name: &str) -> (String, tokio_postgres::Client) {
+    let admin = client(server.url()).await;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let base = server.url().strip_suffix("/postgres").unwrap();
+    let url = format!("{base}/{name}");
+    let client = client(&url).await;
+    (url, client)
+}
+
+async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+/// A database written by an older version (`bidi_snapshots`, every version whole) is migrated
+/// as stores connect to it, once though two connect at once: each old version is a snapshot
+/// (a checkpoint of its state) after the one before, the last is the head, and the sessions go
+/// on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_migrates_the_old_table() {
+    let server = PostgresServer::start().await.unwrap();
+    let (url, sql) = database(&server, "bidi_old").await;
+    sql.batch_execute(OLD_SCHEMA).await.unwrap();
+
+    let (a, b) = tokio::join!(PostgresStore::connect(&url), PostgresStore::connect(&url));
+    let (store, again) = (a.unwrap(), b.unwrap());
+    assert_eq!(count(&sql, "SELECT count(*) FROM bidi_entries").await, 6);
+    assert_eq!(
+        count(
+            &sql,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'bidi_snapshots'"
+        )
+        .await,
+        0,
+        "the old table is gone"
+    );
+    assert_eq!(store.list().await.unwrap(), ["chat", "pruned", "single"]);
+
+    // The head is the last version, each version is loadable by walking the parents.
+    let head = again.load("chat").await.unwrap().unwrap();
+    assert_eq!(head.state, json!({"messages": ["hi", "hello", "bye"]}));
+    let at = |millis| UNIX_EPOCH + Duration::from_millis(millis);
+    let mut walked = Vec::new();
+    let mut next = Some(head.entry.id.clone());
+    while let Some(id) = next {
+        let snapshot = store.load_snapshot(&id).await.unwrap().unwrap();
+        let entry = store.entry(&id).await.unwrap().unwrap();
+        assert_eq!(entry, snapshot.entry);
+        assert_eq!(
+            (
+                entry.session_id.as_str(),
+                entry.status,
+                &entry.lease,
+                &entry.error
+            ),
+            ("chat", Status::Completed, &None, &None)
+        );
+        assert_eq!(
+            entry.created_at,
+            at(1_704_164_645_678),
+            "the old times, to the ms"
+        );
+        let state_bytes = snapshot.state.to_string().len() as u64;
+        assert!(
+            entry.replay.changes == 0 && entry.replay.checkpoint >= state_bytes,
+            "a checkpoint: {:?}",
+            entry.replay
+        );
+        walked.push((entry.version, snapshot.state, entry.updated_at));
+        next = entry.parent_id;
+    }
+    walked.reverse();
+    assert_eq!(
+        walked,
+        [
+            (1, json!({"messages": ["hi"]}), at(1_704_164_645_678)),
+            (
+                2,
+                json!({"messages": ["hi", "hello"]}),
+                at(1_704_164_700_000)
+            ),
+            (
+                3,
+                json!({"messages": ["hi", "hello", "bye"]}),
+                at(1_704_164_760_000)
+            ),
+        ]
+    );
+    let single = store.load("single").await.unwrap().unwrap();
+    assert_eq!(
+        (single.version(), single.entry.parent_id, single.state),
+        (1, None, json!([1, "é 🦀", null]))
+    );
+    // Versions an older retention deleted stay missing: the lineage starts at the first kept.
+    let pruned = store.load("pruned").await.unwrap().unwrap();
+    assert_eq!((pruned.version(), &pruned.state), (9, &json!({"n": 9})));
+    let first = store
+        .load_snapshot(pruned.entry.parent_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.version(), first.entry.parent_id, first.state),
+        (8, None, json!({"n": 8}))
+    );
+
+    // The sessions go on after their heads, compare-and-swap included.
+    let change = Change::new().push("/messages", json!("again"));
+    let next = again
+        .append(
+            "chat",
+            Append::change(Parent::Head(head.entry.id.clone()), change),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (next.version, next.parent_id.as_deref()),
+        (4, Some(head.entry.id.as_str()))
+    );
+    assert_eq!(
+        store.load("chat").await.unwrap().unwrap().state,
+        json!({"messages": ["hi", "hello", "bye", "again"]})
+    );
+    let stale = store
+        .append(
+            "chat",
+            Append::change(Parent::Head(head.entry.id.clone()), Change::new()),
+        )
+        .await;
+    assert!(stale.unwrap_err().is_conflict());
+    let session = Session::<Value>::load(Arc::new(store.clone()), "single")
+        .await
+        .unwrap()
+        .unwrap();
+    session.update(|state| state[0] = json!(2)).await.unwrap();
+    assert_eq!(
+        again.load("single").await.unwrap().unwrap().state,
+        json!([2, "é 🦀", null])
+    );
+
+    // Connecting again migrates nothing more.
+    drop(PostgresStore::connect(&url).await.unwrap());
+    assert_eq!(count(&sql, "SELECT count(*) FROM bidi_entries").await, 8);
+}
+
+/// An old table next to the new ones (an older process made it again after the migration, or
+/// its rows were loaded into a database a new store had set up) is migrated too, except the
+/// sessions the new tables already hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_migrates_an_old_table_next_to_new_ones() {
+    let server = PostgresServer::start().await.unwrap();
+    let (url, sql) = database(&server, "bidi_mixed").await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    store
+        .append("chat", Append::create(json!({"new": true})))
+        .await
+        .unwrap();
+    sql.batch_execute(OLD_SCHEMA).await.unwrap();
+
+    let store = PostgresStore::connect(&url).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["chat", "pruned", "single"]);
+    assert_eq!(
+        store.load("chat").await.unwrap().unwrap().state,
+        json!({"new": true}),
+        "the session the new tables hold is kept"
+    );
+    assert_eq!(
+        store.load("pruned").await.unwrap().unwrap().state,
+        json!({"n": 9})
+    );
+    assert_eq!(
+        count(
+            &sql,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'bidi_snapshots'"
+        )
+        .await,
+        0
     );
 }

@@ -610,21 +610,50 @@ impl SessionStore for Gate {
         self.store.load(id).await
     }
 
-    async fn load_version(
+    async fn load_snapshot(
         &self,
         id: &str,
-        version: u64,
     ) -> Result<Option<bidi_session::Snapshot>, bidi_session::StoreError> {
-        self.store.load_version(id, version).await
+        self.store.load_snapshot(id).await
     }
 
-    async fn save(
+    async fn entry(
         &self,
         id: &str,
-        expected: Option<u64>,
-        state: Value,
-    ) -> Result<bidi_session::Snapshot, bidi_session::StoreError> {
-        self.store.save(id, expected, state).await
+    ) -> Result<Option<bidi_session::Entry>, bidi_session::StoreError> {
+        self.store.entry(id).await
+    }
+
+    async fn append(
+        &self,
+        id: &str,
+        append: bidi_session::Append,
+    ) -> Result<bidi_session::Entry, bidi_session::StoreError> {
+        self.store.append(id, append).await
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        finish: bidi_session::Finish,
+    ) -> Result<bidi_session::Entry, bidi_session::StoreError> {
+        self.store.finish(id, finish).await
+    }
+
+    async fn renew(
+        &self,
+        id: &str,
+        owner: &str,
+        expires_at: u64,
+    ) -> Result<bidi_session::Renewal, bidi_session::StoreError> {
+        self.store.renew(id, owner, expires_at).await
+    }
+
+    async fn abort(
+        &self,
+        id: &str,
+    ) -> Result<Option<bidi_session::Status>, bidi_session::StoreError> {
+        self.store.abort(id).await
     }
 
     async fn delete(&self, id: &str) -> Result<bool, bidi_session::StoreError> {

@@ -671,7 +671,8 @@ mod tests {
                 details: None,
                 is_error: false,
                 attachments: Vec::new(),
-            })],
+            })]
+            .into(),
             ..LlmSession::default()
         };
         (agent, state)

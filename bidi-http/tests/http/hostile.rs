@@ -342,7 +342,10 @@ async fn a_stored_state_the_agent_cannot_read_is_409_and_stays_as_it_was() {
     let (addr, store) = two_agents_on_one_store().await;
     let notes = Scope::new("").sessions("notes", Arc::clone(&store));
     notes
-        .save("old", None, json!({"from": "an older version"}))
+        .append(
+            "old",
+            bidi_session::Append::create(json!({"from": "an older version"})),
+        )
         .await
         .unwrap();
     let (status, answer) = post(

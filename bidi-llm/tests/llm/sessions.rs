@@ -500,3 +500,42 @@ fn texts(state: &LlmSession) -> Vec<String> {
         })
         .collect()
 }
+
+/// A running execution is aborted by snapshot id from another store on the same file (as
+/// another process would): it learns it at its next renewal, stops, and keeps what it did
+/// under an `aborted` snapshot; the session goes on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_aborted_from_elsewhere_ends_at_its_next_renewal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("abort.db");
+    let (model, _tx) = ChannelModel::new(); // never answers
+    let agent = LlmAgent::builder("a", model)
+        .lease(Duration::from_secs(3))
+        .store(SqliteStore::open(&db).await.unwrap())
+        .build();
+    let mut conn = agent.connect(AgentInit::new().session_id("s"));
+    let mut stream = execute(&mut conn, user("take your time")).await.unwrap();
+    while stream.next().await.unwrap().unwrap()
+        != (AgentEvent::MessageStart {
+            role: bidi_llm::Role::Assistant,
+        })
+    {}
+    let elsewhere = SqliteStore::open(&db).await.unwrap();
+    let (_, running) = saved(&elsewhere, "s").await;
+    assert_eq!(running.status, snapshot::Status::Pending);
+    assert_eq!(
+        elsewhere.abort(&running.id).await.unwrap(),
+        Some(snapshot::Status::Pending)
+    );
+    // The execution ends by itself (the model never answers): at its next renewal.
+    let result = stream.result().await.unwrap();
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let (state, ended) = saved(&elsewhere, "s").await;
+    assert_eq!(
+        (ended.id.as_str(), ended.status),
+        (running.id.as_str(), snapshot::Status::Aborted)
+    );
+    let [Message::User(_), Message::Aborted(_)] = &state.messages[..] else {
+        panic!("{state:?}")
+    };
+}
