@@ -138,8 +138,7 @@ fn benches(rt: &Runtime) -> (Vec<Bench>, PostgresServer, tempfile::TempDir) {
     let server = rt
         .block_on(PostgresServer::start())
         .expect("a private PostgreSQL server");
-    let file = dir.path().join("sessions.db");
-    let path = file.clone();
+    let path = dir.path().join("sessions.db");
     let url = server.url().to_owned();
     let benches = on_worker(rt, async move {
         let sqlite = SqliteStore::open(&path).await.expect("opens");

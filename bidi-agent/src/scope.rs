@@ -74,13 +74,13 @@ impl Scope {
     /// ```
     /// # use std::sync::Arc;
     /// use bidi_agent::Scope;
-    /// use bidi_session::{MemoryStore, SessionStore};
+    /// use bidi_session::{Append, MemoryStore, SessionStore};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), bidi_session::StoreError> {
     /// let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
     /// let alice = Scope::new("alice");
-    /// alice.sessions("chat", Arc::clone(&store)).save("s", None, 1.into()).await?;
+    /// alice.sessions("chat", Arc::clone(&store)).append("s", Append::create(1.into())).await?;
     /// assert!(alice.sessions("notes", Arc::clone(&store)).load("s").await?.is_none());
     /// assert!(Scope::new("bob").sessions("chat", store).load("s").await?.is_none());
     /// # Ok(())

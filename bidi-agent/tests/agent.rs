@@ -211,7 +211,7 @@ async fn registers_as_an_agent_with_its_state_schema() {
     );
     assert_eq!(
         desc["outputSchema"]["required"],
-        json!(["sessionId", "output", "state", "artifacts"])
+        json!(["sessionId", "snapshotId", "output", "state", "artifacts"])
     );
 
     // Over JSON, as a transport would; the span carries the session id.
@@ -663,4 +663,50 @@ fn scope_is_a_name() {
     assert_eq!(scope, Scope::new(String::from("alice")));
     assert_ne!(scope, Scope::new("bob"));
     assert_eq!(format!("{scope:?}"), r#"Scope("alice")"#);
+}
+
+/// Every write is a snapshot: a connection resumed at an older one branches from it, becomes the
+/// session's head and leaves the other leaf as it was; a snapshot of another session (named as
+/// a guard) or none at all fails the connection.
+#[tokio::test]
+async fn a_connection_at_an_older_snapshot_branches_from_it() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let agent = agent(Arc::clone(&store));
+    let mut conn = agent.connect(AgentInit::new().session_id("s"));
+    for line in ["root", "a"] {
+        conn.send(line.into()).await.unwrap();
+        conn.responses().collect::<Vec<_>>().await;
+    }
+    conn.close();
+    let out = conn.output().await.unwrap();
+    let leaf_a = out.snapshot_id.clone();
+    let root = store.load_snapshot(&leaf_a).await.unwrap().unwrap();
+    let root = root.entry.parent_id.unwrap();
+
+    let mut branch = agent.connect(AgentInit::new().session_id("s").snapshot(root.clone()));
+    branch.send("b".into()).await.unwrap();
+    branch.responses().collect::<Vec<_>>().await;
+    branch.close();
+    let out = branch.output().await.unwrap();
+    assert_eq!(out.state.lines, ["root", "b"]);
+    let head = store.load("s").await.unwrap().unwrap();
+    assert_eq!(
+        (head.entry.id.as_str(), head.entry.parent_id.as_deref()),
+        (out.snapshot_id.as_str(), Some(root.as_str()))
+    );
+    let a = store.load_snapshot(&leaf_a).await.unwrap().unwrap();
+    assert_eq!(
+        a.state["lines"],
+        json!(["root", "a"]),
+        "the other leaf is intact"
+    );
+
+    for init in [
+        AgentInit::new().session_id("other").snapshot(root.clone()),
+        AgentInit::new().snapshot("no-such-snapshot"),
+    ] {
+        let refused = agent.connect(init);
+        let error = refused.send("x".into()).await.unwrap_err();
+        assert!(error.to_string().contains("no snapshot"), "{error}");
+    }
 }

@@ -33,7 +33,7 @@ use crate::store::{Append, Entry, Finish, Renewal, SessionStore, Snapshot, Statu
 ///
 /// let snapshot = alice.load("chat").await?.unwrap();
 /// assert_eq!((snapshot.session_id(), snapshot.state), ("chat", json!("alice's")));
-/// assert_eq!(bob.list().await?, ["chat"]);
+/// assert_eq!((snapshot.session_id(), &snapshot.state), ("chat", &json!("alice's")));
 /// assert_eq!(shared.list().await?.len(), 2);
 /// # Ok(())
 /// # }

@@ -440,7 +440,7 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
     ))
 }
 
-fn finish(conn: &mut Connection, id: &str, finish: Finish) -> Result<Entry, StoreError> {
+fn finish(conn: &mut Connection, id: &str, finish: &Finish) -> Result<Entry, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = row(&tx, id)?;
     let lease = found.as_ref().and_then(Row::lease);
@@ -557,7 +557,8 @@ impl SessionStore for SqliteStore {
 
     async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError> {
         let id = snapshot_id.to_owned();
-        self.call(move |conn| self::finish(conn, &id, finish)).await
+        self.call(move |conn| self::finish(conn, &id, &finish))
+            .await
     }
 
     async fn renew(

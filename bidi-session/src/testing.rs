@@ -185,7 +185,7 @@ fn expect_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>, id: &str,
     }
 }
 
-fn expect_not_held<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+fn expect_not_held<T: std::fmt::Debug>(result: &Result<T, StoreError>, what: &str) {
     assert!(
         matches!(result, Err(StoreError::NotHeld { .. })),
         "{what}: expected StoreError::NotHeld, got {result:?}"
@@ -507,13 +507,13 @@ pub async fn turns(store: &dyn SessionStore, prefix: &str) {
     let renewed = store.renew(&pending.id, "turn-1", now_ms() + 90_000).await;
     assert_eq!(renewed.expect("renew"), Renewal::Renewed);
     expect_not_held(
-        store
+        &store
             .renew(&pending.id, "someone-else", now_ms() + 90_000)
             .await,
         "a renewal by another owner",
     );
     expect_not_held(
-        store
+        &store
             .finish(
                 &pending.id,
                 Finish::new("someone-else", Status::Completed, Change::new()),
@@ -536,7 +536,7 @@ pub async fn turns(store: &dyn SessionStore, prefix: &str) {
     assert_eq!((done.id.as_str(), done.version), (pending.id.as_str(), 2));
     assert_eq!(head(store, &id).await.state, json!({"n": 1}));
     expect_not_held(
-        store
+        &store
             .finish(
                 &pending.id,
                 Finish::new("turn-1", Status::Completed, Change::new()),
@@ -545,7 +545,7 @@ pub async fn turns(store: &dyn SessionStore, prefix: &str) {
         "a second finish",
     );
     expect_not_held(
-        store.renew(&pending.id, "turn-1", now_ms() + 90_000).await,
+        &store.renew(&pending.id, "turn-1", now_ms() + 90_000).await,
         "a renewal after the finish",
     );
     // A failed turn.
@@ -692,7 +692,7 @@ pub async fn expired_leases(store: &dyn SessionStore, prefix: &str) {
         .await
         .expect("the next turn takes the session over");
     expect_not_held(
-        store
+        &store
             .finish(
                 &pending.id,
                 Finish::new("crashed", Status::Completed, Change::new()),

@@ -63,10 +63,10 @@ pub(crate) async fn saved(store: &dyn SessionStore, id: &str) -> (LlmSession, En
 /// turns a session left `running` into a failure.)
 pub(crate) async fn settled(store: &dyn SessionStore, id: &str) -> LlmSession {
     for _ in 0..2_000 {
-        if let Some(snapshot) = store.load(id).await.unwrap() {
-            if snapshot.entry.status != bidi_session::Status::Pending {
-                return serde_json::from_value(snapshot.state).unwrap();
-            }
+        if let Some(snapshot) = store.load(id).await.unwrap()
+            && snapshot.entry.status != bidi_session::Status::Pending
+        {
+            return serde_json::from_value(snapshot.state).unwrap();
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
