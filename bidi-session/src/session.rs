@@ -221,7 +221,7 @@ where
 
     /// Saves `state`, which `change` makes of the cached state, as a snapshot after the cached
     /// one: the store writes the change, not the state. Now and then (as
-    /// [`Replay::wants_checkpoint`] says) the state is written whole as well, so that loads stay
+    /// [`Replay::wants_checkpoint`](crate::Replay::wants_checkpoint) says) the state is written whole as well, so that loads stay
     /// bounded.
     ///
     /// `change` must make `state` of the cached state: the store keeps only the change, and
