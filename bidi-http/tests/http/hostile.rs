@@ -395,12 +395,21 @@ async fn an_unknown_init_field_is_refused_not_ignored() {
     let (status, answer) = post(
         addr,
         "/agent/notes",
-        json!({"data": "hi", "init": {"snapshotId": "s-1"}}),
+        json!({"data": "hi", "init": {"threadId": "s-1"}}),
     )
     .await;
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["details"]["code"], "invalid_init");
-    assert_eq!(answer["error"]["details"]["path"], "/snapshotId");
+    assert_eq!(answer["error"]["details"]["path"], "/threadId");
+    // A snapshot id is known, and one that names nothing is not found, never a fresh session.
+    let (status, answer) = post(
+        addr,
+        "/agent/notes",
+        json!({"data": "hi", "init": {"snapshotId": "s-1"}}),
+    )
+    .await;
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["error"]["message"], "no snapshot `s-1`");
 }
 
 /// A raw WebSocket on `/bidi-flow/echo`, upgraded by hand so that it can break the protocol.
