@@ -127,7 +127,7 @@ pub(crate) async fn execute(
         Records::default(),
     )
     .await;
-    let (session_id, body) = match started {
+    let (Started { session_id, .. }, body) = match started {
         Ok(started) => started,
         Err(failure) => match resumed {
             Some(id) if failure.code == Code::NotFound => {
@@ -167,8 +167,16 @@ pub(crate) async fn load(
         .map_err(|error| store_failed(&error))
 }
 
+/// What an execution that started says: its session, and the snapshot it writes (pending
+/// while it runs).
+#[derive(Debug, Clone)]
+pub(crate) struct Started {
+    pub(crate) session_id: String,
+    pub(crate) snapshot_id: Option<String>,
+}
+
 /// Starts one execution of `agent` on the session `init` names, with `input`, as `identity`:
-/// once it has started, its session's id and the response body its events make through
+/// once it has started, its session and snapshot and the response body its events make through
 /// `encoder`.
 ///
 /// # Errors
@@ -182,10 +190,10 @@ pub(crate) async fn start<E: Encoder>(
     input: TurnInput,
     identity: Option<&Identity>,
     encoder: E,
-) -> Result<(String, Body), Failure> {
+) -> Result<(Started, Body), Failure> {
     let (writes, body) = mpsc::channel::<Bytes>(1);
-    let session_id = spawn(shared, agent, init, input, identity, encoder, writes).await?;
-    Ok((session_id, body_of(body)))
+    let started = spawn(shared, agent, init, input, identity, encoder, writes).await?;
+    Ok((started, body_of(body)))
 }
 
 /// A response body of `writes`, in order.
@@ -212,6 +220,22 @@ pub(crate) trait Writes: Send + Sync + 'static {
 #[derive(Debug)]
 pub(crate) struct Gone;
 
+/// Nobody reads, and nobody goes away: the body of a detached execution, which runs to its end
+/// without its client.
+#[derive(Debug)]
+pub(crate) struct Detached;
+
+impl Writes for Detached {
+    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
+        drop(bytes);
+        Ok(())
+    }
+
+    async fn closed(&self) {
+        std::future::pending::<()>().await;
+    }
+}
+
 impl Writes for mpsc::Sender<Bytes> {
     async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
         Self::send(self, bytes).await.map_err(|_| Gone)
@@ -237,12 +261,12 @@ pub(crate) async fn spawn<E: Encoder, W: Writes>(
     identity: Option<&Identity>,
     encoder: E,
     writes: W,
-) -> Result<String, Failure> {
+) -> Result<Started, Failure> {
     let conn = agent.connect_with(init, Shared::options(identity));
     let (head, answer) = oneshot::channel();
     let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
     tokio::spawn(run(conn, input, head, writes, idle, encoder));
-    let session_id = match answer.await {
+    let started = match answer.await {
         Ok(started) => started?,
         Err(_) => {
             return Err(Failure::new(
@@ -252,7 +276,7 @@ pub(crate) async fn spawn<E: Encoder, W: Writes>(
             ));
         }
     };
-    Ok(session_id)
+    Ok(started)
 }
 
 /// Turns an execution's events into a response body's bytes, one event at a time: the
@@ -298,7 +322,7 @@ const WRITE_BATCH: usize = 16 * 1024;
 async fn run<E: Encoder, W: Writes>(
     mut conn: AgentConnection,
     input: TurnInput,
-    head: oneshot::Sender<Result<String, Failure>>,
+    head: oneshot::Sender<Result<Started, Failure>>,
     writes: W,
     mut idle: Idle,
     mut encoder: E,
@@ -352,8 +376,15 @@ async fn run<E: Encoder, W: Writes>(
         };
         if let Some(sender) = head.take() {
             match &event {
-                AgentEvent::SessionStart { session_id } => {
-                    if sender.send(Ok(session_id.clone())).is_err() {
+                AgentEvent::SessionStart {
+                    session_id,
+                    snapshot_id,
+                } => {
+                    let started = Started {
+                        session_id: session_id.clone(),
+                        snapshot_id: snapshot_id.clone(),
+                    };
+                    if sender.send(Ok(started)).is_err() {
                         run.cancel_with(Disconnected);
                         stopped = true;
                     }
@@ -434,7 +465,7 @@ async fn run<E: Encoder, W: Writes>(
 
 /// Completes when nobody waits for the answer any more: the request was dropped before the
 /// execution started, or the body after.
-async fn gone(head: &mut Option<oneshot::Sender<Result<String, Failure>>>, writes: &impl Writes) {
+async fn gone(head: &mut Option<oneshot::Sender<Result<Started, Failure>>>, writes: &impl Writes) {
     match head {
         Some(head) => head.closed().await,
         None => writes.closed().await,
@@ -496,12 +527,12 @@ pub(crate) async fn stored(
 }
 
 /// The sessions of `agent` that `identity` sees (its scope's).
-fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
+pub(crate) fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
     crate::scope(identity).sessions(agent.agent().name(), Arc::clone(agent.agent().store()))
 }
 
 /// A store failure, as a 500.
-fn store_failed(error: &bidi_session::StoreError) -> Failure {
+pub(crate) fn store_failed(error: &bidi_session::StoreError) -> Failure {
     Failure::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         Code::ConnectionFailed,

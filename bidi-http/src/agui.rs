@@ -570,6 +570,7 @@ mod tests {
         let events = [
             AgentEvent::SessionStart {
                 session_id: "t".into(),
+                snapshot_id: None,
             },
             AgentEvent::MessageStart {
                 role: Role::Assistant,

@@ -77,7 +77,7 @@ pub(crate) fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<
 }
 
 /// Whether the client asked for SSE: `Accept: text/event-stream` or `?stream=true`.
-fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
+pub(crate) fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
     let accepts = headers
         .get_all(header::ACCEPT)
         .iter()

@@ -331,6 +331,7 @@ mod codec;
 mod cors;
 mod extract;
 mod flow;
+mod genkit;
 mod idle;
 mod serve;
 mod sse;
@@ -664,6 +665,12 @@ impl Server {
             .route("/actions", get(flow::actions))
             .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
             .route("/{kind}/{name}/execute", post(agent::execute))
+            .route("/{kind}/{name}/genkit", post(genkit::run))
+            .route(
+                "/{kind}/{name}/genkit/getSnapshot",
+                post(genkit::get_snapshot),
+            )
+            .route("/{kind}/{name}/genkit/abort", post(genkit::abort))
             .route("/{kind}/{name}/sessions", get(agent::sessions))
             .route(
                 "/{kind}/{name}/session/{id}",

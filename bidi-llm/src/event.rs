@@ -24,6 +24,10 @@ pub enum AgentEvent {
     SessionStart {
         /// The session.
         session_id: String,
+        /// The snapshot the execution writes: pending while it runs (abort it by this id), the
+        /// one `session_end` names once it ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot_id: Option<String>,
     },
     /// The execution ended; only the messages it added.
     SessionEnd {
@@ -31,6 +35,10 @@ pub enum AgentEvent {
         session_id: String,
         /// The new messages.
         messages: Vec<Message>,
+        /// The snapshot the execution wrote (none if the store failed): load, branch from or
+        /// resume at it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot_id: Option<String>,
     },
     /// The turn stopped for tools without a local executor; send their results to go on.
     AwaitingToolExecution {

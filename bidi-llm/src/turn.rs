@@ -185,6 +185,7 @@ impl<'a> Turn<'a> {
         let before = session::head(&mut state);
         self.emit(AgentEvent::SessionStart {
             session_id: session_id.clone(),
+            snapshot_id: Some(self.session.snapshot_id()),
         });
         let first = state.messages.len();
         // The pending calls of local tools waited for approval; the others were remote.
@@ -244,13 +245,18 @@ impl<'a> Turn<'a> {
             _ if interrupted || self.watch.aborted => (snapshot::Status::Aborted, None),
             _ => (snapshot::Status::Completed, None),
         };
-        if let Err(error) = self.session.finish(state, change, ended, error).await {
-            self.fail(&Error::Store(error), None);
-            status = Status::Error;
-        }
+        let snapshot_id = match self.session.finish(state, change, ended, error).await {
+            Ok(entry) => Some(entry.id),
+            Err(error) => {
+                self.fail(&Error::Store(error), None);
+                status = Status::Error;
+                None
+            }
+        };
         self.emit(AgentEvent::SessionEnd {
             session_id,
             messages,
+            snapshot_id,
         });
         self.emit(AgentEvent::ExecuteComplete {
             status,

@@ -136,7 +136,7 @@ impl Replay {
     /// snapshot carries a checkpoint of its own.
     pub const RATIO: u64 = 4;
     /// Changes a load replays anyway, however small the checkpoint.
-    pub const FLOOR: u64 = 256 * 1024;
+    pub const FLOOR: u64 = 4 * 1024;
 
     /// The replay cost of a snapshot that adds `change` bytes to one of this cost, without a
     /// checkpoint.
@@ -159,7 +159,7 @@ impl Replay {
 
     /// Whether a snapshot that adds `change` bytes after one of this cost should carry a
     /// checkpoint: when the changes a load would replay pass four times the checkpoint (and
-    /// 256 KiB). Checkpoints then grow geometrically: a conversation of n bytes holds less than
+    /// 4 KiB). Checkpoints then grow geometrically: a conversation of n bytes holds less than
     /// n/4 bytes of them in all, and a load reads at most five times the state.
     #[must_use]
     pub fn wants_checkpoint(self, change: u64) -> bool {

@@ -215,12 +215,21 @@ await run(async (base) => {
     assertJson(await runFlow({ url: `${base}/bidi-flow/hello`, input: 'Ada' }), 'hello, Ada', 'named');
   });
 
-  await check('an agent init with a field it does not know (snapshotId) is refused, not ignored', async () => {
+  await check('an agent init with a field it does not know (threadId) is refused, not ignored', async () => {
     const error = await rejects(
-      runFlow({ url: `${base}/agent/chat`, input: 'hi', init: { snapshotId: 'snap-1' } }),
+      runFlow({ url: `${base}/agent/chat`, input: 'hi', init: { threadId: 'snap-1' } }),
       'unknown init field',
     );
-    assertRefused(error, 400, 'INVALID_ARGUMENT', 'invalid_init', '/snapshotId');
+    assertRefused(error, 400, 'INVALID_ARGUMENT', 'invalid_init', '/threadId');
+  });
+
+  await check('an agent init at a snapshot that does not exist is NOT_FOUND, never a new session', async () => {
+    const error = await rejects(
+      runFlow({ url: `${base}/agent/chat`, input: 'hi', init: { snapshotId: 'snap-1' } }),
+      'unknown snapshot',
+    );
+    const { status, body } = serverError(error);
+    assert(status === 404 && body?.error?.status === 'NOT_FOUND', () => JSON.stringify(body));
   });
 
   await check('runFlow on a failing flow throws "boom"', async () => {

@@ -1,5 +1,6 @@
 //! Real Node peers against a real bidi-http server: Genkit's own JavaScript client
-//! (`genkit/beta/client`) on the flow wire, and the `ws` package on the WebSocket wire.
+//! (`genkit/beta/client`) on the flow wire and its agent client (`remoteAgent`) on the agent
+//! wire, and the `ws` package on the WebSocket wire.
 //!
 //! The server runs in this process on a free port of 127.0.0.1; the clients are the scripts of
 //! `tests/node`, run by `node` after `npm ci` (see `tests/node/README.md`).
@@ -12,6 +13,8 @@ use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
+use bidi_llm::{LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Usage};
+use futures_util::stream::{self, BoxStream, StreamExt as _};
 use tests::node::client;
 
 /// Streams "partial", then fails with "boom".
@@ -68,7 +71,7 @@ async fn genkit_client_runs_and_streams_flows() {
     let addr = serve().await;
     client("genkit_client.mjs", vec![format!("http://{addr}")])
         .await
-        .assert_passed(15);
+        .assert_passed(16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,4 +80,62 @@ async fn ws_client_speaks_full_duplex() {
     client("ws_client.mjs", vec![format!("http://{addr}")])
         .await
         .assert_passed(10);
+}
+
+/// Answers "echo: <the last user message>"; to "wait", nothing until the turn is aborted.
+struct Echo;
+
+impl Model for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let said = request
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::User(user) => Some(user.content.clone()),
+                _ => None,
+            });
+        let said = said.unwrap_or_default();
+        if said == "wait" {
+            return stream::once(async { ModelEvent::TextStart })
+                .chain(stream::pending())
+                .boxed();
+        }
+        let answer = format!("echo: {said}");
+        let (head, tail) = answer.split_at(answer.len() / 2);
+        stream::iter([
+            ModelEvent::TextStart,
+            ModelEvent::TextDelta(head.to_owned()),
+            ModelEvent::TextDelta(tail.to_owned()),
+            ModelEvent::TextEnd,
+            ModelEvent::Done {
+                stop_reason: StopReason::Stop,
+                usage: Usage::default(),
+            },
+        ])
+        .boxed()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_remote_agent_drives_an_agent() {
+    // A short lease: an aborted turn learns it at its next renewal, a third of a term later.
+    let echo = LlmAgent::builder("echo", Echo)
+        .lease(std::time::Duration::from_secs(3))
+        .build();
+    let bound = Server::new(Registry::new())
+        .agent(&echo)
+        .addr("127.0.0.1:0".parse().unwrap())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.local_addr().unwrap();
+    tokio::spawn(bound.serve());
+    client("genkit_agent.mjs", vec![format!("http://{addr}")])
+        .await
+        .assert_passed(8);
 }

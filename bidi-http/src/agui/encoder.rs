@@ -13,7 +13,7 @@ use super::*;
 ///
 /// let mut encoder = Encoder::new("thread-1", "run-1");
 /// let mut events = Vec::new();
-/// encoder.event(&AgentEvent::SessionStart { session_id: "thread-1".into() }, &mut events);
+/// encoder.event(&AgentEvent::SessionStart { session_id: "thread-1".into(), snapshot_id: None }, &mut events);
 /// encoder.event(&AgentEvent::TextStart, &mut events);
 /// encoder.event(&AgentEvent::TextDelta { delta: "Hi".into() }, &mut events);
 /// // The execution's connection fails mid-text: the text ends, then the run fails.
@@ -529,6 +529,7 @@ pub(super) mod tests {
     fn start() -> AgentEvent {
         AgentEvent::SessionStart {
             session_id: "t1".into(),
+            snapshot_id: None,
         }
     }
 
@@ -916,6 +917,7 @@ pub(super) mod tests {
                 AgentEvent::SessionEnd {
                     session_id: "t1".into(),
                     messages: vec![],
+                    snapshot_id: None,
                 },
                 complete(Status::Error, vec![]),
             ],

@@ -69,7 +69,7 @@ const CUT: &str = "the model's answer ended before the tool call was complete";
 ///
 /// let mut encoder = UiMessageStream::new("msg-1");
 /// let mut buf = Vec::new();
-/// encoder.event(&AgentEvent::SessionStart { session_id: "chat-1".into() }, &mut buf);
+/// encoder.event(&AgentEvent::SessionStart { session_id: "chat-1".into(), snapshot_id: None }, &mut buf);
 /// encoder.event(&AgentEvent::TextStart, &mut buf);
 /// encoder.event(&AgentEvent::TextDelta { delta: "Hi".into() }, &mut buf);
 /// encoder.failed("the model went away", &mut buf);
@@ -584,6 +584,7 @@ mod tests {
         vec![
             AgentEvent::SessionStart {
                 session_id: "c".into(),
+                snapshot_id: None,
             },
             AgentEvent::MessageStart { role: Role::User },
             AgentEvent::MessageStart {

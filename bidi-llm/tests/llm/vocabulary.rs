@@ -28,15 +28,17 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
         (
             AgentEvent::SessionStart {
                 session_id: "s".into(),
+                snapshot_id: Some("p".into()),
             },
-            json!({"type": "session_start", "sessionId": "s"}),
+            json!({"type": "session_start", "sessionId": "s", "snapshotId": "p"}),
         ),
         (
             AgentEvent::SessionEnd {
                 session_id: "s".into(),
                 messages: vec![user.clone()],
+                snapshot_id: Some("p".into()),
             },
-            json!({"type": "session_end", "sessionId": "s", "messages": [{"role": "user", "content": "hi"}]}),
+            json!({"type": "session_end", "sessionId": "s", "messages": [{"role": "user", "content": "hi"}], "snapshotId": "p"}),
         ),
         (
             AgentEvent::AwaitingToolExecution {

@@ -1,0 +1,470 @@
+//! Genkit's agent wire: an [`LlmAgent`] as Genkit's own agent client reaches an agent
+//! (`remoteAgent` from the `genkit` package's beta client).
+//!
+//! - `POST /agent/{name}/genkit`: Genkit's flow wire (`{"data": input, "init": init}`, SSE of
+//!   `{"message": chunk}` records then `{"result": output}` with `Accept: text/event-stream`,
+//!   else `{"result": output}`). The input is Genkit's `AgentInput`: a user `message`, or
+//!   `resume.respond` (tool responses for the calls the last turn stopped for), and `detach`
+//!   (answer at once with the running snapshot; the turn finishes without its client). The init
+//!   is `snapshotId` (resume at that snapshot: a branch if it is not the latest) and/or
+//!   `sessionId` (the session's latest snapshot, or a new session of that id); the agent keeps
+//!   its sessions, so a client's `state` is refused. Chunks are `modelChunk` (text, reasoning,
+//!   tool requests as the model writes them) and one `turnEnd {snapshotId, finishReason}`; the
+//!   output is `{sessionId, snapshotId, message, finishReason, error}`.
+//! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
+//!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
+//!   finishReason, error, state: {sessionId, messages}}`), or `null`.
+//! - `POST /agent/{name}/genkit/abort`: `{"data": {"snapshotId"}}` → `{snapshotId, status}`,
+//!   the status the snapshot had (none for a snapshot that does not exist); a pending one is
+//!   aborted, and its turn stops at its next lease renewal, in whichever process runs it.
+
+mod message;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Extension;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bidi_agent::AgentInit;
+use bidi_llm::{AgentEvent, LlmSession, Message, Status, ToolCall, TurnInput, UserMessage};
+use bidi_session::{self as snapshot, SessionStore, Snapshot};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::agent::{self, Detached, Encoder};
+use crate::codec::{self, Code, Failure};
+use crate::extract::Segments;
+use crate::flow::{body, wants_stream};
+use crate::{Identity, Shared};
+
+/// `{"data": AgentInput, "init": AgentInit}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Request {
+    data: Input,
+    #[serde(default)]
+    init: Option<Init>,
+}
+
+/// Genkit's `AgentInput`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Input {
+    #[serde(default)]
+    message: Option<Value>,
+    #[serde(default)]
+    resume: Option<ResumeInput>,
+    #[serde(default)]
+    detach: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeInput {
+    #[serde(default)]
+    respond: Option<Vec<Value>>,
+    #[serde(default)]
+    restart: Option<Vec<Value>>,
+}
+
+/// Genkit's `AgentInit`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Init {
+    #[serde(default)]
+    snapshot_id: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    state: Option<Value>,
+}
+
+/// `{"data": {"snapshotId"} | {"sessionId"}}` and `{"data": {"snapshotId"}}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Lookup {
+    data: LookupData,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LookupData {
+    #[serde(default)]
+    snapshot_id: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+fn refused(message: impl Into<String>, path: &str) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, Code::InvalidInput, message).at(path)
+}
+
+/// `POST /agent/{name}/genkit`: one turn.
+pub(crate) async fn run(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name)): Segments<(String, String)>,
+    RawQuery(query): RawQuery,
+    identity: Option<Extension<Identity>>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = agent::agent(&shared, &kind, &name)?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let request: Request = codec::decode_object(&bytes)?;
+    let init = init(&name, request.init.unwrap_or_default())?;
+    let detach = request.data.detach;
+    let input = input(request.data)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let stream = wants_stream(&headers, query.as_deref());
+    if detach {
+        let encoder = Genkit::new(false);
+        let started =
+            agent::spawn(&shared, agent, init, input, identity, encoder, Detached).await?;
+        let output = json!({
+            "sessionId": started.session_id,
+            "snapshotId": started.snapshot_id,
+            "finishReason": "detached",
+        });
+        return Ok(answer(&output, stream));
+    }
+    let (_, body) =
+        agent::start(&shared, agent, init, input, identity, Genkit::new(stream)).await?;
+    Ok(if stream {
+        crate::sse::response(body)
+    } else {
+        json_response(body)
+    })
+}
+
+/// What the request's init opens.
+fn init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
+    if init.state.is_some() {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            Code::InvalidInit,
+            format!(
+                "Cannot send 'state' to agent `{}`: it keeps its sessions; send a snapshotId or \
+                 a sessionId",
+                bidi_flow::text::cap(name)
+            ),
+        )
+        .at("/init/state"));
+    }
+    let mut opened = AgentInit::new();
+    if let Some(id) = init.session_id {
+        opened = opened.session_id(id);
+    }
+    if let Some(id) = init.snapshot_id {
+        opened = opened.snapshot(id);
+    }
+    Ok(opened)
+}
+
+/// The turn's input: a user message, or the responses to the calls the last turn stopped for.
+fn input(input: Input) -> Result<TurnInput, Failure> {
+    match (input.message, input.resume) {
+        (Some(message), None) => message::user_text(&message)
+            .map(|text| TurnInput::User(UserMessage::new(text)))
+            .map_err(|reason| refused(reason, "/data/message")),
+        (None, Some(resume)) => {
+            if resume.restart.is_some() {
+                return Err(Failure::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    Code::InvalidInput,
+                    "this agent answers interrupts with `respond`; `restart` is not supported",
+                )
+                .at("/data/resume/restart"));
+            }
+            let respond = resume.respond.unwrap_or_default();
+            message::tool_results(&respond)
+                .map(TurnInput::ToolResults)
+                .map_err(|reason| refused(reason, "/data/resume/respond"))
+        }
+        (Some(_), Some(_)) => Err(refused("send a `message` or a `resume`, not both", "/data")),
+        (None, None) => Err(refused(
+            "nothing to do: send a `message` or a `resume`",
+            "/data",
+        )),
+    }
+}
+
+/// The output as the answer the client asked for: an SSE `result` record, or `{"result"}`.
+fn answer(output: &Value, stream: bool) -> Response {
+    if stream {
+        let mut buf = Vec::new();
+        codec::result_record(output, &mut buf);
+        crate::sse::response(Body::from(buf))
+    } else {
+        json_response(Body::from(codec::result_body(output)))
+    }
+}
+
+fn json_response(body: Body) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// Events as Genkit's agent chunks (when streaming) and its output at the end.
+#[derive(Debug)]
+struct Genkit {
+    stream: bool,
+    session_id: String,
+    snapshot_id: Option<String>,
+    /// The turn's last model message.
+    answer: Option<Message>,
+    /// The remote calls the turn stopped for.
+    pending: Vec<ToolCall>,
+    status: Option<Status>,
+    error: Option<String>,
+}
+
+impl Genkit {
+    fn new(stream: bool) -> Self {
+        Self {
+            stream,
+            session_id: String::new(),
+            snapshot_id: None,
+            answer: None,
+            pending: Vec::new(),
+            status: None,
+            error: None,
+        }
+    }
+
+    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>) {
+        if self.stream {
+            codec::message_record(chunk, buf);
+        }
+    }
+
+    fn model_chunk(&self, part: Value, buf: &mut Vec<u8>) {
+        let chunk = json!({ "modelChunk": { "role": "model", "index": 0, "content": [part] } });
+        self.chunk(&chunk, buf);
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        match (self.status, &self.answer) {
+            (Some(Status::Error), _) | (None, _) => "failed",
+            (Some(Status::AwaitingToolExecution), _) => "interrupted",
+            (_, Some(Message::Aborted(_))) => "aborted",
+            _ => "stop",
+        }
+    }
+
+    fn output(&self) -> Value {
+        let mut output = json!({
+            "sessionId": self.session_id,
+            "finishReason": self.finish_reason(),
+        });
+        if let Some(id) = &self.snapshot_id {
+            output["snapshotId"] = json!(id);
+        }
+        if let Some(answer) = &self.answer {
+            output["message"] = message::to_genkit(answer, &self.pending);
+        }
+        if let Some(error) = &self.error {
+            output["error"] = json!({ "status": "INTERNAL", "message": error });
+        }
+        output
+    }
+}
+
+impl Encoder for Genkit {
+    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+        match event {
+            AgentEvent::SessionStart { session_id, .. } => {
+                session_id.clone_into(&mut self.session_id)
+            }
+            AgentEvent::TextDelta { delta } => self.model_chunk(json!({ "text": delta }), buf),
+            AgentEvent::ThinkingDelta { delta } => {
+                self.model_chunk(json!({ "reasoning": delta }), buf);
+            }
+            AgentEvent::ToolcallEnd { tool_call, .. } => {
+                self.model_chunk(message::tool_request(tool_call, false), buf);
+            }
+            AgentEvent::MessageEnd { message } => {
+                if matches!(
+                    **message,
+                    Message::Assistant(_) | Message::Aborted(_) | Message::Error(_)
+                ) {
+                    self.answer = Some((**message).clone());
+                }
+            }
+            AgentEvent::AwaitingToolExecution { tool_calls, .. }
+            | AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                self.pending.extend(tool_calls.iter().cloned());
+            }
+            AgentEvent::Error { error, .. } => self.error = Some(error.clone()),
+            AgentEvent::SessionEnd { snapshot_id, .. } => self.snapshot_id.clone_from(snapshot_id),
+            AgentEvent::ExecuteComplete { status, .. } => {
+                self.status = Some(*status);
+                let turn_end = json!({ "turnEnd": {
+                    "snapshotId": self.snapshot_id,
+                    "finishReason": self.finish_reason(),
+                } });
+                self.chunk(&turn_end, buf);
+            }
+            _ => {}
+        }
+    }
+
+    fn failed(&mut self, message: &str, buf: &mut Vec<u8>) {
+        let failure = Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Code::ConnectionFailed,
+            message,
+        );
+        if self.stream {
+            codec::error_record(&failure, buf);
+        } else {
+            // The error body is strings: it always serializes.
+            let _ = serde_json::to_writer(&mut *buf, &failure.body());
+        }
+        self.status = None;
+    }
+
+    fn end(&mut self, buf: &mut Vec<u8>) {
+        if self.status.is_none() {
+            return; // `failed` wrote the end.
+        }
+        let output = self.output();
+        if self.stream {
+            codec::result_record(&output, buf);
+        } else {
+            buf.extend_from_slice(&codec::result_body(&output));
+        }
+    }
+}
+
+/// `POST /agent/{name}/genkit/getSnapshot`: the snapshot, or `null`.
+pub(crate) async fn get_snapshot(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name)): Segments<(String, String)>,
+    identity: Option<Extension<Identity>>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = agent::agent(&shared, &kind, &name)?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let Lookup { data } = codec::decode_object(&bytes)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let store = agent::sessions_of(agent, identity);
+    let found = match (&data.snapshot_id, &data.session_id) {
+        (Some(id), session) => store.load_snapshot(id).await.map(|found| {
+            found.filter(|s| session.as_ref().is_none_or(|sid| sid == s.session_id()))
+        }),
+        (None, Some(session)) => store.load(session).await,
+        (None, None) => return Err(refused("send a `snapshotId` or a `sessionId`", "/data")),
+    }
+    .map_err(|error| agent::store_failed(&error))?;
+    let output = found.as_ref().map_or(Value::Null, view);
+    Ok(answer(&output, false))
+}
+
+/// A snapshot as Genkit's `SessionSnapshot`.
+fn view(snapshot: &Snapshot) -> Value {
+    let entry = &snapshot.entry;
+    let mut view = json!({
+        "snapshotId": entry.id,
+        "sessionId": entry.session_id,
+        "createdAt": rfc3339(entry.created_at),
+        "updatedAt": rfc3339(entry.updated_at),
+        "status": entry.status.as_str(),
+    });
+    if let Some(parent) = &entry.parent_id {
+        view["parentId"] = json!(parent);
+    }
+    if let Some(error) = &entry.error {
+        let message = error.get("message").cloned().unwrap_or(Value::Null);
+        view["error"] = json!({ "status": "INTERNAL", "message": message });
+    }
+    // A pending snapshot's state is its parent's: Genkit shows none until it settles.
+    if entry.status == snapshot::Status::Pending {
+        return view;
+    }
+    if let Ok(state) = serde_json::from_value::<LlmSession>(snapshot.state.clone()) {
+        let messages: Vec<Value> = state
+            .messages
+            .iter()
+            .map(|message| message::to_genkit(message, &state.pending_tool_calls))
+            .collect();
+        view["state"] = json!({ "sessionId": entry.session_id, "messages": messages });
+        view["finishReason"] = json!(match (entry.status, state.status) {
+            (snapshot::Status::Aborted, _) => "aborted",
+            (snapshot::Status::Failed, _) | (_, Status::Error) => "failed",
+            (_, Status::AwaitingToolExecution) => "interrupted",
+            _ => "stop",
+        });
+    }
+    view
+}
+
+/// `POST /agent/{name}/genkit/abort`: `{snapshotId, status}`, the status it had.
+pub(crate) async fn abort(
+    State(shared): State<Arc<Shared>>,
+    Segments((kind, name)): Segments<(String, String)>,
+    identity: Option<Extension<Identity>>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = agent::agent(&shared, &kind, &name)?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let Lookup { data } = codec::decode_object(&bytes)?;
+    let Some(id) = data.snapshot_id else {
+        return Err(refused("send the `snapshotId` to abort", "/data"));
+    };
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let store = agent::sessions_of(agent, identity);
+    let previous = store
+        .abort(&id)
+        .await
+        .map_err(|error| agent::store_failed(&error))?;
+    let mut output = json!({ "snapshotId": id });
+    if let Some(status) = previous {
+        output["status"] = json!(status.as_str());
+    }
+    Ok(answer(&output, false))
+}
+
+/// `time` as RFC 3339 in UTC, to the millisecond (`2026-11-26T14:54:41.123Z`).
+fn rfc3339(time: SystemTime) -> String {
+    let millis = time
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis());
+    let (secs, ms) = (millis / 1000, millis % 1000);
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = i64::try_from(days).unwrap_or(0) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{ms:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339() {
+        let at = UNIX_EPOCH + std::time::Duration::from_millis(1_795_704_881_123);
+        assert_eq!(rfc3339(at), "2026-11-26T14:54:41.123Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+}

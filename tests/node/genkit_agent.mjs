@@ -1,0 +1,117 @@
+// Genkit's own agent client (`remoteAgent` from `genkit/beta/client` 1.42.0) driving a bidi
+// `LlmAgent` over Genkit's agent wire. Usage: node genkit_agent.mjs <baseUrl>
+//
+// The server serves /agent/echo/genkit: an agent whose model answers "echo: <text>", and for
+// the text "wait" answers nothing until it is aborted. Its sessions live in the server's store
+// ("server-managed" state, in Genkit's terms).
+//
+// What the client does (node_modules/@genkit-ai/ai/lib/agent-core.js, genkit/lib/client):
+// `chat.send` streams a turn with `{data: {message}, init: {snapshotId} | {}}` and keeps the
+// output's `snapshotId` for the next turn; `detach` sends `detach: true` and expects a
+// `snapshotId` at once; `getSnapshot` and `abort` POST `{data: {...}}` to `${url}/getSnapshot`
+// and `${url}/abort` and read `result`.
+
+import { remoteAgent } from 'genkit/beta/client';
+import { assert, assertJson, check, rejects, run } from './harness.mjs';
+
+const roles = (snapshot) => snapshot.state.messages.map((m) => m.role);
+const texts = (snapshot) =>
+  snapshot.state.messages.map((m) => m.content.map((part) => part.text ?? '').join(''));
+
+await run(async (base) => {
+  const agent = remoteAgent({ url: `${base}/agent/echo/genkit` });
+  let first;
+  let second;
+
+  await check('send: a turn answers, with a session and a snapshot', async () => {
+    const chat = agent.chat();
+    const response = await chat.send('hello');
+    assertJson(response.text, 'echo: hello', 'text');
+    assertJson(response.finishReason, 'stop', 'finishReason');
+    assert(response.snapshotId, () => `no snapshotId: ${JSON.stringify(response.raw)}`);
+    assert(response.sessionId, () => `no sessionId: ${JSON.stringify(response.raw)}`);
+    first = { chat, snapshotId: response.snapshotId, sessionId: response.sessionId };
+  });
+
+  await check('stream: the answer streams in chunks, then the next snapshot follows the first', async () => {
+    const { stream, response } = first.chat.sendStream('stream me');
+    let text = '';
+    for await (const chunk of stream) {
+      text += chunk.text;
+    }
+    const done = await response;
+    assertJson(text, 'echo: stream me', 'streamed text');
+    assertJson(done.text, 'echo: stream me', 'response text');
+    assert(done.snapshotId && done.snapshotId !== first.snapshotId, () => 'a new snapshot');
+    assertJson(done.sessionId, first.sessionId, 'the same session');
+    second = done.snapshotId;
+  });
+
+  await check('getSnapshot: the latest snapshot chains to the first and holds the conversation', async () => {
+    const snapshot = await agent.getSnapshot(second);
+    assertJson(snapshot.parentId, first.snapshotId, 'parentId');
+    assertJson(snapshot.status, 'completed', 'status');
+    assertJson(snapshot.sessionId, first.sessionId, 'sessionId');
+    assertJson(roles(snapshot), ['user', 'model', 'user', 'model'], 'roles');
+    assertJson(texts(snapshot), ['hello', 'echo: hello', 'stream me', 'echo: stream me'], 'texts');
+    const latest = await agent.getSnapshot({ sessionId: first.sessionId });
+    assertJson(latest.snapshotId, second, 'the session id finds its latest snapshot');
+  });
+
+  await check('resume by snapshot id: a chat at the first snapshot branches from it', async () => {
+    const branch = agent.chat({ snapshotId: first.snapshotId });
+    const response = await branch.send('branch');
+    assertJson(response.text, 'echo: branch', 'text');
+    const snapshot = await agent.getSnapshot(response.snapshotId);
+    assertJson(snapshot.parentId, first.snapshotId, 'parentId');
+    assertJson(texts(snapshot), ['hello', 'echo: hello', 'branch', 'echo: branch'], 'texts');
+    const other = await agent.getSnapshot(second);
+    assertJson(texts(other).length, 4, 'the other leaf is intact');
+  });
+
+  await check('loadChat by session id goes on from the latest snapshot', async () => {
+    const chat = await agent.loadChat({ sessionId: first.sessionId });
+    const response = await chat.send('again');
+    assertJson(response.text, 'echo: again', 'text');
+    const snapshot = await agent.getSnapshot(response.snapshotId);
+    assertJson(texts(snapshot).at(-2), 'again', 'the message is in the session');
+    assertJson(texts(snapshot).length, 6, 'after the branch, the latest');
+  });
+
+  await check('detach, then abort: pending, aborted at once, and the session goes on', async () => {
+    const chat = agent.chat();
+    const task = await chat.detach('wait');
+    assert(task.snapshotId, () => 'no snapshotId');
+    const pending = await agent.getSnapshot(task.snapshotId);
+    assertJson(pending.status, 'pending', 'status while it runs');
+    assertJson(await task.abort(), 'pending', 'the status it had');
+    const aborted = await task.wait({ intervalMs: 100 });
+    assertJson(aborted.status, 'aborted', 'status after the abort');
+    assertJson(await agent.abort(task.snapshotId), 'aborted', 'aborting again changes nothing');
+    // The turn winds down at its next lease renewal; then the session takes the next turn.
+    let response;
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      try {
+        response = await chat.send('after');
+        break;
+      } catch (error) {
+        assert(/busy|running/.test(error.message), () => `unexpected: ${error.message}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    assertJson(response?.text, 'echo: after', 'the next turn');
+  });
+
+  await check('abort of a completed snapshot leaves it completed; of an unknown one, no status', async () => {
+    assertJson(await agent.abort(first.snapshotId), 'completed', 'previous status');
+    assertJson((await agent.getSnapshot(first.snapshotId)).status, 'completed', 'unchanged');
+    assertJson(await agent.abort('no-such-snapshot'), undefined, 'unknown');
+    assertJson(await agent.getSnapshot('no-such-snapshot'), null, 'no snapshot');
+  });
+
+  await check('a client-managed state sent to this server-managed agent is refused', async () => {
+    const chat = agent.chat({ state: { messages: [], custom: { x: 1 } } });
+    const error = await rejects(chat.send('hi'), 'init state');
+    assert(/Cannot send 'state'/.test(error.message), () => error.message);
+  });
+});
