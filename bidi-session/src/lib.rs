@@ -1,9 +1,11 @@
-//! Sessions in pluggable stores: versioned JSON snapshots saved with compare-and-swap.
+//! Sessions in pluggable stores: logs of JSON snapshots, appended with compare-and-swap.
 //!
-//! A [`SessionStore`] keeps each session as a series of [`Snapshot`]s over JSON state. Every
-//! save names the version it expects to replace, so a stale writer gets
-//! [`StoreError::Conflict`] instead of silently overwriting. [`Session<State>`](Session) is the
-//! typed view an agent works with.
+//! A [`SessionStore`] keeps each session as a tree of [`Snapshot`]s over JSON state, each one
+//! storing only its [`Change`] (a JSON Patch) to the one before, so a turn costs what it adds
+//! however long the session. Every append names the snapshot it expects to follow, so a stale
+//! writer gets [`StoreError::Conflict`] instead of silently overwriting; any snapshot can be
+//! loaded, branched from, or (while its turn runs) aborted by its id.
+//! [`Session<State>`](Session) is the typed view an agent works with.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -29,9 +31,9 @@
 //!
 //! | store | where | notes |
 //! |---|---|---|
-//! | [`MemoryStore`] | process memory | every version, or the latest n; every session, or the n most recently used |
-//! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL, optional retention |
-//! | `PostgresStore` | a PostgreSQL table | feature `postgres`: one store shared by processes on several machines |
+//! | [`MemoryStore`] | process memory | every snapshot; every session, or the n most recently used |
+//! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL |
+//! | `PostgresStore` | PostgreSQL tables | feature `postgres`: one store shared by processes on several machines |
 //!
 //! Your own store is one `impl SessionStore` written with [`#[async_trait]`](macro@async_trait) (re-exported here);
 //! the [`SessionStore`] docs show a complete one, and [`testing::conformance`] checks it.

@@ -70,8 +70,8 @@ SELECT session_id, version FROM bidi_snapshots s
 WHERE NOT EXISTS (SELECT 1 FROM bidi_sessions h WHERE h.session_id = s.session_id)
 ORDER BY session_id, version";
 
-/// Moves old versions `($1, $2)` as snapshots `$3` after `$4`: each carries its state whole
-/// (a checkpoint), with an empty change.
+/// Moves old versions `($1, $2)` as snapshots `$3` after `$4` (`$5`: whether one follows): each
+/// carries its state whole (a checkpoint), with an empty change.
 const MIGRATE_ENTRIES: &str = concat!(
     "
 INSERT INTO bidi_entries (id, session_id, parent_id, version, status, change, checkpoint,
@@ -146,6 +146,9 @@ struct Sql {
     row: String,
     /// Snapshot `$1`'s row, locked until the transaction ends.
     row_for_update: String,
+    /// The head of session `$1` and its row, locked: the session's row first, then the
+    /// head's, as every writer locks them.
+    lock_head_row: String,
     /// Snapshot `$1`'s row, locked, then its parent's (`NULL`s if none).
     row_and_parent: String,
     /// Snapshot `$1` with its state: see [`lineage`].
@@ -159,6 +162,11 @@ struct Sql {
 static SQL: LazyLock<Sql> = LazyLock::new(|| Sql {
     row: format!("SELECT {COLUMNS} FROM bidi_entries WHERE id = $1"),
     row_for_update: format!("SELECT {COLUMNS} FROM bidi_entries WHERE id = $1 FOR UPDATE"),
+    lock_head_row: format!(
+        "SELECT s.head, {} FROM bidi_sessions s JOIN bidi_entries e ON e.id = s.head \
+         WHERE s.session_id = $1 FOR UPDATE",
+        prefixed("e")
+    ),
     row_and_parent: format!(
         "SELECT {}, {} FROM bidi_entries e LEFT JOIN bidi_entries p ON p.id = e.parent_id \
          WHERE e.id = $1 FOR UPDATE OF e",
@@ -182,21 +190,24 @@ fn prefixed(alias: &str) -> String {
 /// The changes from snapshot `id` back to the nearest checkpoint, oldest first, as
 /// `(checkpoint, change)`, the last row (the snapshot's own) followed by its [`COLUMNS`]. One
 /// statement, so one view of the tables: a turn finishing meanwhile is in both the row and the
-/// state, or in neither.
+/// state, or in neither. (The snapshot's row is read once, in `target`, and joined to the
+/// lineage's last row only: joined to the table, the planner may scan all of it.)
 fn lineage(id: &str) -> String {
     format!(
         "
-WITH RECURSIVE lineage(id, parent_id, checkpoint, change, depth) AS (
-    SELECT id, parent_id, checkpoint, change, 0 FROM bidi_entries WHERE id = {id}
+WITH RECURSIVE target AS (
+    SELECT {COLUMNS} FROM bidi_entries WHERE id = {id}
+), lineage(id, parent_id, checkpoint, change, depth) AS (
+    SELECT id, parent_id, checkpoint, change, 0 FROM bidi_entries
+    WHERE id = (SELECT id FROM target)
     UNION ALL
     SELECT e.id, e.parent_id, e.checkpoint, e.change, l.depth + 1
     FROM bidi_entries e JOIN lineage l ON e.id = l.parent_id
     WHERE l.checkpoint IS NULL
 )
-SELECT l.checkpoint, l.change, {} FROM lineage l
-LEFT JOIN bidi_entries e ON l.depth = 0 AND e.id = l.id
+SELECT l.checkpoint, l.change, {} FROM lineage l LEFT JOIN target t ON l.depth = 0
 ORDER BY l.depth DESC",
-        prefixed("e")
+        prefixed("t")
     )
 }
 
@@ -319,8 +330,11 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 /// Moves the sessions of `bidi_snapshots` (every version whole) to the log of snapshots: each
-/// version becomes a snapshot that carries its state as a checkpoint, after the version before
-/// it, so every version stays loadable; the last is the head. Then drops `bidi_snapshots`.
+/// version becomes a completed snapshot that carries its state as a checkpoint (and an empty
+/// change), after the version before it, so every version stays loadable; the last is the head.
+/// Versions keep their numbers (a session whose first versions an older retention deleted
+/// starts at its first kept one). A session the new tables already hold keeps what they hold.
+/// Then drops `bidi_snapshots`.
 async fn migrate_snapshots(tx: &impl GenericClient) -> Result<(), StoreError> {
     let versions = tx.query(MIGRATION_VERSIONS, &[]).await?;
     // The snapshots to write, column by column, and the sessions with their heads.
@@ -440,6 +454,20 @@ async fn snapshot(
     Ok(Some(Snapshot::new(row.entry()?, state)))
 }
 
+/// The head of `session_id` and its row, both locked, or `None` if the session does not exist
+/// or its head moved while this waited for the lock (PostgreSQL then checks the join again with
+/// the session's new row and the old head's, which no longer match, and drops it).
+async fn lock_head(
+    client: &impl GenericClient,
+    session_id: &str,
+) -> Result<Option<(String, Row)>, StoreError> {
+    let stmt = client.prepare_cached(&SQL.lock_head_row).await?;
+    let Some(found) = client.query_opt(&stmt, &[&session_id]).await? else {
+        return Ok(None);
+    };
+    Ok(Some((found.try_get(0)?, read_row(&found, 1)?)))
+}
+
 /// The JSON text of `value`, if any.
 fn json(value: Option<&serde_json::Value>) -> Result<Option<String>, StoreError> {
     value
@@ -471,16 +499,37 @@ impl SessionStore for PostgresStore {
     async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let head = self::head(&tx, LOCK_HEAD, session_id).await?;
-        let parent = match &append.parent {
-            // A stale head is a conflict whatever the parent is: no need to read it.
-            Parent::Head(id) if head.as_deref() != Some(id) => None,
-            // Locked: a finish or an abort of the parent waits for this append, or this append
-            // sees what it wrote.
-            parent => match parent.id() {
-                Some(id) => row(&tx, &SQL.row_for_update, id).await?,
-                None => None,
+        // The session's row, then the parent's, locked: writers of the session queue on the
+        // first, and a finish or an abort of the parent waits for this append (or this append
+        // sees what it wrote).
+        let (head, parent) = match &append.parent {
+            // The usual append, after the head: both rows in one statement.
+            Parent::Head(expected) => match lock_head(&tx, session_id).await? {
+                Some((head, row)) => {
+                    let parent = (head == *expected).then_some(row);
+                    (Some(head), parent)
+                }
+                None => {
+                    // The session is gone, or its head moved while this waited for its row: a
+                    // conflict either way. Let go of the locks before asking which head it has,
+                    // so that the writers queued behind this one wait no longer.
+                    drop(tx);
+                    let actual = self::head(&client, HEAD, session_id).await?;
+                    return Err(StoreError::Conflict {
+                        session_id: session_id.to_owned(),
+                        expected: Some(expected.clone()),
+                        actual,
+                    });
+                }
             },
+            parent => {
+                let head = self::head(&tx, LOCK_HEAD, session_id).await?;
+                let parent = match parent.id() {
+                    Some(id) => row(&tx, &SQL.row_for_update, id).await?,
+                    None => None,
+                };
+                (head, parent)
+            }
         };
         let lease = parent.as_ref().and_then(Row::lease);
         let node = parent

@@ -15,7 +15,7 @@ use crate::store::{
 };
 
 /// How many times [`Session::update`] tries before giving up.
-pub const MAX_UPDATE_ATTEMPTS: u32 = 32;
+pub const MAX_UPDATE_ATTEMPTS: u32 = 64;
 
 /// Waits before retry `attempt` (0-based) of a conflicting update: exponential from 50 µs, capped
 /// at 12.8 ms, with ±50% jitter so writers that collided do not collide again in step.

@@ -226,8 +226,8 @@ async fn a_session_started_on_one_process_is_resumed_on_another() {
         .to_owned();
     let first = events(&started.text().await.unwrap());
     assert_eq!(
-        first[0].1,
-        json!({"type": "session_start", "sessionId": id})
+        (&first[0].1["type"], &first[0].1["sessionId"]),
+        (&json!("session_start"), &json!(id))
     );
     let done = complete(&first);
     assert_eq!(done["status"], "awaiting_tool_execution", "{first:?}");

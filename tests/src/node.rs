@@ -587,7 +587,11 @@ mod tests {
         // What npm installed is recognized as installed: the next process skips npm.
         assert!(installed(&clients).unwrap());
         // Nothing listens on port 1: every check fails, none throws past the harness.
-        for (script, checks) in [("ws_client.mjs", 10), ("genkit_client.mjs", 15)] {
+        for (script, checks) in [
+            ("ws_client.mjs", 10),
+            ("genkit_client.mjs", 16),
+            ("genkit_agent.mjs", 8),
+        ] {
             let summary = run_node(&clients.join(script), &["http://127.0.0.1:1"]);
             assert_eq!(
                 (summary.passed, summary.failed, summary.exit_code),

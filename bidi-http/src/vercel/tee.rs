@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::body::{Body, Bytes};
 use futures_util::future::select_all;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use crate::{Identity, Shared, agent};
 
@@ -57,8 +57,6 @@ impl Default for Chats {
 #[derive(Debug, Default)]
 pub(crate) struct Stream {
     state: Mutex<Tally>,
-    /// Told when the last reader goes away.
-    left: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -71,9 +69,7 @@ struct Tally {
     len: usize,
     /// Where the writes go, one sender per reader.
     readers: Vec<mpsc::Sender<Bytes>>,
-    /// How many readers' bodies are alive.
-    reading: usize,
-    /// The answer ended, or nobody reads it any more: nobody new attaches.
+    /// The answer ended: nobody new attaches.
     over: bool,
 }
 
@@ -96,18 +92,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(crate) struct Reader {
     writes: mpsc::Receiver<Bytes>,
-    stream: Arc<Stream>,
 }
 
 impl Reader {
-    fn new(stream: &Arc<Stream>, state: &mut Tally) -> Self {
+    fn new(state: &mut Tally) -> Self {
         let (sender, writes) = mpsc::channel(READER_WINDOW);
         state.readers.push(sender);
-        state.reading += 1;
-        Self {
-            writes,
-            stream: Arc::clone(stream),
-        }
+        Self { writes }
     }
 
     async fn recv(&mut self) -> Option<Bytes> {
@@ -123,18 +114,6 @@ impl Reader {
                 .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), reader))
         });
         Body::from_stream(body)
-    }
-}
-
-impl Drop for Reader {
-    fn drop(&mut self) {
-        let mut state = lock(&self.stream.state);
-        state.reading -= 1;
-        if state.reading == 0 {
-            state.over = true;
-            drop(state);
-            self.stream.left.notify_waiters();
-        }
     }
 }
 
@@ -182,7 +161,7 @@ impl Chats {
         let Some(written) = state.written.as_deref().map(Bytes::copy_from_slice) else {
             return Attached::TooLong;
         };
-        let reader = Reader::new(&stream, &mut state);
+        let reader = Reader::new(&mut state);
         Attached::Reader(written, reader)
     }
 
@@ -205,8 +184,9 @@ impl Chats {
 }
 
 /// The writes of a chat's answer: to every reader, kept for readers to come. The answer runs
-/// while anybody reads it; dropping the tee (the answer is over) ends the readers' bodies and
-/// forgets the answer.
+/// to its end whoever reads it (detached, as the AI SDK expects of a chat a page reload
+/// resumes); dropping the tee (the answer is over) ends the readers' bodies and forgets the
+/// answer.
 pub(crate) struct Tee {
     shared: Arc<Shared>,
     key: ChatKey,
@@ -221,7 +201,7 @@ impl Tee {
         let reader = {
             let mut state = lock(&stream.state);
             state.written = Some(Vec::new());
-            Reader::new(&stream, &mut state)
+            Reader::new(&mut state)
         };
         (
             Self {
@@ -318,26 +298,17 @@ impl agent::Writes for Tee {
         let behind = deliver(&readers, &bytes).await;
         let mut state = lock(&self.stream.state);
         // A reader a window behind another is dropped: its body ends where it is, and the
-        // others go on at their pace.
+        // others go on at their pace. With no reader left the answer still runs on: a page
+        // that reloads resumes it.
         state.readers.retain(|reader| {
             !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
         });
-        if state.reading == 0 || state.readers.is_empty() {
-            return Err(agent::Gone);
-        }
         Ok(())
     }
 
     async fn closed(&self) {
-        loop {
-            let left = self.stream.left.notified();
-            let mut left = std::pin::pin!(left);
-            left.as_mut().enable();
-            if lock(&self.stream.state).reading == 0 {
-                return;
-            }
-            left.await;
-        }
+        // Nobody reading is no reason to stop: the answer is kept for a client that resumes.
+        std::future::pending::<()>().await;
     }
 }
 
@@ -432,15 +403,28 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_answer_nobody_reads_is_cancelled_and_forgotten() {
+    async fn an_answer_nobody_reads_runs_on_for_a_client_that_comes_back() {
         let shared = shared();
-        let (tee, first) = answer(&shared, "c");
+        let (tee, mut first) = answer(&shared, "c");
+        tee.send(Bytes::from_static(b"a")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "a");
         drop(first);
-        // The execution sees its client gone.
-        tee.closed().await;
-        assert!(tee.send(Bytes::from_static(b"x")).await.is_err());
-        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+        // Nobody reads: the answer goes on, kept for whoever comes back.
+        tee.send(Bytes::from_static(b"b")).await.unwrap();
+        let closed = tokio::time::timeout(std::time::Duration::from_millis(50), tee.closed());
+        assert!(
+            closed.await.is_err(),
+            "nobody reading does not end the answer"
+        );
+        let (written, mut back) = attach(&shared, "c");
+        assert_eq!(written, b"ab");
+        tee.send(Bytes::from_static(b"c")).await.unwrap();
+        assert_eq!(back.recv().await.unwrap(), "c");
         drop(tee);
+        assert!(
+            back.recv().await.is_none(),
+            "the answer's end ends the body"
+        );
         assert_eq!(shared.chats.len(), 0);
     }
 
@@ -455,9 +439,6 @@ mod tests {
         drop(first);
         tee.send(Bytes::from_static(b"b")).await.unwrap();
         assert_eq!(second.recv().await.unwrap(), "b");
-        drop(second);
-        tee.closed().await;
-        assert!(tee.send(Bytes::from_static(b"c")).await.is_err());
         drop(tee);
         assert_eq!(shared.chats.len(), 0);
     }

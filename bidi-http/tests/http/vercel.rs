@@ -662,8 +662,10 @@ mod resume {
         nothing(resume(addr, "alice", "c3").await).await;
     }
 
+    /// A page that reloads mid-answer (every reader gone, then the AI SDK's `resume: true`)
+    /// gets what was written, then the rest: the answer ran on without anybody reading it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_answer_nobody_reads_any_more_is_cancelled() {
+    async fn an_answer_nobody_reads_any_more_runs_on_for_a_reloaded_page() {
         let (addr, answer) = held().await;
         let mut first = Reading::new(post(addr, "alice", "c4").await);
         answer.send(ModelEvent::TextStart).unwrap();
@@ -673,10 +675,16 @@ mod resume {
         second.until("\"Hel\"").await;
         drop(first);
         drop(second);
-        // The model never finishes: only the cancellation ends the execution.
+        // The page is gone; the model goes on, and the page comes back.
+        answer.send(ModelEvent::TextDelta("lo".into())).unwrap();
+        let mut reloaded = Reading::new(resume(addr, "alice", "c4").await);
+        reloaded.until("\"Hel\"").await;
+        finish(&answer);
+        let chunks = chunks(&reloaded.all().await);
+        assert_eq!(chunks.last().unwrap()["finishReason"], "stop");
         let session = settled(addr, "alice", "c4").await;
         let messages = session["messages"].as_array().unwrap();
-        assert_ne!(messages.last().unwrap()["role"], "assistant", "{session}");
+        assert_eq!(messages.last().unwrap()["role"], "assistant", "{session}");
         nothing(resume(addr, "alice", "c4").await).await;
     }
 }
