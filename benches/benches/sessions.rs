@@ -163,6 +163,9 @@ fn turn(c: &mut Criterion) {
         for (n, snapshot) in &bench.at {
             group.bench_function(format!("{}/{n}", bench.name), |b| {
                 b.iter_custom(|iters| {
+                    if iters == 0 {
+                        return Duration::ZERO;
+                    }
                     let ran = iters.min(TURNS);
                     let (agent, snapshot) = (bench.agent.clone(), snapshot.clone());
                     let spent = on_worker(&rt, async move { turns(&agent, &snapshot, ran).await });

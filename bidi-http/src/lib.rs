@@ -54,6 +54,9 @@
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
+//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot |
+//! | `POST /agent/{name}/genkit/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}`: the snapshot as Genkit's `SessionSnapshot` (`status` `pending`, `completed`, `failed`, `aborted`, `expired`), or `null` |
+//! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -218,11 +221,10 @@
 //! 204 with no body, and the client keeps what it has. Resuming is served by the process that
 //! runs the answer: behind a load balancer, route a chat's requests to one process to resume.
 //!
-//! - An answer runs while anybody reads it: its client going away no longer cancels it while a
-//!   resuming client reads, and it is cancelled (as any request whose client went away) once
-//!   its client and every resuming client are gone. So a page reloaded before it resumes finds
-//!   the answer cancelled (204): resumption serves clients that attach while another still
-//!   reads, like a second tab or a reconnect before the old connection drops.
+//! - An answer runs to its end whoever reads it: its client going away does not cancel it (it
+//!   ends at the idle timeout if its model stalls), so a page that reloads mid-answer resumes
+//!   it and gets what was written, then the rest; and the session holds the whole answer
+//!   whether anybody read it or not.
 //! - Up to 8 MiB of an answer are kept for resuming clients (and up to 64 MiB for all the
 //!   answers streaming at once), and dropped when it ends. Past them, the answer streams on to the clients reading it and new ones are refused with 410
 //!   `frame_too_large` (the client's `reconnectToStream` rejects with it) rather than given a
@@ -272,8 +274,8 @@
 //! **Per execution**
 //!
 //! - A client that goes away (a closed socket, an aborted request) cancels its connection with
-//!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer that a
-//!   resuming client still reads). What it leaves behind is its session, as the agent saved
+//!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer, and a
+//!   Genkit agent turn the client detached). What it leaves behind is its session, as the agent saved
 //!   it (with the part of the answer given so far).
 //! - A chat's answer (`POST /agent/{name}/chat`) is kept for resuming clients while it
 //!   streams: up to 8 MiB an answer, and up to 64 MiB for all the answers a server streams at

@@ -32,8 +32,8 @@ use crate::store::{Append, Entry, Finish, Renewal, SessionStore, Snapshot, Statu
 /// bob.append("chat", Append::create(json!("bob's"))).await?; // his own "chat" is another session
 ///
 /// let snapshot = alice.load("chat").await?.unwrap();
-/// assert_eq!((snapshot.session_id(), snapshot.state), ("chat", json!("alice's")));
 /// assert_eq!((snapshot.session_id(), &snapshot.state), ("chat", &json!("alice's")));
+/// assert_eq!(bob.list().await?, ["chat"]);
 /// assert_eq!(shared.list().await?.len(), 2);
 /// # Ok(())
 /// # }
