@@ -402,7 +402,8 @@ pub(crate) async fn claim(
     for _ in 0..MAX_UPDATE_ATTEMPTS {
         session.with_state(|state| check(state, input, local))?;
         match session.start(Lease::new(owner, term)).await {
-            Ok(_) => return Ok(session.state()),
+            // The execution's own: its conversation grows in place, not copied from the cache's.
+            Ok(_) => return Ok(session.take_state()),
             Err(StoreError::Running { lease, .. }) if reloaded => {
                 return Err(Error::SessionRunning {
                     session_id: session.id().to_owned(),

@@ -250,6 +250,8 @@ impl<'a> Turn<'a> {
             Err(error) => {
                 self.fail(&Error::Store(error), None);
                 status = Status::Error;
+                // The session's cached state went to this execution: read it again.
+                let _ = Box::pin(self.session.reload()).await;
                 None
             }
         };

@@ -277,18 +277,20 @@ impl SessionStore for MemoryStore {
                 ),
                 _ => (None, 1),
             };
-            // The new head's state: the checkpoint if given, else the parent's with the change.
+            // The new head's state: the checkpoint if given, else the parent's with the change;
+            // after the head, the change applies in place (a turn costs what it adds).
             let state = match (checkpoint, parent_at, log) {
-                (Some(state), _, _) => state,
+                (Some(state), _, _) => Some(state),
+                (None, Some(at), Some(log)) if at == log.head => None,
                 (None, Some(at), Some(log)) => {
                     let mut state = log.state_at(at)?;
                     change.apply(&mut state).map_err(StoreError::backend)?;
-                    state
+                    Some(state)
                 }
                 (None, _, _) => {
                     let mut state = Value::Null;
                     change.apply(&mut state).map_err(StoreError::backend)?;
-                    state
+                    Some(state)
                 }
             };
             let entry = Entry::new(
@@ -303,13 +305,6 @@ impl SessionStore for MemoryStore {
                 now,
                 now,
             );
-            let stored = Stored {
-                entry: entry.clone(),
-                parent: parent_at,
-                checkpoint: matches!(parent, Parent::None).then(|| state.clone()),
-                change,
-                has_children: false,
-            };
             let log = inner
                 .sessions
                 .entry(session_id.to_owned())
@@ -320,13 +315,26 @@ impl SessionStore for MemoryStore {
                     head_state: Value::Null,
                     used: 0,
                 });
+            match state {
+                Some(state) => log.head_state = state,
+                // Atomic: on an error the head's state is as it was.
+                None => change
+                    .apply(&mut log.head_state)
+                    .map_err(StoreError::backend)?,
+            }
             if let Some(at) = parent_at {
                 log.nodes[at].has_children = true;
             }
+            let stored = Stored {
+                entry: entry.clone(),
+                parent: parent_at,
+                checkpoint: matches!(parent, Parent::None).then(|| log.head_state.clone()),
+                change,
+                has_children: false,
+            };
             log.index.insert(id.clone(), log.nodes.len());
             log.head = log.nodes.len();
             log.nodes.push(stored);
-            log.head_state = state;
             inner.owners.insert(id, session_id.to_owned());
             self.touch(inner, session_id);
             self.bound(inner);

@@ -46,6 +46,10 @@ pub struct Session<State> {
 
 struct Cached<State> {
     state: State,
+    /// In debug builds, what [`Session::take_state`] took: what `finish` checks the turn's
+    /// change against.
+    #[cfg(debug_assertions)]
+    taken: Option<State>,
     head: Entry,
     /// The next write branches from the head instead of requiring it to be the session's: the
     /// session was loaded at a snapshot the caller named.
@@ -144,6 +148,8 @@ where
             store,
             cached: Arc::new(Mutex::new(Cached {
                 state,
+                #[cfg(debug_assertions)]
+                taken: None,
                 head,
                 branch,
             })),
@@ -249,6 +255,8 @@ where
         let head = self.store.append(&self.id, append).await?;
         *self.lock() = Cached {
             state,
+            #[cfg(debug_assertions)]
+            taken: None,
             head,
             branch: false,
         };
@@ -318,6 +326,25 @@ where
         Ok(head)
     }
 
+    /// Moves the cached state out for the turn that [started](Self::start), leaving
+    /// `State::default()` in its place until [`finish`](Self::finish) puts the turn's state
+    /// back. A state whose parts are shared when cloned (a conversation behind an `Arc`) is
+    /// then the turn's alone and grows in place, where a clone would be copied at its first
+    /// change. If the turn never finishes, [`reload`](Self::reload) the session.
+    #[must_use]
+    pub fn take_state(&self) -> State
+    where
+        State: Default,
+    {
+        let mut cached = self.lock();
+        let state = std::mem::take(&mut cached.state);
+        #[cfg(debug_assertions)]
+        {
+            cached.taken = Some(state.clone());
+        }
+        state
+    }
+
     /// Extends the running turn's lease to `expires_at` (milliseconds since the Unix epoch).
     /// Answers [`Renewal::Aborted`] if the turn was aborted: it should stop, and finish.
     ///
@@ -350,7 +377,8 @@ where
         let (id, owner) = self.holder()?;
         let replay = {
             let cached = self.lock();
-            self.debug_check(&cached.state, &state, &change);
+            #[cfg(debug_assertions)]
+            self.debug_check(cached.taken.as_ref().unwrap_or(&cached.state), &state, &change);
             cached.head.replay
         };
         let mut finish = Finish::new(owner, status, change);
@@ -363,6 +391,10 @@ where
         let mut cached = self.lock();
         cached.state = state;
         cached.head = head.clone();
+        #[cfg(debug_assertions)]
+        {
+            cached.taken = None;
+        }
         Ok(head)
     }
 
@@ -381,6 +413,8 @@ where
         let state = decode(&self.id, state)?;
         *self.lock() = Cached {
             state,
+            #[cfg(debug_assertions)]
+            taken: None,
             head: entry,
             branch: false,
         };
