@@ -8,8 +8,9 @@
 //! conversation it is handed, as a provider serializing it would, and keeps nothing) runs one
 //! session on `MemoryStore`, `SqliteStore` (a file) and `PostgresStore` (a private server). The
 //! session is built to 1,000 turns once; each measurement resumes it at the snapshot of turn
-//! 10, 100 or 1,000 (a branch: every measurement starts at the same place) and times the turns
-//! that follow. A turn should cost the same at 1,000 as at 10.
+//! 10, 100 or 1,000 (a branch: every measurement starts at the same place), runs one turn (which
+//! loads the session) and times the turns that follow. A turn should cost the same at 1,000 as
+//! at 10.
 //!
 //! - `sessions/turn/{store}/{n}`: criterion's figure for a turn at `n` (at most 50 turns a
 //!   sample, scaled to criterion's iteration count).
@@ -88,8 +89,16 @@ fn input(n: u64) -> TurnInput {
 }
 
 /// Runs `turns` turns on a connection at `snapshot` (a branch from it); returns their time.
+/// The connection's first turn, which loads the session (a cost of opening a session, not of a
+/// turn), runs before and is not counted.
 async fn turns(agent: &LlmAgent, snapshot: &str, turns: u64) -> Duration {
     let mut conn = agent.connect(AgentInit::new().snapshot(snapshot));
+    execute(&mut conn, input(0))
+        .await
+        .expect("a turn starts")
+        .result()
+        .await
+        .expect("a turn ends");
     let mut spent = Duration::ZERO;
     for n in 0..turns {
         let started = Instant::now();
