@@ -247,7 +247,7 @@ impl Genkit {
         }
     }
 
-    fn model_chunk(&self, part: Value, buf: &mut Vec<u8>) {
+    fn model_chunk(&self, part: &Value, buf: &mut Vec<u8>) {
         let chunk = json!({ "modelChunk": { "role": "model", "index": 0, "content": [part] } });
         self.chunk(&chunk, buf);
     }
@@ -283,14 +283,14 @@ impl Encoder for Genkit {
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         match event {
             AgentEvent::SessionStart { session_id, .. } => {
-                session_id.clone_into(&mut self.session_id)
+                session_id.clone_into(&mut self.session_id);
             }
-            AgentEvent::TextDelta { delta } => self.model_chunk(json!({ "text": delta }), buf),
+            AgentEvent::TextDelta { delta } => self.model_chunk(&json!({ "text": delta }), buf),
             AgentEvent::ThinkingDelta { delta } => {
-                self.model_chunk(json!({ "reasoning": delta }), buf);
+                self.model_chunk(&json!({ "reasoning": delta }), buf);
             }
             AgentEvent::ToolcallEnd { tool_call, .. } => {
-                self.model_chunk(message::tool_request(tool_call, false), buf);
+                self.model_chunk(&message::tool_request(tool_call, false), buf);
             }
             AgentEvent::MessageEnd { message } => {
                 if matches!(

@@ -11,7 +11,7 @@ use deadpool_postgres::{
 use native_tls::TlsConnector;
 use postgres_native_tls::MakeTlsConnector;
 
-use crate::rows::{self, COLUMNS, Row, millis, signed, time, unsigned};
+use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
     Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
@@ -468,14 +468,6 @@ async fn lock_head(
     Ok(Some((found.try_get(0)?, read_row(&found, 1)?)))
 }
 
-/// The JSON text of `value`, if any.
-fn json(value: Option<&serde_json::Value>) -> Result<Option<String>, StoreError> {
-    value
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(StoreError::Serialization)
-}
-
 #[async_trait]
 impl SessionStore for PostgresStore {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
@@ -537,13 +529,11 @@ impl SessionStore for PostgresStore {
             .map(|p| p.node(lease.as_ref()))
             .transpose()?;
         rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
-        let change = append.change.to_json();
-        let checkpoint = json(append.checkpoint.as_ref())?;
-        let replay = rows::replay_after(
-            parent.as_ref(),
-            change.len(),
-            checkpoint.as_ref().map(String::len),
-        );
+        let Encoded {
+            change,
+            checkpoint,
+            replay,
+        } = rows::encode(parent.as_ref(), &append.change, append.checkpoint.as_ref())?;
         let at = millis(SystemTime::now());
         let id = new_snapshot_id();
         let version = parent.as_ref().map_or(1, |p| p.version + 1);
@@ -620,14 +610,12 @@ impl SessionStore for PostgresStore {
         let Some(mut row) = found else {
             return Err(StoreError::not_found(snapshot_id));
         };
-        let change = finish.change.to_json();
-        let checkpoint = json(finish.checkpoint.as_ref())?;
-        let error = json(finish.error.as_ref())?;
-        let replay = rows::replay_after(
-            parent.as_ref(),
-            change.len(),
-            checkpoint.as_ref().map(String::len),
-        );
+        let Encoded {
+            change,
+            checkpoint,
+            replay,
+        } = rows::encode(parent.as_ref(), &finish.change, finish.checkpoint.as_ref())?;
+        let error = rows::text(finish.error.as_ref())?;
         let at = millis(SystemTime::now());
         let stmt = tx.prepare_cached(FINISH).await?;
         tx.execute(

@@ -115,20 +115,42 @@ pub(crate) fn replay(
     Ok(state)
 }
 
-/// The replay cost of a new snapshot after `parent` (`None`: a session's first) that writes
-/// `change` bytes of change and `checkpoint` bytes of checkpoint, if any.
-pub(crate) fn replay_after(
+/// A snapshot's change and checkpoint as the SQL stores write them, and what loading it costs.
+pub(crate) struct Encoded {
+    pub(crate) change: String,
+    pub(crate) checkpoint: Option<String>,
+    pub(crate) replay: Replay,
+}
+
+/// Encodes a snapshot after `parent` (`None`: a session's first) that adds `change`, and carries
+/// `checkpoint` if there is one.
+pub(crate) fn encode(
     parent: Option<&Row>,
-    change: usize,
-    checkpoint: Option<usize>,
-) -> Replay {
-    match checkpoint {
-        Some(bytes) => Replay::checkpoint(bytes as u64),
+    change: &Change,
+    checkpoint: Option<&Value>,
+) -> Result<Encoded, StoreError> {
+    let change = change.to_json();
+    let checkpoint = text(checkpoint)?;
+    let replay = match &checkpoint {
+        Some(whole) => Replay::checkpoint(whole.len() as u64),
         None => parent
             .map(Row::replay)
             .unwrap_or_default()
-            .after(change as u64),
-    }
+            .after(change.len() as u64),
+    };
+    Ok(Encoded {
+        change,
+        checkpoint,
+        replay,
+    })
+}
+
+/// `value` as JSON text.
+pub(crate) fn text(value: Option<&Value>) -> Result<Option<String>, StoreError> {
+    value
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(StoreError::Serialization)
 }
 
 /// Milliseconds since the Unix epoch, as SQL stores them.

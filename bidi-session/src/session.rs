@@ -378,7 +378,11 @@ where
         let replay = {
             let cached = self.lock();
             #[cfg(debug_assertions)]
-            self.debug_check(cached.taken.as_ref().unwrap_or(&cached.state), &state, &change);
+            self.debug_check(
+                cached.taken.as_ref().unwrap_or(&cached.state),
+                &state,
+                &change,
+            );
             cached.head.replay
         };
         let mut finish = Finish::new(owner, status, change);

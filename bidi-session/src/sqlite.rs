@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use tokio::runtime::RuntimeFlavor;
 
-use crate::rows::{self, COLUMNS, Row, millis, signed, time, unsigned};
+use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
     Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError, new_snapshot_id,
@@ -387,18 +387,11 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         .map(|p| p.node(lease.as_ref()))
         .transpose()?;
     rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
-    let change = append.change.to_json();
-    let checkpoint = append
-        .checkpoint
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(StoreError::Serialization)?;
-    let replay = rows::replay_after(
-        parent.as_ref(),
-        change.len(),
-        checkpoint.as_ref().map(String::len),
-    );
+    let Encoded {
+        change,
+        checkpoint,
+        replay,
+    } = rows::encode(parent.as_ref(), &append.change, append.checkpoint.as_ref())?;
     let now = SystemTime::now();
     let at = millis(now);
     let id = new_snapshot_id();
@@ -453,24 +446,12 @@ fn finish(conn: &mut Connection, id: &str, finish: &Finish) -> Result<Entry, Sto
         Some(parent) => self::row(&tx, parent)?,
         None => None,
     };
-    let change = finish.change.to_json();
-    let checkpoint = finish
-        .checkpoint
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(StoreError::Serialization)?;
-    let error = finish
-        .error
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(StoreError::Serialization)?;
-    let replay = rows::replay_after(
-        parent.as_ref(),
-        change.len(),
-        checkpoint.as_ref().map(String::len),
-    );
+    let Encoded {
+        change,
+        checkpoint,
+        replay,
+    } = rows::encode(parent.as_ref(), &finish.change, finish.checkpoint.as_ref())?;
+    let error = rows::text(finish.error.as_ref())?;
     let at = millis(SystemTime::now());
     tx.prepare_cached(FINISH)?.execute(params![
         id,
