@@ -68,9 +68,11 @@ fn words_agent(n: u64) -> LlmAgent {
     LlmAgent::builder("words", Words(n)).build()
 }
 
-/// Serves a [`words_agent`] with `bidi-acp`.
+/// Serves a [`words_agent`] with `bidi-acp`. The row with a new session per turn opens as
+/// many sessions on its connection as criterion runs turns, and never closes one: no cap.
 fn bidi_agent(n: u64, input: DuplexStream, output: DuplexStream) {
-    tokio::spawn(Server::new(words_agent(n)).serve(input, output));
+    let server = Server::new(words_agent(n)).max_sessions(usize::MAX);
+    tokio::spawn(server.serve(input, output));
 }
 
 /// Serves an agent written with the SDK whose prompt turns send `n` chunks of [`WORD`].

@@ -1,8 +1,8 @@
 // Genkit's own agent client (`remoteAgent` from `genkit/beta/client` 1.42.0) driving a bidi
 // `LlmAgent` over Genkit's agent wire. Usage: node genkit_agent.mjs <baseUrl>
 //
-// The server serves /agent/echo/genkit: an agent whose model answers "echo: <text>", and for
-// the text "wait" answers nothing until it is aborted. Its sessions live in the server's store
+// The server serves /agent/echo/genkit: an agent whose model answers "echo: <text>", for the
+// text "wait" answers nothing until it is aborted, and for "fail" fails. Its sessions live in the server's store
 // ("server-managed" state, in Genkit's terms).
 //
 // What the client does (node_modules/@genkit-ai/ai/lib/agent-core.js, genkit/lib/client):
@@ -100,6 +100,22 @@ await run(async (base) => {
       }
     }
     assertJson(response?.text, 'echo: after', 'the next turn');
+  });
+
+  await check('detach: the turn finishes in the background and its snapshot completes', async () => {
+    const task = await agent.chat().detach('in the background');
+    const done = await task.wait({ intervalMs: 50 });
+    assertJson(done.status, 'completed', 'status');
+    assertJson(done.finishReason, 'stop', 'finishReason');
+    assertJson(texts(done), ['in the background', 'echo: in the background'], 'texts');
+  });
+
+  await check('detach with a failure: the snapshot fails, with the error', async () => {
+    const task = await agent.chat().detach('fail');
+    const failed = await task.wait({ intervalMs: 50 });
+    assertJson(failed.status, 'failed', 'status');
+    assertJson(failed.finishReason, 'failed', 'finishReason');
+    assert(/intentional failure/.test(failed.error?.message), () => JSON.stringify(failed.error));
   });
 
   await check('abort of a completed snapshot leaves it completed; of an unknown one, no status', async () => {

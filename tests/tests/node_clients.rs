@@ -13,7 +13,9 @@ use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
-use bidi_llm::{LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Usage};
+use bidi_llm::{
+    LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage,
+};
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use tests::node::client;
 
@@ -82,7 +84,8 @@ async fn ws_client_speaks_full_duplex() {
         .assert_passed(10);
 }
 
-/// Answers "echo: <the last user message>"; to "wait", nothing until the turn is aborted.
+/// Answers "echo: <the last user message>"; to "wait", nothing until the turn is aborted; to
+/// "fail", an error.
 struct Echo;
 
 impl Model for Echo {
@@ -104,6 +107,10 @@ impl Model for Echo {
             return stream::once(async { ModelEvent::TextStart })
                 .chain(stream::pending())
                 .boxed();
+        }
+        if said == "fail" {
+            let error = ModelError::other("intentional failure");
+            return stream::iter([ModelEvent::Error(error)]).boxed();
         }
         let answer = format!("echo: {said}");
         let (head, tail) = answer.split_at(answer.len() / 2);
@@ -137,5 +144,5 @@ async fn genkit_remote_agent_drives_an_agent() {
     tokio::spawn(bound.serve());
     client("genkit_agent.mjs", vec![format!("http://{addr}")])
         .await
-        .assert_passed(8);
+        .assert_passed(10);
 }
