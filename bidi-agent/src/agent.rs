@@ -234,8 +234,10 @@ impl AgentBuilder {
     /// `Arc<dyn SessionStore>` (used as it is, not wrapped again).
     ///
     /// Without a store, sessions live in a [`MemoryStore`] of the agent's own, bounded: at most
-    /// 1024 sessions (`MemoryStore::new().with_max_sessions(1024)`). Creating one more drops the
-    /// least recently used (loaded or written), so memory stays bounded however many sessions come and go; a connection still
+    /// 1024 sessions, and the latest 256 snapshots of each (`MemoryStore::new()
+    /// .with_max_sessions(1024).with_max_snapshots(256)`). Creating one more session drops the
+    /// least recently used (loaded or written), so memory stays bounded however many sessions
+    /// come and go; a connection still
     /// open on a dropped session fails its next [`Session::update`] with
     /// [`StoreError::NotFound`]. Nothing survives the process: give a [`SqliteStore`] (or
     /// another persistent store) to keep sessions.
@@ -289,9 +291,12 @@ impl AgentBuilder {
         F: ActionFn<Session<State>, In, Responder<Stream>, Fut>,
         Fut: ActionFuture<AgentResult<Out>>,
     {
-        let store = self
-            .store
-            .unwrap_or_else(|| Arc::new(MemoryStore::new().with_max_sessions(DEFAULT_SESSIONS)));
+        let store = self.store.unwrap_or_else(|| {
+            let store = MemoryStore::new()
+                .with_max_sessions(DEFAULT_SESSIONS)
+                .with_max_snapshots(DEFAULT_SNAPSHOTS);
+            Arc::new(store)
+        });
         let sessions = Arc::clone(&store);
         let f = Arc::new(f);
         let flow = BidiFlow::new(
@@ -349,8 +354,11 @@ fn shared<S: SessionStore>(store: S) -> Arc<dyn SessionStore> {
     }
 }
 
-/// The agents' default store: at most this many sessions.
+/// The agents' default store: at most this many sessions...
 const DEFAULT_SESSIONS: usize = 1024;
+
+/// ...and this many snapshots of each.
+const DEFAULT_SNAPSHOTS: usize = 256;
 
 /// Opens the session `init` names (within `scope`, if the connection has one): resumes it,
 /// creates it, or fails as [`AgentInit`] says.

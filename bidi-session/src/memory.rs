@@ -1,6 +1,9 @@
 //! [`MemoryStore`]: sessions in memory, with every snapshot.
 
 use std::collections::{BTreeMap, HashMap};
+
+/// Snapshot ids are the store's own random UUIDs: a fast hash serves them.
+type Ids<V> = HashMap<String, V, foldhash::fast::RandomState>;
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
@@ -41,13 +44,14 @@ use crate::store::{
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     max_sessions: Option<usize>,
+    max_snapshots: Option<usize>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     sessions: BTreeMap<String, Log>,
     /// Which session each snapshot belongs to.
-    owners: HashMap<String, String>,
+    owners: Ids<String>,
     /// With a session limit: the sessions by their last use (a tick), least recent first.
     by_use: BTreeMap<u64, String>,
     tick: u64,
@@ -57,7 +61,7 @@ struct Inner {
 #[derive(Debug)]
 struct Log {
     nodes: Vec<Stored>,
-    index: HashMap<String, usize>,
+    index: Ids<usize>,
     head: usize,
     head_state: Value,
     /// The tick of its last use, with a session limit.
@@ -153,6 +157,17 @@ impl MemoryStore {
         self
     }
 
+    /// Keeps at most `snapshots` snapshots of each session (at least 1): when a session holds
+    /// more, only its head is kept, as its first snapshot (its state written whole). Older
+    /// snapshots then load as `None` and cannot be branched from. Memory stays bounded however
+    /// many turns a session takes, at the cost of copying the head's state once every
+    /// `snapshots` turns.
+    #[must_use]
+    pub fn with_max_snapshots(mut self, snapshots: usize) -> Self {
+        self.max_snapshots = Some(snapshots.max(1));
+        self
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -205,6 +220,30 @@ impl Inner {
             }
             None => false,
         }
+    }
+
+    /// Keeps only the head of `session_id` if it holds more than `max` snapshots: the head
+    /// becomes its first snapshot, with its state whole. Never while the head is pending (its
+    /// state is not final).
+    fn compact(&mut self, session_id: &str, max: Option<usize>) {
+        let Some(max) = max else { return };
+        let Some(log) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if log.nodes.len() <= max || log.nodes[log.head].entry.lease.is_some() {
+            return;
+        }
+        let mut head = log.nodes.swap_remove(log.head);
+        for node in log.nodes.drain(..) {
+            self.owners.remove(&node.entry.id);
+        }
+        head.parent = None;
+        head.has_children = false;
+        head.checkpoint = Some(log.head_state.clone());
+        log.index.clear();
+        log.index.insert(head.entry.id.clone(), 0);
+        log.head = 0;
+        log.nodes.push(head);
     }
 
     /// Snapshot `snapshot_id`: its session's log and its place in it.
@@ -310,7 +349,7 @@ impl SessionStore for MemoryStore {
                 .entry(session_id.to_owned())
                 .or_insert_with(|| Log {
                     nodes: Vec::new(),
-                    index: HashMap::new(),
+                    index: Ids::default(),
                     head: 0,
                     head_state: Value::Null,
                     used: 0,
@@ -336,6 +375,9 @@ impl SessionStore for MemoryStore {
             log.head = log.nodes.len();
             log.nodes.push(stored);
             inner.owners.insert(id, session_id.to_owned());
+            if status != Status::Pending {
+                inner.compact(session_id, self.max_snapshots);
+            }
             self.touch(inner, session_id);
             self.bound(inner);
             Ok(entry)
@@ -365,7 +407,9 @@ impl SessionStore for MemoryStore {
             stored.entry.lease = None;
             stored.entry.error = finish.error;
             stored.entry.updated_at = now;
-            Ok(stored.read())
+            let read = stored.read();
+            inner.compact(&read.session_id, self.max_snapshots);
+            Ok(read)
         })
     }
 

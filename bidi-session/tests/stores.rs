@@ -24,6 +24,38 @@ async fn bounded_memory_store_conforms() {
     testing::conformance(Arc::new(MemoryStore::new().with_max_sessions(64))).await;
 }
 
+/// A snapshot limit above what a check needs changes nothing the suite can see but old
+/// snapshots of the long sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_with_a_snapshot_limit_conforms() {
+    testing::conformance(Arc::new(MemoryStore::new().with_max_snapshots(64))).await;
+}
+
+/// Past its snapshot limit a session keeps its head alone: it loads and goes on, its older
+/// snapshots are gone, and a branch from one of them is refused.
+#[tokio::test]
+async fn a_session_past_its_snapshot_limit_keeps_its_head() {
+    let store = MemoryStore::new().with_max_snapshots(3);
+    let mut heads = vec![store.append("s", Append::create(json!(0))).await.unwrap()];
+    for n in 1..=4 {
+        let parent = Parent::Head(heads.last().unwrap().id.clone());
+        heads.push(
+            store
+                .append("s", Append::change(parent, set(n)))
+                .await
+                .unwrap(),
+        );
+    }
+    let head = store.load("s").await.unwrap().unwrap();
+    assert_eq!((head.entry.version, head.state), (5, json!(4)));
+    assert!(store.load_snapshot(&heads[0].id).await.unwrap().is_none());
+    let branch = Append::change(Parent::Branch(heads[0].id.clone()), set(9));
+    assert!(store.append("s", branch).await.unwrap_err().is_not_found());
+    let next = Append::change(Parent::Head(head.entry.id), set(5));
+    store.append("s", next).await.unwrap();
+    assert_eq!(store.load("s").await.unwrap().unwrap().state, json!(5));
+}
+
 /// A store shared as `Arc<dyn SessionStore>`, or boxed, is a store: it goes where any does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_and_boxed_stores_conform() {

@@ -13,9 +13,7 @@ use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
-use bidi_llm::{
-    LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage,
-};
+use bidi_llm::{LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage};
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use tests::node::client;
 
