@@ -20,15 +20,19 @@ use crate::turn::{self, Config, Turn};
 /// (registered as `/agent/{name}`) whose turn input is a [`TurnInput`] and whose chunks are
 /// [`AgentEvent`]s, one turn per execution.
 ///
-/// An execution holds its session for its whole run: it marks it `running` with a
-/// [`Lease`](crate::Lease) by compare-and-swap as it starts, and saves how it ended (never
-/// `running`) as it ends, also when it fails or is cancelled. An input for a session another
-/// execution holds, in this process or another one sharing the store, is refused with an
-/// `error` event (code `session_running`) and leaves the session unchanged.
+/// An execution holds its session for its whole run: as it starts it writes a pending snapshot
+/// with a [`Lease`](crate::Lease) (compare-and-swap on the session's head), renews the lease
+/// while it runs, and as it ends writes what it added and how it ended (`completed`, `failed`
+/// with the error, `aborted`), also when it fails or is cancelled; `session_start` and
+/// `session_end` name that snapshot. An input for a session another execution holds, in this
+/// process or another one sharing the store, is refused with an `error` event (code
+/// `session_running`) and leaves the session unchanged. An execution whose snapshot is aborted
+/// ([`SessionStore::abort`](bidi_session::SessionStore::abort), from any process sharing the
+/// store) stops at its next renewal, as a cancelled one does, and its connection goes on.
 ///
 /// A cancelled execution stops at once: the model's answer so far is kept as an aborted
 /// message, the local tools still running are dropped and get error results saying so, and the
-/// session is saved.
+/// session is written.
 ///
 /// Events that are ready together (a provider's buffered tokens, a tool's burst of output)
 /// reach the consumer in one hand-off ([`Outbound::send_batch`](bidi_core::Outbound::send_batch)),
@@ -242,8 +246,8 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Keeps sessions in `store` (default: a `MemoryStore` keeping the latest version of each
-    /// session). Agents in several processes that share a store never run one session at once.
+    /// Keeps sessions in `store` (default: a `MemoryStore` keeping the latest 256 snapshots of
+    /// each of 1,024 sessions). Agents in several processes that share a store never run one session at once.
     pub fn store(mut self, store: impl SessionStore) -> Self {
         self.agent = self.agent.store(store);
         self
