@@ -5,6 +5,9 @@
 // text "wait" answers nothing until it is aborted, and for "fail" fails. Its sessions live in the server's store
 // ("server-managed" state, in Genkit's terms).
 //
+// Each check names the cases of Genkit's agent conformance spec (tests/specs/agent.yaml in the
+// genkit repository) it covers, in brackets.
+//
 // What the client does (node_modules/@genkit-ai/ai/lib/agent-core.js, genkit/lib/client):
 // `chat.send` streams a turn with `{data: {message}, init: {snapshotId} | {}}` and keeps the
 // output's `snapshotId` for the next turn; `detach` sends `detach: true` and expects a
@@ -23,7 +26,7 @@ await run(async (base) => {
   let first;
   let second;
 
-  await check('send: a turn answers, with a session and a snapshot', async () => {
+  await check('[spec: simple single turn - server managed] send: a turn answers, with a session and a snapshot', async () => {
     const chat = agent.chat();
     const response = await chat.send('hello');
     assertJson(response.text, 'echo: hello', 'text');
@@ -33,7 +36,7 @@ await run(async (base) => {
     first = { chat, snapshotId: response.snapshotId, sessionId: response.sessionId };
   });
 
-  await check('stream: the answer streams in chunks, then the next snapshot follows the first', async () => {
+  await check('[spec: streaming model chunks] stream: the answer streams in chunks, then the next snapshot follows the first', async () => {
     const { stream, response } = first.chat.sendStream('stream me');
     let text = '';
     for await (const chunk of stream) {
@@ -47,7 +50,7 @@ await run(async (base) => {
     second = done.snapshotId;
   });
 
-  await check('getSnapshot: the latest snapshot chains to the first and holds the conversation', async () => {
+  await check('[spec: snapshot chaining across invocations; fetch latest snapshot by sessionId] getSnapshot: the latest snapshot chains to the first and holds the conversation', async () => {
     const snapshot = await agent.getSnapshot(second);
     assertJson(snapshot.parentId, first.snapshotId, 'parentId');
     assertJson(snapshot.status, 'completed', 'status');
@@ -58,7 +61,7 @@ await run(async (base) => {
     assertJson(latest.snapshotId, second, 'the session id finds its latest snapshot');
   });
 
-  await check('resume by snapshot id: a chat at the first snapshot branches from it', async () => {
+  await check('[spec: snapshot branching across invocations] resume by snapshot id: a chat at the first snapshot branches from it', async () => {
     const branch = agent.chat({ snapshotId: first.snapshotId });
     const response = await branch.send('branch');
     assertJson(response.text, 'echo: branch', 'text');
@@ -69,7 +72,7 @@ await run(async (base) => {
     assertJson(texts(other).length, 4, 'the other leaf is intact');
   });
 
-  await check('loadChat by session id goes on from the latest snapshot', async () => {
+  await check('[spec: resume server-managed session by sessionId] loadChat by session id goes on from the latest snapshot', async () => {
     const chat = await agent.loadChat({ sessionId: first.sessionId });
     const response = await chat.send('again');
     assertJson(response.text, 'echo: again', 'text');
@@ -78,7 +81,7 @@ await run(async (base) => {
     assertJson(texts(snapshot).length, 6, 'after the branch, the latest');
   });
 
-  await check('detach, then abort: pending, aborted at once, and the session goes on', async () => {
+  await check('[spec: abort pending agent; abort already aborted agent] detach, then abort: pending, aborted at once, and the session goes on', async () => {
     const chat = agent.chat();
     const task = await chat.detach('wait');
     assert(task.snapshotId, () => 'no snapshotId');
@@ -102,7 +105,7 @@ await run(async (base) => {
     assertJson(response?.text, 'echo: after', 'the next turn');
   });
 
-  await check('detach: the turn finishes in the background and its snapshot completes', async () => {
+  await check('[spec: detach and background completion] detach: the turn finishes in the background and its snapshot completes', async () => {
     const task = await agent.chat().detach('in the background');
     const done = await task.wait({ intervalMs: 50 });
     assertJson(done.status, 'completed', 'status');
@@ -110,7 +113,7 @@ await run(async (base) => {
     assertJson(texts(done), ['in the background', 'echo: in the background'], 'texts');
   });
 
-  await check('detach with a failure: the snapshot fails, with the error', async () => {
+  await check('[spec: detach with background failure; failed snapshot includes error details] detach with a failure: the snapshot fails, with the error', async () => {
     const task = await agent.chat().detach('fail');
     const failed = await task.wait({ intervalMs: 50 });
     assertJson(failed.status, 'failed', 'status');
@@ -118,14 +121,14 @@ await run(async (base) => {
     assert(/intentional failure/.test(failed.error?.message), () => JSON.stringify(failed.error));
   });
 
-  await check('abort of a completed snapshot leaves it completed; of an unknown one, no status', async () => {
+  await check('[spec: abort completed agent; abort non-existent snapshot] abort of a completed snapshot leaves it completed; of an unknown one, no status', async () => {
     assertJson(await agent.abort(first.snapshotId), 'completed', 'previous status');
     assertJson((await agent.getSnapshot(first.snapshotId)).status, 'completed', 'unchanged');
     assertJson(await agent.abort('no-such-snapshot'), undefined, 'unknown');
     assertJson(await agent.getSnapshot('no-such-snapshot'), null, 'no snapshot');
   });
 
-  await check('a client-managed state sent to this server-managed agent is refused', async () => {
+  await check('[spec: server-managed agent rejects init state] a client-managed state sent to this server-managed agent is refused', async () => {
     const chat = agent.chat({ state: { messages: [], custom: { x: 1 } } });
     const error = await rejects(chat.send('hi'), 'init state');
     assert(/Cannot send 'state'/.test(error.message), () => error.message);
