@@ -159,8 +159,9 @@ impl Replay {
 
     /// Whether a snapshot that adds `change` bytes after one of this cost should carry a
     /// checkpoint: when the changes a load would replay pass four times the checkpoint (and
-    /// 4 KiB). Checkpoints then grow geometrically: a conversation of n bytes holds less than
-    /// n/4 bytes of them in all, and a load reads at most five times the state.
+    /// 4 KiB). Checkpoints then grow geometrically, each about five times the one before: for a
+    /// session that only grows (a conversation), they total at most 1.25 times its state, and
+    /// a load reads a checkpoint and at most four times its size of changes.
     #[must_use]
     pub fn wants_checkpoint(self, change: u64) -> bool {
         self.changes.saturating_add(change)
