@@ -404,9 +404,11 @@ fn read_row(row: &tokio_postgres::Row, at: usize) -> Result<Row, tokio_postgres:
         parent_id: row.try_get(at + 2)?,
         version: row.try_get(at + 3)?,
         status: row.try_get(at + 4)?,
-        lease_owner: row.try_get(at + 5)?,
-        lease_started: row.try_get(at + 6)?,
-        lease_expires: row.try_get(at + 7)?,
+        lease: rows::lease(
+            row.try_get(at + 5)?,
+            row.try_get(at + 6)?,
+            row.try_get(at + 7)?,
+        ),
         error: row.try_get(at + 8)?,
         replay_checkpoint: row.try_get(at + 9)?,
         replay_changes: row.try_get(at + 10)?,
@@ -523,11 +525,7 @@ impl SessionStore for PostgresStore {
                 (head, parent)
             }
         };
-        let lease = parent.as_ref().and_then(Row::lease);
-        let node = parent
-            .as_ref()
-            .map(|p| p.node(lease.as_ref()))
-            .transpose()?;
+        let node = parent.as_ref().map(Row::node).transpose()?;
         rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
         let Encoded {
             change,
@@ -604,10 +602,9 @@ impl SessionStore for PostgresStore {
             }
             None => (None, None),
         };
-        let lease = found.as_ref().and_then(Row::lease);
-        let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+        let node = found.as_ref().map(Row::node).transpose()?;
         let status = rules::check_finish(snapshot_id, &finish.owner, node, finish.status)?;
-        let Some(mut row) = found else {
+        let Some(row) = found else {
             return Err(StoreError::not_found(snapshot_id));
         };
         let Encoded {
@@ -633,13 +630,7 @@ impl SessionStore for PostgresStore {
         )
         .await?;
         tx.commit().await?;
-        row.status = status.as_str().to_owned();
-        row.lease_owner = None;
-        row.error = error;
-        row.replay_checkpoint = signed(replay.checkpoint);
-        row.replay_changes = signed(replay.changes);
-        row.updated_at = at;
-        row.entry()
+        row.finished(status, error, replay, at)
     }
 
     async fn renew(
@@ -651,8 +642,7 @@ impl SessionStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let found = row(&tx, &SQL.row_for_update, snapshot_id).await?;
-        let lease = found.as_ref().and_then(Row::lease);
-        let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+        let node = found.as_ref().map(Row::node).transpose()?;
         let renewal = rules::check_renew(snapshot_id, owner, node)?;
         if renewal == Renewal::Renewed {
             let stmt = tx.prepare_cached(RENEW).await?;
@@ -670,7 +660,7 @@ impl SessionStore for PostgresStore {
         let Some(row) = row(&tx, &SQL.row_for_update, snapshot_id).await? else {
             return Ok(None);
         };
-        let (previous, new) = rules::abort(row.status()?, row.lease().as_ref());
+        let (previous, new) = rules::abort(row.status()?, row.lease.as_ref());
         if let Some(status) = new {
             let stmt = tx.prepare_cached(SET_STATUS).await?;
             let at = millis(SystemTime::now());

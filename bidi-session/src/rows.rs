@@ -22,9 +22,8 @@ pub(crate) struct Row {
     pub(crate) parent_id: Option<String>,
     pub(crate) version: i64,
     pub(crate) status: String,
-    pub(crate) lease_owner: Option<String>,
-    pub(crate) lease_started: Option<i64>,
-    pub(crate) lease_expires: Option<i64>,
+    /// The lease, from its three columns (all set, or none).
+    pub(crate) lease: Option<Lease>,
     pub(crate) error: Option<String>,
     pub(crate) replay_checkpoint: i64,
     pub(crate) replay_changes: i64,
@@ -34,14 +33,6 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    pub(crate) fn lease(&self) -> Option<Lease> {
-        Some(Lease {
-            owner: self.lease_owner.clone()?,
-            started_at: unsigned(self.lease_started?),
-            expires_at: unsigned(self.lease_expires?),
-        })
-    }
-
     pub(crate) fn status(&self) -> Result<Status, StoreError> {
         Status::from_name(&self.status).ok_or_else(|| {
             StoreError::backend(format!(
@@ -58,20 +49,37 @@ impl Row {
         }
     }
 
-    /// The row as the rules see it; `lease` is [`lease`](Self::lease), held by the caller.
-    pub(crate) fn node<'a>(&'a self, lease: Option<&'a Lease>) -> Result<Node<'a>, StoreError> {
+    /// The row as the rules see it.
+    pub(crate) fn node(&self) -> Result<Node<'_>, StoreError> {
         Ok(Node {
             session_id: &self.session_id,
             status: self.status()?,
-            lease,
+            lease: self.lease.as_ref(),
             has_children: self.has_children,
         })
+    }
+
+    /// The entry a reader sees once the row's turn finished with `status`.
+    pub(crate) fn finished(
+        mut self,
+        status: Status,
+        error: Option<String>,
+        replay: Replay,
+        at: i64,
+    ) -> Result<Entry, StoreError> {
+        status.as_str().clone_into(&mut self.status);
+        self.lease = None;
+        self.error = error;
+        self.replay_checkpoint = signed(replay.checkpoint);
+        self.replay_changes = signed(replay.changes);
+        self.updated_at = at;
+        self.entry()
     }
 
     /// The entry a reader sees.
     pub(crate) fn entry(self) -> Result<Entry, StoreError> {
         let status = self.status()?;
-        let lease = self.lease();
+        let lease = self.lease.clone();
         let replay = self.replay();
         // Text a store wrote is JSON: anything else is a damaged database.
         let error = self
@@ -113,6 +121,19 @@ pub(crate) fn replay(
         }
     }
     Ok(state)
+}
+
+/// The lease of a row's three lease columns: all set, or none.
+pub(crate) fn lease(
+    owner: Option<String>,
+    started: Option<i64>,
+    expires: Option<i64>,
+) -> Option<Lease> {
+    Some(Lease {
+        owner: owner?,
+        started_at: unsigned(started?),
+        expires_at: unsigned(expires?),
+    })
 }
 
 /// A snapshot's change and checkpoint as the SQL stores write them, and what loading it costs.

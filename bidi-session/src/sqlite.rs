@@ -341,9 +341,7 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         parent_id: row.get(2)?,
         version: row.get(3)?,
         status: row.get(4)?,
-        lease_owner: row.get(5)?,
-        lease_started: row.get(6)?,
-        lease_expires: row.get(7)?,
+        lease: rows::lease(row.get(5)?, row.get(6)?, row.get(7)?),
         error: row.get(8)?,
         replay_checkpoint: row.get(9)?,
         replay_changes: row.get(10)?,
@@ -381,11 +379,7 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         Some(id) => row(&tx, id)?,
         None => None,
     };
-    let lease = parent.as_ref().and_then(Row::lease);
-    let node = parent
-        .as_ref()
-        .map(|p| p.node(lease.as_ref()))
-        .transpose()?;
+    let node = parent.as_ref().map(Row::node).transpose()?;
     rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
     let Encoded {
         change,
@@ -436,10 +430,9 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
 fn finish(conn: &mut Connection, id: &str, finish: &Finish) -> Result<Entry, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = row(&tx, id)?;
-    let lease = found.as_ref().and_then(Row::lease);
-    let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+    let node = found.as_ref().map(Row::node).transpose()?;
     let status = rules::check_finish(id, &finish.owner, node, finish.status)?;
-    let Some(mut row) = found else {
+    let Some(row) = found else {
         return Err(StoreError::not_found(id));
     };
     let parent = match &row.parent_id {
@@ -464,13 +457,7 @@ fn finish(conn: &mut Connection, id: &str, finish: &Finish) -> Result<Entry, Sto
         at,
     ])?;
     tx.commit()?;
-    row.status = status.as_str().to_owned();
-    row.lease_owner = None;
-    row.error = error;
-    row.replay_checkpoint = signed(replay.checkpoint);
-    row.replay_changes = signed(replay.changes);
-    row.updated_at = at;
-    row.entry()
+    row.finished(status, error, replay, at)
 }
 
 fn renew(
@@ -481,8 +468,7 @@ fn renew(
 ) -> Result<Renewal, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = row(&tx, id)?;
-    let lease = found.as_ref().and_then(Row::lease);
-    let node = found.as_ref().map(|r| r.node(lease.as_ref())).transpose()?;
+    let node = found.as_ref().map(Row::node).transpose()?;
     let renewal = rules::check_renew(id, owner, node)?;
     if renewal == Renewal::Renewed {
         tx.prepare_cached(
@@ -499,7 +485,7 @@ fn abort(conn: &mut Connection, id: &str) -> Result<Option<Status>, StoreError> 
     let Some(row) = row(&tx, id)? else {
         return Ok(None);
     };
-    let (previous, new) = rules::abort(row.status()?, row.lease().as_ref());
+    let (previous, new) = rules::abort(row.status()?, row.lease.as_ref());
     if let Some(status) = new {
         tx.prepare_cached("UPDATE bidi_entries SET status = ?2, updated_at = ?3 WHERE id = ?1")?
             .execute(params![id, status.as_str(), millis(SystemTime::now())])?;
