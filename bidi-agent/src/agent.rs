@@ -144,6 +144,21 @@ pub enum InitError {
     /// headers and log lines, where those forge or break what follows.
     #[error("the session id has a control character")]
     ControlInSessionId,
+    /// A snapshot to resume at, with the id of another session than its own.
+    #[error("snapshot `{snapshot_id}` does not belong to session `{session_id}`")]
+    SnapshotOfAnotherSession {
+        /// The snapshot.
+        snapshot_id: String,
+        /// The session the init named.
+        session_id: String,
+    },
+    /// A session or a snapshot to resume, on an agent whose clients keep their sessions
+    /// ([`AgentBuilder::client_managed`]): it has none to resume.
+    #[error(
+        "this agent keeps no sessions (its client sends the state each time): there is no \
+         session or snapshot to resume"
+    )]
+    ClientManaged,
 }
 
 /// The longest session id an agent takes, in bytes: ids travel in headers (which proxies
@@ -203,6 +218,7 @@ pub struct AgentOutput<State, Out> {
 pub struct Agent<State, In, Out, Stream> {
     flow: BidiFlow<AgentInit<State>, In, AgentOutput<State, Out>, Stream>,
     store: Arc<dyn SessionStore>,
+    client_managed: bool,
 }
 
 /// Builds an [`Agent`]: the store, the description, then the function.
@@ -211,6 +227,7 @@ pub struct Agent<State, In, Out, Stream> {
 pub struct AgentBuilder {
     name: String,
     store: Option<Arc<dyn SessionStore>>,
+    client_managed: bool,
     description: Option<String>,
     tracer: Option<BoxedTracer>,
 }
@@ -223,6 +240,7 @@ impl Agent<(), (), (), ()> {
         AgentBuilder {
             name: name.into(),
             store: None,
+            client_managed: false,
             description: None,
             tracer: None,
         }
@@ -268,6 +286,44 @@ impl AgentBuilder {
         self
     }
 
+    /// Keeps no sessions: each connection's client holds its session's state and sends it
+    /// with the init ([`AgentInit::init`], under its [`session_id`](AgentInit::session_id) or
+    /// a fresh one), and takes the state back from the connection's [`AgentOutput`]. Nothing is
+    /// stored between connections (a connection's snapshots live in memory until it ends), and
+    /// an init that names a session to [`resume`](AgentInit::resume) or a
+    /// [`snapshot`](AgentInit::snapshot) is refused with [`InitError::ClientManaged`]. Genkit
+    /// calls such an agent's state *client-managed*; a [`store`](Self::store) is not used.
+    ///
+    /// ```
+    /// use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
+    /// use bidi_core::{ActionContext, BoxError, Inbound};
+    /// use bidi_session::Session;
+    ///
+    /// async fn count(
+    ///     _ctx: ActionContext,
+    ///     session: Session<u32>,
+    ///     _inbound: Inbound<()>,
+    ///     _out: Responder<()>,
+    /// ) -> Result<AgentResult<()>, BoxError> {
+    ///     session.update(|n| *n += 1).await?;
+    ///     Ok(AgentResult::new(()))
+    /// }
+    ///
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// let agent = Agent::builder("count").client_managed().build(count);
+    /// let first = agent.run(AgentInit::new(), ()).await?;
+    /// let second = agent.run(AgentInit::new().init(first.state), ()).await?;
+    /// assert_eq!(second.state, 2);
+    /// assert!(agent.session(&second.session_id).await?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn client_managed(mut self) -> Self {
+        self.client_managed = true;
+        self
+    }
+
     /// Sets the description shown in the registry.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = Some(description.into());
@@ -298,6 +354,7 @@ impl AgentBuilder {
             Arc::new(store)
         });
         let sessions = Arc::clone(&store);
+        let client_managed = self.client_managed;
         let f = Arc::new(f);
         let flow = BidiFlow::new(
             self.name,
@@ -310,7 +367,11 @@ impl AgentBuilder {
                     // Before any input is taken: a session that cannot be opened fails the
                     // first send with the error, not just with "completed".
                     let scope = ctx.extensions().get::<Scope>();
-                    let session = open_session(store, scope, ctx.name(), init).await?;
+                    let session = if client_managed {
+                        open_client_session(init).await?
+                    } else {
+                        open_session(store, scope, ctx.name(), init).await?
+                    };
                     let id = session.id().to_owned();
                     let responder = Responder::new(out);
                     let result = f(ctx, session.clone(), inbound, responder.clone())
@@ -340,7 +401,11 @@ impl AgentBuilder {
             Some(tracer) => flow.with_tracer(tracer),
             None => flow,
         };
-        Agent { flow, store }
+        Agent {
+            flow,
+            store,
+            client_managed,
+        }
     }
 }
 
@@ -381,20 +446,9 @@ where
         return open_snapshot(store, scope, agent, session_id.as_deref(), &snapshot_id).await;
     }
     let id = match session_id {
-        Some(id) if id.is_empty() => return Err(InitError::EmptySessionId.into()),
-        Some(id) if id.len() > MAX_SESSION_ID_BYTES => {
-            return Err(InitError::SessionIdTooLong { len: id.len() }.into());
-        }
-        Some(id) if id.chars().any(char::is_control) => {
-            return Err(InitError::ControlInSessionId.into());
-        }
-        Some(id) => id,
         None if resume => return Err(InitError::ResumeWithoutSessionId.into()),
-        None => uuid::Uuid::new_v4().to_string(),
+        id => checked_id(id)?,
     };
-    opentelemetry::Context::current()
-        .span()
-        .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
     let store = match scope {
         Some(scope) => Arc::new(scope.sessions(agent, store)),
         None => store,
@@ -405,6 +459,40 @@ where
             .ok_or_else(|| StoreError::not_found(id).into());
     }
     Ok(Session::load_or_create(store, &id, || state.unwrap_or_default()).await?)
+}
+
+/// A session id from an init, checked, or a fresh UUID; the connection's span records it.
+fn checked_id(id: Option<String>) -> Result<String, InitError> {
+    let id = match id {
+        Some(id) if id.is_empty() => return Err(InitError::EmptySessionId),
+        Some(id) if id.len() > MAX_SESSION_ID_BYTES => {
+            return Err(InitError::SessionIdTooLong { len: id.len() });
+        }
+        Some(id) if id.chars().any(char::is_control) => {
+            return Err(InitError::ControlInSessionId);
+        }
+        Some(id) => id,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    opentelemetry::Context::current()
+        .span()
+        .set_attribute(KeyValue::new("bidi.session_id", id.clone()));
+    Ok(id)
+}
+
+/// Opens the session of a client-managed agent's connection: the init's state, under its
+/// session id (or a fresh one), in a store of the connection's own.
+async fn open_client_session<State>(init: AgentInit<State>) -> Result<Session<State>, BoxError>
+where
+    State: Serialize + DeserializeOwned + Default + Clone + Send + 'static,
+{
+    if init.resume || init.snapshot_id.is_some() {
+        return Err(InitError::ClientManaged.into());
+    }
+    let id = checked_id(init.session_id)?;
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let state = init.state.unwrap_or_default();
+    Ok(Session::load_or_create(store, &id, || state).await?)
 }
 
 /// Opens the session at snapshot `snapshot_id` (within `scope`), which must be one of session
@@ -427,8 +515,12 @@ where
     let session = Session::load_snapshot(store, snapshot_id)
         .await?
         .ok_or_else(missing)?;
-    if session_id.is_some_and(|id| id != session.id()) {
-        return Err(missing().into());
+    if let Some(session_id) = session_id.filter(|id| *id != session.id()) {
+        return Err(InitError::SnapshotOfAnotherSession {
+            snapshot_id: snapshot_id.to_owned(),
+            session_id: session_id.to_owned(),
+        }
+        .into());
     }
     opentelemetry::Context::current()
         .span()
@@ -522,6 +614,12 @@ where
         Session::load(Arc::clone(&self.store), id).await
     }
 
+    /// Whether the agent's clients keep their sessions ([`AgentBuilder::client_managed`]).
+    #[must_use]
+    pub fn is_client_managed(&self) -> bool {
+        self.client_managed
+    }
+
     /// The store sessions live in.
     #[must_use]
     pub fn store(&self) -> &Arc<dyn SessionStore> {
@@ -546,6 +644,7 @@ impl<State, In, Out, Stream> Clone for Agent<State, In, Out, Stream> {
         Self {
             flow: self.flow.clone(),
             store: Arc::clone(&self.store),
+            client_managed: self.client_managed,
         }
     }
 }

@@ -701,12 +701,50 @@ async fn a_connection_at_an_older_snapshot_branches_from_it() {
         "the other leaf is intact"
     );
 
-    for init in [
-        AgentInit::new().session_id("other").snapshot(root.clone()),
-        AgentInit::new().snapshot("no-such-snapshot"),
+    for (init, says) in [
+        (
+            AgentInit::new().session_id("other").snapshot(root.clone()),
+            "does not belong to session `other`",
+        ),
+        (AgentInit::new().snapshot("no-such-snapshot"), "no snapshot"),
     ] {
         let refused = agent.connect(init);
         let error = refused.send("x".into()).await.unwrap_err();
-        assert!(error.to_string().contains("no snapshot"), "{error}");
+        assert!(error.to_string().contains(says), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn a_client_managed_agent_keeps_nothing_and_resumes_nothing() {
+    let agent =
+        Agent::builder("lines").client_managed().build(
+            |_ctx,
+             session: Session<Vec<String>>,
+             mut inbound: Inbound<String>,
+             _out: Responder<()>| async move {
+                while let Some(line) = inbound.recv().await {
+                    session.update(|lines| lines.push(line.clone())).await?;
+                }
+                Ok::<_, BoxError>(AgentResult::new(()))
+            },
+        );
+    assert!(agent.is_client_managed());
+    let first = agent.run(AgentInit::new(), "a".into()).await.unwrap();
+    let init = AgentInit::new()
+        .session_id(first.session_id.clone())
+        .init(first.state);
+    let second = agent.run(init, "b".into()).await.unwrap();
+    assert_eq!(second.session_id, first.session_id);
+    assert_eq!(second.state, ["a", "b"]);
+    assert!(
+        agent.store().list().await.unwrap().is_empty(),
+        "nothing kept"
+    );
+    for init in [
+        AgentInit::new().resume(first.session_id.clone()),
+        AgentInit::new().snapshot(second.snapshot_id.clone()),
+    ] {
+        let error = agent.run(init, "c".into()).await.unwrap_err();
+        assert!(error.to_string().contains("keeps no sessions"), "{error}");
     }
 }

@@ -288,6 +288,12 @@ pub(crate) trait Encoder: Send + 'static {
     /// Appends what says the execution was cut short (its connection failed with `message`).
     fn failed(&mut self, message: &str, buf: &mut Vec<u8>);
 
+    /// Takes the connection's output (its session's state), before [`end`](Self::end): what
+    /// a wire that hands the state back to its client needs (nothing by default).
+    fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
+        let _ = output;
+    }
+
     /// Appends what ends the body, after the last event (nothing by default).
     fn end(&mut self, buf: &mut Vec<u8>) {
         let _ = buf;
@@ -453,14 +459,17 @@ async fn run<E: Encoder, W: Writes>(
         }
     }
     drop(run);
+    conn.close();
+    let output = idle.within(conn.output()).await;
     if !stopped {
+        if let Some(Ok(output)) = &output {
+            encoder.output(output);
+        }
         encoder.end(&mut buf);
         if !buf.is_empty() {
             let _ = idle.within(writes.send(Bytes::from(buf))).await;
         }
     }
-    conn.close();
-    let _ = conn.output().await;
 }
 
 /// Completes when nobody waits for the answer any more: the request was dropped before the

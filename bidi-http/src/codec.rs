@@ -51,6 +51,9 @@ pub(crate) enum Code {
     MethodNotAllowed,
     /// The request's body did not arrive within the body timeout.
     RequestTimeout,
+    /// The request does not fit how the agent keeps its sessions: a client's state for an
+    /// agent that keeps them, a session id for one whose clients keep them.
+    FailedPrecondition,
 }
 
 impl Code {
@@ -74,6 +77,7 @@ impl Code {
             Self::Unauthorized => "unauthorized",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
+            Self::FailedPrecondition => "failed_precondition",
         }
     }
 }
@@ -194,7 +198,7 @@ impl Failure {
     pub(crate) fn body(&self) -> ErrorBody<'_> {
         ErrorBody {
             error: Status {
-                status: status_name(self.status),
+                status: status_name(self.status, self.code),
                 message: &self.message,
                 details: Details {
                     code: self.code,
@@ -230,8 +234,11 @@ fn client_closed() -> StatusCode {
     StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
-/// The callable status Genkit clients expect for an HTTP status.
-fn status_name(status: StatusCode) -> &'static str {
+/// The callable status Genkit clients expect for an HTTP status and what was wrong.
+fn status_name(status: StatusCode, code: Code) -> &'static str {
+    if code == Code::FailedPrecondition {
+        return "FAILED_PRECONDITION";
+    }
     match status.as_u16() {
         400 | 405 | 426 => "INVALID_ARGUMENT",
         401 => "UNAUTHENTICATED",
@@ -336,7 +343,7 @@ pub(crate) fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
     }
     let record = StreamError {
         error: StreamStatus {
-            status: status_name(failure.status),
+            status: status_name(failure.status, failure.code),
             message: &failure.message,
             details,
         },

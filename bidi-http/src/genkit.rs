@@ -3,14 +3,19 @@
 //!
 //! - `POST /agent/{name}/genkit`: Genkit's flow wire (`{"data": input, "init": init}`, SSE of
 //!   `{"message": chunk}` records then `{"result": output}` with `Accept: text/event-stream`,
-//!   else `{"result": output}`). The input is Genkit's `AgentInput`: a user `message`, or
-//!   `resume.respond` (tool responses for the calls the last turn stopped for), and `detach`
-//!   (answer at once with the running snapshot; the turn finishes without its client). The init
-//!   is `snapshotId` (resume at that snapshot: a branch if it is not the latest) and/or
-//!   `sessionId` (the session's latest snapshot, or a new session of that id); the agent keeps
-//!   its sessions, so a client's `state` is refused. Chunks are `modelChunk` (text, reasoning,
-//!   tool requests as the model writes them) and one `turnEnd {snapshotId, finishReason}`; the
-//!   output is `{sessionId, snapshotId, message, finishReason, error}`.
+//!   else `{"result": output}`). The input is Genkit's `AgentInput`: a user `message`, or a
+//!   `resume` with `respond` (tool responses for the remote calls the last turn stopped for)
+//!   and `restart` (the calls that wait for approval, approved, each with the input the client
+//!   saw), and `detach` (answer at once with the running snapshot; the turn finishes without
+//!   its client). The init of an agent that keeps its sessions is `snapshotId` (resume at that
+//!   snapshot: a branch if it is not the latest) and/or `sessionId` (the session's latest
+//!   snapshot, or a new session of that id), and a client's `state` is refused; that of a
+//!   client-managed agent is the client's `state` (`{sessionId, messages}`), and ids are
+//!   refused. Chunks are `modelChunk` (text, reasoning, tool requests as the model writes
+//!   them; a `tool` chunk with each local tool's response) and one
+//!   `turnEnd {snapshotId, finishReason}`; the output is `{sessionId, snapshotId, message,
+//!   finishReason, error}`, with `state` for a client-managed agent. A resume the agent
+//!   refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
 //! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
 //!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
 //!   finishReason, error, state: {sessionId, messages}}`), or `null`.
@@ -29,8 +34,11 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bidi_agent::AgentInit;
-use bidi_llm::{AgentEvent, LlmSession, Message, Status, ToolCall, TurnInput, UserMessage};
+use bidi_agent::{AgentInit, AgentOutput};
+use bidi_flow::text::cap;
+use bidi_llm::{
+    AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput, UserMessage,
+};
 use bidi_session::{self as snapshot, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -83,6 +91,20 @@ struct Init {
     state: Option<Value>,
 }
 
+/// Genkit's `SessionState`, as a client that keeps it sends it back.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClientState {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    custom: Option<Value>,
+    #[serde(default)]
+    artifacts: Vec<Value>,
+}
+
 /// `{"data": {"snapshotId"} | {"sessionId"}}` and `{"data": {"snapshotId"}}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +125,26 @@ fn refused(message: impl Into<String>, path: &str) -> Failure {
     Failure::new(StatusCode::BAD_REQUEST, Code::InvalidInput, message).at(path)
 }
 
+/// A request that does not fit how the agent keeps its sessions (Genkit's
+/// `FAILED_PRECONDITION`).
+fn precondition(message: String, path: &str) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, Code::FailedPrecondition, message).at(path)
+}
+
+/// Refuses what only an agent that keeps its sessions has: snapshots to read or abort.
+fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
+    if agent.agent().is_client_managed() {
+        return Err(precondition(
+            format!(
+                "agent `{}` keeps no snapshots: its client keeps its state",
+                cap(name)
+            ),
+            "/data",
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /agent/{name}/genkit`: one turn.
 pub(crate) async fn run(
     State(shared): State<Arc<Shared>>,
@@ -115,13 +157,23 @@ pub(crate) async fn run(
     let agent = agent::agent(&shared, &kind, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let request: Request = codec::decode_object(&bytes)?;
-    let init = init(&name, request.init.unwrap_or_default())?;
+    let client = agent.agent().is_client_managed();
+    let init = init(&name, client, request.init.unwrap_or_default())?;
     let detach = request.data.detach;
+    if detach && client {
+        return Err(precondition(
+            format!(
+                "Cannot detach from agent `{}`: it keeps no sessions for a turn to finish in",
+                cap(&name)
+            ),
+            "/data/detach",
+        ));
+    }
     let input = input(request.data)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     let stream = wants_stream(&headers, query.as_deref());
     if detach {
-        let encoder = Genkit::new(false);
+        let encoder = Genkit::new(false, false);
         let started =
             agent::spawn(&shared, agent, init, input, identity, encoder, Detached).await?;
         let output = json!({
@@ -131,8 +183,20 @@ pub(crate) async fn run(
         });
         return Ok(answer(&output, stream));
     }
-    let (_, body) =
-        agent::start(&shared, agent, init, input, identity, Genkit::new(stream)).await?;
+    let encoder = Genkit::new(stream, client);
+    let body = match agent::start(&shared, agent, init, input, identity, encoder).await {
+        Ok((_, body)) => body,
+        // The agent refused the input (answers that do not fit the calls the session waits
+        // for): a failed turn, as Genkit reports one, not a failed request.
+        Err(failure) if failure.code == Code::InvalidInput => {
+            let output = json!({
+                "finishReason": "failed",
+                "error": { "status": "INVALID_ARGUMENT", "message": failure.message },
+            });
+            return Ok(answer(&output, stream));
+        }
+        Err(failure) => return Err(failure),
+    };
     Ok(if stream {
         crate::sse::response(body)
     } else {
@@ -140,19 +204,21 @@ pub(crate) async fn run(
     })
 }
 
-/// What the request's init opens.
-fn init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
+/// What the request's init opens: for an agent that keeps its sessions, a snapshot or a
+/// session by id; for one whose client keeps them (`client`), the client's state.
+fn init(name: &str, client: bool, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
+    if client {
+        return client_init(name, init);
+    }
     if init.state.is_some() {
-        return Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            Code::InvalidInit,
+        return Err(precondition(
             format!(
                 "Cannot send 'state' to agent `{}`: it keeps its sessions; send a snapshotId or \
                  a sessionId",
-                bidi_flow::text::cap(name)
+                cap(name)
             ),
-        )
-        .at("/init/state"));
+            "/init/state",
+        ));
     }
     let mut opened = AgentInit::new();
     if let Some(id) = init.session_id {
@@ -164,6 +230,58 @@ fn init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
     Ok(opened)
 }
 
+/// The init of an agent whose client keeps its state: that state, under its session id.
+fn client_init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
+    let misuse = |field: &str| {
+        precondition(
+            format!(
+                "Cannot use '{field}' with agent `{}`: its client keeps its state; send the \
+                 `state` of its last output",
+                cap(name)
+            ),
+            &format!("/init/{field}"),
+        )
+    };
+    if init.session_id.is_some() {
+        return Err(misuse("sessionId"));
+    }
+    if init.snapshot_id.is_some() {
+        return Err(misuse("snapshotId"));
+    }
+    let Some(state) = init.state else {
+        return Ok(AgentInit::new());
+    };
+    let invalid = |message: String, path: &str| {
+        Failure::new(StatusCode::BAD_REQUEST, Code::InvalidInit, message).at(path)
+    };
+    let state: ClientState = serde_json::from_value(state)
+        .map_err(|error| invalid(format!("invalid state: {error}"), "/init/state"))?;
+    let empty = |value: &Value| value.is_null() || value.as_object().is_some_and(|o| o.is_empty());
+    if state.custom.as_ref().is_some_and(|custom| !empty(custom)) {
+        return Err(invalid(
+            format!("agent `{}` keeps no custom state", cap(name)),
+            "/init/state/custom",
+        ));
+    }
+    if !state.artifacts.is_empty() {
+        return Err(invalid(
+            format!("agent `{}` keeps no artifacts", cap(name)),
+            "/init/state/artifacts",
+        ));
+    }
+    let messages = message::from_conversation(&state.messages)
+        .map_err(|reason| invalid(reason, "/init/state/messages"))?;
+    let session = LlmSession {
+        messages: messages.into(),
+        ..LlmSession::default()
+    };
+    let opened = AgentInit::new().init(session);
+    Ok(match state.session_id {
+        Some(id) => opened.session_id(id),
+        None => opened,
+    })
+}
+
 /// The turn's input: a user message, or the responses to the calls the last turn stopped for.
 fn input(input: Input) -> Result<TurnInput, Failure> {
     match (input.message, input.resume) {
@@ -171,18 +289,15 @@ fn input(input: Input) -> Result<TurnInput, Failure> {
             .map(|text| TurnInput::User(UserMessage::new(text)))
             .map_err(|reason| refused(reason, "/data/message")),
         (None, Some(resume)) => {
-            if resume.restart.is_some() {
-                return Err(Failure::new(
-                    StatusCode::NOT_IMPLEMENTED,
-                    Code::InvalidInput,
-                    "this agent answers interrupts with `respond`; `restart` is not supported",
-                )
-                .at("/data/resume/restart"));
-            }
             let respond = resume.respond.unwrap_or_default();
-            message::tool_results(&respond)
-                .map(TurnInput::ToolResults)
-                .map_err(|reason| refused(reason, "/data/resume/respond"))
+            let restart = resume.restart.unwrap_or_default();
+            let results = message::tool_results(&respond)
+                .map_err(|reason| refused(reason, "/data/resume/respond"))?;
+            let approvals = message::restarts(&restart)
+                .map_err(|reason| refused(reason, "/data/resume/restart"))?;
+            let resume = results.into_iter().fold(Resume::new(), Resume::result);
+            let resume = approvals.into_iter().fold(resume, Resume::approval);
+            Ok(TurnInput::Resume(resume))
         }
         (Some(_), Some(_)) => Err(refused("send a `message` or a `resume`, not both", "/data")),
         (None, None) => Err(refused(
@@ -218,26 +333,35 @@ fn json_response(body: Body) -> Response {
 #[derive(Debug)]
 struct Genkit {
     stream: bool,
+    /// The client keeps the session's state: the output carries it, and no snapshot id.
+    client: bool,
     session_id: String,
     snapshot_id: Option<String>,
     /// The turn's last model message.
     answer: Option<Message>,
     /// The remote calls the turn stopped for.
     pending: Vec<ToolCall>,
+    /// The local calls running, by id: their results name the tool.
+    running: Vec<(String, String)>,
     status: Option<Status>,
     error: Option<String>,
+    /// The session's state, for a client that keeps it.
+    state: Option<Value>,
 }
 
 impl Genkit {
-    fn new(stream: bool) -> Self {
+    fn new(stream: bool, client: bool) -> Self {
         Self {
             stream,
+            client,
             session_id: String::new(),
             snapshot_id: None,
             answer: None,
             pending: Vec::new(),
+            running: Vec::new(),
             status: None,
             error: None,
+            state: None,
         }
     }
 
@@ -261,13 +385,16 @@ impl Genkit {
         }
     }
 
-    fn output(&self) -> Value {
+    fn result(&self) -> Value {
         let mut output = json!({
             "sessionId": self.session_id,
             "finishReason": self.finish_reason(),
         });
-        if let Some(id) = &self.snapshot_id {
+        if let Some(id) = self.snapshot_id.as_ref().filter(|_| !self.client) {
             output["snapshotId"] = json!(id);
+        }
+        if let Some(state) = &self.state {
+            output["state"] = state.clone();
         }
         if let Some(answer) = &self.answer {
             output["message"] = message::to_genkit(answer, &self.pending);
@@ -292,6 +419,28 @@ impl Encoder for Genkit {
             AgentEvent::ToolcallEnd { tool_call, .. } => {
                 self.model_chunk(&message::tool_request(tool_call, false), buf);
             }
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => self.running.push((tool_call_id.clone(), tool_name.clone())),
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                output,
+                details,
+                ..
+            } => {
+                let at = self.running.iter().position(|(id, _)| id == tool_call_id);
+                let name = at.map(|at| self.running.swap_remove(at).1);
+                let response = message::tool_response(
+                    name.as_deref().unwrap_or_default(),
+                    tool_call_id,
+                    output,
+                    details.as_ref(),
+                );
+                let chunk = json!({ "modelChunk": { "role": "tool", "content": [response] } });
+                self.chunk(&chunk, buf);
+            }
             AgentEvent::MessageEnd { message } => {
                 if matches!(
                     **message,
@@ -308,10 +457,10 @@ impl Encoder for Genkit {
             AgentEvent::SessionEnd { snapshot_id, .. } => self.snapshot_id.clone_from(snapshot_id),
             AgentEvent::ExecuteComplete { status, .. } => {
                 self.status = Some(*status);
-                let turn_end = json!({ "turnEnd": {
-                    "snapshotId": self.snapshot_id,
-                    "finishReason": self.finish_reason(),
-                } });
+                let mut turn_end = json!({ "turnEnd": { "finishReason": self.finish_reason() } });
+                if let Some(id) = self.snapshot_id.as_ref().filter(|_| !self.client) {
+                    turn_end["turnEnd"]["snapshotId"] = json!(id);
+                }
                 self.chunk(&turn_end, buf);
             }
             _ => {}
@@ -333,11 +482,21 @@ impl Encoder for Genkit {
         self.status = None;
     }
 
+    fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
+        if self.client {
+            let state = &output.state;
+            self.state = Some(json!({
+                "sessionId": output.session_id,
+                "messages": message::conversation(&state.messages, &state.pending_tool_calls),
+            }));
+        }
+    }
+
     fn end(&mut self, buf: &mut Vec<u8>) {
         if self.status.is_none() {
             return; // `failed` wrote the end.
         }
-        let output = self.output();
+        let output = self.result();
         if self.stream {
             codec::result_record(&output, buf);
         } else {
@@ -354,6 +513,7 @@ pub(crate) async fn get_snapshot(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let agent = agent::agent(&shared, &kind, &name)?;
+    keeps_sessions(agent, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let Lookup { data } = codec::decode_object(&bytes)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
@@ -392,11 +552,7 @@ fn view(snapshot: &Snapshot) -> Value {
         return view;
     }
     if let Ok(state) = serde_json::from_value::<LlmSession>(snapshot.state.clone()) {
-        let messages: Vec<Value> = state
-            .messages
-            .iter()
-            .map(|message| message::to_genkit(message, &state.pending_tool_calls))
-            .collect();
+        let messages = message::conversation(&state.messages, &state.pending_tool_calls);
         view["state"] = json!({ "sessionId": entry.session_id, "messages": messages });
         view["finishReason"] = json!(match (entry.status, state.status) {
             (snapshot::Status::Aborted, _) => "aborted",
@@ -416,6 +572,7 @@ pub(crate) async fn abort(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let agent = agent::agent(&shared, &kind, &name)?;
+    keeps_sessions(agent, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let Lookup { data } = codec::decode_object(&bytes)?;
     let Some(id) = data.snapshot_id else {

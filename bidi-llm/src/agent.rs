@@ -253,6 +253,14 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Keeps no sessions: each connection starts from the conversation its client sends as
+    /// the init's state, and the client takes the conversation back from the output (see
+    /// [`AgentBuilder::client_managed`]). Genkit calls this *client-managed* state.
+    pub fn client_managed(mut self) -> Self {
+        self.agent = self.agent.client_managed();
+        self
+    }
+
     /// Builds the agent.
     #[must_use]
     pub fn build(self) -> LlmAgent {

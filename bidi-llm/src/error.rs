@@ -32,7 +32,7 @@ pub enum Error {
         pending: Vec<String>,
     },
     /// A tool result or a decision names a call that is not pending. Nothing changed.
-    #[error("`{id}` is not a pending tool call")]
+    #[error("tool call `{id}` was not found in session history among the pending calls")]
     NotPending {
         /// The id the result named.
         id: String,
@@ -46,6 +46,13 @@ pub enum Error {
         expected: String,
         /// The tool the result named.
         found: String,
+    },
+    /// An approval names other arguments than the call's: the caller approved a call the
+    /// model did not make. Nothing changed.
+    #[error("the approval of tool call `{id}` names modified inputs: they are not the call's")]
+    ModifiedArguments {
+        /// The call.
+        id: String,
     },
     /// Two results for one call. Nothing changed.
     #[error("two results for tool call `{id}`")]
@@ -119,6 +126,7 @@ impl Error {
             | Self::AwaitingApproval { .. }
             | Self::NotPending { .. }
             | Self::WrongTool { .. }
+            | Self::ModifiedArguments { .. }
             | Self::DuplicateResult { .. }
             | Self::DuplicateApproval { .. }
             | Self::MissingResults { .. }

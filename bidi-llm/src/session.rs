@@ -264,6 +264,11 @@ pub struct Approval {
     /// Why, if the caller says; the model reads a denial's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The arguments the caller saw and decided on, if it says: they must be the call's, or
+    /// the input is refused ([`Error::ModifiedArguments`]), so that a client cannot approve a
+    /// call it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
 }
 
 impl Approval {
@@ -273,7 +278,16 @@ impl Approval {
             tool_call_id: tool_call_id.into(),
             approved: true,
             reason: None,
+            arguments: None,
         }
+    }
+
+    /// The same decision, on a call with these `arguments`: the input is refused if they are
+    /// not the call's.
+    #[must_use]
+    pub fn with_arguments(mut self, arguments: Value) -> Self {
+        self.arguments = Some(arguments);
+        self
     }
 
     /// The call `tool_call_id` may not run, for `reason` (empty: no reason given).
@@ -283,6 +297,7 @@ impl Approval {
             tool_call_id: tool_call_id.into(),
             approved: false,
             reason: (!reason.is_empty()).then_some(reason),
+            arguments: None,
         }
     }
 
@@ -364,8 +379,15 @@ fn check(
     let mut decided = HashSet::new();
     for approval in approvals {
         let id = &approval.tool_call_id;
-        if !awaiting.iter().any(|call| &call.id == id) {
+        let Some(call) = awaiting.iter().find(|call| &call.id == id) else {
             return Err(Error::NotPending { id: id.clone() });
+        };
+        if approval
+            .arguments
+            .as_ref()
+            .is_some_and(|arguments| *arguments != call.arguments)
+        {
+            return Err(Error::ModifiedArguments { id: id.clone() });
         }
         if !decided.insert(id.as_str()) {
             return Err(Error::DuplicateApproval { id: id.clone() });

@@ -63,6 +63,28 @@ impl ScriptedModel {
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.requests.all()
     }
+
+    /// Queues one more answer, after those left: a test scripts each step as it comes.
+    ///
+    /// ```
+    /// use bidi_llm::testing::{Scripted, ScriptedModel};
+    /// use bidi_llm::{Model, ModelEvent, ModelRequest};
+    /// use futures_util::StreamExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let model = ScriptedModel::new([]);
+    /// model.push(Scripted::new().text_chunks(["hel", "lo"]));
+    /// let events: Vec<_> = model.stream(ModelRequest::new(vec![], vec![])).collect().await;
+    /// assert!(matches!(&events[1], ModelEvent::TextDelta(piece) if piece == "hel"));
+    /// # }
+    /// ```
+    pub fn push(&self, answer: Scripted) {
+        self.script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(answer);
+    }
 }
 
 impl Model for ScriptedModel {
@@ -127,6 +149,18 @@ impl Scripted {
         self.events.extend(
             text.split_inclusive(' ')
                 .map(|word| ModelEvent::TextDelta(word.to_owned())),
+        );
+        self.events.push(ModelEvent::TextEnd);
+        self
+    }
+
+    /// A text block streamed in exactly these pieces.
+    pub fn text_chunks<'a>(mut self, pieces: impl IntoIterator<Item = &'a str>) -> Self {
+        self.events.push(ModelEvent::TextStart);
+        self.events.extend(
+            pieces
+                .into_iter()
+                .map(|piece| ModelEvent::TextDelta(piece.to_owned())),
         );
         self.events.push(ModelEvent::TextEnd);
         self

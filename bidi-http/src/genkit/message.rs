@@ -1,8 +1,116 @@
 //! Genkit's message shapes (`MessageData`: a role and its parts) from and to bidi-llm's
 //! messages.
 
-use bidi_llm::{AssistantContent, AssistantMessage, Message, ToolCall, ToolResultMessage};
+use bidi_llm::{
+    Approval, AssistantContent, AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage,
+};
 use serde_json::{Value, json};
+
+/// A conversation as Genkit's messages: the results of one model message's calls make one
+/// `tool` message, as Genkit writes them.
+pub(crate) fn conversation(messages: &[Message], interrupted: &[ToolCall]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    let mut results_open = false;
+    for message in messages {
+        let value = to_genkit(message, interrupted);
+        let is_result = matches!(message, Message::ToolResult(_));
+        match out.last_mut() {
+            Some(last) if is_result && results_open => {
+                if let (Some(parts), Some(more)) = (
+                    last.get_mut("content").and_then(Value::as_array_mut),
+                    value.get("content").and_then(Value::as_array),
+                ) {
+                    parts.extend(more.iter().cloned());
+                }
+            }
+            _ => out.push(value),
+        }
+        results_open = is_result;
+    }
+    out
+}
+
+/// Genkit's messages (a client's state) as bidi-llm's: a `tool` message's responses become
+/// one result each.
+pub(crate) fn from_conversation(messages: &[Value]) -> Result<Vec<Message>, String> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (index, message) in messages.iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+        let parts = parts(message).map_err(|reason| format!("message {index}: {reason}"))?;
+        match role {
+            "user" => out.push(Message::User(UserMessage::new(
+                user_text(message).map_err(|reason| format!("message {index}: {reason}"))?,
+            ))),
+            "model" => {
+                let content = parts
+                    .iter()
+                    .enumerate()
+                    .map(|(at, part)| model_part(part).ok_or(at))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|at| {
+                        format!(
+                            "message {index}: part {at} is not text, reasoning or a toolRequest"
+                        )
+                    })?;
+                out.push(Message::Assistant(AssistantMessage {
+                    content,
+                    ..AssistantMessage::default()
+                }));
+            }
+            "tool" => out.extend(
+                tool_results(parts)
+                    .map_err(|reason| format!("message {index}: {reason}"))?
+                    .into_iter()
+                    .map(Message::ToolResult),
+            ),
+            other => {
+                return Err(format!(
+                    "message {index} has role `{other}`, not user, model or tool"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn parts(message: &Value) -> Result<&[Value], String> {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .ok_or_else(|| "a message needs `content`, a list of parts".to_owned())
+}
+
+/// A part of a model message, if it is one this wire knows.
+fn model_part(part: &Value) -> Option<AssistantContent> {
+    if let Some(text) = part.get("text").and_then(Value::as_str) {
+        return Some(AssistantContent::Text {
+            text: text.to_owned(),
+        });
+    }
+    if let Some(thinking) = part.get("reasoning").and_then(Value::as_str) {
+        return Some(AssistantContent::Thinking {
+            thinking: thinking.to_owned(),
+        });
+    }
+    let request = part.get("toolRequest")?;
+    Some(AssistantContent::ToolCall(ToolCall {
+        id: request.get("ref").and_then(Value::as_str)?.to_owned(),
+        name: request.get("name").and_then(Value::as_str)?.to_owned(),
+        arguments: request.get("input").cloned().unwrap_or_else(|| json!({})),
+    }))
+}
+
+/// A tool's output as Genkit's `toolResponse.output`: the JSON a client sent as it was (kept
+/// in the result's details, its text the model read), else the text.
+fn output(content: &str, details: Option<&Value>) -> Value {
+    match details {
+        Some(details) if serde_json::to_string(details).is_ok_and(|text| text == content) => {
+            details.clone()
+        }
+        _ => json!(content),
+    }
+}
 
 /// `message` as Genkit's `MessageData`: `user`, `model` or `tool`, and its parts (`text`,
 /// `reasoning`, `toolRequest`, `toolResponse`; a user's attachments are left out). A call in `interrupted` is marked as an
@@ -22,7 +130,7 @@ pub(crate) fn to_genkit(message: &Message, interrupted: &[ToolCall]) -> Value {
             "content": [{ "toolResponse": {
                 "name": result.tool_name,
                 "ref": result.tool_call_id,
-                "output": result.content,
+                "output": output(&result.content, result.details.as_ref()),
             } }],
         }),
         // A kind of message of a newer bidi-llm: no parts this wire knows.
@@ -59,6 +167,11 @@ pub(crate) fn tool_request(call: &ToolCall, interrupt: bool) -> Value {
         part["metadata"] = json!({ "interrupt": true });
     }
     part
+}
+
+/// A local tool's result as a `tool` chunk's `toolResponse` part.
+pub(crate) fn tool_response(name: &str, id: &str, content: &str, details: Option<&Value>) -> Value {
+    json!({ "toolResponse": { "name": name, "ref": id, "output": output(content, details) } })
 }
 
 /// The text of a user `MessageData`'s parts, or why it is not one this agent takes.
@@ -102,19 +215,40 @@ pub(crate) fn tool_results(respond: &[Value]) -> Result<Vec<ToolResultMessage>, 
                     .map(str::to_owned)
                     .ok_or_else(|| format!("respond part {index} has no `{name}`"))
             };
-            let output = match response.get("output") {
-                Some(Value::String(text)) => text.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
+            // JSON output reaches the model as its text, and stays whole for the client.
+            let (content, details) = match response.get("output") {
+                Some(Value::String(text)) => (text.clone(), None),
+                Some(other) => (other.to_string(), Some(other.clone())),
+                None => (String::new(), None),
             };
             Ok(ToolResultMessage {
                 tool_call_id: field("ref")?,
                 tool_name: field("name")?,
-                content: output,
-                details: None,
+                content,
+                details,
                 is_error: false,
                 attachments: Vec::new(),
             })
+        })
+        .collect()
+}
+
+/// The approvals of `restart`'s `toolRequest` parts: each call may run, with the input the
+/// client saw (the call must have it).
+pub(crate) fn restarts(restart: &[Value]) -> Result<Vec<Approval>, String> {
+    restart
+        .iter()
+        .enumerate()
+        .map(|(index, part)| {
+            let request = part
+                .get("toolRequest")
+                .ok_or_else(|| format!("restart part {index} is not a `toolRequest`"))?;
+            let id = request
+                .get("ref")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("restart part {index} has no `ref`"))?;
+            let input = request.get("input").cloned().unwrap_or_else(|| json!({}));
+            Ok(Approval::approve(id).with_arguments(input))
         })
         .collect()
 }

@@ -261,7 +261,7 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
         (user("hello?"), "awaits results"),
         (
             TurnInput::ToolResults(vec![result_for("forged", "confirm")]),
-            "not a pending tool call",
+            "not found in session history",
         ),
         (
             TurnInput::ToolResults(vec![

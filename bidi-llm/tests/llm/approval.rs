@@ -136,7 +136,16 @@ async fn calls_wait_for_a_decision_across_connections_then_run_or_are_denied() {
                     .approval(Approval::approve("d1"))
                     .approval(Approval::approve("c1")),
             ),
-            "not a pending",
+            "not found in session history",
+        ),
+        (
+            TurnInput::Resume(
+                Resume::new()
+                    .result(result_for("c1", "confirm"))
+                    .approval(Approval::approve("d1").with_arguments(json!({"path": "/etc"})))
+                    .approval(Approval::approve("d2")),
+            ),
+            "modified inputs",
         ),
     ] {
         let (_, refused) = run(&mut conn, input).await;
