@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::Connection;
 use bidi_flow::text::cap;
@@ -20,6 +20,7 @@ use bidi_llm::{
 use bidi_session::{Scoped, Session, SessionStore};
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::codec::{self, Code, Failure};
@@ -46,6 +47,10 @@ struct ExecuteRequest {
     /// How the new session's model calls sample their answers.
     #[serde(default)]
     options: Option<ModelOptions>,
+    /// Answer at once (202, the session and the running snapshot) and let the execution run
+    /// to its end without a client.
+    #[serde(default)]
+    detach: bool,
 }
 
 type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
@@ -118,16 +123,37 @@ pub(crate) async fn execute(
         }
     };
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(
-        &shared,
-        agent,
-        init,
-        request.input,
-        identity,
-        Records::default(),
-    )
-    .await;
-    let (Started { session_id, .. }, body) = match started {
+    let started = if request.detach {
+        let started = spawn(
+            &shared,
+            agent,
+            init,
+            request.input,
+            identity,
+            Records::default(),
+            Detached,
+        )
+        .await;
+        started.map(|started| (started, None))
+    } else {
+        let started = start(
+            &shared,
+            agent,
+            init,
+            request.input,
+            identity,
+            Records::default(),
+        )
+        .await;
+        started.map(|(started, body)| (started, Some(body)))
+    };
+    let (
+        Started {
+            session_id,
+            snapshot_id,
+        },
+        body,
+    ) = match started {
         Ok(started) => started,
         Err(failure) => match resumed {
             Some(id) if failure.code == Code::NotFound => {
@@ -144,7 +170,13 @@ pub(crate) async fn execute(
             _ => return Err(failure),
         },
     };
-    let mut response = crate::sse::response(body);
+    let mut response = match body {
+        Some(body) => crate::sse::response(body),
+        None => {
+            let started = json!({ "sessionId": session_id, "snapshotId": snapshot_id });
+            (StatusCode::ACCEPTED, Json(started)).into_response()
+        }
+    };
     if let Ok(value) = HeaderValue::from_str(&session_id) {
         response.headers_mut().insert(SESSION_ID, value);
     }

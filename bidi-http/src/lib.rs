@@ -180,7 +180,10 @@
 //! (in this process or another) answers **409** `session_running` at once instead of waiting: an
 //! HTTP request that waits on another execution of unknown length would hold a connection and a
 //! client that can retry knows better when. Results that do not answer the pending calls are 400
-//! `invalid_input`.
+//! `invalid_input`. With `"detach": true` the answer is **202** at once,
+//! `{"sessionId", "snapshotId"}` (the running turn's snapshot, `pending` until it ends), and
+//! the execution runs to its end without a client; read the session, or abort the snapshot
+//! through the store, from any process sharing it.
 //!
 //! ## The Vercel AI SDK's UI message stream
 //!

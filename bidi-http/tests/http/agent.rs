@@ -346,3 +346,45 @@ async fn a_call_that_needs_approval_waits_for_the_decision_in_the_next_input() {
     assert_eq!(ended["output"], "wiped \"db\"");
     assert_eq!(events.last().unwrap().1["status"], "completed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_execution_answers_at_once_and_runs_to_its_end() {
+    let (model, answer) = ChannelModel::new();
+    let agent = LlmAgent::builder("travel", model).build();
+    let addr = start(Server::new(registry(&Probe::default())).agent(&agent)).await;
+    let detached = execute(
+        addr,
+        json!({"sessionId": "bg", "input": {"content": "think"}, "context": {}, "detach": true}),
+    )
+    .await;
+    assert_eq!(detached.status().as_u16(), 202);
+    assert_eq!(detached.headers()["x-session-id"], "bg");
+    let started: Value = detached.json().await.unwrap();
+    assert_eq!(started["sessionId"], "bg");
+    let snapshot_id = started["snapshotId"].as_str().unwrap().to_owned();
+    let pending = agent.agent().store().entry(&snapshot_id).await.unwrap();
+    assert_eq!(pending.unwrap().status, bidi_session::Status::Pending);
+
+    // Nobody reads it, and it still finishes.
+    for event in [
+        ModelEvent::TextStart,
+        ModelEvent::TextDelta("done".into()),
+        ModelEvent::TextEnd,
+        ModelEvent::Done {
+            stop_reason: StopReason::Stop,
+            usage: Usage::default(),
+        },
+    ] {
+        answer.send(event).unwrap();
+    }
+    for _ in 0..400 {
+        let entry = agent.agent().store().entry(&snapshot_id).await.unwrap();
+        if entry.unwrap().status == bidi_session::Status::Completed {
+            let session = get_session(addr, "bg").await;
+            assert_eq!(session["messages"][1]["content"][0]["text"], "done");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the detached execution did not complete");
+}
