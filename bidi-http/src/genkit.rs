@@ -10,12 +10,14 @@
 //!   its client). The init of an agent that keeps its sessions is `snapshotId` (resume at that
 //!   snapshot: a branch if it is not the latest) and/or `sessionId` (the session's latest
 //!   snapshot, or a new session of that id), and a client's `state` is refused; that of a
-//!   client-managed agent is the client's `state` (`{sessionId, messages}`), and ids are
-//!   refused. Chunks are `modelChunk` (text, reasoning, tool requests as the model writes
-//!   them; a `tool` chunk with each local tool's response) and one
+//!   client-managed agent is the client's `state` (`{sessionId, messages, custom,
+//!   artifacts}`), and ids are refused. Chunks are `modelChunk` (text, reasoning, tool
+//!   requests as the model writes them; a `tool` chunk with each local tool's response),
+//!   `artifact` and `customPatch` (a custom agent's changes: the first patch of a turn
+//!   replaces the whole custom state, the next ones are RFC 6902 diffs) and one
 //!   `turnEnd {snapshotId, finishReason}`; the output is `{sessionId, snapshotId, message,
-//!   finishReason, error}`, with `state` for a client-managed agent. A resume the agent
-//!   refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
+//!   finishReason, error, artifacts}`, with `state` for a client-managed agent. A resume the
+//!   agent refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
 //! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
 //!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
 //!   finishReason, error, state: {sessionId, messages}}`), or `null`.
@@ -39,7 +41,7 @@ use bidi_flow::text::cap;
 use bidi_llm::{
     AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput, UserMessage,
 };
-use bidi_session::{self as snapshot, SessionStore, Snapshot};
+use bidi_session::{self as snapshot, Change, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -256,23 +258,18 @@ fn client_init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure>
     };
     let state: ClientState = serde_json::from_value(state)
         .map_err(|error| invalid(format!("invalid state: {error}"), "/init/state"))?;
-    let empty = |value: &Value| value.is_null() || value.as_object().is_some_and(|o| o.is_empty());
-    if state.custom.as_ref().is_some_and(|custom| !empty(custom)) {
-        return Err(invalid(
-            format!("agent `{}` keeps no custom state", cap(name)),
-            "/init/state/custom",
-        ));
-    }
-    if !state.artifacts.is_empty() {
-        return Err(invalid(
-            format!("agent `{}` keeps no artifacts", cap(name)),
+    let artifacts = serde_json::from_value(Value::Array(state.artifacts)).map_err(|error| {
+        invalid(
+            format!("invalid artifacts: {error}"),
             "/init/state/artifacts",
-        ));
-    }
+        )
+    })?;
     let messages = message::from_conversation(&state.messages)
         .map_err(|reason| invalid(reason, "/init/state/messages"))?;
     let session = LlmSession {
         messages: messages.into(),
+        custom: state.custom.unwrap_or_default(),
+        artifacts,
         ..LlmSession::default()
     };
     let opened = AgentInit::new().init(session);
@@ -347,6 +344,10 @@ struct Genkit {
     error: Option<String>,
     /// The session's state, for a client that keeps it.
     state: Option<Value>,
+    /// The session's artifacts when the connection ended.
+    artifacts: Vec<bidi_agent::Artifact>,
+    /// The custom state the last `customPatch` left the client with.
+    custom: Option<Value>,
 }
 
 impl Genkit {
@@ -362,6 +363,8 @@ impl Genkit {
             status: None,
             error: None,
             state: None,
+            artifacts: Vec::new(),
+            custom: None,
         }
     }
 
@@ -396,6 +399,9 @@ impl Genkit {
         if let Some(state) = &self.state {
             output["state"] = state.clone();
         }
+        if !self.artifacts.is_empty() {
+            output["artifacts"] = json!(self.artifacts);
+        }
         if let Some(answer) = &self.answer {
             output["message"] = message::to_genkit(answer, &self.pending);
         }
@@ -424,6 +430,18 @@ impl Encoder for Genkit {
                 tool_name,
                 ..
             } => self.running.push((tool_call_id.clone(), tool_name.clone())),
+            AgentEvent::ArtifactUpdate { artifact } => {
+                self.chunk(&json!({ "artifact": artifact }), buf);
+            }
+            AgentEvent::CustomUpdate { custom } => {
+                // The first patch of a turn gives the whole state; the next ones what changed.
+                let patch = match &self.custom {
+                    Some(before) => json!(Change::diff(before, custom)),
+                    None => json!([{ "op": "replace", "path": "", "value": custom }]),
+                };
+                self.chunk(&json!({ "customPatch": patch }), buf);
+                self.custom = Some(custom.clone());
+            }
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,
                 output,
@@ -483,12 +501,9 @@ impl Encoder for Genkit {
     }
 
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
+        self.artifacts.clone_from(&output.state.artifacts);
         if self.client {
-            let state = &output.state;
-            self.state = Some(json!({
-                "sessionId": output.session_id,
-                "messages": message::conversation(&state.messages, &state.pending_tool_calls),
-            }));
+            self.state = Some(state(&output.session_id, &output.state));
         }
     }
 
@@ -552,14 +567,28 @@ fn view(snapshot: &Snapshot) -> Value {
         return view;
     }
     if let Ok(state) = serde_json::from_value::<LlmSession>(snapshot.state.clone()) {
-        let messages = message::conversation(&state.messages, &state.pending_tool_calls);
-        view["state"] = json!({ "sessionId": entry.session_id, "messages": messages });
+        view["state"] = self::state(&entry.session_id, &state);
         view["finishReason"] = json!(match (entry.status, state.status) {
             (snapshot::Status::Aborted, _) => "aborted",
             (snapshot::Status::Failed, _) | (_, Status::Error) => "failed",
             (_, Status::AwaitingToolExecution) => "interrupted",
             _ => "stop",
         });
+    }
+    view
+}
+
+/// A session's state as Genkit's `SessionState`: `{sessionId, messages, custom, artifacts}`.
+fn state(session_id: &str, state: &LlmSession) -> Value {
+    let mut view = json!({
+        "sessionId": session_id,
+        "messages": message::conversation(&state.messages, &state.pending_tool_calls),
+    });
+    if !state.custom.is_null() {
+        view["custom"] = state.custom.clone();
+    }
+    if !state.artifacts.is_empty() {
+        view["artifacts"] = json!(state.artifacts);
     }
     view
 }

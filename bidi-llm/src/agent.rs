@@ -7,10 +7,11 @@ use bidi_agent::{Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, Respo
 use bidi_core::{ActionContext, BoxError, ConnectOptions, Connection, Inbound};
 use bidi_session::{Session, SessionStore};
 
+use crate::custom::{CustomFn, CustomTurn};
 use crate::error::Error;
 use crate::event::AgentEvent;
 use crate::message::{ToolResultMessage, UserMessage};
-use crate::model::Model;
+use crate::model::{Model, ModelEvent, ModelRequest};
 use crate::policy::Policy;
 use crate::session::{self, Approval, Context, LlmSession, Resume, Status, TurnInput};
 use crate::tool::Tool;
@@ -57,6 +58,7 @@ impl std::fmt::Debug for LlmAgent {
 pub struct LlmAgentBuilder {
     agent: AgentBuilder,
     model: Arc<dyn Model>,
+    custom: Option<CustomFn>,
     tools: Vec<Tool>,
     max_turns: u32,
     lease: Duration,
@@ -83,10 +85,56 @@ impl LlmAgent {
         LlmAgentBuilder {
             agent: Agent::builder(name).description("An LLM agent loop with tools"),
             model: Arc::new(model),
+            custom: None,
             tools: Vec::new(),
             max_turns: 10,
             lease: Duration::from_secs(30),
         }
+    }
+
+    /// An agent whose executions answer with `f` instead of a model: Genkit's *custom agent*.
+    /// `f` runs once per execution with a [`CustomTurn`]: the conversation (the user's message
+    /// last), the session's custom state and artifacts to read and change, and the answer to
+    /// stream; the text it returns ends the answer. Everything else is an agent's: the
+    /// execution's snapshot and lease, its events (`custom_update` and `artifact_update` for
+    /// what it changes), cancellation and abort (the function's future is dropped), and every
+    /// wire that serves an agent. An error from `f` fails the execution with its message.
+    ///
+    /// ```
+    /// use bidi_agent::{AgentInit, Artifact};
+    /// use bidi_llm::{CustomTurn, LlmAgent, TurnInput, UserMessage, execute};
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let counter = LlmAgent::custom("counter", |mut turn: CustomTurn| async move {
+    ///     let count = turn.custom()["count"].as_u64().unwrap_or(0) + 1;
+    ///     turn.set_custom(json!({ "count": count }));
+    ///     turn.artifact(Artifact::new("tally", [json!({ "text": count.to_string() })]));
+    ///     Ok(format!("{count} so far"))
+    /// })
+    /// .build();
+    /// let mut conn = counter.connect(AgentInit::new());
+    /// for _ in 0..2 {
+    ///     execute(&mut conn, TurnInput::User(UserMessage::new("again"))).await?.result().await?;
+    /// }
+    /// conn.close();
+    /// let state = conn.output().await?.state;
+    /// assert_eq!(state.custom, json!({ "count": 2 }));
+    /// assert_eq!(state.artifacts[0].parts, [json!({ "text": "2" })]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn custom<F, Fut>(name: impl Into<String>, f: F) -> LlmAgentBuilder
+    where
+        F: Fn(CustomTurn) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
+    {
+        let f: CustomFn = Arc::new(move |turn| Box::pin(f(turn)));
+        let mut builder = Self::builder(name, Custom);
+        builder.custom = Some(f);
+        builder.agent = builder.agent.description("A custom agent");
+        builder
     }
 
     /// The agent underneath (register it, inspect sessions, its store).
@@ -266,6 +314,7 @@ impl LlmAgentBuilder {
     pub fn build(self) -> LlmAgent {
         let config = Arc::new(Config {
             model: self.model,
+            custom: self.custom,
             specs: self.tools.iter().map(Tool::spec).collect(),
             tools: self.tools,
             max_turns: self.max_turns,
@@ -326,4 +375,21 @@ async fn refuse(out: &Responder<AgentEvent>, error: &Error) -> Result<(), BoxErr
     .await?;
     out.end_turn().await?;
     Ok(())
+}
+
+/// The model of a custom agent, which its executions never call: its function answers.
+struct Custom;
+
+impl Model for Custom {
+    fn name(&self) -> &str {
+        "custom"
+    }
+
+    fn stream(
+        &self,
+        _request: ModelRequest,
+    ) -> futures_util::stream::BoxStream<'static, ModelEvent> {
+        let error = crate::error::ModelError::other("a custom agent calls no model");
+        Box::pin(futures_util::stream::iter([ModelEvent::Error(error)]))
+    }
 }

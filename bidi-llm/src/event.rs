@@ -117,6 +117,16 @@ pub enum AgentEvent {
         /// The call.
         tool_call: ToolCall,
     },
+    /// A custom agent changed the session's custom state: the whole state after the change.
+    CustomUpdate {
+        /// The custom state.
+        custom: Value,
+    },
+    /// A custom agent added an artifact, or replaced the one of its name.
+    ArtifactUpdate {
+        /// The artifact.
+        artifact: bidi_agent::Artifact,
+    },
     /// A local tool starts.
     ToolExecutionStart {
         /// The call.
@@ -206,6 +216,8 @@ impl AgentEvent {
             Self::ToolcallStart { .. } => "toolcall_start",
             Self::ToolcallDelta { .. } => "toolcall_delta",
             Self::ToolcallEnd { .. } => "toolcall_end",
+            Self::CustomUpdate { .. } => "custom_update",
+            Self::ArtifactUpdate { .. } => "artifact_update",
             Self::ToolExecutionStart { .. } => "tool_execution_start",
             Self::ToolExecutionDelta { .. } => "tool_execution_delta",
             Self::ToolExecutionData { .. } => "tool_execution_data",

@@ -90,6 +90,7 @@
 
 mod agent;
 mod conversation;
+mod custom;
 mod error;
 mod event;
 mod execute;
@@ -106,6 +107,7 @@ mod turn;
 pub use agent::{LlmAgent, LlmAgentBuilder};
 pub use bidi_session::Lease;
 pub use conversation::Conversation;
+pub use custom::CustomTurn;
 pub use error::{Error, ErrorCode, ExecuteError, ModelError};
 pub use event::AgentEvent;
 pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};

@@ -74,6 +74,14 @@ pub struct LlmSession {
     /// What the session's model calls cost in all, in the provider's currency.
     #[serde(default)]
     pub total_cost: f64,
+    /// State of the application's own, JSON (`null` until set): what a
+    /// [custom agent](crate::LlmAgent::custom) keeps between executions.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub custom: Value,
+    /// Named collections of parts the agent produced (files, documents), each kept once by
+    /// name: a [custom agent](crate::LlmAgent::custom) adds and replaces them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<bidi_agent::Artifact>,
 }
 
 /// What a client starts a new session with: a system prompt, the conversation so far, and tools

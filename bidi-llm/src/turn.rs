@@ -15,13 +15,15 @@ use bidi_session::{self as snapshot, Renewal, Session};
 use futures_core::Stream;
 use futures_util::stream::{BoxStream, SelectAll, StreamExt as _};
 use serde_json::json;
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 
-use crate::error::Error;
+use crate::custom::{CustomFn, CustomTurn, Edit};
+use crate::error::{Error, ModelError};
 use crate::event::AgentEvent;
 use crate::message::{
-    AbortedMessage, Attachment, ErrorMessage, Message, Role, StopReason, ToolCall,
-    ToolResultMessage,
+    AbortedMessage, AssistantContent, AssistantMessage, Attachment, ErrorMessage, Message, Role,
+    StopReason, ToolCall, ToolResultMessage,
 };
 use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
 use crate::policy::Policy;
@@ -31,6 +33,8 @@ use crate::tool::{Tool, ToolEvent};
 /// What every execution of an agent shares.
 pub(crate) struct Config {
     pub(crate) model: Arc<dyn Model>,
+    /// A custom agent's function, which answers instead of the model.
+    pub(crate) custom: Option<CustomFn>,
     pub(crate) tools: Vec<Tool>,
     /// The tools as the model sees them.
     pub(crate) specs: Vec<ToolSpec>,
@@ -218,7 +222,10 @@ impl<'a> Turn<'a> {
             if let Some(user) = then {
                 self.add(&mut state, Message::User(user));
             }
-            self.execute(&mut state).await.is_err()
+            match self.config.custom.clone() {
+                Some(custom) => self.custom(&mut state, &custom).await.is_err(),
+                None => self.execute(&mut state).await.is_err(),
+            }
         };
         // The consumer sees the answer before the store is written.
         if !interrupted {
@@ -383,6 +390,109 @@ impl<'a> Turn<'a> {
         let max_turns = self.config.max_turns;
         self.fail(&Error::MaxTurns { max_turns }, None);
         Ok(())
+    }
+
+    /// A custom agent's answer: its function, with its edits applied and streamed as they
+    /// come. Sets the status the execution ends with.
+    async fn custom(
+        &mut self,
+        state: &mut LlmSession,
+        custom: &CustomFn,
+    ) -> Result<(), Interrupted> {
+        self.emit(AgentEvent::MessageStart {
+            role: Role::Assistant,
+        });
+        let (edits, mut made) = mpsc::unbounded_channel();
+        let mut work = custom(CustomTurn::new(state, edits));
+        let mut text: Option<String> = None;
+        let outcome = loop {
+            // Edits first: they come before what the function returns.
+            let next = poll_fn(|cx| {
+                if let Poll::Ready(Some(edit)) = made.poll_recv(cx) {
+                    return Poll::Ready(Err(edit));
+                }
+                work.as_mut().poll(cx).map(Ok)
+            });
+            let step = match self.flush().await {
+                Ok(()) => self.watch.wait(next, For::Work).await,
+                Err(Interrupted) => Err(Interrupted),
+            };
+            match step {
+                Ok(Err(edit)) => self.apply(state, edit, &mut text),
+                Ok(Ok(outcome)) => break Ok(outcome),
+                Err(Interrupted) => break Err(Interrupted),
+            }
+        };
+        drop(work);
+        // What it did before it returned.
+        while let Ok(edit) = made.try_recv() {
+            self.apply(state, edit, &mut text);
+        }
+        let outcome = match outcome {
+            Ok(Ok(last)) if !last.is_empty() => {
+                self.apply(state, Edit::Text(last), &mut text);
+                Ok(Ok(()))
+            }
+            other => other.map(|outcome| outcome.map(drop)),
+        };
+        if let Some(text) = &text {
+            self.emit(AgentEvent::TextEnd { text: text.clone() });
+        }
+        let content = text
+            .map(|text| vec![AssistantContent::Text { text }])
+            .unwrap_or_default();
+        let mut partial = AssistantMessage {
+            content,
+            ..AssistantMessage::default()
+        };
+        state.status = Status::Completed;
+        match outcome {
+            Ok(Ok(())) => {
+                self.end(state, Message::Assistant(partial));
+                Ok(())
+            }
+            Ok(Err(error)) => {
+                state.status = Status::Error;
+                partial.stop_reason = StopReason::Error;
+                let error = Error::Model(ModelError::other(error));
+                let message = Message::Error(ErrorMessage {
+                    error: error.to_string(),
+                    partial: Some(partial),
+                });
+                self.fail(&error, Some(message.clone()));
+                self.end(state, message);
+                Ok(())
+            }
+            Err(Interrupted) => {
+                partial.stop_reason = StopReason::Aborted;
+                self.end(state, Message::Aborted(AbortedMessage { partial }));
+                Err(Interrupted)
+            }
+        }
+    }
+
+    /// Applies one edit of a custom agent's to `state`, and streams it.
+    fn apply(&mut self, state: &mut LlmSession, edit: Edit, text: &mut Option<String>) {
+        match edit {
+            Edit::Text(piece) => {
+                if text.is_none() {
+                    self.emit(AgentEvent::TextStart);
+                }
+                text.get_or_insert_with(String::new).push_str(&piece);
+                self.emit(AgentEvent::TextDelta { delta: piece });
+            }
+            Edit::Custom(custom) => {
+                state.custom.clone_from(&custom);
+                self.emit(AgentEvent::CustomUpdate { custom });
+            }
+            Edit::Artifact(artifact) => {
+                match state.artifacts.iter_mut().find(|a| a.name == artifact.name) {
+                    Some(existing) => existing.clone_from(&artifact),
+                    None => state.artifacts.push(artifact.clone()),
+                }
+                self.emit(AgentEvent::ArtifactUpdate { artifact });
+            }
+        }
     }
 
     /// The agent's tool named `name`, else the policy's.

@@ -4,10 +4,10 @@
 //! `getSnapshot` and `abort`) on a server bound to 127.0.0.1.
 //!
 //! The harness agents are built from bidi's own pieces: `LlmAgent`s on a programmable model (a
-//! `ScriptedModel` each step scripts) with the spec's tools, and for the spec's blocking and
-//! failing custom agents, `LlmAgent`s whose model never answers or always fails.
-//! `promptAgent` and `promptAgentWithTools` are client-managed (`client_managed()`), the
-//! others keep their sessions in the agent's store.
+//! `ScriptedModel` each step scripts) with the spec's tools; the spec's custom agents are
+//! `LlmAgent::custom` functions, but for the blocking and failing ones, `LlmAgent`s whose model
+//! never answers or always fails. The spec's client-managed agents are built
+//! `client_managed()`; the others keep their sessions in the agent's store.
 //!
 //! Assertions follow the spec's semantics (`contains`: objects by their listed fields, lists as
 //! ordered subsequences), with one difference, written on ARCHITECTURE.md: a bidi model always
@@ -19,12 +19,14 @@
 
 use std::time::Duration;
 
-use bidi_agent::AgentInit;
+use bidi_agent::{AgentInit, Artifact};
+use bidi_core::BoxError;
 use bidi_flow::Registry;
 use bidi_http::Server;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
-    LlmAgent, Model, ModelError, ModelEvent, ModelRequest, Tool, ToolEvent, TurnInput, UserMessage,
+    CustomTurn, LlmAgent, Model, ModelError, ModelEvent, ModelRequest, Tool, ToolEvent, TurnInput,
+    UserMessage,
 };
 use futures_util::stream::{self, BoxStream};
 use schemars::JsonSchema;
@@ -60,6 +62,13 @@ impl Model for Failing {
         let error = ModelError::other("intentional failure");
         Box::pin(stream::iter([ModelEvent::Error(error)]))
     }
+}
+
+/// The counter agents: `custom.counter` goes up by one, from 0.
+async fn count(mut turn: CustomTurn) -> Result<String, BoxError> {
+    let counter = turn.custom()["counter"].as_u64().unwrap_or(0);
+    turn.set_custom(json!({"counter": counter + 1}));
+    Ok("done".to_owned())
 }
 
 /// One `send` step's result: the chunks streamed, then the output.
@@ -128,6 +137,42 @@ impl Spec {
                 .lease(Duration::from_secs(1))
                 .build(),
             LlmAgent::builder("customAgentFailing", Failing).build(),
+            LlmAgent::custom(
+                "customAgentWithArtifacts",
+                |mut turn: CustomTurn| async move {
+                    turn.artifact(Artifact::new("doc1", [json!({"text": "v1"})]));
+                    turn.artifact(Artifact::new("doc1", [json!({"text": "v2"})]));
+                    turn.artifact(Artifact::new("doc2", [json!({"text": "other"})]));
+                    Ok("done".to_owned())
+                },
+            )
+            .client_managed()
+            .build(),
+            LlmAgent::custom("customAgentWithCustomState", count)
+                .client_managed()
+                .build(),
+            LlmAgent::custom(
+                "customAgentWithMultiCustomState",
+                |mut turn: CustomTurn| async move {
+                    turn.set_custom(json!({"counter": 1, "status": "working"}));
+                    turn.update_custom(|custom| custom["counter"] = json!(2));
+                    turn.update_custom(|custom| custom["status"] = json!("done"));
+                    Ok("done".to_owned())
+                },
+            )
+            .client_managed()
+            .build(),
+            LlmAgent::custom(
+                "customAgentWithArtifactsStore",
+                |mut turn: CustomTurn| async move {
+                    let n = turn.artifacts().len() + 1;
+                    let parts = [json!({"text": format!("content{n}")})];
+                    turn.artifact(Artifact::new(format!("doc{n}"), parts));
+                    Ok("done".to_owned())
+                },
+            )
+            .build(),
+            LlmAgent::custom("customAgentWithCustomStateStore", count).build(),
         ];
         let server = agents
             .iter()
@@ -1051,4 +1096,167 @@ async fn snapshot_id_with_mismatched_session_id_rejected() {
         .await;
     assert_eq!(status, "INVALID_ARGUMENT");
     assert!(message.contains("does not belong to session"), "{message}");
+}
+
+#[tokio::test]
+async fn artifacts_streamed_and_deduplicated() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithArtifacts", json!({}), user("go"))
+        .await;
+    let artifact =
+        |name: &str, text: &str| json!({"artifact": {"name": name, "parts": [{"text": text}]}});
+    assert_chunks(
+        &sent.chunks,
+        &[
+            artifact("doc1", "v1"),
+            artifact("doc1", "v2"),
+            artifact("doc2", "other"),
+            json!({"turnEnd": {}}),
+        ],
+    );
+    assert_contains(&sent.output["message"], &text("model", "done"));
+    let artifacts = &sent.output["artifacts"];
+    assert_eq!(
+        *artifacts,
+        json!([
+            {"name": "doc1", "parts": [{"text": "v2"}]},
+            {"name": "doc2", "parts": [{"text": "other"}]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn custom_state_updated_during_execution() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithCustomState", json!({}), user("go"))
+        .await;
+    assert_contains(&sent.output["message"], &text("model", "done"));
+    assert_contains(&sent.output["state"], &json!({"custom": {"counter": 1}}));
+}
+
+#[tokio::test]
+async fn custom_state_persisted_across_invocations() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithCustomState", json!({}), user("first"))
+        .await;
+    assert_contains(&sent.output["state"], &json!({"custom": {"counter": 1}}));
+    let state1 = sent.output["state"].clone();
+    let sent = spec
+        .send(
+            "customAgentWithCustomState",
+            json!({"state": state1}),
+            user("second"),
+        )
+        .await;
+    assert_contains(
+        &sent.output["state"],
+        &json!({
+            "custom": {"counter": 2},
+            "messages": [text("user", "first"), text("user", "second")],
+        }),
+    );
+}
+
+#[tokio::test]
+async fn custom_state_streamed_as_custom_patch_chunk() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithCustomState", json!({}), user("go"))
+        .await;
+    assert_chunks(
+        &sent.chunks,
+        &[
+            json!({"customPatch": [{"op": "replace", "path": "", "value": {"counter": 1}}]}),
+            json!({"turnEnd": {}}),
+        ],
+    );
+    assert_contains(&sent.output["message"], &text("model", "done"));
+    assert_contains(&sent.output["state"], &json!({"custom": {"counter": 1}}));
+}
+
+#[tokio::test]
+async fn custom_patch_first_chunk_is_whole_document_replace_then_incremental() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithMultiCustomState", json!({}), user("go"))
+        .await;
+    let patch = |path: &str, value: Value| json!({"customPatch": [{"op": "replace", "path": path, "value": value}]});
+    assert_chunks(
+        &sent.chunks,
+        &[
+            patch("", json!({"counter": 1, "status": "working"})),
+            patch("/counter", json!(2)),
+            patch("/status", json!("done")),
+            json!({"turnEnd": {}}),
+        ],
+    );
+    // Each incremental patch is that one operation.
+    let patches: Vec<_> = sent
+        .chunks
+        .iter()
+        .filter_map(|chunk| chunk.get("customPatch"))
+        .collect();
+    assert_eq!(
+        patches[1],
+        &json!([{"op": "replace", "path": "/counter", "value": 2}])
+    );
+    assert_contains(&sent.output["message"], &text("model", "done"));
+    assert_contains(
+        &sent.output["state"],
+        &json!({"custom": {"counter": 2, "status": "done"}}),
+    );
+}
+
+#[tokio::test]
+async fn detached_run_emits_no_custom_patch_chunks() {
+    let spec = Spec::start().await;
+    let sent = spec
+        .send("customAgentWithCustomStateStore", json!({}), detached("go"))
+        .await;
+    assert_eq!(sent.chunks, Vec::<Value>::new());
+    let snap1 = id(&sent.output, "snapshotId");
+    let snapshot = spec
+        .settled("customAgentWithCustomStateStore", &snap1)
+        .await;
+    assert_eq!(snapshot["status"], "completed");
+    assert_contains(&snapshot["state"], &json!({"custom": {"counter": 1}}));
+}
+
+#[tokio::test]
+async fn artifacts_persisted_across_invocations() {
+    let spec = Spec::start().await;
+    let agent = "customAgentWithArtifactsStore";
+    let doc =
+        |n: u32| json!({"name": format!("doc{n}"), "parts": [{"text": format!("content{n}")}]});
+    let sent = spec.send(agent, json!({}), user("first")).await;
+    let snap1 = id(&sent.output, "snapshotId");
+    assert_contains(&sent.output["artifacts"], &json!([doc(1)]));
+    let sent = spec
+        .send(agent, json!({"snapshotId": snap1}), user("second"))
+        .await;
+    assert_contains(&sent.output["artifacts"], &json!([doc(1), doc(2)]));
+}
+
+#[tokio::test]
+async fn custom_state_persisted_via_server_managed_store() {
+    let spec = Spec::start().await;
+    let agent = "customAgentWithCustomStateStore";
+    let sent = spec.send(agent, json!({}), user("first")).await;
+    let snap1 = id(&sent.output, "snapshotId");
+    let sent = spec
+        .send(agent, json!({"snapshotId": snap1}), user("second"))
+        .await;
+    let snap2 = id(&sent.output, "snapshotId");
+    let snapshot = spec.snapshot(agent, json!({"snapshotId": snap2})).await;
+    assert_eq!(snapshot["status"], "completed");
+    assert_contains(
+        &snapshot["state"],
+        &json!({
+            "custom": {"counter": 2},
+            "messages": [text("user", "first"), text("user", "second")],
+        }),
+    );
 }

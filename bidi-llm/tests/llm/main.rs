@@ -7,6 +7,7 @@ mod agent_loop;
 mod approval;
 mod cancel;
 mod context;
+mod custom;
 mod media;
 #[cfg(feature = "openai")]
 mod openai;

@@ -1,5 +1,6 @@
 //! The wire shapes of messages, events and sessions, the assembler, the test models and tools.
 
+use bidi_agent::Artifact;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
@@ -495,6 +496,8 @@ fn sessions_serialize_with_the_seed_fields() {
         pending_tool_calls: vec![call()],
         model: Some("gpt-test".into()),
         total_cost: 0.5,
+        custom: json!({"counter": 1}),
+        artifacts: vec![Artifact::new("doc", [json!({"text": "v1"})])],
     };
     let json = serde_json::to_value(&session).unwrap();
     assert_eq!(
@@ -508,6 +511,8 @@ fn sessions_serialize_with_the_seed_fields() {
             "pendingToolCalls": [{"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}],
             "model": "gpt-test",
             "totalCost": 0.5,
+            "custom": {"counter": 1},
+            "artifacts": [{"name": "doc", "parts": [{"text": "v1"}]}],
         })
     );
     assert_eq!(
