@@ -3,7 +3,9 @@
 //
 // The server serves /agent/echo/genkit: an agent whose model answers "echo: <text>", for the
 // text "wait" answers nothing until it is aborted, and for "fail" fails. Its sessions live in the server's store
-// ("server-managed" state, in Genkit's terms).
+// ("server-managed" state, in Genkit's terms). It also serves /agent/tally/genkit: a custom
+// agent (`LlmAgent::custom`) whose client keeps its state ("client-managed"): each turn adds
+// one to `custom.count`, replaces the artifact `tally`, and answers "count: <n>".
 //
 // Each check names the cases of Genkit's agent conformance spec (tests/specs/agent.yaml in the
 // genkit repository) it covers, in brackets.
@@ -126,6 +128,29 @@ await run(async (base) => {
     assertJson((await agent.getSnapshot(first.snapshotId)).status, 'completed', 'unchanged');
     assertJson(await agent.abort('no-such-snapshot'), undefined, 'unknown');
     assertJson(await agent.getSnapshot('no-such-snapshot'), null, 'no snapshot');
+  });
+
+  await check('[spec: client-managed state across invocations; custom state streamed as customPatch chunk; artifacts streamed and deduplicated] a client-managed custom agent: the client carries the state, and its custom state and artifacts reach it', async () => {
+    const tally = remoteAgent({ url: `${base}/agent/tally/genkit` });
+    const chat = tally.chat();
+    const first = await chat.send('one');
+    assertJson(first.text, 'count: 1', 'text');
+    assertJson(first.snapshotId, undefined, 'no snapshot: the client keeps the state');
+    assertJson(first.state, { count: 1 }, 'custom state');
+    const { stream, response } = chat.sendStream('two');
+    response.catch(() => {}); // Awaited below; a failed stream rejects it too.
+    const customs = [];
+    const artifacts = [];
+    for await (const chunk of stream) {
+      if (chunk.custom !== undefined) customs.push(chunk.custom);
+      if (chunk.raw?.artifact) artifacts.push(chunk.raw.artifact);
+    }
+    const second = await response;
+    assertJson(customs, [{ count: 2 }], 'the customPatch chunk, applied');
+    assertJson(artifacts, [{ name: 'tally', parts: [{ text: '2' }] }], 'the artifact chunk');
+    assertJson(second.state, { count: 2 }, 'the state the client sent went on');
+    assertJson(chat.artifacts, [{ name: 'tally', parts: [{ text: '2' }] }], 'one artifact by name');
+    assertJson(chat.messages.map((m) => m.role), ['user', 'model', 'user', 'model'], 'roles');
   });
 
   await check('[spec: server-managed agent rejects init state] a client-managed state sent to this server-managed agent is refused', async () => {

@@ -9,12 +9,15 @@
 
 use std::net::SocketAddr;
 
-use bidi_agent::Agent;
+use bidi_agent::{Agent, Artifact};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
-use bidi_llm::{LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage};
+use bidi_llm::{
+    CustomTurn, LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage,
+};
 use futures_util::stream::{self, BoxStream, StreamExt as _};
+use serde_json::json;
 use tests::node::client;
 
 /// Streams "partial", then fails with "boom".
@@ -132,8 +135,20 @@ async fn genkit_remote_agent_drives_an_agent() {
     let echo = LlmAgent::builder("echo", Echo)
         .lease(std::time::Duration::from_secs(3))
         .build();
+    let tally = LlmAgent::custom("tally", |mut turn: CustomTurn| async move {
+        let count = turn.custom()["count"].as_u64().unwrap_or(0) + 1;
+        turn.set_custom(json!({ "count": count }));
+        turn.artifact(Artifact::new(
+            "tally",
+            [json!({ "text": count.to_string() })],
+        ));
+        Ok(format!("count: {count}"))
+    })
+    .client_managed()
+    .build();
     let bound = Server::new(Registry::new())
         .agent(&echo)
+        .agent(&tally)
         .addr("127.0.0.1:0".parse().unwrap())
         .bind()
         .await
@@ -142,5 +157,5 @@ async fn genkit_remote_agent_drives_an_agent() {
     tokio::spawn(bound.serve());
     client("genkit_agent.mjs", vec![format!("http://{addr}")])
         .await
-        .assert_passed(10);
+        .assert_passed(11);
 }
