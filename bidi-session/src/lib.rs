@@ -76,6 +76,7 @@ mod scoped;
 mod session;
 mod sqlite;
 mod store;
+mod streams;
 #[cfg(any(feature = "testing", doc))]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -92,6 +93,7 @@ pub use store::{
     Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
     StoreError, new_snapshot_id, now_ms,
 };
+pub use streams::{Follow, Piece, Streams};
 
 /// The attribute a [`SessionStore`] impl is written under: `async fn`s in the trait, boxed.
 pub use async_trait::async_trait;

@@ -1,7 +1,9 @@
 //! [`PostgresStore`]: sessions in PostgreSQL tables, for deployments on several machines.
 
+mod relay;
+
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -17,6 +19,8 @@ use crate::store::{
     Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
     new_snapshot_id,
 };
+use crate::streams::Streams;
+use relay::Relay;
 
 /// The tables: one row a session (its head), one row a snapshot (its change, now and then a
 /// checkpoint). The columns are SQLite's; JSON is kept as text, times as milliseconds since
@@ -256,6 +260,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    relay: Arc<Relay>,
 }
 
 impl PostgresStore {
@@ -281,9 +286,10 @@ impl PostgresStore {
     /// is not trusted.
     pub async fn connect_with_tls(config: &str, tls: TlsConnector) -> Result<Self, StoreError> {
         let config: tokio_postgres::Config = config.parse().map_err(StoreError::backend)?;
+        let tls = MakeTlsConnector::new(tls);
         let manager = Manager::from_config(
-            config,
-            MakeTlsConnector::new(tls),
+            config.clone(),
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -295,7 +301,8 @@ impl PostgresStore {
             .create_timeout(Some(TIMEOUT))
             .build()
             .map_err(StoreError::backend)?;
-        let store = Self { pool };
+        let relay = Arc::new(Relay::new(pool.clone(), config, tls));
+        let store = Self { pool, relay };
         store.migrate().await?;
         Ok(store)
     }
@@ -311,6 +318,7 @@ impl PostgresStore {
         let tx = client.transaction().await?;
         tx.execute(SCHEMA_LOCK, &[]).await?;
         tx.batch_execute(SCHEMA).await?;
+        tx.batch_execute(relay::SCHEMA).await?;
         let old = tx
             .query_one("SELECT to_regclass('bidi_snapshots') IS NOT NULL", &[])
             .await?
@@ -701,6 +709,10 @@ impl SessionStore for PostgresStore {
             .iter()
             .map(|row| row.try_get(0))
             .collect::<Result<_, _>>()?)
+    }
+
+    fn streams(&self) -> Option<&dyn Streams> {
+        Some(&*self.relay)
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::store::{Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError};
+use crate::streams::Streams;
 
 /// The sessions of one scope, an identity such as a user or a tenant, in a store shared with
 /// other scopes.
@@ -206,6 +207,12 @@ impl SessionStore for Scoped {
         // Sorted as the caller's ids, whatever order the shared store lists its keys in.
         ids.sort_unstable();
         Ok(ids)
+    }
+
+    /// The shared store's: snapshot ids are the store's, and a reader finds the snapshot it
+    /// follows through this scope first.
+    fn streams(&self) -> Option<&dyn Streams> {
+        self.store.streams()
     }
 }
 

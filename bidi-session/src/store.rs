@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+
+use crate::streams::Streams;
 use bidi_core::{BoxError, NotFound};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -634,6 +636,12 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
 
     /// The ids of every stored session, sorted.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Where running turns keep what they stream for readers in other processes, if this store
+    /// has such a place (`None` by default: a store processes do not share needs none).
+    fn streams(&self) -> Option<&dyn Streams> {
+        None
+    }
 }
 
 macro_rules! forward {
@@ -682,6 +690,10 @@ macro_rules! forward {
 
             async fn list(&self) -> Result<Vec<String>, StoreError> {
                 (**self).list().await
+            }
+
+            fn streams(&self) -> Option<&dyn Streams> {
+                (**self).streams()
             }
         }
     };

@@ -15,8 +15,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use bidi_session::testing::{self, PostgresServer};
 use bidi_session::{
-    Append, Change, Entry, Finish, Lease, Parent, PostgresStore, Renewal, Session, SessionStore,
-    Status, StoreError,
+    Append, Change, Entry, Finish, Lease, Parent, Piece, PostgresStore, Renewal, Session,
+    SessionStore, Status, StoreError,
 };
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -214,6 +214,8 @@ async fn postgres_store() {
     );
     assert_eq!(other.abort("no-such-snapshot").await.unwrap(), None);
 
+    streams_across_stores(&one, &other, run).await;
+
     // States are JSON text: a NUL in a string is stored (escaped) like any character. A NUL
     // in a session id PostgreSQL refuses: a clear backend error, and nothing is written.
     let id = format!("nul-{run}");
@@ -248,6 +250,66 @@ async fn postgres_store() {
 }
 
 /// The entries and the errors of racing appends.
+/// A turn's stream published through one store and followed through the other, as a client
+/// reconnecting to another process would; and a stream whose writer died, which ends.
+async fn streams_across_stores(
+    one: &Arc<dyn SessionStore>,
+    other: &Arc<dyn SessionStore>,
+    run: u32,
+) {
+    let turn = |id: String, term: Duration| {
+        let one = Arc::clone(one);
+        async move {
+            let root = one.append(&id, Append::create(json!({}))).await.unwrap();
+            let lease = Lease::new("turn-s", term);
+            one.append(&id, Append::pending(Parent::Head(root.id), lease))
+                .await
+                .unwrap()
+                .id
+        }
+    };
+    let snapshot = turn(format!("stream-{run}"), Duration::from_secs(30)).await;
+    let (writer, id) = (Arc::clone(one), snapshot.clone());
+    let publish = move |seq: u64, bytes: &[u8], last: bool| {
+        let (one, snapshot) = (Arc::clone(&writer), id.clone());
+        let piece = Piece::new(seq, bytes.to_vec(), last);
+        async move {
+            one.streams()
+                .unwrap()
+                .publish(&snapshot, piece)
+                .await
+                .unwrap()
+        }
+    };
+    publish(0, b"data: a\n\n", false).await;
+    let mut follow = other.streams().unwrap().follow(&snapshot).await.unwrap();
+    let next = follow.next().await.unwrap().unwrap();
+    assert_eq!((next.seq, next.bytes.as_slice()), (0, &b"data: a\n\n"[..]));
+    // The rest comes as it is published, woken by the notification.
+    let later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        publish(1, b"data: b\n\n", false).await;
+        publish(2, b"", true).await;
+    });
+    let next = follow.next().await.unwrap().unwrap();
+    assert_eq!((next.seq, next.bytes.as_slice()), (1, &b"data: b\n\n"[..]));
+    assert!(follow.next().await.unwrap().unwrap().last);
+    assert!(
+        follow.next().await.is_none(),
+        "nothing after the last piece"
+    );
+    later.await.unwrap();
+
+    // A writer that died mid-stream: its lease lapses, and its reader ends after what it wrote.
+    let dead = turn(format!("stream-dead-{run}"), Duration::from_millis(200)).await;
+    let piece = Piece::new(0, b"half".to_vec(), false);
+    one.streams().unwrap().publish(&dead, piece).await.unwrap();
+    let mut follow = other.streams().unwrap().follow(&dead).await.unwrap();
+    assert_eq!(follow.next().await.unwrap().unwrap().bytes, b"half");
+    let end = tokio::time::timeout(Duration::from_secs(20), follow.next()).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
+}
+
 async fn outcomes(
     racers: Vec<tokio::task::JoinHandle<Result<Entry, StoreError>>>,
 ) -> (Vec<Entry>, Vec<StoreError>) {
