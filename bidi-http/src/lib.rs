@@ -221,8 +221,11 @@
 //! from its `start` chunk, what was written so far at once and the rest as it comes, to
 //! `data: [DONE]`. Any number of clients resume one answer at once, each reading all of it.
 //! With no answer streaming (none began, it ended, or the chat is another identity's) it answers
-//! 204 with no body, and the client keeps what it has. Resuming is served by the process that
-//! runs the answer: behind a load balancer, route a chat's requests to one process to resume.
+//! 204 with no body, and the client keeps what it has. Behind a load balancer, the answer may
+//! stream in another process: with a store that keeps streams across processes
+//! (`PostgresStore`), the answer's writes are published there too and a resume that finds no
+//! answer in its own process reads the session's running answer from the store; with others,
+//! route a chat's requests to one process to resume.
 //!
 //! - An answer runs to its end whoever reads it: its client going away does not cancel it (it
 //!   ends at the idle timeout if its model stalls), so a page that reloads mid-answer resumes

@@ -17,6 +17,7 @@ use bidi_flow::text::cap;
 use bidi_llm::{Status, TurnInput};
 use futures_util::StreamExt as _;
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use crate::codec::{self, Code, Failure};
 use crate::extract::Segments;
@@ -26,10 +27,12 @@ use crate::{Identity, Shared, WaitingCalls, agent};
 mod chunk;
 mod encoder;
 mod history;
+mod relay;
 mod request;
 mod tee;
 
 pub use encoder::UiMessageStream;
+use relay::Publisher;
 use request::{ChatRequest, Trigger, resumed, stateless};
 use tee::{Attached, ChatKey, Tee};
 pub(crate) use tee::{Chats, RESUME_BYTES};
@@ -133,9 +136,14 @@ pub(crate) async fn chat(
             .shown(answered.collect::<Vec<_>>());
     }
     let key = ChatKey::new(identity, &name, &request.id);
-    let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone());
+    let (snapshot, started) = oneshot::channel();
+    let publisher = Publisher::start(Arc::clone(agent.agent().store()), started);
+    let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone(), publisher);
     let stream = Arc::clone(&tee.stream);
-    agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
+    let started = agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
+    if let Some(id) = started.snapshot_id {
+        let _ = snapshot.send(id);
+    }
     shared.chats.insert(key, &stream);
     Ok(ui_stream(reader.body()))
 }
@@ -170,10 +178,18 @@ pub(crate) async fn resume(
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
-    agent::agent(&shared, &kind, &name)?;
+    let agent = agent::agent(&shared, &kind, &name)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     match shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
-        Attached::Nothing => Ok(StatusCode::NO_CONTENT.into_response()),
+        Attached::Nothing => {
+            // Another process sharing the store may be streaming it.
+            let store = agent::sessions_of(agent, identity);
+            match relay::follow(&store, &id).await {
+                Ok(Some(body)) => Ok(ui_stream(body)),
+                Ok(None) => Ok(StatusCode::NO_CONTENT.into_response()),
+                Err(error) => Err(agent::store_failed(&error)),
+            }
+        }
         Attached::TooLong => Err(Failure::new(
             StatusCode::GONE,
             Code::FrameTooLarge,

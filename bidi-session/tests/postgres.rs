@@ -278,7 +278,7 @@ async fn streams_across_stores(
                 .unwrap()
                 .publish(&snapshot, piece)
                 .await
-                .unwrap()
+                .unwrap();
         }
     };
     publish(0, b"data: a\n\n", false).await;

@@ -379,6 +379,66 @@ async fn a_session_runs_on_one_process_at_a_time() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_outlives_its_process_s_clients_across_processes() {
+    let (_server, url) = postgres().await;
+    let a = Serve::postgres(&url).await;
+    let b = Serve::postgres(&url).await;
+
+    // A turn detached on A (Genkit's wire) is aborted from B.
+    let post = |serve: &Serve, path: &str, body: Value| {
+        let request = reqwest::Client::new()
+            .post(serve.url(path))
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let mut body: Value = response.json().await.unwrap();
+            body["result"].take()
+        }
+    };
+    let genkit = "/agent/assistant/genkit";
+    let detached = post(
+        &a,
+        genkit,
+        json!({"data": {"message": {"role": "user", "content": [{"text": "answer slowly"}]}, "detach": true}}),
+    )
+    .await;
+    let snapshot = detached["snapshotId"].as_str().unwrap().to_owned();
+    let lookup = json!({"data": {"snapshotId": snapshot}});
+    let aborted = post(&b, &format!("{genkit}/abort"), lookup.clone()).await;
+    assert_eq!(aborted["status"], "pending", "{}", b.stderr());
+    let seen = post(&a, &format!("{genkit}/getSnapshot"), lookup.clone()).await;
+    assert_eq!(seen["status"], "aborted", "A sees B's abort");
+    // The turn on A ends as aborted, whatever it managed to say.
+    let mut ended = Value::Null;
+    for _ in 0..200 {
+        ended = post(&b, &format!("{genkit}/getSnapshot"), lookup.clone()).await;
+        if ended.get("state").is_some() && ended["updatedAt"] != seen["updatedAt"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(ended["status"], "aborted", "{ended}");
+    // It still wrote what it did.
+    let said: Vec<&str> = ended["state"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["content"][0]["text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        said,
+        ["answer slowly", "You said: answer slowly"],
+        "{ended}"
+    );
+
+    // The AI SDK reconnects to B and reads the rest of the answer A streams.
+    tests::node::client("vercel_reconnect.mjs", vec![a.url(""), b.url("")])
+        .await
+        .assert_passed(2);
+}
+
 /// The words of a line of shell: bare words and single-quoted strings.
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();

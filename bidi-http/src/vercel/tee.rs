@@ -9,6 +9,7 @@ use axum::body::{Body, Bytes};
 use futures_util::future::select_all;
 use tokio::sync::mpsc;
 
+use super::relay::Publisher;
 use crate::{Identity, Shared, agent};
 
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer
@@ -191,12 +192,18 @@ pub(crate) struct Tee {
     shared: Arc<Shared>,
     key: ChatKey,
     pub(super) stream: Arc<Stream>,
+    /// Where the writes also go for readers in other processes, if the store keeps streams.
+    publisher: Option<Publisher>,
 }
 
 impl Tee {
     /// A tee of an answer of chat `key`, and its first reader (the client that asked). The
     /// answer is registered once it has started ([`Chats::insert`]).
-    pub(super) fn new(shared: Arc<Shared>, key: ChatKey) -> (Self, Reader) {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        key: ChatKey,
+        publisher: Option<Publisher>,
+    ) -> (Self, Reader) {
         let stream = Arc::new(Stream::default());
         let reader = {
             let mut state = lock(&stream.state);
@@ -208,6 +215,7 @@ impl Tee {
                 shared,
                 key,
                 stream,
+                publisher,
             },
             reader,
         )
@@ -278,6 +286,9 @@ async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Se
 
 impl agent::Writes for Tee {
     async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
+        if let Some(publisher) = &self.publisher {
+            publisher.send(&bytes);
+        }
         let readers = {
             let mut state = lock(&self.stream.state);
             let len = state.len + bytes.len();
@@ -353,7 +364,7 @@ mod tests {
 
     /// A registered answer of `chat`, and its first reader.
     fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee, Reader) {
-        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat));
+        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat), None);
         shared.chats.insert(key(chat), &tee.stream);
         (tee, reader)
     }
@@ -579,7 +590,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_over_before_it_is_registered_is_not() {
         let shared = shared();
-        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"));
+        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"), None);
         let stream = Arc::clone(&tee.stream);
         drop(tee);
         shared.chats.insert(key("c"), &stream);
