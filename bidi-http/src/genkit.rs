@@ -38,9 +38,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_flow::text::cap;
-use bidi_llm::{
-    AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput, UserMessage,
-};
+use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput};
 use bidi_session::{self as snapshot, Change, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -282,8 +280,8 @@ fn client_init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure>
 /// The turn's input: a user message, or the responses to the calls the last turn stopped for.
 fn input(input: Input) -> Result<TurnInput, Failure> {
     match (input.message, input.resume) {
-        (Some(message), None) => message::user_text(&message)
-            .map(|text| TurnInput::User(UserMessage::new(text)))
+        (Some(message), None) => message::user_message(&message)
+            .map(TurnInput::User)
             .map_err(|reason| refused(reason, "/data/message")),
         (None, Some(resume)) => {
             let respond = resume.respond.unwrap_or_default();

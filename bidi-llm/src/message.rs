@@ -175,6 +175,42 @@ impl Attachment {
             blob: Some(blob.into()),
         }
     }
+
+    /// The file at `url` of media type `media_type`, as front ends send files: its bytes when
+    /// `url` is a base64 `data:` URL, else its address (an image the model fetches, a document
+    /// it is told of). `name` names an inlined document that is neither image nor audio.
+    ///
+    /// ```
+    /// use bidi_llm::Attachment;
+    ///
+    /// let inline = Attachment::from_url("data:image/png;base64,iVBORw0=", "image/png", "a.png");
+    /// assert_eq!(inline, Attachment::image("iVBORw0=", "image/png"));
+    /// let linked = Attachment::from_url("https://example.com/a.pdf", "application/pdf", "a.pdf");
+    /// assert!(matches!(linked, Attachment::Resource { uri, .. } if uri == "https://example.com/a.pdf"));
+    /// ```
+    #[must_use]
+    pub fn from_url(url: &str, media_type: &str, name: &str) -> Self {
+        let inline = url
+            .strip_prefix("data:")
+            .and_then(|rest| rest.split_once(";base64,"))
+            .map(|(_, data)| data);
+        match (media_type.split('/').next(), inline) {
+            (Some("image"), Some(data)) => Self::image(data, media_type),
+            (Some("audio"), Some(data)) => Self::audio(data, media_type),
+            (_, Some(data)) => Self::blob_resource(name, data, media_type),
+            (Some("image"), None) => Self::Image {
+                data: String::new(),
+                mime_type: media_type.to_owned(),
+                uri: Some(url.to_owned()),
+            },
+            (_, None) => Self::Resource {
+                uri: url.to_owned(),
+                mime_type: Some(media_type.to_owned()),
+                text: None,
+                blob: None,
+            },
+        }
+    }
 }
 
 /// One block of an assistant message.

@@ -2,7 +2,8 @@
 //! messages.
 
 use bidi_llm::{
-    Approval, AssistantContent, AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage,
+    Approval, AssistantContent, AssistantMessage, Attachment, Message, ToolCall, ToolResultMessage,
+    UserMessage,
 };
 use serde_json::{Value, json};
 
@@ -38,9 +39,9 @@ pub(crate) fn from_conversation(messages: &[Value]) -> Result<Vec<Message>, Stri
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
         let parts = parts(message).map_err(|reason| format!("message {index}: {reason}"))?;
         match role {
-            "user" => out.push(Message::User(UserMessage::new(
-                user_text(message).map_err(|reason| format!("message {index}: {reason}"))?,
-            ))),
+            "user" => out.push(Message::User(
+                user_message(message).map_err(|reason| format!("message {index}: {reason}"))?,
+            )),
             "model" => {
                 let content = parts
                     .iter()
@@ -113,12 +114,11 @@ fn output(content: &str, details: Option<&Value>) -> Value {
 }
 
 /// `message` as Genkit's `MessageData`: `user`, `model` or `tool`, and its parts (`text`,
-/// `reasoning`, `toolRequest`, `toolResponse`; a user's attachments are left out). A call in `interrupted` is marked as an
+/// `media`, `reasoning`, `toolRequest`, `toolResponse`). A call in `interrupted` is marked as an
 /// interrupt, as Genkit marks the calls a turn stopped for.
 pub(crate) fn to_genkit(message: &Message, interrupted: &[ToolCall]) -> Value {
     match message {
-        // Attachments are not carried over (yet): the text is.
-        Message::User(user) => json!({ "role": "user", "content": [{ "text": user.content }] }),
+        Message::User(user) => json!({ "role": "user", "content": user_parts(user) }),
         Message::Assistant(answer) => model(answer, interrupted),
         Message::Aborted(aborted) => model(&aborted.partial, interrupted),
         Message::Error(failed) => match &failed.partial {
@@ -174,29 +174,83 @@ pub(crate) fn tool_response(name: &str, id: &str, content: &str, details: Option
     json!({ "toolResponse": { "name": name, "ref": id, "output": output(content, details) } })
 }
 
-/// The text of a user `MessageData`'s parts, or why it is not one this agent takes.
-pub(crate) fn user_text(message: &Value) -> Result<String, String> {
+/// A user `MessageData` as a user message: its `text` parts, joined, and its `media` parts as
+/// attachments; or why it is not one this agent takes.
+pub(crate) fn user_message(message: &Value) -> Result<UserMessage, String> {
     let role = message.get("role").and_then(Value::as_str).unwrap_or("");
     if role != "user" {
         return Err(format!(
             "a message to the agent is the user's, not `{role}`"
         ));
     }
-    let Some(parts) = message.get("content").and_then(Value::as_array) else {
-        return Err("a message needs `content`, a list of parts".to_owned());
-    };
     let mut text = String::new();
-    for (index, part) in parts.iter().enumerate() {
-        match part.get("text").and_then(Value::as_str) {
-            Some(piece) => text.push_str(piece),
-            None => {
-                return Err(format!(
-                    "part {index} is not text, the only part this agent takes"
-                ));
-            }
+    let mut attachments = Vec::new();
+    for (index, part) in parts(message)?.iter().enumerate() {
+        if let Some(piece) = part.get("text").and_then(Value::as_str) {
+            text.push_str(piece);
+        } else if let Some(media) = part.get("media") {
+            let url = media
+                .get("url")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("part {index} is media without a `url`"))?;
+            // A data URL names its own type.
+            let named = url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(';'))
+                .map(|(kind, _)| kind);
+            let media_type = media
+                .get("contentType")
+                .and_then(Value::as_str)
+                .or(named)
+                .unwrap_or("application/octet-stream");
+            attachments.push(Attachment::from_url(url, media_type, "attachment"));
+        } else {
+            return Err(format!(
+                "part {index} is neither text nor media, the parts this agent takes"
+            ));
         }
     }
-    Ok(text)
+    Ok(UserMessage::new(text).attachments(attachments))
+}
+
+/// A user message as Genkit's parts: its text, then each attachment as `media`.
+fn user_parts(user: &UserMessage) -> Vec<Value> {
+    let mut parts = vec![json!({ "text": user.content })];
+    for attachment in &user.attachments {
+        let media = match attachment {
+            Attachment::Image {
+                uri: Some(uri),
+                mime_type,
+                data,
+            } if data.is_empty() => json!({ "url": uri, "contentType": mime_type }),
+            Attachment::Image {
+                data, mime_type, ..
+            }
+            | Attachment::Audio { data, mime_type } => json!({
+                "url": format!("data:{mime_type};base64,{data}"),
+                "contentType": mime_type,
+            }),
+            Attachment::Resource {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => {
+                let kind = mime_type.as_deref().unwrap_or("application/octet-stream");
+                match blob {
+                    Some(blob) => json!({
+                        "url": format!("data:{kind};base64,{blob}"),
+                        "contentType": kind,
+                    }),
+                    None => json!({ "url": uri, "contentType": kind }),
+                }
+            }
+            // A kind of attachment of a newer bidi-llm: nothing this wire knows.
+            _ => continue,
+        };
+        parts.push(json!({ "media": media }));
+    }
+    parts
 }
 
 /// The tool results of `respond`'s `toolResponse` parts.
@@ -251,4 +305,35 @@ pub(crate) fn restarts(restart: &[Value]) -> Result<Vec<Approval>, String> {
             Ok(Approval::approve(id).with_arguments(input))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_user_message_s_media_are_its_attachments_and_come_back_as_media() {
+        let sent = json!({"role": "user", "content": [
+            {"text": "what is this?"},
+            {"media": {"url": "data:image/png;base64,iVBORw0=", "contentType": "image/png"}},
+            {"media": {"url": "https://example.com/a.pdf", "contentType": "application/pdf"}},
+        ]});
+        let user = user_message(&sent).unwrap();
+        assert_eq!(user.content, "what is this?");
+        assert_eq!(
+            user.attachments[0],
+            Attachment::image("iVBORw0=", "image/png")
+        );
+        assert_eq!(to_genkit(&Message::User(user), &[]), sent);
+        let unknown = json!({"role": "user", "content": [{"custom": {}}]});
+        assert!(user_message(&unknown).unwrap_err().contains("part 0"));
+        let no_url = json!({"role": "user", "content": [{"media": {"contentType": "image/png"}}]});
+        assert!(
+            user_message(&no_url)
+                .unwrap_err()
+                .contains("without a `url`")
+        );
+    }
 }

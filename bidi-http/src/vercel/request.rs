@@ -170,26 +170,7 @@ fn user_message(message: &UiMessage) -> UserMessage {
 fn attachment(part: &UiPart) -> Option<Attachment> {
     let url = part.str("url")?;
     let media_type = part.str("mediaType").unwrap_or("application/octet-stream");
-    let inline = url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(";base64,"))
-        .map(|(_, data)| data);
-    Some(match (media_type.split('/').next(), inline) {
-        (Some("image"), Some(data)) => Attachment::image(data, media_type),
-        (Some("audio"), Some(data)) => Attachment::audio(data, media_type),
-        (_, Some(data)) => Attachment::blob_resource(url_name(part), data, media_type),
-        (Some("image"), None) => Attachment::Image {
-            data: String::new(),
-            mime_type: media_type.to_owned(),
-            uri: Some(url.to_owned()),
-        },
-        (_, None) => Attachment::Resource {
-            uri: url.to_owned(),
-            mime_type: Some(media_type.to_owned()),
-            text: None,
-            blob: None,
-        },
-    })
+    Some(Attachment::from_url(url, media_type, &url_name(part)))
 }
 
 fn url_name(part: &UiPart) -> String {
