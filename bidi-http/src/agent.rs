@@ -320,8 +320,12 @@ pub(crate) trait Encoder: Send + 'static {
     /// Appends what says the execution was cut short (its connection failed with `message`).
     fn failed(&mut self, message: &str, buf: &mut Vec<u8>);
 
-    /// Takes the connection's output (its session's state), before [`end`](Self::end): what
-    /// a wire that hands the state back to its client needs (nothing by default).
+    /// Whether the wire shows the connection's output ([`output`](Self::output)): the body
+    /// then ends once the agent has returned it, not at the execution's last event.
+    const OUTPUT: bool = false;
+
+    /// Takes the connection's output (its session's state), before [`end`](Self::end), if
+    /// [`OUTPUT`](Self::OUTPUT): what a wire that hands the state back to its client needs.
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
         let _ = output;
     }
@@ -492,15 +496,26 @@ async fn run<E: Encoder, W: Writes>(
     }
     drop(run);
     conn.close();
-    let output = idle.within(conn.output()).await;
-    if !stopped {
-        if let Some(Ok(output)) = &output {
-            encoder.output(output);
+    let output = conn.output();
+    if stopped {
+        let _ = output.await;
+        return;
+    }
+    // The output first, if the wire shows it; else the body ends at once.
+    let output = if E::OUTPUT {
+        if let Some(Ok(output)) = idle.within(output).await {
+            encoder.output(&output);
         }
-        encoder.end(&mut buf);
-        if !buf.is_empty() {
-            let _ = idle.within(writes.send(Bytes::from(buf))).await;
-        }
+        None
+    } else {
+        Some(output)
+    };
+    encoder.end(&mut buf);
+    if !buf.is_empty() {
+        let _ = idle.within(writes.send(Bytes::from(buf))).await;
+    }
+    if let Some(output) = output {
+        let _ = output.await;
     }
 }
 

@@ -498,6 +498,8 @@ impl Encoder for Genkit {
         self.status = None;
     }
 
+    const OUTPUT: bool = true;
+
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
         self.artifacts.clone_from(&output.state.artifacts);
         if self.client {
