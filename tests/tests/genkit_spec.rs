@@ -987,17 +987,17 @@ async fn abort_already_aborted_agent() {
     assert_eq!(snapshot["status"], "aborted");
 }
 
-#[tokio::test]
-async fn resume_server_managed_session_by_session_id() {
+/// Two turns on session `sid` (its id in both inits), then the snapshot `lookup` finds from the
+/// second turn's: the second, chained to the first, holding both turns.
+async fn two_turns_by_session_id(sid: &str, lookup: impl FnOnce(&str) -> Value) {
     let spec = Spec::start().await;
-    let sid = "11111111-1111-4111-8111-111111111111";
     let init = json!({"sessionId": sid});
     let (snap1, snap2) = two_turns(&spec, &init, Some(init.clone())).await;
-    let snapshot = spec
-        .snapshot("promptAgentWithStore", json!({"snapshotId": snap2}))
-        .await;
+    let snapshot = spec.snapshot("promptAgentWithStore", lookup(&snap2)).await;
+    assert_eq!(snapshot["snapshotId"], snap2.as_str());
     assert_eq!(snapshot["parentId"], snap1.as_str());
     assert_eq!(snapshot["status"], "completed");
+    id(&snapshot["state"], "sessionId");
     assert_contains(
         &snapshot["state"],
         &json!({"sessionId": sid, "messages": first_and_second()}),
@@ -1005,20 +1005,18 @@ async fn resume_server_managed_session_by_session_id() {
 }
 
 #[tokio::test]
+async fn resume_server_managed_session_by_session_id() {
+    two_turns_by_session_id(
+        "11111111-1111-4111-8111-111111111111",
+        |snap2| json!({"snapshotId": snap2}),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn fetch_latest_snapshot_by_session_id() {
-    let spec = Spec::start().await;
     let sid = "22222222-2222-4222-8222-222222222222";
-    let init = json!({"sessionId": sid});
-    let (snap1, _) = two_turns(&spec, &init, Some(init.clone())).await;
-    let snapshot = spec
-        .snapshot("promptAgentWithStore", json!({"sessionId": sid}))
-        .await;
-    assert_eq!(snapshot["parentId"], snap1.as_str());
-    assert_eq!(snapshot["status"], "completed");
-    assert_contains(
-        &snapshot["state"],
-        &json!({"sessionId": sid, "messages": first_and_second()}),
-    );
+    two_turns_by_session_id(sid, |_| json!({"sessionId": sid})).await;
 }
 
 #[tokio::test]
