@@ -52,6 +52,7 @@
 //! | agent events | AG-UI events |
 //! |---|---|
 //! | `session_start` | `RUN_STARTED`, then `STATE_SNAPSHOT` of the input's `state` if it has one |
+//! | `custom_update` (a custom agent's state) | `STATE_SNAPSHOT` of it |
 //! | `text_start` / `text_delta` / `text_end` | `TEXT_MESSAGE_START` / `_CONTENT` / `_END`, the message id one per model answer |
 //! | `thinking_start` / `thinking_delta` / `thinking_end` | `REASONING_START` + `REASONING_MESSAGE_START` / `REASONING_MESSAGE_CONTENT` / `REASONING_MESSAGE_END` + `REASONING_END` |
 //! | `toolcall_start` / `toolcall_delta` / `toolcall_end` | `TOOL_CALL_START` (its parent the answer's message) / `TOOL_CALL_ARGS` (the arguments' text as the model writes it) / `TOOL_CALL_END` |

@@ -226,6 +226,10 @@ impl Encoder {
                 name: name.clone(),
                 value: serde_json::json!({"toolCallId": tool_call_id, "data": data}),
             }),
+            // A custom agent's state, as AG-UI's shared state.
+            AgentEvent::CustomUpdate { custom } => out.push(Event::StateSnapshot {
+                snapshot: custom.clone(),
+            }),
             AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
             AgentEvent::ExecuteComplete {
                 status,
@@ -548,6 +552,30 @@ pub(super) mod tests {
             name: "pick".into(),
             arguments: json!({"a": 1}),
         }
+    }
+
+    #[test]
+    fn a_custom_agent_s_state_is_a_state_snapshot_where_it_changes() {
+        let mut encoder = Encoder::new("t1", "r1");
+        let custom = json!({"step": 2});
+        let out = encode(
+            &mut encoder,
+            &[
+                start(),
+                AgentEvent::CustomUpdate {
+                    custom: custom.clone(),
+                },
+                complete(Status::Completed, vec![]),
+            ],
+        );
+        assert_eq!(
+            kinds(&out),
+            ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_FINISHED"]
+        );
+        assert_eq!(
+            serde_json::to_value(&out[1]).unwrap(),
+            json!({"type": "STATE_SNAPSHOT", "snapshot": custom})
+        );
     }
 
     #[test]
