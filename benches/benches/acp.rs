@@ -386,7 +386,8 @@ async fn raw_turns(peer: &mut RawPeer, iters: u64, n: u64, per_session: u64) -> 
 // ---------------------------------------------------------------------------------------------
 
 /// Prompt turns per session in `acp_round_trip`: 100, or `BIDI_BENCH_TURNS`. A session's
-/// history grows by two messages a turn, and an `LlmAgent` loads and saves all of it each turn.
+/// history grows by two messages a turn; bidi-acp keeps the session's agent connection from one
+/// prompt to the next, so a turn neither loads nor saves the whole of it.
 static TURNS: LazyLock<u64> = LazyLock::new(|| {
     std::env::var("BIDI_BENCH_TURNS")
         .ok()
@@ -412,7 +413,8 @@ async fn turns(peer: Peer, iters: u64, n: u64, per_session: u64) -> Duration {
 }
 
 /// Times `iters` turns of `agent` run directly, without ACP, the way the server runs each
-/// prompt turn; sessions as in [`turns`].
+/// prompt turn: on one connection per session, opened by its first turn; sessions as in
+/// [`turns`].
 async fn agent_turns(agent: LlmAgent, iters: u64, n: u64, per_session: u64) -> Duration {
     static SESSIONS: AtomicU64 = AtomicU64::new(0);
     let new_session = async || {
@@ -423,16 +425,21 @@ async fn agent_turns(agent: LlmAgent, iters: u64, n: u64, per_session: u64) -> D
             .unwrap();
         id
     };
+    let connect = |session: &str| {
+        let options = ConnectOptions::new().extension(Policy::new());
+        agent.connect_with(AgentInit::new().resume(session.to_owned()), options)
+    };
     let mut elapsed = Duration::ZERO;
     let mut session = new_session().await;
+    let mut conn = None;
     for turn in 0..iters {
         if turn > 0 && turn % per_session == 0 {
             session = new_session().await;
+            conn = None;
         }
         let start = Instant::now();
-        let options = ConnectOptions::new().extension(Policy::new());
-        let mut conn = agent.connect_with(AgentInit::new().resume(session.clone()), options);
-        let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
+        let conn = conn.get_or_insert_with(|| connect(&session));
+        let mut run = execute(conn, TurnInput::User(UserMessage::new("go")))
             .await
             .unwrap();
         let mut chunks = 0;
@@ -442,8 +449,6 @@ async fn agent_turns(agent: LlmAgent, iters: u64, n: u64, per_session: u64) -> D
             }
         }
         run.result().await.unwrap();
-        conn.close();
-        let _ = conn.output().await;
         elapsed += start.elapsed();
         assert_eq!(chunks, n);
     }
@@ -511,12 +516,17 @@ fn acp(c: &mut Criterion) {
     group.finish();
 
     let turns_per_session = *TURNS;
+    // The rows with a new session per turn have agents (and stores) of their own: in one
+    // shared with the 100-turn rows, their sessions would push those long ones out of the
+    // store's 1,024 as they open, and the bench would time that.
     let bidi = on_worker(&rt, Peer::connect(|i, o| bidi_agent(1, i, o)));
+    let bidi_fresh = on_worker(&rt, Peer::connect(|i, o| bidi_agent(1, i, o)));
     let sdk = on_worker(&rt, Peer::connect(|i, o| sdk_agent(1, i, o)));
     let raw_to_sdk = on_worker(&rt, Peer::connect(|i, o| raw_agent(1, i, o)));
     let raw = raw_peer(&rt, |i, o| raw_agent(1, i, o));
     let bidi_to_raw = raw_peer(&rt, |i, o| bidi_agent(1, i, o));
     let agent = words_agent(1);
+    let agent_fresh = words_agent(1);
 
     let mut group = c.benchmark_group("acp_round_trip");
     group.throughput(Throughput::Elements(1));
@@ -528,7 +538,7 @@ fn acp(c: &mut Criterion) {
         b.iter_custom(|iters| on_worker(&rt, turns(bidi.clone(), iters, 1, turns_per_session)));
     });
     group.bench_function("bidi_acp_fresh_session", |b| {
-        b.iter_custom(|iters| on_worker(&rt, turns(bidi.clone(), iters, 1, 1)));
+        b.iter_custom(|iters| on_worker(&rt, turns(bidi_fresh.clone(), iters, 1, 1)));
     });
     group.bench_function("sdk_agent", |b| {
         b.iter_custom(|iters| on_worker(&rt, turns(sdk.clone(), iters, 1, turns_per_session)));
@@ -550,7 +560,7 @@ fn acp(c: &mut Criterion) {
         });
     });
     group.bench_function("agent_turn_without_acp_fresh_session", |b| {
-        b.iter_custom(|iters| on_worker(&rt, agent_turns(agent.clone(), iters, 1, 1)));
+        b.iter_custom(|iters| on_worker(&rt, agent_turns(agent_fresh.clone(), iters, 1, 1)));
     });
     group.finish();
 }

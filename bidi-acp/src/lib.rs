@@ -12,6 +12,15 @@
 //! session of that scope only, so no id reaches the agent's other sessions or the server's own
 //! records, whatever it spells.
 //!
+//! A session keeps its agent connection from one prompt turn to the next: the agent reads the
+//! session from the store when the session's first prompt comes, and each prompt is one more
+//! input on that connection, so a prompt costs the same on a session's hundredth turn as on its
+//! first. The next prompt opens another connection after a `session/set_mode` (a mode is the
+//! connection's policy), a `session/load`, a cancelled turn (cancelling the execution cancels
+//! its connection), a connection that failed, or when the session was left out of the
+//! [`Server::max_idle_agent_connections`] prompted last; `session/close` and the end of the
+//! client's connection stop it.
+//!
 //! ```no_run
 //! use bidi_acp::Server;
 //! use bidi_llm::LlmAgent;
@@ -64,7 +73,7 @@
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
 //! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests`, `refusal` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
-//! | `session/close` | the session's running turn is cancelled (it answers `cancelled`), its MCP servers stopped, and it is forgotten on this connection (a `session/load` opens it again) |
+//! | `session/close` | the session's running turn is cancelled (it answers `cancelled`), its agent connection and MCP servers stopped, and it is forgotten on this connection (a `session/load` opens it again) |
 //! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
 //!
 //! And the server sends:
@@ -151,7 +160,7 @@
 //! - A session's mode and its `allow_always` / `reject_always` answers are kept in the agent's
 //!   store, in a scope of the server's own next to the agent's sessions: `session/load` in a
 //!   later process finds them.
-//! - Permissions and modes are a [`bidi_llm::Policy`] on each prompt turn's connection:
+//! - Permissions and modes are a [`bidi_llm::Policy`] on the session's agent connection:
 //!   they apply to the agent's local tools.
 //!
 //! # Your own agent
@@ -212,6 +221,9 @@
 //!   the connection goes on; closing a session makes room for another;
 //! - one prompt turn per session, and every message is written through one writer, a line at
 //!   a time, which waits while the client does not read;
+//! - at most [`Server::max_idle_agent_connections`] (64) agent connections kept between
+//!   prompt turns, those of the sessions prompted last: each a task waiting for the next
+//!   prompt, and its session's state (its conversation) in memory;
 //! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
 //!   [`Server::mcp_call_timeout`] (60 s); at the end of input, turns run on for at most
 //!   [`Server::drain`] (30 s);
@@ -248,4 +260,7 @@ pub use agent_client_protocol_schema::v1::{PermissionOptionKind, ToolKind};
 pub use bridge::{Bridge, Workspace};
 pub use plan::{PLAN_TOOL, plan_tool};
 pub use policy::{Command, Mode, Permission};
-pub use server::{Cancelled, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_SESSIONS, Server};
+pub use server::{
+    Cancelled, DEFAULT_MAX_IDLE_AGENT_CONNECTIONS, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_SESSIONS,
+    Server,
+};

@@ -180,6 +180,8 @@ pub(crate) struct Rules {
     pub(crate) mcp_call_timeout: std::time::Duration,
     /// How many sessions a connection may have open at once.
     pub(crate) max_sessions: usize,
+    /// How many sessions keep their agent connection between prompt turns.
+    pub(crate) max_idle_agents: usize,
 }
 
 impl Default for Rules {
@@ -199,6 +201,7 @@ impl Default for Rules {
             mcp_start_timeout: crate::mcp::DEFAULT_START_TIMEOUT,
             mcp_call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
             max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
+            max_idle_agents: crate::server::DEFAULT_MAX_IDLE_AGENT_CONNECTIONS,
         }
     }
 }

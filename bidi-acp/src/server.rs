@@ -25,13 +25,17 @@ mod shared;
 pub(crate) use history::tool_done;
 use reader::read_loop;
 pub(crate) use session::{SESSION_SCOPE, busy, no_session, sessions};
-pub(crate) use shared::Shared;
+pub(crate) use shared::{Shared, Slot};
 
 /// The longest line read by default: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
 
 /// How many sessions one connection may have open at once by default: 1,024.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
+/// How many sessions of one connection keep their agent connection between prompt turns by
+/// default: 64.
+pub const DEFAULT_MAX_IDLE_AGENT_CONNECTIONS: usize = 64;
 
 /// How many `session/new`, `session/load` and `session/close` requests run at once at most;
 /// the reader reads nothing more while they all do (their answers not written, say).
@@ -93,6 +97,7 @@ impl fmt::Debug for Server {
             .field("max_line_bytes", &self.max_line_bytes)
             .field("drain", &self.drain)
             .field("max_sessions", &self.rules.max_sessions)
+            .field("max_idle_agents", &self.rules.max_idle_agents)
             .finish_non_exhaustive()
     }
 }
@@ -247,6 +252,16 @@ impl Server {
         self
     }
 
+    /// How many sessions of one connection keep their [`LlmAgent`]'s connection between prompt
+    /// turns, at most (default [`DEFAULT_MAX_IDLE_AGENT_CONNECTIONS`]): the sessions prompted
+    /// most recently. A session's connection holds its state (its conversation) in memory, so
+    /// its next prompt starts at once; another session's next prompt opens its connection
+    /// again, reading the session from the store. 0 keeps none: every prompt reads its session.
+    pub fn max_idle_agent_connections(mut self, max: usize) -> Self {
+        self.rules.max_idle_agents = max;
+        self
+    }
+
     /// How long prompt turns still running when the client's input ends may go on before they
     /// are cancelled (default 30 s).
     pub fn drain(mut self, drain: Duration) -> Self {
@@ -305,7 +320,7 @@ impl Server {
             stop.cancel();
             drain(&mut turns).await;
         }
-        shared.close_mcp().await;
+        shared.close_sessions().await;
         // The last lines, written before the program exits (at most a second: stderr may be a
         // pipe nobody reads).
         let _ = tokio::task::spawn_blocking(|| bidi_flow::log::flush(Duration::from_secs(1))).await;

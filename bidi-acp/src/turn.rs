@@ -1,5 +1,8 @@
 //! Prompt turns: each runs in a task of its own, its events shown as `session/update`s in the
 //! order the agent made them, and the tools that need permission asked of the client first.
+//!
+//! An [`LlmAgent`]'s turns run on their session's agent connection, kept from one turn to the
+//! next ([`Live`]): each prompt is one more input on it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,26 +15,29 @@ use agent_client_protocol_schema::v1::{
     SessionId, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields,
 };
-use bidi_agent::{AgentInit, Scope};
-use bidi_core::ConnectOptions;
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, LlmAgent, Message, Policy, Status,
-    TurnInput, execute,
+    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, ExecuteStream, LlmAgent, Message, Policy,
+    Status, TurnInput, execute,
 };
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::Workspace;
+use crate::bridge::{Turns, Workspace};
 use crate::content::{self, chunk};
 use crate::plan::{PLAN_TOOL, plan};
 use crate::policy::{Mode, Permission, Rules, locations};
-use crate::server::{Backend, Cancelled, SESSION_SCOPE, Shared, busy, no_session, tool_done};
+use crate::server::{Backend, Cancelled, Shared, busy, no_session, tool_done};
 
-/// Checks a prompt and marks its session running: the session, the user message, and the
-/// turn's cancellation.
+mod live;
+
+use live::Gate;
+pub(crate) use live::{Idle, Live};
+
+/// Checks a prompt and marks its session running: the session, the user message, the turn's
+/// cancellation, and the session's agent connection, which the turn holds while it runs.
 pub(crate) fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Error> {
     let mut sessions = shared.sessions();
     let Some(slot) = sessions.get_mut(&request.session_id.0) else {
@@ -57,6 +63,7 @@ pub(crate) fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Err
         prompt: request.prompt,
         token,
         number: slot.turn,
+        live: shared.take_agent(slot),
     })
 }
 
@@ -67,6 +74,8 @@ pub(crate) struct Turn {
     token: CancellationToken,
     /// Its number on the connection.
     number: u64,
+    /// The session's agent connection, if one was kept from its last turn.
+    live: Option<Live>,
 }
 
 /// One prompt turn, in a task of its own: its updates, then its one answer.
@@ -76,113 +85,98 @@ pub(crate) async fn prompt(shared: Arc<Shared>, id: RequestId, started: Turn) {
         prompt,
         token,
         number,
+        live,
     } = started;
-    let mut result = match &shared.agent {
-        Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token).await,
+    let (mut result, live) = match &shared.agent {
+        Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token, live).await,
         Backend::Bridged(turns) => {
-            let workspace = shared.sessions().get(&session_id.0).map(|slot| {
-                let mode = shared.rules.modes.get(slot.mode);
-                Workspace::new(slot.cwd.clone(), mode.map(|mode| mode.id().to_owned()))
-            });
-            match workspace {
-                Some(workspace) => {
-                    let run = turns.turn(
-                        Arc::clone(&shared),
-                        session_id.clone(),
-                        prompt,
-                        workspace,
-                        token.clone(),
-                    );
-                    run.await
-                }
-                None => Err(no_session(&session_id)),
-            }
+            let result = bridged(&shared, turns, &session_id, prompt, &token).await;
+            (result, None)
         }
     };
     if token.is_cancelled() && result.is_ok() {
         result = Ok(StopReason::Cancelled);
     }
-    if let Some(slot) = shared.sessions().get_mut(&session_id.0)
-        && slot.turn == number
-    {
-        slot.running = None;
-    }
+    let unwanted = end(&shared, &session_id, number, live);
     shared.respond(id, result.map(PromptResponse::new)).await;
+    // A connection no session keeps (its session closed, or left out of those kept) ends here.
+    drop(unwanted);
 }
 
+/// Marks turn `number` of the session over and gives the session its connection `live` back.
+/// Answers the connection no session keeps any more, to drop: `live` if the session is gone
+/// or is not the turn's any more, or the one the bound on idle connections leaves out.
+fn end(shared: &Shared, session_id: &SessionId, number: u64, live: Option<Live>) -> Option<Live> {
+    let mut sessions = shared.sessions();
+    match sessions.get_mut(&session_id.0) {
+        Some(slot) if slot.turn == number => {
+            slot.running = None;
+            let live = live?;
+            shared.keep_agent(&mut sessions, &session_id.0, live)
+        }
+        _ => live,
+    }
+}
+
+/// A turn of an agent of one's own, through its bridge.
+async fn bridged(
+    shared: &Arc<Shared>,
+    turns: &Arc<dyn Turns>,
+    session_id: &SessionId,
+    prompt: Vec<ContentBlock>,
+    token: &CancellationToken,
+) -> Result<StopReason, Error> {
+    let workspace = shared.sessions().get(&session_id.0).map(|slot| {
+        let mode = shared.rules.modes.get(slot.mode);
+        Workspace::new(slot.cwd.clone(), mode.map(|mode| mode.id().to_owned()))
+    });
+    let Some(workspace) = workspace else {
+        return Err(no_session(session_id));
+    };
+    let run = turns.turn(
+        Arc::clone(shared),
+        session_id.clone(),
+        prompt,
+        workspace,
+        token.clone(),
+    );
+    run.await
+}
+
+/// One prompt turn of an [`LlmAgent`] on the session's connection: `live`, if it fits the
+/// session's mode, else a new one. Its answer, and the connection if it may take the next
+/// prompt (not after a cancellation, nor once it failed).
 async fn turn(
     shared: &Arc<Shared>,
     agent: &LlmAgent,
     session_id: &SessionId,
     prompt: &[ContentBlock],
     token: &CancellationToken,
-) -> Result<StopReason, Error> {
-    let message = content::user_message(prompt)?;
-    let (mode, cwd, tools) = shared
-        .sessions()
-        .get(&session_id.0)
-        .map(|slot| (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec()))
-        .unwrap_or_default();
-    let mode = shared.rules.modes.get(mode);
-    let open = Arc::new(Open::default());
-    let gate = Gate {
-        shared: Arc::clone(shared),
-        session_id: session_id.clone(),
-        token: token.clone(),
-        cwd: cwd.clone(),
-        open: Arc::clone(&open),
-        permission: mode.map_or(Permission::Ask, |mode| mode.permission),
+    live: Option<Live>,
+) -> (Result<StopReason, Error>, Option<Live>) {
+    let message = match content::user_message(prompt) {
+        Ok(message) => message,
+        Err(error) => return (Err(error), live),
     };
-    let mut policy = policy(gate.clone(), mode);
-    for tool in tools {
-        policy = policy.tool(tool);
-    }
-    let options = ConnectOptions::new()
-        .extension(policy)
-        .extension(Scope::new(SESSION_SCOPE));
-    let mut conn = agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
-    let mut run = execute(&mut conn, TurnInput::User(message))
-        .await
-        .map_err(|error| {
-            Error::internal_error().data(format!("the agent refused the turn: {error}"))
-        })?;
-    let mut updates = Updates::new(&shared.rules, cwd, Arc::clone(&open));
-    let mut cancelled = None;
-    loop {
-        let event = tokio::select! {
-            biased;
-            () = token.cancelled() => {
-                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
-                run.cancel_with(cause);
-                cancelled = Some(cause);
-                break;
-            }
-            event = run.next() => event,
-        };
-        let Some(Ok(event)) = event else { break };
-        // A call's permission is asked once everything before it is shown, the call included.
-        let reached = match &event {
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                ..
-            } => Some((tool_call_id.clone(), gate.will_ask(tool_name))),
-            _ => None,
-        };
-        let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
-        if let Some(update) = updates.of(event, asks)
-            && shared.update(session_id, update).await.is_err()
-        {
-            run.cancel_with(Cancelled::ClientGone);
-            cancelled = Some(Cancelled::ClientGone);
-            break;
+    let Some(mut live) = connection(shared, agent, session_id, live) else {
+        // Closed since the prompt came: its turn was cancelled.
+        return (Ok(StopReason::Cancelled), None);
+    };
+    let open = Arc::new(Open::default());
+    live.begin(token.clone(), Arc::clone(&open));
+    let asker = live.gate.bind(Arc::clone(shared));
+    let mut run = match execute(&mut live.conn, TurnInput::User(message)).await {
+        Ok(run) => run,
+        Err(error) => {
+            let error =
+                Error::internal_error().data(format!("the agent refused the turn: {error}"));
+            return (Err(error), None);
         }
-        if let Some((id, asks)) = reached {
-            open.reached(id, asks);
-        }
-    }
+    };
+    let mut updates = Updates::new(&shared.rules, asker.cwd.clone(), open);
+    let cancelled = follow(shared, session_id, token, &asker, &mut run, &mut updates).await;
     // A gate still waiting for its call to be shown waits no more.
-    open.close();
+    updates.open.close();
     if let Some(cause) = cancelled {
         // What the execution still sends is read and dropped, so it never waits on us; the
         // stream ends with the cancellation.
@@ -196,18 +190,84 @@ async fn turn(
                 }
             }
         }
-        // The execution saves the session as it stops: the next turn finds it idle.
-        conn.done().await;
-        return Ok(StopReason::Cancelled);
+        // The execution saves the session as it stops: the next turn, on a new connection,
+        // finds it idle.
+        live.conn.done().await;
+        return (Ok(StopReason::Cancelled), None);
     }
-    let result = run.result().await;
-    conn.close();
-    let _ = conn.output().await;
-    let result = result.map_err(|error| Error::internal_error().data(error.to_string()))?;
-    stop_reason(&result)
+    match run.result().await {
+        Ok(result) => (stop_reason(&result), Some(live)),
+        Err(error) => (Err(Error::internal_error().data(error.to_string())), None),
+    }
 }
 
-/// The turn's policy: its mode's prompt and tools, and permissions asked of the client.
+/// The connection a turn of session `session_id` runs on: `live` if it fits the session's
+/// mode, else a new one with the session's mode, MCP tools and directory. `None` if the
+/// session is not open here any more.
+fn connection(
+    shared: &Arc<Shared>,
+    agent: &LlmAgent,
+    session_id: &SessionId,
+    mut live: Option<Live>,
+) -> Option<Live> {
+    let (mode, cwd, tools) = {
+        let sessions = shared.sessions();
+        let slot = sessions.get(&session_id.0)?;
+        if let Some(live) = live.take_if(|live| live.fits(slot.mode)) {
+            return Some(live);
+        }
+        (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec())
+    };
+    // One that does not fit ends here, out of the lock.
+    drop(live);
+    Some(Live::open(shared, agent, session_id, mode, cwd, tools))
+}
+
+/// Shows the execution's events until it ends, or until the turn is cancelled or the client
+/// is gone: then it cancels the execution, and answers why.
+async fn follow(
+    shared: &Shared,
+    session_id: &SessionId,
+    token: &CancellationToken,
+    asker: &Asker,
+    run: &mut ExecuteStream<'_>,
+    updates: &mut Updates<'_>,
+) -> Option<Cancelled> {
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = token.cancelled() => {
+                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
+                run.cancel_with(cause);
+                return Some(cause);
+            }
+            event = run.next() => event,
+        };
+        let Some(Ok(event)) = event else { return None };
+        // A call's permission is asked once everything before it is shown, the call included.
+        let reached = match &event {
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => Some((tool_call_id.clone(), asker.will_ask(tool_name))),
+            _ => None,
+        };
+        let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
+        if let Some(update) = updates.of(event, asks)
+            && shared.update(session_id, update).await.is_err()
+        {
+            run.cancel_with(Cancelled::ClientGone);
+            return Some(Cancelled::ClientGone);
+        }
+        if let Some((id, asks)) = reached {
+            updates.open.reached(id, asks);
+        }
+    }
+}
+
+/// The policy of a session's connection: its mode's prompt and tools, and permissions asked
+/// of the client (by `gate`, for the turn running on the connection).
 fn policy(gate: Gate, mode: Option<&Mode>) -> Policy {
     let mut policy = Policy::new();
     if let Some(mode) = mode {
@@ -221,34 +281,37 @@ fn policy(gate: Gate, mode: Option<&Mode>) -> Policy {
     }
     let mode_id = mode.map(|mode| mode.id().to_owned()).unwrap_or_default();
     policy.gate(move |call| {
-        let gate = gate.clone();
+        // For the turn running now.
+        let asker = gate.asker();
         let call = call.clone();
         let mode_id = mode_id.clone();
         async move {
-            if !gate.shared.rules.needs_permission(&call.name) {
+            let Some(asker) = asker else {
+                return Err("the client went away".to_owned());
+            };
+            if !asker.shared.rules.needs_permission(&call.name) {
                 return Ok(());
             }
-            match gate.permission {
+            match asker.permission {
                 Permission::Allow => Ok(()),
                 Permission::Reject => Err(format!(
                     "`{}` needs permission, which the mode `{mode_id}` never gives",
                     call.name
                 )),
-                _ => gate.ask(&call).await,
+                _ => asker.ask(&call).await,
             }
         }
     })
 }
 
-/// Asks the client whether a tool call may run.
-#[derive(Clone)]
-struct Gate {
+/// Asks the client whether a tool call of a prompt turn may run.
+struct Asker {
     shared: Arc<Shared>,
     session_id: SessionId,
     token: CancellationToken,
     cwd: PathBuf,
     open: Arc<Open>,
-    /// The turn's mode's way with the tools that need permission.
+    /// The connection's mode's way with the tools that need permission.
     permission: Permission,
 }
 
@@ -344,7 +407,7 @@ fn tool_call(
     )
 }
 
-impl Gate {
+impl Asker {
     /// The answer that holds for tool `name` for the rest of the session, if any.
     fn always(&self, name: &str) -> Option<bool> {
         self.shared

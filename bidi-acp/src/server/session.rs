@@ -295,6 +295,9 @@ fn open_slot(
         slot
     });
     slot.cwd = cwd;
+    // Its connection has the servers and the directory it had: the next prompt opens one on
+    // what was loaded. Dropping it cancels it, without waiting.
+    drop(shared.take_agent(slot));
     drop(place); // Under the lock: the session is counted once.
     std::mem::swap(&mut slot.mcp, mcp);
     Ok(slot.mode)
@@ -343,8 +346,8 @@ fn store_failed(error: &StoreError) -> Error {
 }
 
 /// Closes a session on this connection: its running prompt turn is cancelled (it answers
-/// `cancelled`), its MCP servers are stopped, and it is forgotten here (not in the store: a
-/// `session/load` opens it again).
+/// `cancelled`), its agent connection and its MCP servers are stopped, and it is forgotten
+/// here (not in the store: a `session/load` opens it again).
 pub(super) async fn close_session(
     shared: &Shared,
     session_id: &SessionId,
@@ -354,6 +357,9 @@ pub(super) async fn close_session(
     };
     if let Some(running) = &slot.running {
         running.cancel();
+    }
+    if let Some(agent) = shared.take_agent(&mut slot) {
+        agent.stop().await;
     }
     slot.mcp.close().await;
     Ok(CloseSessionResponse::new())

@@ -12,6 +12,7 @@ use agent_client_protocol_schema::v1::{
     CLIENT_METHOD_NAMES, Error, Implementation, RequestId, SessionId, SessionNotification,
     SessionUpdate,
 };
+use futures_util::future::join_all;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWrite, AsyncWriteExt as _};
@@ -22,6 +23,7 @@ use super::{Backend, MAX_REQUESTS};
 use crate::codec;
 use crate::mcp::Servers;
 use crate::policy::Rules;
+use crate::turn::{Idle, Live};
 
 type Sink = Pin<Box<dyn AsyncWrite + Send>>;
 
@@ -42,6 +44,8 @@ pub(crate) struct Shared {
     pub(super) requests: Arc<Semaphore>,
     /// Cancelled when the client is gone: every turn's token is a child of it.
     pub(crate) stop: CancellationToken,
+    /// The sessions whose slot keeps their agent connection; locked after `sessions`.
+    pub(crate) idle: Mutex<Idle>,
 }
 
 /// A session open on this connection.
@@ -62,6 +66,9 @@ pub(crate) struct Slot {
     pub(crate) always: HashMap<String, bool>,
     /// The MCP servers the client named for the session, running.
     pub(crate) mcp: Servers,
+    /// The session's agent connection, kept from its last prompt turn for the next one; the
+    /// running turn holds it meanwhile.
+    pub(crate) agent: Option<Live>,
 }
 
 impl Slot {
@@ -74,6 +81,7 @@ impl Slot {
             cwd,
             always: HashMap::new(),
             mcp: Servers::default(),
+            agent: None,
         }
     }
 }
@@ -100,17 +108,23 @@ impl Shared {
             opening: AtomicUsize::new(0),
             requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
             stop: stop.clone(),
+            idle: Mutex::default(),
         });
         (shared, stop)
     }
 
-    /// Stops every session's MCP servers and waits for them to exit.
-    pub(super) async fn close_mcp(&self) {
-        let servers: Vec<Servers> = self
-            .sessions()
-            .values_mut()
-            .map(|slot| std::mem::take(&mut slot.mcp))
-            .collect();
+    /// Stops every session's agent connection and MCP servers, and waits for them to end.
+    pub(super) async fn close_sessions(&self) {
+        let (agents, servers) = {
+            let mut sessions = self.sessions();
+            let agents = self.take_agents(&mut sessions);
+            let servers: Vec<Servers> = sessions
+                .values_mut()
+                .map(|slot| std::mem::take(&mut slot.mcp))
+                .collect();
+            (agents, servers)
+        };
+        join_all(agents.into_iter().map(Live::stop)).await;
         for mut servers in servers {
             servers.close().await;
         }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod live;
 mod mcp;
 mod permissions;
 mod server;
