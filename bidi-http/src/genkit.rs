@@ -39,7 +39,7 @@ use axum::response::{IntoResponse, Response};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_flow::text::cap;
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput};
-use bidi_session::{self as snapshot, Change, SessionStore, Snapshot};
+use bidi_session::{self as snapshot, Change, Scoped, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -520,6 +520,22 @@ impl Encoder for Genkit {
     }
 }
 
+/// What a `getSnapshot` or `abort` request names, and the sessions of the agent it asks, as
+/// its identity sees them.
+fn lookup(
+    shared: &Shared,
+    kind: &str,
+    name: &str,
+    identity: Option<&Identity>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<(LookupData, Scoped), Failure> {
+    let agent = agent::agent(shared, kind, name)?;
+    keeps_sessions(agent, name)?;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let Lookup { data } = codec::decode_object(&bytes)?;
+    Ok((data, agent::sessions_of(agent, identity)))
+}
+
 /// `POST /agent/{name}/genkit/getSnapshot`: the snapshot, or `null`.
 pub(crate) async fn get_snapshot(
     State(shared): State<Arc<Shared>>,
@@ -527,12 +543,8 @@ pub(crate) async fn get_snapshot(
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
-    keeps_sessions(agent, &name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let Lookup { data } = codec::decode_object(&bytes)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let store = agent::sessions_of(agent, identity);
+    let (data, store) = lookup(&shared, &kind, &name, identity, bytes)?;
     let found = match (&data.snapshot_id, &data.session_id) {
         (Some(id), session) => store.load_snapshot(id).await.map(|found| {
             found.filter(|s| session.as_ref().is_none_or(|sid| sid == s.session_id()))
@@ -600,15 +612,11 @@ pub(crate) async fn abort(
     identity: Option<Extension<Identity>>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
-    keeps_sessions(agent, &name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let Lookup { data } = codec::decode_object(&bytes)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    let (data, store) = lookup(&shared, &kind, &name, identity, bytes)?;
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };
-    let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let store = agent::sessions_of(agent, identity);
     let previous = store
         .abort(&id)
         .await
