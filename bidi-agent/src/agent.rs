@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::responder::{Artifact, Responder, put};
+use crate::responder::{Artifact, Responder};
 use crate::scope::Scope;
 
 /// How a connection to an agent picks its session.
@@ -187,7 +187,7 @@ impl<Out> AgentResult<Out> {
     /// Adds an artifact.
     #[must_use]
     pub fn with_artifact(mut self, artifact: Artifact) -> Self {
-        put(&mut self.artifacts, artifact);
+        artifact.put_in(&mut self.artifacts);
         self
     }
 }
@@ -379,7 +379,7 @@ impl AgentBuilder {
                         .map_err(Into::into)?;
                     let mut artifacts = responder.artifacts();
                     for artifact in result.artifacts {
-                        put(&mut artifacts, artifact);
+                        artifact.put_in(&mut artifacts);
                     }
                     Ok::<_, BoxError>(AgentOutput {
                         session_id: id,

@@ -28,11 +28,23 @@ impl Artifact {
     }
 }
 
-/// Adds `artifact` to `list`, replacing the one of the same name in place.
-pub(crate) fn put(list: &mut Vec<Artifact>, artifact: Artifact) {
-    match list.iter_mut().find(|a| a.name == artifact.name) {
-        Some(existing) => *existing = artifact,
-        None => list.push(artifact),
+impl Artifact {
+    /// Adds this artifact to `list`, replacing the one of the same name in place.
+    ///
+    /// ```
+    /// use bidi_agent::Artifact;
+    /// use serde_json::json;
+    ///
+    /// let mut list = vec![Artifact::new("doc", [json!("v1")])];
+    /// Artifact::new("doc", [json!("v2")]).put_in(&mut list);
+    /// Artifact::new("other", [json!("x")]).put_in(&mut list);
+    /// assert_eq!(list, [Artifact::new("doc", [json!("v2")]), Artifact::new("other", [json!("x")])]);
+    /// ```
+    pub fn put_in(self, list: &mut Vec<Self>) {
+        match list.iter_mut().find(|a| a.name == self.name) {
+            Some(existing) => *existing = self,
+            None => list.push(self),
+        }
     }
 }
 
@@ -97,7 +109,7 @@ impl<Stream> Responder<Stream> {
     /// Publishes `artifact`, replacing an earlier one of the same name. Artifacts end up in the
     /// connection's [`AgentOutput`](crate::AgentOutput).
     pub fn artifact(&self, artifact: Artifact) {
-        put(&mut self.lock(), artifact);
+        artifact.put_in(&mut self.lock());
     }
 
     /// The artifacts published so far.

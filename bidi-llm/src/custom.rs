@@ -92,10 +92,7 @@ impl CustomTurn {
 
     /// Adds `artifact`, replacing the session's artifact of the same name.
     pub fn artifact(&mut self, artifact: Artifact) {
-        match self.artifacts.iter_mut().find(|a| a.name == artifact.name) {
-            Some(existing) => existing.clone_from(&artifact),
-            None => self.artifacts.push(artifact.clone()),
-        }
+        artifact.clone().put_in(&mut self.artifacts);
         self.edit(Edit::Artifact(artifact));
     }
 

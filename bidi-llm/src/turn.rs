@@ -486,10 +486,7 @@ impl<'a> Turn<'a> {
                 self.emit(AgentEvent::CustomUpdate { custom });
             }
             Edit::Artifact(artifact) => {
-                match state.artifacts.iter_mut().find(|a| a.name == artifact.name) {
-                    Some(existing) => existing.clone_from(&artifact),
-                    None => state.artifacts.push(artifact.clone()),
-                }
+                artifact.clone().put_in(&mut state.artifacts);
                 self.emit(AgentEvent::ArtifactUpdate { artifact });
             }
         }
