@@ -3,9 +3,9 @@
 use std::fmt;
 use std::io;
 
-use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 /// What a snapshot adds to its parent's state: a JSON Patch (RFC 6902), applied in order.
@@ -35,9 +35,26 @@ use serde_json::Value;
 /// );
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Change(json_patch::Patch);
+#[derive(Clone, Default)]
+pub struct Change(Ops);
+
+/// A change's operations.
+#[derive(Clone)]
+enum Ops {
+    /// As a JSON Patch lists them.
+    Patch(json_patch::Patch),
+    /// One `add` at the root, the state replaced whole (as [`Session::update_state`] writes a
+    /// small state): kept without a list, which would be an allocation of its own.
+    ///
+    /// [`Session::update_state`]: crate::Session::update_state
+    Whole(Value),
+}
+
+impl Default for Ops {
+    fn default() -> Self {
+        Self::Patch(json_patch::Patch::default())
+    }
+}
 
 /// A change that does not apply to the state it was given (a path that is not there).
 #[derive(Debug, thiserror::Error)]
@@ -54,49 +71,47 @@ impl Change {
     /// The change from `old` to `new`.
     #[must_use]
     pub fn diff(old: &Value, new: &Value) -> Self {
-        Self(json_patch::diff(old, new))
+        Self(Ops::Patch(json_patch::diff(old, new)))
+    }
+
+    /// The state replaced by `state` whole: what [`set`](Self::set) at the root makes.
+    pub(crate) fn whole(state: Value) -> Self {
+        Self(Ops::Whole(state))
     }
 
     /// Appends `value` to the array at `path` (a JSON Pointer such as `/messages`).
     #[must_use]
-    pub fn push(mut self, path: &str, value: Value) -> Self {
+    pub fn push(self, path: &str, value: Value) -> Self {
         let mut path = pointer(path);
         path.push_back("-");
-        self.0
-            .0
-            .push(PatchOperation::Add(AddOperation { path, value }));
-        self
+        self.and(PatchOperation::Add(AddOperation { path, value }))
     }
 
     /// Sets the member at `path` to `value`, adding it if it is not there.
     #[must_use]
-    pub fn set(mut self, path: &str, value: Value) -> Self {
+    pub fn set(self, path: &str, value: Value) -> Self {
         let path = pointer(path);
-        self.0
-            .0
-            .push(PatchOperation::Add(AddOperation { path, value }));
-        self
+        self.and(PatchOperation::Add(AddOperation { path, value }))
     }
 
     /// Removes the member at `path`, which must be there when the change applies.
     #[must_use]
-    pub fn remove(mut self, path: &str) -> Self {
+    pub fn remove(self, path: &str) -> Self {
         let path = pointer(path);
-        self.0
-            .0
-            .push(PatchOperation::Remove(RemoveOperation { path }));
-        self
+        self.and(PatchOperation::Remove(RemoveOperation { path }))
     }
 
     /// Adds `other`'s operations after this change's.
     pub fn extend(&mut self, other: Self) {
-        self.0.0.extend(other.0.0);
+        let mut patch = std::mem::take(self).into_patch();
+        patch.0.extend(other.into_patch().0);
+        *self = Self(Ops::Patch(patch));
     }
 
     /// Whether the change changes nothing.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.0.is_empty()
+        matches!(&self.0, Ops::Patch(patch) if patch.0.is_empty())
     }
 
     /// Applies the change to `state`: all of it, or (on an error) none of it.
@@ -106,23 +121,61 @@ impl Change {
     /// [`ApplyError`] if an operation does not apply (its path is not there); `state` is then
     /// as it was.
     pub fn apply(&self, state: &mut Value) -> Result<(), ApplyError> {
-        json_patch::patch(state, &self.0).map_err(ApplyError)
+        let patch = match &self.0 {
+            Ops::Whole(value) => {
+                state.clone_from(value);
+                return Ok(());
+            }
+            Ops::Patch(patch) => patch,
+        };
+        // The whole state replaced (a diff of two numbers, say): nothing can fail, so nothing
+        // needs undoing.
+        if let [
+            PatchOperation::Add(AddOperation { path, value })
+            | PatchOperation::Replace(ReplaceOperation { path, value }),
+        ] = patch.0.as_slice()
+            && path.is_root()
+        {
+            state.clone_from(value);
+            return Ok(());
+        }
+        json_patch::patch(state, patch).map_err(ApplyError)
     }
 
     /// The change as JSON text, as stores keep it.
     #[must_use]
     pub fn to_json(&self) -> String {
         // A patch is strings and `Value`s: writing it to a `String` cannot fail.
-        serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".to_owned())
+        serde_json::to_string(self).unwrap_or_else(|_| "[]".to_owned())
     }
 
     /// How many bytes [`to_json`](Self::to_json) would write, without writing them.
     #[must_use]
     pub fn encoded_len(&self) -> u64 {
-        let mut counter = Counter(0);
-        // Writing to a counter cannot fail.
-        let _ = serde_json::to_writer(&mut counter, &self.0);
-        counter.0
+        let ops = match &self.0 {
+            // `[{"op":"add","path":"","value":` value `}]`
+            Ops::Whole(value) => return 33 + counted(value),
+            Ops::Patch(patch) => &patch.0,
+        };
+        // Counted by parts: what serde would write again for every operation (its name and
+        // keys, escaped) is counted once here, and only paths and values are written.
+        let mut len = (2 + ops.len().saturating_sub(1)) as u64; // `[`, `]`, commas
+        for op in ops {
+            let (name, from, path, value) = match op {
+                PatchOperation::Add(op) => ("add", None, &op.path, Some(&op.value)),
+                PatchOperation::Remove(op) => ("remove", None, &op.path, None),
+                PatchOperation::Replace(op) => ("replace", None, &op.path, Some(&op.value)),
+                PatchOperation::Move(op) => ("move", Some(&op.from), &op.path, None),
+                PatchOperation::Copy(op) => ("copy", Some(&op.from), &op.path, None),
+                PatchOperation::Test(op) => ("test", None, &op.path, Some(&op.value)),
+            };
+            // `{"op":"` name `","path":` path `}`, with `"from":` from `,` before `"path"` and
+            // `,"value":` value after the path, as the operation has them.
+            len += (7 + name.len() + 9 + 1) as u64 + counted(path);
+            len += from.map_or(0, |from| 8 + counted(from));
+            len += value.map_or(0, |value| 9 + counted(value));
+        }
+        len
     }
 
     /// A change read back from its JSON text.
@@ -131,13 +184,92 @@ impl Change {
     ///
     /// The JSON error if `text` is not an RFC 6902 patch.
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text).map(Self)
+        serde_json::from_str(text)
+    }
+
+    /// The change followed by `op`.
+    fn and(self, op: PatchOperation) -> Self {
+        let mut patch = self.into_patch();
+        patch.0.push(op);
+        Self(Ops::Patch(patch))
+    }
+
+    /// The change as a JSON Patch.
+    fn into_patch(self) -> json_patch::Patch {
+        match self.0 {
+            Ops::Patch(patch) => patch,
+            Ops::Whole(value) => json_patch::Patch(vec![root_add(value)]),
+        }
+    }
+}
+
+/// `add` at the root: `value` replaces the state.
+fn root_add(value: Value) -> PatchOperation {
+    let path = PointerBuf::new();
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+/// How many bytes `value` takes as JSON.
+fn counted(value: &(impl Serialize + ?Sized)) -> u64 {
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// Changes are equal when their JSON Patches are.
+impl PartialEq for Change {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Ops::Patch(a), Ops::Patch(b)) => a == b,
+            (Ops::Whole(a), Ops::Whole(b)) => a == b,
+            (Ops::Whole(value), Ops::Patch(patch)) | (Ops::Patch(patch), Ops::Whole(value)) => {
+                matches!(patch.0.as_slice(), [PatchOperation::Add(op)]
+                    if op.path.is_root() && op.value == *value)
+            }
+        }
+    }
+}
+
+/// As its JSON Patch: RFC 6902 operations.
+impl Serialize for Change {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// `add` at the root, written as `json_patch` writes it, without taking the value.
+        #[derive(Serialize)]
+        struct RootAdd<'a> {
+            op: &'static str,
+            path: &'static str,
+            value: &'a Value,
+        }
+        match &self.0 {
+            Ops::Patch(patch) => patch.serialize(serializer),
+            Ops::Whole(value) => {
+                let op = RootAdd {
+                    op: "add",
+                    path: "",
+                    value,
+                };
+                [op].serialize(serializer)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Change {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        json_patch::Patch::deserialize(deserializer).map(|patch| Self(Ops::Patch(patch)))
     }
 }
 
 impl fmt::Debug for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Change").field(&self.0.0).finish()
+        match &self.0 {
+            Ops::Patch(patch) => f.debug_tuple("Change").field(&patch.0).finish(),
+            Ops::Whole(value) => {
+                let ops = [root_add(value.clone())];
+                f.debug_tuple("Change").field(&ops).finish()
+            }
+        }
     }
 }
 
@@ -166,5 +298,60 @@ impl io::Write for Counter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `encoded_len` counts what `to_json` writes, for every kind of operation, with paths and
+    /// values that need escaping.
+    #[test]
+    fn encoded_len_is_the_length_of_the_json() {
+        let ops = json!([
+            {"op": "add", "path": "/a~1b/\"q\"", "value": {"x": ["\u{1}", 1.5, null]}},
+            {"op": "remove", "path": "/n"},
+            {"op": "replace", "path": "", "value": "é\n"},
+            {"op": "move", "from": "/f", "path": "/t"},
+            {"op": "copy", "from": "/f\t", "path": "/c"},
+            {"op": "test", "path": "/t", "value": true},
+        ]);
+        let all = Change::from_json(&ops.to_string()).expect("a patch");
+        let whole = Change::whole(json!({"a\"": [1, "\u{7}"]}));
+        for change in [Change::new(), whole, all] {
+            assert_eq!(
+                change.encoded_len(),
+                change.to_json().len() as u64,
+                "{change:?}"
+            );
+        }
+    }
+
+    /// A state replaced whole is the change `set("", state)` makes, as JSON, as a change, and
+    /// applied; other changes follow it as they would follow that one.
+    #[test]
+    fn a_whole_state_is_a_set_at_the_root() {
+        let state = json!({"n": 1, "s": "x"});
+        let (whole, set) = (
+            Change::whole(state.clone()),
+            Change::new().set("", state.clone()),
+        );
+        assert_eq!(whole.to_json(), set.to_json());
+        assert_eq!(whole, set);
+        assert_eq!(set, whole);
+        assert_ne!(whole, Change::whole(json!(2)));
+        assert_eq!(Change::from_json(&whole.to_json()).expect("a patch"), whole);
+        assert_eq!(format!("{whole:?}"), format!("{set:?}"));
+        assert!(!whole.is_empty());
+        let mut applied = json!(null);
+        whole.apply(&mut applied).expect("applies");
+        assert_eq!(applied, state);
+        let (mut longer, mut expected) = (whole.clone(), set);
+        longer.extend(Change::new().set("/n", json!(2)));
+        expected.extend(Change::new().set("/n", json!(2)));
+        assert_eq!(longer.to_json(), expected.to_json());
+        assert_eq!(longer.remove("/s"), expected.remove("/s"));
     }
 }

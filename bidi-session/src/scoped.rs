@@ -78,6 +78,12 @@ impl Scoped {
         &self.scope
     }
 
+    /// The shared store itself: a call through the `Arc` would box its future twice, the
+    /// second time in the `Arc`'s forwarding impl.
+    fn backend(&self) -> &dyn SessionStore {
+        &*self.store
+    }
+
     /// The key of session `id` in the shared store.
     fn key(&self, id: &str) -> String {
         let mut key = String::with_capacity(self.prefix.len() + id.len());
@@ -139,24 +145,24 @@ impl fmt::Debug for Scoped {
 #[async_trait]
 impl SessionStore for Scoped {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        match self.store.load(&self.key(session_id)).await {
+        match self.backend().load(&self.key(session_id)).await {
             Ok(snapshot) => Ok(snapshot.and_then(|s| self.unscoped_snapshot(s))),
             Err(error) => Err(self.unscoped_error(error, session_id)),
         }
     }
 
     async fn load_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        let snapshot = self.store.load_snapshot(snapshot_id).await?;
+        let snapshot = self.backend().load_snapshot(snapshot_id).await?;
         Ok(snapshot.and_then(|s| self.unscoped_snapshot(s)))
     }
 
     async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError> {
-        let entry = self.store.entry(snapshot_id).await?;
+        let entry = self.backend().entry(snapshot_id).await?;
         Ok(entry.and_then(|e| self.unscoped(e)))
     }
 
     async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
-        match self.store.append(&self.key(session_id), append).await {
+        match self.backend().append(&self.key(session_id), append).await {
             // The store wrote under this scope's key: the entry is this scope's.
             Ok(entry) => self.unscoped(entry).ok_or_else(|| {
                 StoreError::backend("the store wrote a snapshot under another session's key")
@@ -167,7 +173,7 @@ impl SessionStore for Scoped {
 
     async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError> {
         // Only the turn holding the snapshot finishes it, and its owner names it.
-        let entry = self.store.finish(snapshot_id, finish).await?;
+        let entry = self.backend().finish(snapshot_id, finish).await?;
         self.unscoped(entry)
             .ok_or_else(|| StoreError::not_found(snapshot_id))
     }
@@ -179,18 +185,18 @@ impl SessionStore for Scoped {
         expires_at: u64,
     ) -> Result<Renewal, StoreError> {
         // Only a turn of this scope holds a lease it could renew: the owner names it.
-        self.store.renew(snapshot_id, owner, expires_at).await
+        self.backend().renew(snapshot_id, owner, expires_at).await
     }
 
     async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {
         if self.entry(snapshot_id).await?.is_none() {
             return Ok(None);
         }
-        self.store.abort(snapshot_id).await
+        self.backend().abort(snapshot_id).await
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
-        self.store
+        self.backend()
             .delete(&self.key(session_id))
             .await
             .map_err(|error| self.unscoped_error(error, session_id))
@@ -198,7 +204,7 @@ impl SessionStore for Scoped {
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         let mut ids: Vec<String> = self
-            .store
+            .backend()
             .list()
             .await?
             .into_iter()

@@ -76,7 +76,7 @@ where
     ///
     /// The store's error, or [`StoreError::InvalidState`] if the stored state is not a `State`.
     pub async fn load(store: Arc<dyn SessionStore>, id: &str) -> Result<Option<Self>, StoreError> {
-        let Some(snapshot) = store.load(id).await? else {
+        let Some(snapshot) = (*store).load(id).await? else {
             return Ok(None);
         };
         Ok(Some(Self::from_snapshot(store, snapshot, false)?))
@@ -93,7 +93,7 @@ where
         store: Arc<dyn SessionStore>,
         snapshot_id: &str,
     ) -> Result<Option<Self>, StoreError> {
-        let Some(snapshot) = store.load_snapshot(snapshot_id).await? else {
+        let Some(snapshot) = (*store).load_snapshot(snapshot_id).await? else {
             return Ok(None);
         };
         Ok(Some(Self::from_snapshot(store, snapshot, true)?))
@@ -110,7 +110,7 @@ where
         state: State,
     ) -> Result<Self, StoreError> {
         let json = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
-        let head = store.append(id, Append::create(json)).await?;
+        let head = (*store).append(id, Append::create(json)).await?;
         Ok(Self::new(store, id, state, head, false))
     }
 
@@ -202,9 +202,10 @@ where
         f(&self.lock().state)
     }
 
-    /// Saves `state` now, as a snapshot after the cached one. The change is found by comparing
-    /// the two states as JSON, which costs their size: a writer that knows what it changed
-    /// says so with [`commit`](Self::commit).
+    /// Saves `state` now, as a snapshot after the cached one. A state of at most 128 bytes of
+    /// JSON is written whole (a change that replaces it: a diff would hardly be shorter); a
+    /// larger one's change is found by comparing the two states as JSON, which costs their
+    /// size: a writer that knows what it changed says so with [`commit`](Self::commit).
     ///
     /// # Errors
     ///
@@ -219,10 +220,19 @@ where
     /// updated only if it was observed. A later save then fails with a conflict rather than
     /// overwrite.
     pub async fn update_state(&self, state: State) -> Result<(), StoreError> {
+        let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
+        let mut budget = WHOLE_STATE_BYTES;
+        if fits(&new, &mut budget) {
+            // The old state is not serialized, nor compared. Escaped, the state is at most six
+            // times what `fits` counted, and the operation around it 33 bytes.
+            let max_len = 33 + 6 * (WHOLE_STATE_BYTES - budget) as u64;
+            let change = Change::whole(new);
+            return self.append_change(state, change, None, Some(max_len)).await;
+        }
         let old = self.with_state(|state| serde_json::to_value(state));
         let old = old.map_err(StoreError::Serialization)?;
-        let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
-        self.commit(state, Change::diff(&old, &new)).await
+        let change = Change::diff(&old, &new);
+        self.append_change(state, change, Some(new), None).await
     }
 
     /// Saves `state`, which `change` makes of the cached state, as a snapshot after the cached
@@ -241,6 +251,18 @@ where
     ///
     /// As [`update_state`](Self::update_state).
     pub async fn commit(&self, state: State, change: Change) -> Result<(), StoreError> {
+        self.append_change(state, change, None, None).await
+    }
+
+    /// [`commit`](Self::commit), with what the caller knows already: `json`, the state as
+    /// JSON, and `max_len`, at least the change's [encoded length](Change::encoded_len).
+    async fn append_change(
+        &self,
+        state: State,
+        change: Change,
+        json: Option<Value>,
+        max_len: Option<u64>,
+    ) -> Result<(), StoreError> {
         let (parent, replay) = {
             let cached = self.lock();
             running(&self.id, &cached.head)?;
@@ -248,11 +270,13 @@ where
             (self.parent(&cached), cached.head.replay)
         };
         let mut append = Append::change(parent, change);
-        if replay.wants_checkpoint(append.change.encoded_len()) {
-            append.checkpoint =
-                Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
+        // A change known to be short enough is not measured.
+        let short = max_len.is_some_and(|max| !replay.wants_checkpoint(max));
+        if !short && replay.wants_checkpoint(append.change.encoded_len()) {
+            let json = json.map_or_else(|| serde_json::to_value(&state), Ok);
+            append.checkpoint = Some(json.map_err(StoreError::Serialization)?);
         }
-        let head = self.store.append(&self.id, append).await?;
+        let head = self.backend().append(&self.id, append).await?;
         *self.lock() = Cached {
             state,
             #[cfg(debug_assertions)]
@@ -317,7 +341,7 @@ where
             self.parent(&cached)
         };
         let head = self
-            .store
+            .backend()
             .append(&self.id, Append::pending(parent, lease))
             .await?;
         let mut cached = self.lock();
@@ -353,7 +377,7 @@ where
     /// [`StoreError::NotHeld`] if no turn of this session runs under the cached lease.
     pub async fn renew(&self, expires_at: u64) -> Result<Renewal, StoreError> {
         let (id, owner) = self.holder()?;
-        self.store.renew(&id, &owner, expires_at).await
+        self.backend().renew(&id, &owner, expires_at).await
     }
 
     /// Ends the running turn: saves `state`, which `change` makes of the state the turn started
@@ -391,7 +415,7 @@ where
             finish.checkpoint =
                 Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
         }
-        let head = self.store.finish(&id, finish).await?;
+        let head = self.backend().finish(&id, finish).await?;
         let mut cached = self.lock();
         cached.state = state;
         cached.head = head.clone();
@@ -409,7 +433,7 @@ where
     /// [`StoreError::NotFound`] if the session was deleted; the store's error otherwise.
     pub async fn reload(&self) -> Result<(), StoreError> {
         let snapshot = self
-            .store
+            .backend()
             .load(&self.id)
             .await?
             .ok_or_else(|| StoreError::not_found(&*self.id))?;
@@ -429,6 +453,12 @@ where
     #[must_use]
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.store
+    }
+
+    /// The store itself: a call through the `Arc` would box its future twice, the second time
+    /// in the `Arc`'s forwarding impl.
+    fn backend(&self) -> &dyn SessionStore {
+        &*self.store
     }
 
     /// What the next write continues.
@@ -495,10 +525,74 @@ fn running(session_id: &str, head: &Entry) -> Result<(), StoreError> {
     }
 }
 
+/// The JSON states [`Session::update_state`] writes whole, in bytes.
+const WHOLE_STATE_BYTES: usize = 128;
+
+/// Whether `value` is written in at most `budget` bytes of JSON, about (a number counts as its
+/// longest, a string as if nothing in it were escaped). Walks no further than the budget.
+fn fits(value: &Value, budget: &mut usize) -> bool {
+    let own = match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 24,
+        Value::String(text) => text.len() + 2,
+        // Brackets and commas.
+        Value::Array(items) => items.len() + 1,
+        Value::Object(members) => members.len() + 1,
+    };
+    spend(budget, own)
+        && match value {
+            Value::Array(items) => items.iter().all(|item| fits(item, budget)),
+            // Each key with its quotes and colon.
+            Value::Object(members) => members
+                .iter()
+                .all(|(key, item)| spend(budget, key.len() + 3) && fits(item, budget)),
+            _ => true,
+        }
+}
+
+/// Takes `bytes` from `budget`, if it has them.
+fn spend(budget: &mut usize, bytes: usize) -> bool {
+    budget
+        .checked_sub(bytes)
+        .map(|left| *budget = left)
+        .is_some()
+}
+
 /// The stored `state` of session `id` as a `State`.
 fn decode<State: DeserializeOwned>(id: &str, state: Value) -> Result<State, StoreError> {
     serde_json::from_value(state).map_err(|source| StoreError::InvalidState {
         session_id: id.to_owned(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A state `fits` finds small is written whole in at most the bytes `update_state` counts
+    /// on, escapes and all; a larger one does not fit.
+    #[test]
+    fn a_state_that_fits_is_written_in_the_bytes_counted() {
+        let states = [
+            json!(null),
+            json!(u64::MAX),
+            json!(-1.234_567_890_123_456_7e-300),
+            json!("\u{1}\u{2}\"\\\n"),
+            json!({"\u{1}": [true, "\u{7f}é", {"": null}]}),
+            json!(vec!["\u{0}"; 20]),
+        ];
+        for state in states {
+            let mut budget = WHOLE_STATE_BYTES;
+            assert!(fits(&state, &mut budget), "{state}");
+            let max_len = 33 + 6 * (WHOLE_STATE_BYTES - budget) as u64;
+            assert!(
+                Change::whole(state.clone()).encoded_len() <= max_len,
+                "{state}"
+            );
+        }
+        let large = json!({"history": vec!["message number n of the session"; 5]});
+        assert!(!fits(&large, &mut { WHOLE_STATE_BYTES }));
+    }
 }

@@ -705,5 +705,9 @@ forward!(Box);
 /// A new snapshot id: a random UUID, unique in any store.
 #[must_use]
 pub fn new_snapshot_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    // Written straight into a buffer, not through `Display`'s formatting machinery.
+    let id = uuid::Uuid::new_v4();
+    id.hyphenated()
+        .encode_lower(&mut uuid::Uuid::encode_buffer())
+        .to_owned()
 }

@@ -56,6 +56,63 @@ async fn a_session_past_its_snapshot_limit_keeps_its_head() {
     assert_eq!(store.load("s").await.unwrap().unwrap().state, json!(5));
 }
 
+/// A `MemoryStore` finds every snapshot it keeps by its id, however it was written and whatever
+/// was looked up before (its index of snapshot ids catches up when one is named): turns
+/// finished past the snapshot limit, branches from snapshots never named, a session written
+/// again under the id of a deleted one.
+#[tokio::test]
+async fn a_memory_store_finds_every_snapshot_it_keeps() {
+    let store = MemoryStore::new().with_max_snapshots(3);
+    let mut head = store.append("s", Append::create(json!(0))).await.unwrap();
+    for n in 1..=8 {
+        // A turn: its pending snapshot named (renewed) before it finishes, past the limit.
+        let lease = Lease::new("me", Duration::from_secs(60));
+        let pending = Append::pending(Parent::Head(head.id.clone()), lease);
+        let pending = store.append("s", pending).await.unwrap();
+        let renewal = store.renew(&pending.id, "me", u64::MAX).await.unwrap();
+        assert_eq!(renewal, Renewal::Renewed);
+        let finish = Finish::new("me", Status::Completed, set(n));
+        head = store.finish(&pending.id, finish).await.unwrap();
+        let loaded = store.load_snapshot(&head.id).await.unwrap().unwrap();
+        assert_eq!(loaded.state, json!(n), "turn {n}");
+    }
+    for n in 9..=16 {
+        let previous = head.id.clone();
+        let next = Append::change(Parent::Head(head.id.clone()), set(n));
+        head = store.append("s", next).await.unwrap();
+        // The snapshot before, while it is kept, is found and branched from.
+        if n % 2 == 1 && store.entry(&previous).await.unwrap().is_some() {
+            let branch = Append::change(Parent::Branch(previous), set(-n));
+            head = store.append("s", branch).await.unwrap();
+        }
+        let loaded = store.load_snapshot(&head.id).await.unwrap().unwrap();
+        assert_eq!(loaded.state, store.load("s").await.unwrap().unwrap().state);
+    }
+    let old = head.id.clone();
+    assert!(store.delete("s").await.unwrap());
+    let again = store
+        .append("s", Append::create(json!("again")))
+        .await
+        .unwrap();
+    assert!(store.entry(&old).await.unwrap().is_none());
+    assert_eq!(
+        store.abort(&again.id).await.unwrap(),
+        Some(Status::Completed)
+    );
+    // A session whose first snapshot is a turn: that snapshot loads as the turn left it.
+    let lease = Lease::new("me", Duration::from_secs(60));
+    let first = store
+        .append("t", Append::pending(Parent::None, lease))
+        .await
+        .unwrap();
+    let finish = Finish::new("me", Status::Completed, set(1));
+    store.finish(&first.id, finish).await.unwrap();
+    let next = Append::change(Parent::Head(first.id.clone()), set(2));
+    store.append("t", next).await.unwrap();
+    let loaded = store.load_snapshot(&first.id).await.unwrap().unwrap();
+    assert_eq!(loaded.state, json!(1));
+}
+
 /// A store shared as `Arc<dyn SessionStore>`, or boxed, is a store: it goes where any does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_and_boxed_stores_conform() {
