@@ -469,9 +469,11 @@ pub(crate) async fn renew(
 pub(crate) fn change(before: &Value, after: &mut LlmSession, first: usize) -> Change {
     let mut change = Change::diff(before, &head(after));
     for message in &after.messages[first..] {
-        // A message is strings and numbers: it always makes JSON.
-        let value = serde_json::to_value(message).unwrap_or(Value::Null);
-        change = change.push("/messages", value);
+        // Written once, as the text stores keep, not built as a `Value`. A message is strings
+        // and numbers: it always makes JSON.
+        let json = serde_json::value::to_raw_value(message)
+            .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned());
+        change = change.push_json("/messages", json);
     }
     change
 }

@@ -5,8 +5,10 @@ use std::io;
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
+use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// What a snapshot adds to its parent's state: a JSON Patch (RFC 6902), applied in order.
 ///
@@ -43,11 +45,38 @@ pub struct Change(Ops);
 enum Ops {
     /// As a JSON Patch lists them.
     Patch(json_patch::Patch),
+    /// With values pushed as JSON text ([`Change::push_json`]): kept as written, so a writer
+    /// that serializes its value once (to be stored as text) never builds a `Value` of it.
+    List(Vec<Op>),
     /// One `add` at the root, the state replaced whole (as [`Session::update_state`] writes a
     /// small state): kept without a list, which would be an allocation of its own.
     ///
     /// [`Session::update_state`]: crate::Session::update_state
     Whole(Value),
+}
+
+/// One operation of a [`Ops::List`].
+#[derive(Clone, Debug)]
+enum Op {
+    Patch(PatchOperation),
+    /// `add` of `json` at the end of the array at `path` (which ends in `-`).
+    Push {
+        path: PointerBuf,
+        json: Box<RawValue>,
+    },
+}
+
+impl Op {
+    /// The operation as JSON Patch has it, its value read from its text.
+    fn to_patch(&self) -> Result<PatchOperation, serde_json::Error> {
+        Ok(match self {
+            Self::Patch(op) => op.clone(),
+            Self::Push { path, json } => PatchOperation::Add(AddOperation {
+                path: path.clone(),
+                value: serde_json::from_str(json.get())?,
+            }),
+        })
+    }
 }
 
 impl Default for Ops {
@@ -59,7 +88,7 @@ impl Default for Ops {
 /// A change that does not apply to the state it was given (a path that is not there).
 #[derive(Debug, thiserror::Error)]
 #[error("the change does not apply to the state: {0}")]
-pub struct ApplyError(#[source] json_patch::PatchError);
+pub struct ApplyError(#[source] Box<dyn std::error::Error + Send + Sync>);
 
 impl Change {
     /// No change.
@@ -84,34 +113,65 @@ impl Change {
     pub fn push(self, path: &str, value: Value) -> Self {
         let mut path = pointer(path);
         path.push_back("-");
-        self.and(PatchOperation::Add(AddOperation { path, value }))
+        self.and(Op::Patch(PatchOperation::Add(AddOperation { path, value })))
+    }
+
+    /// Appends `json`, a value already written as JSON text, to the array at `path`: what
+    /// [`push`](Self::push) does, for a writer that has its value as a Rust type. Serializing
+    /// it once to text (as stores keep changes) costs a fraction of building a `Value` of it.
+    ///
+    /// ```
+    /// use bidi_session::Change;
+    /// use serde_json::json;
+    ///
+    /// let message = serde_json::value::to_raw_value(&("hello", 2))?;
+    /// let change = Change::new().push_json("/messages", message);
+    /// let mut state = json!({"messages": []});
+    /// change.apply(&mut state)?;
+    /// assert_eq!(state, json!({"messages": [["hello", 2]]}));
+    /// assert_eq!(change, Change::new().push("/messages", json!(["hello", 2])));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn push_json(self, path: &str, json: Box<RawValue>) -> Self {
+        let mut path = pointer(path);
+        path.push_back("-");
+        self.and(Op::Push { path, json })
     }
 
     /// Sets the member at `path` to `value`, adding it if it is not there.
     #[must_use]
     pub fn set(self, path: &str, value: Value) -> Self {
         let path = pointer(path);
-        self.and(PatchOperation::Add(AddOperation { path, value }))
+        self.and(Op::Patch(PatchOperation::Add(AddOperation { path, value })))
     }
 
     /// Removes the member at `path`, which must be there when the change applies.
     #[must_use]
     pub fn remove(self, path: &str) -> Self {
         let path = pointer(path);
-        self.and(PatchOperation::Remove(RemoveOperation { path }))
+        self.and(Op::Patch(PatchOperation::Remove(RemoveOperation { path })))
     }
 
     /// Adds `other`'s operations after this change's.
     pub fn extend(&mut self, other: Self) {
-        let mut patch = std::mem::take(self).into_patch();
-        patch.0.extend(other.into_patch().0);
-        *self = Self(Ops::Patch(patch));
+        *self = match (std::mem::take(self).0, other.0) {
+            (Ops::Patch(mut patch), Ops::Patch(more)) => {
+                patch.0.extend(more.0);
+                Self(Ops::Patch(patch))
+            }
+            (ops, more) => Self(more).into_ops().into_iter().fold(Self(ops), Self::and),
+        };
     }
 
     /// Whether the change changes nothing.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        matches!(&self.0, Ops::Patch(patch) if patch.0.is_empty())
+        match &self.0 {
+            Ops::Patch(patch) => patch.0.is_empty(),
+            Ops::List(ops) => ops.is_empty(),
+            Ops::Whole(_) => false,
+        }
     }
 
     /// Applies the change to `state`: all of it, or (on an error) none of it.
@@ -127,6 +187,11 @@ impl Change {
                 return Ok(());
             }
             Ops::Patch(patch) => patch,
+            Ops::List(ops) => {
+                let patch = ops.iter().map(Op::to_patch).collect::<Result<Vec<_>, _>>();
+                let patch = patch.map_err(|error| ApplyError(error.into()))?;
+                return json_patch::patch(state, &patch).map_err(|error| ApplyError(error.into()));
+            }
         };
         // The whole state replaced (a diff of two numbers, say): nothing can fail, so nothing
         // needs undoing.
@@ -139,7 +204,33 @@ impl Change {
             state.clone_from(value);
             return Ok(());
         }
-        json_patch::patch(state, patch).map_err(ApplyError)
+        json_patch::patch(state, patch).map_err(|error| ApplyError(error.into()))
+    }
+
+    /// Applies the change to `state`, a state read again from changes already applied once:
+    /// without undoing on an error (`state` is then partly changed), and with pushed JSON text
+    /// read straight into the array it goes to.
+    pub(crate) fn replay(&self, state: &mut Value) -> Result<(), ApplyError> {
+        let Ops::List(ops) = &self.0 else {
+            return self.apply(state);
+        };
+        for op in ops {
+            match op {
+                Op::Patch(op) => json_patch::patch(state, std::slice::from_ref(op))
+                    .map_err(|error| ApplyError(error.into()))?,
+                Op::Push { path, json } => {
+                    let array = path
+                        .parent()
+                        .and_then(|array| array.resolve_mut(state).ok())
+                        .and_then(Value::as_array_mut)
+                        .ok_or_else(|| ApplyError(format!("no array at {path}").into()))?;
+                    let value = serde_json::from_str(json.get())
+                        .map_err(|error| ApplyError(error.into()))?;
+                    array.push(value);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The change as JSON text, as stores keep it.
@@ -152,30 +243,20 @@ impl Change {
     /// How many bytes [`to_json`](Self::to_json) would write, without writing them.
     #[must_use]
     pub fn encoded_len(&self) -> u64 {
-        let ops = match &self.0 {
+        let (count, ops) = match &self.0 {
             // `[{"op":"add","path":"","value":` value `}]`
             Ops::Whole(value) => return 33 + counted(value),
-            Ops::Patch(patch) => &patch.0,
+            Ops::Patch(patch) => (patch.0.len(), patch.0.iter().map(op_len).sum::<u64>()),
+            Ops::List(ops) => {
+                let len = ops.iter().map(|op| match op {
+                    Op::Patch(op) => op_len(op),
+                    // `{"op":"add","path":` path `,"value":` json `}`
+                    Op::Push { path, json } => 20 + counted(path) + 9 + json.get().len() as u64,
+                });
+                (ops.len(), len.sum())
+            }
         };
-        // Counted by parts: what serde would write again for every operation (its name and
-        // keys, escaped) is counted once here, and only paths and values are written.
-        let mut len = (2 + ops.len().saturating_sub(1)) as u64; // `[`, `]`, commas
-        for op in ops {
-            let (name, from, path, value) = match op {
-                PatchOperation::Add(op) => ("add", None, &op.path, Some(&op.value)),
-                PatchOperation::Remove(op) => ("remove", None, &op.path, None),
-                PatchOperation::Replace(op) => ("replace", None, &op.path, Some(&op.value)),
-                PatchOperation::Move(op) => ("move", Some(&op.from), &op.path, None),
-                PatchOperation::Copy(op) => ("copy", Some(&op.from), &op.path, None),
-                PatchOperation::Test(op) => ("test", None, &op.path, Some(&op.value)),
-            };
-            // `{"op":"` name `","path":` path `}`, with `"from":` from `,` before `"path"` and
-            // `,"value":` value after the path, as the operation has them.
-            len += (7 + name.len() + 9 + 1) as u64 + counted(path);
-            len += from.map_or(0, |from| 8 + counted(from));
-            len += value.map_or(0, |value| 9 + counted(value));
-        }
-        len
+        (2 + count.saturating_sub(1)) as u64 + ops // `[`, `]`, commas
     }
 
     /// A change read back from its JSON text.
@@ -188,19 +269,55 @@ impl Change {
     }
 
     /// The change followed by `op`.
-    fn and(self, op: PatchOperation) -> Self {
-        let mut patch = self.into_patch();
-        patch.0.push(op);
-        Self(Ops::Patch(patch))
-    }
-
-    /// The change as a JSON Patch.
-    fn into_patch(self) -> json_patch::Patch {
-        match self.0 {
-            Ops::Patch(patch) => patch,
-            Ops::Whole(value) => json_patch::Patch(vec![root_add(value)]),
+    fn and(self, op: Op) -> Self {
+        match (self.0, op) {
+            (Ops::List(mut ops), op) => {
+                ops.push(op);
+                Self(Ops::List(ops))
+            }
+            (Ops::Patch(mut patch), Op::Patch(op)) => {
+                patch.0.push(op);
+                Self(Ops::Patch(patch))
+            }
+            (Ops::Whole(value), Op::Patch(op)) => {
+                Self(Ops::Patch(json_patch::Patch(vec![root_add(value), op])))
+            }
+            (ops, push) => {
+                let mut ops = Self(ops).into_ops();
+                ops.push(push);
+                Self(Ops::List(ops))
+            }
         }
     }
+
+    /// The change's operations.
+    fn into_ops(self) -> Vec<Op> {
+        match self.0 {
+            Ops::List(ops) => ops,
+            Ops::Patch(patch) => patch.0.into_iter().map(Op::Patch).collect(),
+            Ops::Whole(value) => vec![Op::Patch(root_add(value))],
+        }
+    }
+}
+
+/// How many bytes `op` takes as JSON.
+fn op_len(op: &PatchOperation) -> u64 {
+    // Counted by parts: what serde would write again for every operation (its name and keys,
+    // escaped) is counted once here, and only paths and values are written.
+    let (name, from, path, value) = match op {
+        PatchOperation::Add(op) => ("add", None, &op.path, Some(&op.value)),
+        PatchOperation::Remove(op) => ("remove", None, &op.path, None),
+        PatchOperation::Replace(op) => ("replace", None, &op.path, Some(&op.value)),
+        PatchOperation::Move(op) => ("move", Some(&op.from), &op.path, None),
+        PatchOperation::Copy(op) => ("copy", Some(&op.from), &op.path, None),
+        PatchOperation::Test(op) => ("test", None, &op.path, Some(&op.value)),
+    };
+    // `{"op":"` name `","path":` path `}`, with `"from":` from `,` before `"path"` and
+    // `,"value":` value after the path, as the operation has them.
+    let mut len = (7 + name.len() + 9 + 1) as u64 + counted(path);
+    len += from.map_or(0, |from| 8 + counted(from));
+    len += value.map_or(0, |value| 9 + counted(value));
+    len
 }
 
 /// `add` at the root: `value` replaces the state.
@@ -227,6 +344,10 @@ impl PartialEq for Change {
                 matches!(patch.0.as_slice(), [PatchOperation::Add(op)]
                     if op.path.is_root() && op.value == *value)
             }
+            // With pushed JSON text: as the operations read back.
+            (Ops::List(_), _) | (_, Ops::List(_)) => {
+                serde_json::to_value(self).ok() == serde_json::to_value(other).ok()
+            }
         }
     }
 }
@@ -241,6 +362,13 @@ impl Serialize for Change {
             path: &'static str,
             value: &'a Value,
         }
+        /// A pushed value's `add`, its value written as it is.
+        #[derive(Serialize)]
+        struct Push<'a> {
+            op: &'static str,
+            path: &'a PointerBuf,
+            value: &'a RawValue,
+        }
         match &self.0 {
             Ops::Patch(patch) => patch.serialize(serializer),
             Ops::Whole(value) => {
@@ -250,6 +378,20 @@ impl Serialize for Change {
                     value,
                 };
                 [op].serialize(serializer)
+            }
+            Ops::List(ops) => {
+                let mut seq = serializer.serialize_seq(Some(ops.len()))?;
+                for op in ops {
+                    match op {
+                        Op::Patch(op) => seq.serialize_element(op)?,
+                        Op::Push { path, json } => seq.serialize_element(&Push {
+                            op: "add",
+                            path,
+                            value: json,
+                        })?,
+                    }
+                }
+                seq.end()
             }
         }
     }
@@ -269,6 +411,7 @@ impl fmt::Debug for Change {
                 let ops = [root_add(value.clone())];
                 f.debug_tuple("Change").field(&ops).finish()
             }
+            Ops::List(ops) => f.debug_tuple("Change").field(ops).finish(),
         }
     }
 }
@@ -320,7 +463,12 @@ mod tests {
         ]);
         let all = Change::from_json(&ops.to_string()).expect("a patch");
         let whole = Change::whole(json!({"a\"": [1, "\u{7}"]}));
-        for change in [Change::new(), whole, all] {
+        let raw = serde_json::value::to_raw_value(&json!({"t": "\"é\u{1}"})).expect("json");
+        let pushed = Change::new()
+            .set("/a~1b", json!(1))
+            .push_json("/m\"x", raw)
+            .remove("/n");
+        for change in [Change::new(), whole, all, pushed] {
             assert_eq!(
                 change.encoded_len(),
                 change.to_json().len() as u64,
@@ -353,5 +501,50 @@ mod tests {
         expected.extend(Change::new().set("/n", json!(2)));
         assert_eq!(longer.to_json(), expected.to_json());
         assert_eq!(longer.remove("/s"), expected.remove("/s"));
+    }
+
+    /// A value pushed as JSON text is the change `push` makes of it: as JSON, as a change,
+    /// applied, and followed by other changes; a change that does not apply leaves the state
+    /// as it was.
+    #[test]
+    fn pushed_json_text_is_a_push() {
+        let raw = |value: Value| serde_json::value::to_raw_value(&value).expect("json");
+        let text = Change::new()
+            .set("/n", json!(1))
+            .push_json("/m", raw(json!({"a": [1]})))
+            .push_json("/m", raw(json!("b")));
+        let value = Change::new()
+            .set("/n", json!(1))
+            .push("/m", json!({"a": [1]}))
+            .push("/m", json!("b"));
+        assert_eq!(text.to_json(), value.to_json());
+        assert_eq!(text, value);
+        assert_eq!(value, text);
+        assert_eq!(Change::from_json(&text.to_json()).expect("a patch"), text);
+        assert!(!text.is_empty());
+        let mut state = json!({"m": []});
+        text.apply(&mut state).expect("applies");
+        assert_eq!(state, json!({"m": [{"a": [1]}, "b"], "n": 1}));
+
+        let (mut longer, mut expected) = (
+            Change::whole(json!({"m": []})),
+            Change::whole(json!({"m": []})),
+        );
+        longer.extend(text.clone());
+        expected.extend(value);
+        assert_eq!(longer.to_json(), expected.to_json());
+        let mut more = text.clone();
+        more.extend(Change::new().remove("/n"));
+        assert_eq!(more.encoded_len(), more.to_json().len() as u64);
+
+        let mut replayed = json!({"m": []});
+        text.replay(&mut replayed).expect("replays");
+        assert_eq!(replayed, json!({"m": [{"a": [1]}, "b"], "n": 1}));
+        assert!(text.replay(&mut json!({"m": 1})).is_err());
+
+        // The push has no array to go to: nothing of the change is applied.
+        let mut state = json!({"m": "x"});
+        assert!(text.apply(&mut state).is_err());
+        assert_eq!(state, json!({"m": "x"}));
     }
 }

@@ -117,7 +117,7 @@ struct Place {
     at: usize,
 }
 
-/// One session: its snapshots in the order they were written, and its head's state.
+/// One session: its snapshots in the order they were written, and the state of one of them.
 #[derive(Debug)]
 struct Log {
     /// The session id, shared with the [`Place`]s of its snapshots.
@@ -128,10 +128,14 @@ struct Log {
     head: usize,
     /// The head's id as written: what the next append names, compared without parsing it.
     head_id: String,
-    head_state: Value,
-    /// The state at the first snapshot, the root of the tree: the others replay their changes
-    /// from it (but the head, whose state is kept apart).
-    root_state: Value,
+    /// The state at snapshot `kept_at`: the head's, or an ancestor's when the snapshots after
+    /// it were written as changes not applied yet. A write stores its change as it comes (a
+    /// turn costs what it adds); the state catches up when it is read.
+    kept: Value,
+    kept_at: usize,
+    /// The state at the first snapshot, the root of the tree, from which the others replay
+    /// their changes; `None` while the root's state is `kept` (`kept_at` is the root).
+    root_state: Option<Value>,
     /// The root's parent, once the root is a head kept alone past the snapshot limit: its
     /// entry names it still.
     root_parent: Option<u128>,
@@ -209,8 +213,9 @@ impl Log {
             indexed: 0,
             head: 0,
             head_id: String::with_capacity(36),
-            head_state: Value::Null,
-            root_state: Value::Null,
+            kept: Value::Null,
+            kept_at: 0,
+            root_state: None,
             root_parent: None,
             used: 0,
         }
@@ -253,33 +258,83 @@ impl Log {
         )
     }
 
-    /// The state at snapshot `at`: the head's as kept, any other's replayed from the root.
-    fn state_at(&self, at: usize) -> Result<Value, StoreError> {
+    /// The state at snapshot `at`: the head's caught up, any other's replayed from the root.
+    fn state_at(&mut self, at: usize) -> Result<Value, StoreError> {
         if at == self.head {
-            return Ok(self.head_state.clone());
+            self.catch_up()?;
+            return Ok(self.kept.clone());
         }
-        // From `at` up to the root, whose own change is in the root's state already.
-        let mut lineage = Vec::new();
-        let mut cursor = at;
-        while let Some(parent) = self.nodes[cursor].parent {
-            lineage.push(cursor);
-            cursor = parent;
+        self.replayed(at)
+    }
+
+    /// The state at snapshot `at`, replayed from the root (or the kept state, if it is `at`'s).
+    fn replayed(&self, at: usize) -> Result<Value, StoreError> {
+        if at == self.kept_at {
+            return Ok(self.kept.clone());
         }
-        let mut state = self.root_state.clone();
-        for &i in lineage.iter().rev() {
-            let change = &self.nodes[i].change;
-            change.apply(&mut state).map_err(StoreError::backend)?;
+        let root = self.root_state.as_ref().unwrap_or(&self.kept);
+        let mut state = root.clone();
+        // The root's own change is in the root's state already.
+        for i in self.lineage(at, 0)? {
+            self.nodes[i]
+                .change
+                .replay(&mut state)
+                .map_err(StoreError::backend)?;
         }
         Ok(state)
     }
 
-    fn snapshot(&self, at: usize) -> Result<Snapshot, StoreError> {
-        Ok(Snapshot::new(self.entry(at), self.state_at(at)?))
+    /// The snapshots after `ancestor` down to `at`, in the order they were written.
+    fn lineage(&self, at: usize, ancestor: usize) -> Result<Vec<usize>, StoreError> {
+        let mut lineage = Vec::new();
+        let mut cursor = at;
+        while cursor != ancestor {
+            lineage.push(cursor);
+            cursor = self.nodes[cursor]
+                .parent
+                .ok_or_else(|| StoreError::backend("a snapshot's lineage is broken"))?;
+        }
+        lineage.reverse();
+        Ok(lineage)
+    }
+
+    /// Brings the kept state to the head's, applying the changes written since.
+    fn catch_up(&mut self) -> Result<(), StoreError> {
+        if self.kept_at == self.head {
+            return Ok(());
+        }
+        if self.root_state.is_none() {
+            self.root_state = Some(self.kept.clone()); // the root's, about to move on
+        }
+        for at in self.lineage(self.head, self.kept_at)? {
+            if let Err(error) = self.nodes[at].change.replay(&mut self.kept) {
+                // Partly applied: start again from the root at the next read.
+                self.kept = self.root_state.clone().unwrap_or_default();
+                self.kept_at = 0;
+                return Err(StoreError::backend(error));
+            }
+            self.kept_at = at;
+        }
+        Ok(())
+    }
+
+    /// Keeps `state` as snapshot `at`'s (the root's stays where it is).
+    fn keep(&mut self, at: usize, state: Value) {
+        if self.root_state.is_none() && at != 0 {
+            self.root_state = Some(std::mem::take(&mut self.kept));
+        }
+        self.kept = state;
+        self.kept_at = at;
+    }
+
+    fn snapshot(&mut self, at: usize) -> Result<Snapshot, StoreError> {
+        let state = self.state_at(at)?;
+        Ok(Snapshot::new(self.entry(at), state))
     }
 
     /// The state after `change` at `parent_at` (or `checkpoint`, the state written whole), or
-    /// `None` when the parent is the head: the change then applies to the head's state in
-    /// place, as the snapshot is written (a turn costs what it adds).
+    /// `None` when the parent is the head: the change is then stored as it is, and the state
+    /// catches up when it is read (a turn costs what it adds).
     fn state_after(
         log: Option<&Self>,
         parent_at: Option<usize>,
@@ -289,30 +344,25 @@ impl Log {
         let mut state = match (checkpoint, parent_at, log) {
             (Some(state), _, _) => return Ok(Some(state)),
             (None, Some(at), Some(log)) if at == log.head => return Ok(None),
-            (None, Some(at), Some(log)) => log.state_at(at)?,
+            (None, Some(at), Some(log)) => log.replayed(at)?,
             (None, _, _) => Value::Null,
         };
         change.apply(&mut state).map_err(StoreError::backend)?;
         Ok(Some(state))
     }
 
-    /// Makes `stored` the head, with `state` (or the head's state with its change applied, if
-    /// `None`). Atomic: on an error the log is as it was.
-    fn push(&mut self, stored: Stored, state: Option<Value>) -> Result<(), StoreError> {
-        match state {
-            Some(state) => self.head_state = state,
-            None => stored
-                .change
-                .apply(&mut self.head_state)
-                .map_err(StoreError::backend)?,
+    /// Makes `stored` the head, with `state` (or its parent's with its change, if `None`).
+    fn push(&mut self, stored: Stored, state: Option<Value>) {
+        let at = self.nodes.len();
+        if let Some(state) = state {
+            self.keep(at, state);
         }
-        if let Some(at) = stored.parent {
-            self.nodes[at].has_children = true;
+        if let Some(parent) = stored.parent {
+            self.nodes[parent].has_children = true;
         }
-        self.head = self.nodes.len();
+        self.head = at;
         write_id(stored.id, &mut self.head_id);
         self.nodes.push(stored);
-        Ok(())
     }
 
     /// Adds the snapshots not indexed yet to `places`.
@@ -339,6 +389,9 @@ impl Log {
         if self.nodes.len() <= max || self.nodes[self.head].lease.is_some() {
             return;
         }
+        if self.catch_up().is_err() {
+            return; // a change that does not apply: kept as written, reads fail on it
+        }
         // A log whose head is not indexed is behind (in `Index::behind`) already.
         let head_indexed = self.head < self.indexed;
         self.unindex(places);
@@ -348,7 +401,8 @@ impl Log {
         self.nodes.clear();
         head.parent = None;
         head.has_children = false;
-        self.root_state.clone_from(&self.head_state);
+        self.root_state = None; // the kept state, the head's, is the new root's
+        self.kept_at = 0;
         self.head = 0;
         self.nodes.push(head);
         self.indexed = 0;
@@ -430,7 +484,7 @@ impl Inner {
     }
 
     /// Snapshot `snapshot_id`: its session's log and its place in it.
-    fn find(&mut self, snapshot_id: &str) -> Option<(&Log, usize)> {
+    fn find(&mut self, snapshot_id: &str) -> Option<(&mut Log, usize)> {
         let (log, at) = self.index.find(&mut self.sessions, snapshot_id)?;
         Some((log, at))
     }
@@ -473,7 +527,7 @@ impl SessionStore for MemoryStore {
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError> {
         self.with(|inner| {
             self.touch(inner, session_id);
-            let Some(log) = inner.sessions.get(session_id) else {
+            let Some(log) = inner.sessions.get_mut(session_id) else {
                 return Ok(None);
             };
             log.snapshot(log.head).map(Some)
@@ -532,16 +586,13 @@ impl SessionStore for MemoryStore {
                     .entry(session_id.to_owned())
                     .or_insert_with(|| Log::new(session_id)),
             };
-            log.push(stored, state)?;
+            log.push(stored, state);
             if log.indexed + 1 == log.nodes.len() {
                 inner.index.behind.insert(Arc::clone(&log.name));
             }
             // The parent's id as the writer named it: ids match only as the store spells them.
             let parent_id = match parent {
-                Parent::None => {
-                    log.root_state.clone_from(&log.head_state);
-                    None
-                }
+                Parent::None => None,
                 Parent::Head(id) | Parent::Branch(id) => Some(id),
             };
             let entry = log.entry_named(log.head, log.head_id.clone(), parent_id);
@@ -567,14 +618,14 @@ impl SessionStore for MemoryStore {
             };
             // Nothing follows a held snapshot: it is the head.
             match finish.checkpoint {
-                Some(state) => log.head_state = state,
-                None => finish
+                Some(state) => log.keep(at, state),
+                // The pending snapshot's state was read: it goes on with the change.
+                None if log.kept_at == at => finish
                     .change
-                    .apply(&mut log.head_state)
+                    .apply(&mut log.kept)
                     .map_err(StoreError::backend)?,
-            }
-            if log.nodes[at].parent.is_none() {
-                log.root_state.clone_from(&log.head_state); // a session's first turn
+                // Its parent's state is kept: the change is applied when it is read.
+                None => {}
             }
             let stored = &mut log.nodes[at];
             stored.change = finish.change;

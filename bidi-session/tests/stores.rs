@@ -450,3 +450,82 @@ fn processes_open_one_new_file_at_once() {
         }
     }
 }
+
+/// A `MemoryStore` writes a change as it comes and applies it when the state is read: every
+/// snapshot it keeps reads as its changes make it, however writes (to the head, as branches,
+/// as turns, past the snapshot limit) and reads interleave.
+#[tokio::test]
+async fn a_memory_store_reads_every_snapshot_as_its_changes_make_it() {
+    for limit in [None, Some(4)] {
+        let store = match limit {
+            Some(limit) => MemoryStore::new().with_max_snapshots(limit),
+            None => MemoryStore::new(),
+        };
+        let first = json!({"messages": [], "n": 0});
+        let head = store.append("s", Append::create(first.clone())).await;
+        let mut written = vec![(head.unwrap().id, first)];
+        // A fixed sequence of steps, chosen by a small linear congruential generator.
+        let mut seed = 7_u64;
+        for step in 0..120_u64 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let (head_id, head_state) = written.last().unwrap().clone();
+            let raw = serde_json::value::to_raw_value(&json!({"step": step})).unwrap();
+            let change = Change::new()
+                .push_json("/messages", raw)
+                .set("/n", json!(step));
+            let mut state = head_state.clone();
+            change.apply(&mut state).unwrap();
+            match seed >> 60 {
+                // A turn: a pending snapshot, finished with the change.
+                0..=5 => {
+                    let lease = Lease::new("me", Duration::from_secs(60));
+                    let pending = Append::pending(Parent::Head(head_id), lease);
+                    let pending = store.append("s", pending).await.unwrap();
+                    if seed >> 59 & 1 == 1 {
+                        let read = store.load("s").await.unwrap().unwrap().state;
+                        assert_eq!(read, head_state, "the pending head at step {step}");
+                    }
+                    let finish = Finish::new("me", Status::Completed, change);
+                    let id = store.finish(&pending.id, finish).await.unwrap().id;
+                    written.push((id, state));
+                }
+                // A change appended to the head.
+                6..=10 => {
+                    let append = Append::change(Parent::Head(head_id), change);
+                    let id = store.append("s", append).await.unwrap().id;
+                    written.push((id, state));
+                }
+                // A read of the head, then of an older snapshot if it is still kept.
+                11..=13 => {
+                    let read = store.load("s").await.unwrap().unwrap().state;
+                    assert_eq!(read, head_state, "the head at step {step}");
+                    let (old_id, old_state) = &written[(seed >> 40) as usize % written.len()];
+                    if let Some(old) = store.load_snapshot(old_id).await.unwrap() {
+                        assert_eq!(&old.state, old_state, "an old snapshot at step {step}");
+                    }
+                }
+                // A branch from an older snapshot still kept: it becomes the head.
+                _ => {
+                    let (old_id, old_state) =
+                        written[(seed >> 40) as usize % written.len()].clone();
+                    if store.entry(&old_id).await.unwrap().is_none() {
+                        continue;
+                    }
+                    let mut state = old_state;
+                    change.apply(&mut state).unwrap();
+                    let append = Append::change(Parent::Branch(old_id), change);
+                    let id = store.append("s", append).await.unwrap().id;
+                    written.push((id, state));
+                }
+            }
+        }
+        let (_, head_state) = written.last().unwrap();
+        let read = store.load("s").await.unwrap().unwrap().state;
+        assert_eq!(&read, head_state, "the head at the end, limit {limit:?}");
+        for (id, state) in &written {
+            if let Some(snapshot) = store.load_snapshot(id).await.unwrap() {
+                assert_eq!(&snapshot.state, state, "limit {limit:?}");
+            }
+        }
+    }
+}
