@@ -343,6 +343,7 @@ mod genkit;
 mod idle;
 mod serve;
 mod sse;
+mod tee;
 mod vercel;
 mod ws;
 
@@ -442,7 +443,9 @@ pub(crate) struct Shared {
     /// What a user message does while calls wait; `None`: each front end's default.
     pub(crate) waiting_calls: Option<WaitingCalls>,
     /// The UI message streams being answered, for clients that resume them.
-    pub(crate) chats: vercel::Chats,
+    pub(crate) chats: Arc<tee::Tees<vercel::ChatKey>>,
+    /// The Genkit streams being answered, for clients that reconnect to them.
+    pub(crate) genkit: Arc<tee::Tees<genkit::StreamKey>>,
 }
 
 impl Shared {
@@ -662,12 +665,15 @@ impl Server {
     /// # }
     /// ```
     pub fn router(self) -> Router {
+        // What the answers of every wire keep for the clients that come back to them.
+        let kept = Arc::new(tee::Budget::default());
         let shared = Arc::new(Shared {
             registry: self.registry,
             agents: self.agents,
             limits: self.limits,
             waiting_calls: self.waiting_calls,
-            chats: vercel::Chats::default(),
+            chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            genkit: Arc::new(tee::Tees::new(kept)),
         });
         let router = Router::new()
             .route("/actions", get(flow::actions))
