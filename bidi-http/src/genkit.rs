@@ -18,6 +18,15 @@
 //!   `turnEnd {snapshotId, finishReason}`; the output is `{sessionId, snapshotId, message,
 //!   finishReason, error, artifacts}`, with `state` for a client-managed agent. A resume the
 //!   agent refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
+//! - Durable streams, as Genkit's stream manager keeps them: a streamed answer carries the
+//!   header `x-genkit-stream-id`, the turn's snapshot id (for a client-managed agent, an id of
+//!   its own), and the turn runs to its end when its client goes away. The same POST with
+//!   that header (`streamFlow({url, streamId})`; the body is not read) answers the stream from
+//!   its first chunk, then the rest and the output (or the `error:` record), while the turn
+//!   runs in this process, or from another process sharing a store that keeps streams
+//!   (`PostgresStore`; then also for a minute after the turn), within the caller's identity
+//!   only; else 204, which Genkit's client reports as `NOT_FOUND: Stream not found.`. A stream
+//!   over 8 MiB is read by its first client only: a reconnection gets 410.
 //! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
 //!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
 //!   finishReason, error, state: {sessionId, messages}}`), or `null`.

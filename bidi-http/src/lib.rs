@@ -54,7 +54,7 @@
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
-//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions |
+//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions. A streamed answer carries `x-genkit-stream-id`, and the turn runs on without its client; the same POST with that header (`streamFlow({ url, streamId })`) reads the stream again from its first chunk, or gets 204 when there is none |
 //! | `POST /agent/{name}/genkit/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}`: the snapshot as Genkit's `SessionSnapshot` (`status` `pending`, `completed`, `failed`, `aborted`, `expired`), or `null` |
 //! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
 //!
