@@ -75,6 +75,7 @@ impl Cors {
             .expose_headers(ExposeHeaders::list([
                 SESSION_ID,
                 HeaderName::from_static("x-vercel-ai-ui-message-stream"),
+                crate::genkit::STREAM_ID,
             ]))
             .max_age(Duration::from_secs(600))
     }

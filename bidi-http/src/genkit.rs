@@ -18,6 +18,15 @@
 //!   `turnEnd {snapshotId, finishReason}`; the output is `{sessionId, snapshotId, message,
 //!   finishReason, error, artifacts}`, with `state` for a client-managed agent. A resume the
 //!   agent refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
+//! - Durable streams, as Genkit's stream manager keeps them: a streamed answer carries the
+//!   header `x-genkit-stream-id`, the turn's snapshot id (for a client-managed agent, an id of
+//!   its own), and the turn runs to its end when its client goes away. The same POST with
+//!   that header (`streamFlow({url, streamId})`; the body is not read) answers the stream from
+//!   its first chunk, then the rest and the output (or the `error:` record), while the turn
+//!   runs in this process, or from another process sharing a store that keeps streams
+//!   (`PostgresStore`; then also for a minute after the turn), within the caller's identity
+//!   only; else 204, which Genkit's client reports as `NOT_FOUND: Stream not found.`. A stream
+//!   over 8 MiB is read by its first client only: a reconnection gets 410.
 //! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
 //!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
 //!   finishReason, error, state: {sessionId, messages}}`), or `null`.
@@ -26,6 +35,9 @@
 //!   aborted, and its turn stops at its next lease renewal, in whichever process runs it.
 
 mod message;
+mod stream;
+
+pub(crate) use stream::{STREAM_ID, StreamKey};
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -145,7 +157,8 @@ fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `POST /agent/{name}/genkit`: one turn.
+/// `POST /agent/{name}/genkit`: one turn; or, with the header naming a stream, that stream
+/// again.
 pub(crate) async fn run(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
@@ -156,6 +169,12 @@ pub(crate) async fn run(
 ) -> Result<Response, Failure> {
     let agent = agent::agent(&shared, &kind, &name)?;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let identity = identity.as_ref().map(|Extension(identity)| identity);
+    if let Some(id) = stream::requested(&headers)? {
+        // What the client sends along (its first request again, or nothing) is not read: the
+        // stream is that request's answer.
+        return stream::reconnect(&shared, agent, &name, identity, &id).await;
+    }
     let request: Request = codec::decode_object(&bytes)?;
     let client = agent.agent().is_client_managed();
     let init = init(&name, client, request.init.unwrap_or_default())?;
@@ -170,7 +189,6 @@ pub(crate) async fn run(
         ));
     }
     let input = input(request.data)?;
-    let identity = identity.as_ref().map(|Extension(identity)| identity);
     let stream = wants_stream(&headers, query.as_deref());
     if detach {
         let encoder = Genkit::new(false, false);
@@ -184,8 +202,16 @@ pub(crate) async fn run(
         return Ok(answer(&output, stream));
     }
     let encoder = Genkit::new(stream, client);
-    let body = match agent::start(&shared, agent, init, input, identity, encoder).await {
-        Ok((_, body)) => body,
+    let started = if stream {
+        let started = stream::start(&shared, agent, &name, (init, input), identity, encoder);
+        started.await.map(|(id, body)| (Some(id), body))
+    } else {
+        let started = agent::start(&shared, agent, init, input, identity, encoder);
+        started.await.map(|(_, body)| (None, body))
+    };
+    match started {
+        Ok((Some(id), body)) => Ok(stream::response(&id, body)),
+        Ok((None, body)) => Ok(json_response(body)),
         // The agent refused the input (answers that do not fit the calls the session waits
         // for): a failed turn, as Genkit reports one, not a failed request.
         Err(failure) if failure.code == Code::InvalidInput => {
@@ -193,15 +219,10 @@ pub(crate) async fn run(
                 "finishReason": "failed",
                 "error": { "status": "INVALID_ARGUMENT", "message": failure.message },
             });
-            return Ok(answer(&output, stream));
+            Ok(answer(&output, stream))
         }
-        Err(failure) => return Err(failure),
-    };
-    Ok(if stream {
-        crate::sse::response(body)
-    } else {
-        json_response(body)
-    })
+        Err(failure) => Err(failure),
+    }
 }
 
 /// What the request's init opens: for an agent that keeps its sessions, a snapshot or a

@@ -54,7 +54,7 @@
 //! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
 //! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
 //! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
-//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions |
+//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions. A streamed answer carries `x-genkit-stream-id`, and the turn runs on without its client; the same POST with that header (`streamFlow({ url, streamId })`) reads the stream again from its first chunk, or gets 204 when there is none |
 //! | `POST /agent/{name}/genkit/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}`: the snapshot as Genkit's `SessionSnapshot` (`status` `pending`, `completed`, `failed`, `aborted`, `expired`), or `null` |
 //! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
 //!
@@ -343,6 +343,7 @@ mod genkit;
 mod idle;
 mod serve;
 mod sse;
+mod tee;
 mod vercel;
 mod ws;
 
@@ -442,7 +443,9 @@ pub(crate) struct Shared {
     /// What a user message does while calls wait; `None`: each front end's default.
     pub(crate) waiting_calls: Option<WaitingCalls>,
     /// The UI message streams being answered, for clients that resume them.
-    pub(crate) chats: vercel::Chats,
+    pub(crate) chats: Arc<tee::Tees<vercel::ChatKey>>,
+    /// The Genkit streams being answered, for clients that reconnect to them.
+    pub(crate) genkit: Arc<tee::Tees<genkit::StreamKey>>,
 }
 
 impl Shared {
@@ -662,12 +665,15 @@ impl Server {
     /// # }
     /// ```
     pub fn router(self) -> Router {
+        // What the answers of every wire keep for the clients that come back to them.
+        let kept = Arc::new(tee::Budget::default());
         let shared = Arc::new(Shared {
             registry: self.registry,
             agents: self.agents,
             limits: self.limits,
             waiting_calls: self.waiting_calls,
-            chats: vercel::Chats::default(),
+            chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            genkit: Arc::new(tee::Tees::new(kept)),
         });
         let router = Router::new()
             .route("/actions", get(flow::actions))

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{Status, TurnInput};
-use futures_util::StreamExt as _;
+use bidi_session::SessionStore;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -27,15 +27,32 @@ use crate::{Identity, Shared, WaitingCalls, agent};
 mod chunk;
 mod encoder;
 mod history;
-mod relay;
 mod request;
-mod tee;
 
 pub use encoder::UiMessageStream;
-use relay::Publisher;
 use request::{ChatRequest, Trigger, resumed, stateless};
-use tee::{Attached, ChatKey, Tee};
-pub(crate) use tee::{Chats, RESUME_BYTES};
+
+use crate::tee::relay::{self, Publisher};
+use crate::tee::{Attached, RESUME_BYTES, Tee};
+
+/// A chat whose answer streams, as its identity's scope, its agent and its id: what keys its
+/// [`Tee`] in the server's chats.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ChatKey {
+    scope: String,
+    agent: String,
+    chat: String,
+}
+
+impl ChatKey {
+    pub(crate) fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            chat: chat.to_owned(),
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The endpoint.
@@ -138,8 +155,8 @@ pub(crate) async fn chat(
     let key = ChatKey::new(identity, &name, &request.id);
     let (snapshot, started) = oneshot::channel();
     let publisher = Publisher::start(Arc::clone(agent.agent().store()), started);
-    let (tee, reader) = Tee::new(Arc::clone(&shared), key.clone(), publisher);
-    let stream = Arc::clone(&tee.stream);
+    let (tee, reader) = Tee::new(Arc::clone(&shared.chats), publisher);
+    let stream = tee.stream();
     let started = agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
     if let Some(id) = started.snapshot_id {
         let _ = snapshot.send(id);
@@ -184,7 +201,7 @@ pub(crate) async fn resume(
         Attached::Nothing => {
             // Another process sharing the store may be streaming it.
             let store = agent::sessions_of(agent, identity);
-            match relay::follow(&store, &id).await {
+            match follow(&store, &id).await {
                 Ok(Some(body)) => Ok(ui_stream(body)),
                 Ok(None) => Ok(StatusCode::NO_CONTENT.into_response()),
                 Err(error) => Err(agent::store_failed(&error)),
@@ -200,10 +217,36 @@ pub(crate) async fn resume(
                 RESUME_BYTES >> 20
             ),
         )),
-        Attached::Reader(written, reader) => {
-            let written = futures_util::stream::iter([Ok(written)]);
-            let rest = reader.body().into_data_stream();
-            Ok(ui_stream(Body::from_stream(written.chain(rest))))
-        }
+        Attached::Reader(written, reader) => Ok(ui_stream(Attached::body(written, reader))),
     }
+}
+
+/// The answer chat `id` streams in another process sharing `store` (the session's running
+/// turn), from its first byte, as a response body; `None` if there is none.
+///
+/// # Errors
+///
+/// The store's.
+async fn follow(
+    store: &dyn SessionStore,
+    id: &str,
+) -> Result<Option<Body>, bidi_session::StoreError> {
+    if store.streams().is_none() {
+        return Ok(None);
+    }
+    let Some(head) = store.load(id).await? else {
+        return Ok(None);
+    };
+    let entry = &head.entry;
+    let running = matches!(
+        entry.status,
+        bidi_session::Status::Pending | bidi_session::Status::Aborted
+    ) && entry
+        .lease
+        .as_ref()
+        .is_some_and(|lease| !lease.is_expired());
+    if !running {
+        return Ok(None);
+    }
+    relay::follow(store, &entry.id).await
 }

@@ -439,6 +439,62 @@ async fn a_turn_outlives_its_process_s_clients_across_processes() {
         .assert_passed(2);
 }
 
+/// A Genkit client's streamed turn on A, whose connection is lost at once, is read whole on B
+/// with the turn's stream id: B follows it from the store's streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_genkit_stream_started_on_one_process_is_read_with_its_stream_id_on_another() {
+    let (_server, url) = postgres().await;
+    let a = Serve::postgres(&url).await;
+    let b = Serve::postgres(&url).await;
+    let genkit = "/agent/assistant/genkit";
+    let stream = |serve: &Serve, id: Option<&str>, body: &Value| {
+        let mut request = reqwest::Client::new()
+            .post(serve.url(genkit))
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(id) = id {
+            request = request.header("x-genkit-stream-id", id);
+        }
+        request.send()
+    };
+    let turn = json!({
+        "data": {"message": {"role": "user", "content": [{"text": "answer slowly"}]}},
+        "init": {},
+    });
+    let started = stream(&a, None, &turn).await.unwrap();
+    assert_eq!(started.status().as_u16(), 200, "{}", a.stderr());
+    let id = started.headers()["x-genkit-stream-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // A's client goes away while the model thinks; the turn runs on.
+    drop(started);
+
+    // Genkit's client reconnects with the id (and `{}` for a body, streamFlow without input).
+    let followed = stream(&b, Some(&id), &json!({})).await.unwrap();
+    assert_eq!(followed.status().as_u16(), 200, "{}", b.stderr());
+    assert_eq!(followed.headers()["x-genkit-stream-id"], id.as_str());
+    let records = records(&followed.text().await.unwrap());
+    let said: String = records
+        .iter()
+        .filter_map(|record| record["message"]["modelChunk"]["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(said, "You said: answer slowly", "{records:?}");
+    let result = &records.last().unwrap()["result"];
+    assert_eq!(result["finishReason"], "stop", "{records:?}");
+    assert_eq!(
+        result["snapshotId"],
+        id.as_str(),
+        "the stream id is the turn's snapshot"
+    );
+
+    // A stream neither process knows: 204, Genkit's `NOT_FOUND: Stream not found.`.
+    let unknown = stream(&b, Some("no-such-stream"), &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 204);
+}
+
 /// The words of a line of shell: bare words and single-quoted strings.
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();

@@ -159,3 +159,80 @@ async fn genkit_remote_agent_drives_an_agent() {
         .await
         .assert_passed(11);
 }
+
+/// Answers "first ", then waits for the gate to open, then "second".
+struct Gated(std::sync::Arc<tokio::sync::Semaphore>);
+
+/// Waits for one opening of `gate`.
+async fn pass(gate: std::sync::Arc<tokio::sync::Semaphore>) {
+    if let Ok(permit) = gate.acquire().await {
+        permit.forget();
+    }
+}
+
+impl Model for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let head = [
+            ModelEvent::TextStart,
+            ModelEvent::TextDelta("first ".into()),
+        ];
+        let tail = [
+            ModelEvent::TextDelta("second".into()),
+            ModelEvent::TextEnd,
+            ModelEvent::Done {
+                stop_reason: StopReason::Stop,
+                usage: Usage::default(),
+            },
+        ];
+        let gate = std::sync::Arc::clone(&self.0);
+        stream::iter(head)
+            .chain(stream::once(pass(gate)).flat_map(move |()| stream::iter(tail.clone())))
+            .boxed()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_stream_ids_reconnect_to_a_running_turn() {
+    // Each turn of either agent says "first ", then waits until the client opens the gate
+    // (`POST /open`), so that it reconnects while the turn runs, whatever the machine's pace.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = LlmAgent::builder("gated", Gated(std::sync::Arc::clone(&gate))).build();
+    let custom_gate = std::sync::Arc::clone(&gate);
+    let counter = LlmAgent::custom("counter", move |mut turn: CustomTurn| {
+        let gate = std::sync::Arc::clone(&custom_gate);
+        async move {
+            turn.say("first ");
+            pass(gate).await;
+            let count = turn.custom()["count"].as_u64().unwrap_or(0) + 1;
+            turn.set_custom(json!({ "count": count }));
+            Ok("second".to_owned())
+        }
+    })
+    .client_managed()
+    .build();
+    let open = axum::routing::post(move || {
+        gate.add_permits(1);
+        async {}
+    });
+    let bound = Server::new(Registry::new())
+        .agent(&gated)
+        .agent(&counter)
+        .auth(|headers| async move {
+            let user = headers.get("x-user").and_then(|value| value.to_str().ok());
+            Ok(bidi_http::Identity::new(user.unwrap_or("anyone")))
+        })
+        .routes(axum::Router::new().route("/open", open))
+        .addr("127.0.0.1:0".parse().unwrap())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.local_addr().unwrap();
+    tokio::spawn(bound.serve());
+    client("genkit_stream.mjs", vec![format!("http://{addr}")])
+        .await
+        .assert_passed(5);
+}

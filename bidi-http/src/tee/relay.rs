@@ -1,11 +1,13 @@
-//! A chat's answer across processes: its writes published to the store's
-//! [`Streams`](bidi_session::Streams) (when the store has them, as `PostgresStore` does), and
-//! followed from there by a client that resumes the chat on another process.
+//! An answer across processes: its writes published to the store's
+//! [`Streams`](bidi_session::Streams) (when the store has them, as `PostgresStore` does) under
+//! its turn's snapshot id, and followed from there by a client that comes back to it on
+//! another process.
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use bidi_session::{Follow, Piece, SessionStore, Status};
+use bidi_session::{Follow, Piece, SessionStore, StoreError};
+use futures_util::StreamExt as _;
 use tokio::sync::{mpsc, oneshot};
 
 /// At most this many bytes of writes make one piece: the writes that queue while a piece is
@@ -15,7 +17,7 @@ const PIECE_BYTES: usize = 64 * 1024;
 /// Publishes an answer's writes, in order, as the pieces of its turn's stream. Dropping it
 /// ends the stream (its last piece).
 #[derive(Debug)]
-pub(super) struct Publisher {
+pub(crate) struct Publisher {
     writes: mpsc::UnboundedSender<Bytes>,
 }
 
@@ -23,7 +25,7 @@ impl Publisher {
     /// A publisher to `store`'s streams, if it has any. The pieces wait for the turn's
     /// snapshot id, which comes through `snapshot` once the answer has started; without it
     /// (the answer was refused) nothing is published.
-    pub(super) fn start(
+    pub(crate) fn start(
         store: Arc<dyn SessionStore>,
         snapshot: oneshot::Receiver<String>,
     ) -> Option<Self> {
@@ -34,7 +36,7 @@ impl Publisher {
     }
 
     /// Queues `bytes` for the store.
-    pub(super) fn send(&self, bytes: &Bytes) {
+    pub(crate) fn send(&self, bytes: &Bytes) {
         // The task is there until every sender is dropped, unless the store failed: then
         // the rest is not published, and readers elsewhere end where it stopped.
         let _ = self.writes.send(bytes.clone());
@@ -73,45 +75,43 @@ async fn publish(
         .await;
 }
 
-/// The answer chat `id` streams in another process sharing `store` (the session's running
-/// turn), from its first byte, as a response body; `None` if there is none.
+/// What the turn of snapshot `snapshot_id` streams (or streamed, while the store keeps it)
+/// in a process sharing `store`, from its first byte, as a response body; `None` if the store
+/// keeps no streams or has nothing of it (the turn was not streamed, or its pieces are gone).
+/// It answers once the first piece is there.
 ///
 /// # Errors
 ///
 /// The store's.
-pub(super) async fn follow(
+///
+/// # Cancel safety
+///
+/// Cancel safe: a follow dropped before it answers reads nothing more.
+pub(crate) async fn follow(
     store: &dyn SessionStore,
-    id: &str,
-) -> Result<Option<Body>, bidi_session::StoreError> {
+    snapshot_id: &str,
+) -> Result<Option<Body>, StoreError> {
     let Some(streams) = store.streams() else {
         return Ok(None);
     };
-    let Some(head) = store.load(id).await? else {
-        return Ok(None);
-    };
-    let entry = &head.entry;
-    let running = matches!(entry.status, Status::Pending | Status::Aborted)
-        && entry
-            .lease
-            .as_ref()
-            .is_some_and(|lease| !lease.is_expired());
-    if !running {
-        return Ok(None);
+    let mut follow = streams.follow(snapshot_id).await?;
+    match follow.next().await {
+        Some(Ok(first)) => Ok(Some(body(first, follow))),
+        Some(Err(error)) => Err(error),
+        None => Ok(None),
     }
-    let follow = streams.follow(&entry.id).await?;
-    Ok(Some(body(follow)))
 }
 
-/// The pieces' bytes as a body, to the last piece (or the first failure).
-fn body(follow: Follow) -> Body {
-    let pieces = futures_util::stream::unfold(follow, |mut follow| async move {
+/// The pieces' bytes as a body, from `first` to the last piece (or the first failure).
+fn body(first: Piece, follow: Follow) -> Body {
+    let rest = futures_util::stream::unfold(follow, |mut follow| async move {
         match follow.next().await {
-            Some(Ok(piece)) => Some((
-                Ok::<_, std::convert::Infallible>(Bytes::from(piece.bytes)),
-                follow,
-            )),
+            Some(Ok(piece)) => Some((piece, follow)),
             Some(Err(_)) | None => None,
         }
     });
+    let pieces = futures_util::stream::iter([first])
+        .chain(rest)
+        .map(|piece| Ok::<_, std::convert::Infallible>(Bytes::from(piece.bytes)));
     Body::from_stream(pieces)
 }

@@ -1,16 +1,22 @@
-//! Resumption: an answer of a chat is written to every client reading it, and kept for the
-//! clients that come to resume it while it streams.
+//! A running answer written to every client reading it, and kept for the clients that come
+//! back to it while it streams: the UI message stream's chat answers (keyed by chat) and
+//! Genkit's durable streams (keyed by stream id) are both a [`Tee`] registered in a [`Tees`]
+//! of their wire's key. [`relay`] carries an answer to the clients of other processes.
+
+pub(crate) mod relay;
 
 use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use axum::body::{Body, Bytes};
 use futures_util::future::select_all;
 use tokio::sync::mpsc;
 
-use super::relay::Publisher;
-use crate::{Identity, Shared, agent};
+use crate::agent;
+use relay::Publisher;
 
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer
 /// streams on to the clients reading it, and new ones are refused (410).
@@ -21,43 +27,62 @@ pub(crate) const RESUME_BYTES: usize = 8 << 20;
 /// it, what a server keeps grows with the answers it runs at once (8 MiB each at most).
 pub(crate) const KEPT_BYTES: usize = 64 << 20;
 
-/// A chat, as its identity's scope, its agent and its id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct ChatKey {
-    scope: String,
-    agent: String,
-    chat: String,
+/// What names an answer in its wire's [`Tees`]: a chat (the UI message stream), a stream id
+/// (Genkit's). Every key includes its identity's scope, so that no identity reads another's.
+pub(crate) trait Key: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static {}
+
+impl<K: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static> Key for K {}
+
+/// How many bytes the answers of every wire keep for resuming clients, and how many they may
+/// keep in all ([`KEPT_BYTES`]): one budget for the server.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    kept: AtomicUsize,
+    limit: usize,
 }
 
-impl ChatKey {
-    pub(super) fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(KEPT_BYTES)
+    }
+}
+
+impl Budget {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
-            scope: crate::scope(identity).as_str().to_owned(),
-            agent: agent.to_owned(),
-            chat: chat.to_owned(),
+            kept: AtomicUsize::new(0),
+            limit,
         }
     }
-}
 
-/// The chats whose answer is streaming in this process.
-#[derive(Debug)]
-pub(crate) struct Chats {
-    streams: Mutex<HashMap<ChatKey, Arc<Stream>>>,
-    /// How many bytes their answers keep, and how many they may keep in all.
-    kept: AtomicUsize,
-    budget: usize,
-}
-
-impl Default for Chats {
-    fn default() -> Self {
-        Self::with_budget(KEPT_BYTES)
+    /// Counts `n` more bytes kept, unless they would take the answers over the budget.
+    fn keep(&self, n: usize) -> bool {
+        self.kept
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |kept| {
+                kept.checked_add(n).filter(|total| *total <= self.limit)
+            })
+            .is_ok()
     }
+
+    /// `n` kept bytes were dropped.
+    fn release(&self, n: usize) {
+        self.kept.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// The answers of one wire streaming in this process, by key.
+#[derive(Debug)]
+pub(crate) struct Tees<K> {
+    streams: Mutex<HashMap<K, Arc<Stream<K>>>>,
+    budget: Arc<Budget>,
 }
 
 /// One answer being streamed, and its readers.
-#[derive(Debug, Default)]
-pub(crate) struct Stream {
+#[derive(Debug)]
+pub(crate) struct Stream<K> {
     state: Mutex<Tally>,
+    /// The key it was registered under ([`Tees::insert`]), once it is.
+    key: OnceLock<K>,
 }
 
 #[derive(Debug, Default)]
@@ -74,15 +99,24 @@ struct Tally {
     over: bool,
 }
 
-/// What a client resuming a chat finds.
+/// What a client coming back to an answer finds.
 #[derive(Debug)]
-pub(super) enum Attached {
+pub(crate) enum Attached {
     /// The answer so far, and the rest as it comes.
     Reader(Bytes, Reader),
     /// No answer is streaming.
     Nothing,
     /// The answer outgrew what is kept of it.
     TooLong,
+}
+
+impl Attached {
+    /// The answer so far and the rest, as one response body.
+    pub(crate) fn body(written: Bytes, reader: Reader) -> Body {
+        let written = futures_util::stream::iter([Ok(written)]);
+        let rest = reader.into_stream();
+        Body::from_stream(futures_util::StreamExt::chain(written, rest))
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,52 +140,43 @@ impl Reader {
         self.writes.recv().await
     }
 
+    fn into_stream(
+        self,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
+        futures_util::stream::unfold(self, |mut reader| async move {
+            reader.recv().await.map(|bytes| (Ok(bytes), reader))
+        })
+    }
+
     /// The rest of the answer as a response body.
-    pub(super) fn body(self) -> Body {
-        let body = futures_util::stream::unfold(self, |mut reader| async move {
-            reader
-                .recv()
-                .await
-                .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), reader))
-        });
-        Body::from_stream(body)
+    pub(crate) fn body(self) -> Body {
+        Body::from_stream(self.into_stream())
     }
 }
 
-impl Chats {
-    fn with_budget(budget: usize) -> Self {
+impl<K: Key> Tees<K> {
+    /// No answers yet; what they keep counts in `budget`.
+    pub(crate) fn new(budget: Arc<Budget>) -> Self {
         Self {
             streams: Mutex::default(),
-            kept: AtomicUsize::new(0),
             budget,
         }
     }
 
-    /// Counts `n` more bytes kept, unless they would take the answers over the budget.
-    fn keep(&self, n: usize) -> bool {
-        self.kept
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |kept| {
-                kept.checked_add(n).filter(|total| *total <= self.budget)
-            })
-            .is_ok()
-    }
-
-    /// `n` kept bytes were dropped.
-    fn release(&self, n: usize) {
-        self.kept.fetch_sub(n, Ordering::AcqRel);
-    }
-
-    /// Registers `tee`'s answer as chat `key`'s, unless it is over already.
-    pub(super) fn insert(&self, key: ChatKey, tee: &Arc<Stream>) {
+    /// Registers `tee`'s answer under `key`, unless it is over already. An answer registered
+    /// under `key` before is over (a chat's session runs one answer at a time): it is replaced.
+    pub(crate) fn insert(&self, key: K, tee: &Arc<Stream<K>>) {
         let mut streams = lock(&self.streams);
         if !lock(&tee.state).over {
-            // An answer of the chat still registered is over: its session runs this one.
+            // Set under the answer's lock, so that its end (which reads it after setting
+            // `over`) finds it.
+            let _ = tee.key.set(key.clone());
             streams.insert(key, Arc::clone(tee));
         }
     }
 
-    /// A new reader of the answer `key` is streaming.
-    pub(super) fn attach(&self, key: &ChatKey) -> Attached {
+    /// A new reader of the answer `key` names.
+    pub(crate) fn attach(&self, key: &K) -> Attached {
         let Some(stream) = lock(&self.streams).get(key).cloned() else {
             return Attached::Nothing;
         };
@@ -166,8 +191,8 @@ impl Chats {
         Attached::Reader(written, reader)
     }
 
-    /// Forgets `stream`, the answer of `key`, unless another answer of the chat replaced it.
-    fn remove(&self, key: &ChatKey, stream: &Arc<Stream>) {
+    /// Forgets `stream`, the answer of `key`, unless another answer replaced it.
+    fn remove(&self, key: &K, stream: &Arc<Stream<K>>) {
         let mut streams = lock(&self.streams);
         if streams
             .get(key)
@@ -184,27 +209,25 @@ impl Chats {
     }
 }
 
-/// The writes of a chat's answer: to every reader, kept for readers to come. The answer runs
-/// to its end whoever reads it (detached, as the AI SDK expects of a chat a page reload
-/// resumes); dropping the tee (the answer is over) ends the readers' bodies and forgets the
-/// answer.
-pub(crate) struct Tee {
-    shared: Arc<Shared>,
-    key: ChatKey,
-    pub(super) stream: Arc<Stream>,
+/// The writes of an answer: to every reader, kept for readers to come. The answer runs to its
+/// end whoever reads it (detached: a page that reloads resumes a chat's answer, a Genkit client
+/// that lost its connection reconnects to its stream); dropping the tee (the answer is over)
+/// ends the readers' bodies and forgets the answer.
+pub(crate) struct Tee<K: Key> {
+    tees: Arc<Tees<K>>,
+    stream: Arc<Stream<K>>,
     /// Where the writes also go for readers in other processes, if the store keeps streams.
     publisher: Option<Publisher>,
 }
 
-impl Tee {
-    /// A tee of an answer of chat `key`, and its first reader (the client that asked). The
-    /// answer is registered once it has started ([`Chats::insert`]).
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        key: ChatKey,
-        publisher: Option<Publisher>,
-    ) -> (Self, Reader) {
-        let stream = Arc::new(Stream::default());
+impl<K: Key> Tee<K> {
+    /// A tee of an answer, to be registered in `tees` once it has started ([`Tees::insert`]
+    /// with [`stream`](Self::stream)), and its first reader (the client that asked).
+    pub(crate) fn new(tees: Arc<Tees<K>>, publisher: Option<Publisher>) -> (Self, Reader) {
+        let stream = Arc::new(Stream {
+            state: Mutex::default(),
+            key: OnceLock::new(),
+        });
         let reader = {
             let mut state = lock(&stream.state);
             state.written = Some(Vec::new());
@@ -212,17 +235,21 @@ impl Tee {
         };
         (
             Self {
-                shared,
-                key,
+                tees,
                 stream,
                 publisher,
             },
             reader,
         )
     }
+
+    /// The answer, to register.
+    pub(crate) fn stream(&self) -> Arc<Stream<K>> {
+        Arc::clone(&self.stream)
+    }
 }
 
-/// How many writes a reader of a chat's answer may be behind the fastest reader: past them it
+/// How many writes a reader of an answer may be behind the fastest reader: past them it
 /// is dropped rather than hold the others back (at most 16 KiB each).
 const READER_WINDOW: usize = 64;
 
@@ -284,7 +311,7 @@ async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Se
     behind
 }
 
-impl agent::Writes for Tee {
+impl<K: Key> agent::Writes for Tee<K> {
     async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
         if let Some(publisher) = &self.publisher {
             publisher.send(&bytes);
@@ -292,13 +319,13 @@ impl agent::Writes for Tee {
         let readers = {
             let mut state = lock(&self.stream.state);
             let len = state.len + bytes.len();
-            let chats = &self.shared.chats;
+            let budget = &self.tees.budget;
             match &mut state.written {
-                Some(written) if len <= RESUME_BYTES && chats.keep(bytes.len()) => {
+                Some(written) if len <= RESUME_BYTES && budget.keep(bytes.len()) => {
                     written.extend_from_slice(&bytes);
                 }
                 Some(written) => {
-                    chats.release(written.len());
+                    budget.release(written.len());
                     state.written = None;
                 }
                 None => {}
@@ -309,8 +336,8 @@ impl agent::Writes for Tee {
         let behind = deliver(&readers, &bytes).await;
         let mut state = lock(&self.stream.state);
         // A reader a window behind another is dropped: its body ends where it is, and the
-        // others go on at their pace. With no reader left the answer still runs on: a page
-        // that reloads resumes it.
+        // others go on at their pace. With no reader left the answer still runs on: a client
+        // that comes back resumes it.
         state.readers.retain(|reader| {
             !reader.is_closed() && !behind.iter().any(|slow| slow.same_channel(reader))
         });
@@ -323,17 +350,19 @@ impl agent::Writes for Tee {
     }
 }
 
-impl Drop for Tee {
+impl<K: Key> Drop for Tee<K> {
     fn drop(&mut self) {
         {
             let mut state = lock(&self.stream.state);
             state.over = true;
             if let Some(written) = state.written.take() {
-                self.shared.chats.release(written.len());
+                self.tees.budget.release(written.len());
             }
             state.readers.clear();
         }
-        self.shared.chats.remove(&self.key, &self.stream);
+        if let Some(key) = self.stream.key.get() {
+            self.tees.remove(key, &self.stream);
+        }
     }
 }
 
@@ -342,19 +371,26 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::Identity;
     use crate::agent::Writes as _;
+    use crate::genkit::StreamKey;
+    use crate::vercel::ChatKey;
+
+    /// The answers of a server: its chats, and its Genkit streams, under one budget.
+    struct Shared {
+        chats: Arc<Tees<ChatKey>>,
+        genkit: Arc<Tees<StreamKey>>,
+    }
 
     fn shared() -> Arc<Shared> {
         with_budget(KEPT_BYTES)
     }
 
     fn with_budget(budget: usize) -> Arc<Shared> {
+        let budget = Arc::new(Budget::new(budget));
         Arc::new(Shared {
-            registry: bidi_flow::Registry::new(),
-            agents: HashMap::new(),
-            limits: crate::Limits::default(),
-            waiting_calls: None,
-            chats: Chats::with_budget(budget),
+            chats: Arc::new(Tees::new(Arc::clone(&budget))),
+            genkit: Arc::new(Tees::new(budget)),
         })
     }
 
@@ -363,8 +399,8 @@ mod tests {
     }
 
     /// A registered answer of `chat`, and its first reader.
-    fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee, Reader) {
-        let (tee, reader) = Tee::new(Arc::clone(shared), key(chat), None);
+    fn answer(shared: &Arc<Shared>, chat: &str) -> (Tee<ChatKey>, Reader) {
+        let (tee, reader) = Tee::new(Arc::clone(&shared.chats), None);
         shared.chats.insert(key(chat), &tee.stream);
         (tee, reader)
     }
@@ -559,18 +595,18 @@ mod tests {
         let (one, two) = (read_all(one), read_all(two));
         first.send(Bytes::from_static(b"123456")).await.unwrap();
         second.send(Bytes::from_static(b"abc")).await.unwrap();
-        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 9);
+        assert_eq!(shared.chats.budget.kept.load(Ordering::Acquire), 9);
         // Over the budget: `two` is no longer kept, and what it kept is counted no more.
         second.send(Bytes::from_static(b"def")).await.unwrap();
         assert!(matches!(
             shared.chats.attach(&key("two")),
             Attached::TooLong
         ));
-        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 6);
+        assert_eq!(shared.chats.budget.kept.load(Ordering::Acquire), 6);
         let (written, _) = attach(&shared, "one");
         assert_eq!(written, b"123456");
         drop((first, second));
-        assert_eq!(shared.chats.kept.load(Ordering::Acquire), 0);
+        assert_eq!(shared.chats.budget.kept.load(Ordering::Acquire), 0);
         assert_eq!(one.await.unwrap(), b"123456");
         assert_eq!(two.await.unwrap(), b"abcdef");
     }
@@ -590,10 +626,88 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_over_before_it_is_registered_is_not() {
         let shared = shared();
-        let (tee, _reader) = Tee::new(Arc::clone(&shared), key("c"), None);
+        let (tee, _reader) = Tee::new(Arc::clone(&shared.chats), None);
         let stream = Arc::clone(&tee.stream);
         drop(tee);
         shared.chats.insert(key("c"), &stream);
         assert_eq!(shared.chats.len(), 0);
+    }
+
+    /// A Genkit stream, keyed by its stream id in its identity's scope and its agent: found
+    /// by that key alone, never by another identity, another agent, or as a chat.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_keyed_by_stream_id_is_found_in_its_scope_only() {
+        let shared = shared();
+        let alice = Identity::new("alice");
+        let stream = |who: Option<&Identity>, agent: &str| StreamKey::new(who, agent, "s-1");
+        let (tee, mut first) = Tee::new(Arc::clone(&shared.genkit), None);
+        shared
+            .genkit
+            .insert(stream(Some(&alice), "helper"), &tee.stream);
+        tee.send(Bytes::from_static(b"data: 1\n\n")).await.unwrap();
+        assert_eq!(first.recv().await.unwrap(), "data: 1\n\n");
+        let bob = Identity::new("bob");
+        for other in [stream(Some(&bob), "helper"), stream(None, "helper")] {
+            assert!(matches!(shared.genkit.attach(&other), Attached::Nothing));
+        }
+        let elsewhere = stream(Some(&alice), "other");
+        assert!(matches!(
+            shared.genkit.attach(&elsewhere),
+            Attached::Nothing
+        ));
+        let chat = ChatKey::new(Some(&alice), "helper", "s-1");
+        assert!(matches!(shared.chats.attach(&chat), Attached::Nothing));
+        let Attached::Reader(written, rest) = shared.genkit.attach(&stream(Some(&alice), "helper"))
+        else {
+            panic!("alice's stream is not found");
+        };
+        assert_eq!(written, "data: 1\n\n");
+        let rest = read_all(rest);
+        tee.send(Bytes::from_static(b"data: 2\n\n")).await.unwrap();
+        drop(tee);
+        assert_eq!(rest.await.unwrap(), b"data: 2\n\n");
+        assert_eq!(shared.genkit.len(), 0, "the stream is forgotten at its end");
+        let gone = shared.genkit.attach(&stream(Some(&alice), "helper"));
+        assert!(matches!(gone, Attached::Nothing));
+    }
+
+    /// A chat, keyed by its chat id in its identity's scope: another identity's chat of the
+    /// same id is another chat.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chat_keyed_by_chat_id_is_found_in_its_scope_only() {
+        let shared = shared();
+        let alice = Identity::new("alice");
+        let (tee, _first) = Tee::new(Arc::clone(&shared.chats), None);
+        shared
+            .chats
+            .insert(ChatKey::new(Some(&alice), "helper", "c"), &tee.stream);
+        tee.send(Bytes::from_static(b"a")).await.unwrap();
+        assert!(matches!(shared.chats.attach(&key("c")), Attached::Nothing));
+        let bob = ChatKey::new(Some(&Identity::new("bob")), "helper", "c");
+        assert!(matches!(shared.chats.attach(&bob), Attached::Nothing));
+        let own = shared
+            .chats
+            .attach(&ChatKey::new(Some(&alice), "helper", "c"));
+        assert!(matches!(own, Attached::Reader(written, _) if written == "a"));
+    }
+
+    /// Chats and Genkit streams keep their bytes in one budget: what one wire keeps leaves
+    /// less for the other.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_wires_keep_their_answers_in_one_budget() {
+        let shared = with_budget(10);
+        let (chat, one) = answer(&shared, "c");
+        let (stream, two) = Tee::new(Arc::clone(&shared.genkit), None);
+        let id = StreamKey::new(None, "helper", "s");
+        shared.genkit.insert(id.clone(), &stream.stream);
+        let (one, two) = (read_all(one), read_all(two));
+        chat.send(Bytes::from_static(b"123456")).await.unwrap();
+        stream.send(Bytes::from_static(b"abcdef")).await.unwrap();
+        assert!(matches!(shared.genkit.attach(&id), Attached::TooLong));
+        assert_eq!(shared.chats.budget.kept.load(Ordering::Acquire), 6);
+        drop((chat, stream));
+        assert_eq!(shared.genkit.budget.kept.load(Ordering::Acquire), 0);
+        assert_eq!(one.await.unwrap(), b"123456");
+        assert_eq!(two.await.unwrap(), b"abcdef");
     }
 }

@@ -1,0 +1,166 @@
+//! Genkit's durable streams: every streamed turn is a [`Tee`] under a stream id (the
+//! `x-genkit-stream-id` header of its answer), runs on when its client goes away, and is read
+//! again, from its first chunk, by a request that sends that header back.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse as _, Response};
+use bidi_agent::AgentInit;
+use bidi_flow::text::cap;
+use bidi_llm::{LlmAgent, LlmSession, TurnInput};
+use bidi_session::SessionStore as _;
+use tokio::sync::oneshot;
+
+use crate::agent::{self, Encoder};
+use crate::codec::{Code, Failure};
+use crate::tee::relay::{self, Publisher};
+use crate::tee::{Attached, RESUME_BYTES, Tee};
+use crate::{Identity, Shared};
+
+/// The header that names a stream: on a streamed answer, and on a request that reconnects.
+pub(crate) const STREAM_ID: HeaderName = HeaderName::from_static("x-genkit-stream-id");
+
+/// How long a stream id a client sends may be.
+const MAX_ID_BYTES: usize = 256;
+
+/// A Genkit stream, as its identity's scope, its agent and its stream id: what keys its
+/// [`Tee`] in the server's Genkit streams.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct StreamKey {
+    scope: String,
+    agent: String,
+    id: String,
+}
+
+impl StreamKey {
+    pub(crate) fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            id: id.to_owned(),
+        }
+    }
+}
+
+/// The stream id a request reconnects to, if it sends one.
+///
+/// # Errors
+///
+/// A header that is not a stream id (not text, empty, or too long), as a 400.
+pub(super) fn requested(headers: &HeaderMap) -> Result<Option<String>, Failure> {
+    let Some(value) = headers.get(&STREAM_ID) else {
+        return Ok(None);
+    };
+    match value.to_str() {
+        Ok(id) if !id.is_empty() && id.len() <= MAX_ID_BYTES => Ok(Some(id.to_owned())),
+        _ => Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            Code::InvalidInput,
+            format!("`{STREAM_ID}` is not a stream id (text of 1 to {MAX_ID_BYTES} bytes)"),
+        )),
+    }
+}
+
+/// Starts one streamed turn of `agent` (served as `name`) through a tee: its stream id (the
+/// turn's snapshot id, or for an agent whose client keeps its state, a fresh one) and its
+/// first client's body. The turn runs to its end whoever reads it, and, where the store keeps
+/// streams, its writes are published under its snapshot id for other processes.
+///
+/// # Errors
+///
+/// The turn's refusal, as [`agent::start`]'s.
+pub(super) async fn start<E: Encoder>(
+    shared: &Arc<Shared>,
+    agent: &LlmAgent,
+    name: &str,
+    (init, input): (AgentInit<LlmSession>, TurnInput),
+    identity: Option<&Identity>,
+    encoder: E,
+) -> Result<(String, Body), Failure> {
+    let client = agent.agent().is_client_managed();
+    let (snapshot, started) = oneshot::channel();
+    let publisher = if client {
+        None // Its sessions live and die with the connection: no process but this one knows it.
+    } else {
+        Publisher::start(Arc::clone(agent.agent().store()), started)
+    };
+    let (tee, reader) = Tee::new(Arc::clone(&shared.genkit), publisher);
+    let stream = tee.stream();
+    let started = agent::spawn(shared, agent, init, input, identity, encoder, tee).await?;
+    let id = match started.snapshot_id.filter(|_| !client) {
+        Some(id) => {
+            let _ = snapshot.send(id.clone());
+            id
+        }
+        None => bidi_session::new_snapshot_id(),
+    };
+    shared
+        .genkit
+        .insert(StreamKey::new(identity, name, &id), &stream);
+    Ok((id, reader.body()))
+}
+
+/// `POST /agent/{name}/genkit` with the header naming stream `id`: the stream from its first
+/// chunk, then the rest as it comes, from this process or, through the store, from another
+/// one; 204 when the caller has no such stream.
+///
+/// # Errors
+///
+/// A stream over what is kept of it (410), or the store's failure (500).
+///
+/// # Cancel safety
+///
+/// Cancel safe: a reconnection dropped before it answers leaves the stream as it was.
+pub(super) async fn reconnect(
+    shared: &Shared,
+    agent: &LlmAgent,
+    name: &str,
+    identity: Option<&Identity>,
+    id: &str,
+) -> Result<Response, Failure> {
+    match shared.genkit.attach(&StreamKey::new(identity, name, id)) {
+        Attached::Reader(written, reader) => Ok(response(id, Attached::body(written, reader))),
+        Attached::TooLong => Err(Failure::new(
+            StatusCode::GONE,
+            Code::FrameTooLarge,
+            format!(
+                "stream `{}` is over the {} MiB kept for reconnecting to it: only its first \
+                 client reads it",
+                cap(id),
+                RESUME_BYTES >> 20
+            ),
+        )),
+        Attached::Nothing if agent.agent().is_client_managed() => Ok(not_found()),
+        Attached::Nothing => {
+            // Another process sharing the store may be streaming it: a snapshot of the
+            // caller's sessions of this agent, or nothing.
+            let store = agent::sessions_of(agent, identity);
+            let followed = match store.entry(id).await {
+                Ok(Some(entry)) => relay::follow(&store, &entry.id).await,
+                Ok(None) => Ok(None),
+                Err(error) => Err(error),
+            };
+            match followed {
+                Ok(Some(body)) => Ok(response(id, body)),
+                Ok(None) => Ok(not_found()),
+                Err(error) => Err(agent::store_failed(&error)),
+            }
+        }
+    }
+}
+
+/// No such stream: 204, which Genkit's client reports as `NOT_FOUND: Stream not found.`.
+fn not_found() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// A streamed answer: the SSE of `body`, under stream `id`.
+pub(super) fn response(id: &str, body: Body) -> Response {
+    let mut response = crate::sse::response(body);
+    if let Ok(value) = HeaderValue::from_str(id) {
+        response.headers_mut().insert(STREAM_ID, value);
+    }
+    response
+}
