@@ -565,5 +565,76 @@ fn acp(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, acp);
+/// A peer driving prompt turns on sessions of `per_session` turns, across calls.
+struct Driven {
+    peer: Peer,
+    per_session: u64,
+    session: Option<SessionId>,
+    turns: u64,
+}
+
+impl Driven {
+    fn new(peer: Peer, per_session: u64) -> Self {
+        Self {
+            peer,
+            per_session,
+            session: None,
+            turns: 0,
+        }
+    }
+
+    /// Times one prompt turn (opening its session, when it takes a new one, is not timed).
+    async fn turn(&mut self) -> Duration {
+        if self.turns % self.per_session == 0 {
+            self.session = Some(self.peer.new_session().await);
+        }
+        self.turns += 1;
+        let session = self.session.as_ref().unwrap();
+        let start = Instant::now();
+        assert_eq!(self.peer.prompt(session).await, 1);
+        start.elapsed()
+    }
+}
+
+/// The round trips of bidi-acp (sessions of 100 turns, and a new session per turn) and of the
+/// SDK agent in turn, prompt after prompt, and the time each took in all: on a VM whose speed
+/// drifts by ±20% over minutes, ratios from turns interleaved this way are steadier than those
+/// of criterion's functions, measured one after another.
+fn interleaved(_c: &mut Criterion) {
+    const ROUNDS: u64 = 20_000;
+    let rt = runtime();
+    let per_session = *TURNS;
+    let totals = on_worker(&rt, async move {
+        let mut peers = [
+            Driven::new(Peer::connect(|i, o| bidi_agent(1, i, o)).await, per_session),
+            Driven::new(Peer::connect(|i, o| bidi_agent(1, i, o)).await, 1),
+            Driven::new(Peer::connect(|i, o| sdk_agent(1, i, o)).await, per_session),
+        ];
+        // Warm up.
+        for peer in &mut peers {
+            for _ in 0..1_000 {
+                peer.turn().await;
+            }
+        }
+        let mut totals = [Duration::ZERO; 3];
+        for round in 0..ROUNDS {
+            for step in 0..3 {
+                // Each round starts with another peer, so none always goes first.
+                let i = (step + round as usize) % 3;
+                totals[i] += peers[i].turn().await;
+            }
+        }
+        totals
+    });
+    let micros = totals.map(|total| total.as_secs_f64() * 1e6 / ROUNDS as f64);
+    let [long, fresh, sdk] = micros;
+    println!(
+        "acp_round_trip/interleaved ({ROUNDS} rounds): bidi_acp {long:.1} µs ({:.2} of the SDK \
+         agent), bidi_acp_fresh_session {fresh:.1} µs ({:.2}), sdk_agent {sdk:.1} µs",
+        sdk / long,
+        sdk / fresh,
+    );
+}
+
+criterion_group!(benches, acp, interleaved);
 criterion_main!(benches);

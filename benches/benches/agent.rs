@@ -16,13 +16,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use benches::{on_worker, read_turn, runtime};
 use bidi_agent::{Agent, AgentInit, AgentResult, Responder};
 use bidi_core::{ActionContext, BidiAction, BoxError, Inbound, Outbound};
 use bidi_session::testing::PostgresServer;
-use bidi_session::{Append, Change, Parent, PostgresStore, Session, SessionStore, SqliteStore};
+use bidi_session::{
+    Append, Change, MemoryStore, Parent, PostgresStore, Session, SessionStore, SqliteStore,
+};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
@@ -260,5 +262,78 @@ fn agent_turn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sqlite_cas, postgres_cas, agent_turn);
+/// The write of an agent turn alone: `update_state` of a `u64` on the agents' default store,
+/// without a connection around it.
+fn session_write(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("agent_turn");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("update_state_alone", |b| {
+        b.iter_custom(|iters| {
+            on_worker(&rt, async move {
+                let store = MemoryStore::new()
+                    .with_max_sessions(1024)
+                    .with_max_snapshots(256);
+                let session = Session::create(Arc::new(store), "s", 0_u64)
+                    .await
+                    .expect("create");
+                let start = Instant::now();
+                for n in 0..iters {
+                    session.update_state(n).await.expect("update");
+                }
+                start.elapsed()
+            })
+        });
+    });
+    group.finish();
+}
+
+/// The bare action's turns and the agent's in turn, a thousand at a time, and the time each
+/// took in all: on a VM whose speed drifts by ±20% over minutes, ratios from turns interleaved
+/// this way are steadier than those of criterion's functions, measured one after another.
+fn agent_turn_interleaved(_c: &mut Criterion) {
+    const ROUNDS: u64 = 400;
+    const TURNS: u64 = 1_000;
+    let rt = runtime();
+    let action = BidiAction::new("echo", echo);
+    let agent = Agent::builder("echo").build(saving_echo);
+    let [action, agent] = on_worker(&rt, async move {
+        let mut action = action.connect(());
+        let mut agent = agent.connect(AgentInit::new());
+        let mut totals = [Duration::ZERO; 2];
+        for round in 0..ROUNDS {
+            for step in 0..2 {
+                // Each round starts with the other side, so neither always goes first.
+                let i = (step + round as usize) % 2;
+                let start = Instant::now();
+                for n in 0..TURNS {
+                    if i == 0 {
+                        action.send(n).await.expect("send");
+                        assert_eq!(read_turn(&mut action).await, 1);
+                    } else {
+                        agent.send(n).await.expect("send");
+                        assert_eq!(read_turn(&mut agent).await, 1);
+                    }
+                }
+                totals[i] += start.elapsed();
+            }
+        }
+        totals
+    })
+    .map(|total| total.as_secs_f64() * 1e9 / (ROUNDS * TURNS) as f64);
+    println!(
+        "agent_turn/interleaved ({ROUNDS} rounds of {TURNS} turns): action {action:.0} ns, \
+         agent_memory_store {agent:.0} ns ({:.2} of the action's rate)",
+        action / agent,
+    );
+}
+
+criterion_group!(
+    benches,
+    sqlite_cas,
+    postgres_cas,
+    agent_turn,
+    session_write,
+    agent_turn_interleaved
+);
 criterion_main!(benches);
