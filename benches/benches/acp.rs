@@ -585,7 +585,7 @@ impl Driven {
 
     /// Times one prompt turn (opening its session, when it takes a new one, is not timed).
     async fn turn(&mut self) -> Duration {
-        if self.turns % self.per_session == 0 {
+        if self.turns.is_multiple_of(self.per_session) {
             self.session = Some(self.peer.new_session().await);
         }
         self.turns += 1;
