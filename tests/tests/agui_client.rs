@@ -108,19 +108,15 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
     )
     .tool(wipe(wipes))
     .build();
-    let bound = Server::new(Registry::new())
-        .agent(&writer)
-        .agent(&deployer)
-        .agent(&broken)
-        .agent(&calculator)
-        .agent(&guarded)
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    tests::http::serve(
+        Server::new(Registry::new())
+            .agent(&writer)
+            .agent(&deployer)
+            .agent(&broken)
+            .agent(&calculator)
+            .agent(&guarded),
+    )
+    .await
 }
 
 /// CopilotKit's AG-UI client (`@ag-ui/client` 0.0.59, which sends no `protocolVersion` and

@@ -82,18 +82,14 @@ async fn serve(script: PathBuf, wipes: Arc<AtomicUsize>) -> SocketAddr {
                 }
             }),
         );
-    let bound = Server::new(Registry::new())
-        .agent(&deployer)
-        .agent(&asker)
-        .agent(&guarded)
-        .routes(page)
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    tests::http::serve(
+        Server::new(Registry::new())
+            .agent(&deployer)
+            .agent(&asker)
+            .agent(&guarded)
+            .routes(page),
+    )
+    .await
 }
 
 /// The page's DOM once `agent` answered `prompt` on `thread`, through `client`'s `HttpAgent`.

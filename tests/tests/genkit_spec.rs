@@ -179,13 +179,7 @@ impl Spec {
             .fold(Server::new(Registry::new()), |server, agent| {
                 server.agent(agent)
             });
-        let bound = server
-            .addr("127.0.0.1:0".parse().expect("an address"))
-            .bind()
-            .await
-            .expect("the server binds");
-        let base = format!("http://{}", bound.local_addr().expect("an address"));
-        tokio::spawn(bound.serve());
+        let base = format!("http://{}", tests::http::serve(server).await);
         Self {
             base,
             http: reqwest::Client::new(),

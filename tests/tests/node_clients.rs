@@ -59,14 +59,7 @@ fn registry() -> Registry {
 
 /// Serves the flows on a free port of 127.0.0.1, on this runtime.
 async fn serve() -> SocketAddr {
-    let bound = Server::new(registry())
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    tests::http::serve(Server::new(registry())).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,15 +139,7 @@ async fn genkit_remote_agent_drives_an_agent() {
     })
     .client_managed()
     .build();
-    let bound = Server::new(Registry::new())
-        .agent(&echo)
-        .agent(&tally)
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
+    let addr = tests::http::serve(Server::new(Registry::new()).agent(&echo).agent(&tally)).await;
     client("genkit_agent.mjs", vec![format!("http://{addr}")])
         .await
         .assert_passed(11);
@@ -218,20 +203,17 @@ async fn genkit_stream_ids_reconnect_to_a_running_turn() {
         gate.add_permits(1);
         async {}
     });
-    let bound = Server::new(Registry::new())
-        .agent(&gated)
-        .agent(&counter)
-        .auth(|headers| async move {
-            let user = headers.get("x-user").and_then(|value| value.to_str().ok());
-            Ok(bidi_http::Identity::new(user.unwrap_or("anyone")))
-        })
-        .routes(axum::Router::new().route("/open", open))
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
+    let addr = tests::http::serve(
+        Server::new(Registry::new())
+            .agent(&gated)
+            .agent(&counter)
+            .auth(|headers| async move {
+                let user = headers.get("x-user").and_then(|value| value.to_str().ok());
+                Ok(bidi_http::Identity::new(user.unwrap_or("anyone")))
+            })
+            .routes(axum::Router::new().route("/open", open)),
+    )
+    .await;
     client("genkit_stream.mjs", vec![format!("http://{addr}")])
         .await
         .assert_passed(5);

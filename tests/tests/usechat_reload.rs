@@ -33,16 +33,7 @@ async fn serve(script: Vec<u8>) -> SocketAddr {
                 async move { ([(header::CONTENT_TYPE, "text/javascript")], script) }
             }),
         );
-    let bound = Server::new(Registry::new())
-        .agent(&assistant)
-        .routes(page)
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    tests::http::serve(Server::new(Registry::new()).agent(&assistant).routes(page)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,14 +166,7 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
         .agent(&weather)
         .agent(&ask)
         .agent(&fail);
-    let bound = server
-        .addr("127.0.0.1:0".parse().unwrap())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    tests::http::serve(server).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
