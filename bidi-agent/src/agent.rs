@@ -610,6 +610,10 @@ where
     /// # Errors
     ///
     /// The store's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     pub async fn session(&self, id: &str) -> Result<Option<Session<State>>, StoreError> {
         Session::load(Arc::clone(&self.store), id).await
     }

@@ -42,6 +42,13 @@ pub trait Channel: Send + Sync + 'static {
     /// # Errors
     ///
     /// Whatever kept the reply from the user; the router reports it to its caller.
+    ///
+    /// # Cancel safety
+    ///
+    /// The router awaits every call to its end: an implementation need not be cancel safe.
+    /// This crate's are not: dropped midway, part of the reply may have been delivered (a line
+    /// half printed, the first of several messages) and the rest never is; `Web` then ends the
+    /// user's response without it.
     async fn send_to_user(&self, user_id: &str, text: &str) -> Result<(), BoxError>;
 
     /// The channel's streaming side, if it has one and streaming is on. The default is `None`:
@@ -65,6 +72,13 @@ pub trait StreamingChannel: Send + Sync {
     /// # Errors
     ///
     /// Whatever went wrong; the router logs it and streams on.
+    ///
+    /// # Cancel safety
+    ///
+    /// The router awaits every call to its end: an implementation need not be cancel safe.
+    /// This crate's are not: dropped midway, `Terminal` may not know the reply began and then
+    /// prints it again whole at `end`; `Telegram` may have sent its placeholder without keeping
+    /// it, and the reply then comes as a new message below it.
     async fn start(&self, user_id: &str) -> Result<(), BoxError>;
 
     /// More of the reply's text (a few tokens).
@@ -72,6 +86,12 @@ pub trait StreamingChannel: Send + Sync {
     /// # Errors
     ///
     /// Whatever went wrong; the router logs it and streams on.
+    ///
+    /// # Cancel safety
+    ///
+    /// The router awaits every call to its end: an implementation need not be cancel safe.
+    /// This crate's are not: dropped midway, the chunk may be shown in part, or counted as
+    /// shown when it is not (`Terminal`, `Web`), and so missing from what `end` shows.
     async fn chunk(&self, user_id: &str, chunk: &str) -> Result<(), BoxError>;
 
     /// What the agent is doing, such as `Using: search`.
@@ -79,6 +99,11 @@ pub trait StreamingChannel: Send + Sync {
     /// # Errors
     ///
     /// Whatever went wrong; the router logs it and streams on.
+    ///
+    /// # Cancel safety
+    ///
+    /// The router awaits every call to its end: an implementation need not be cancel safe.
+    /// Dropped midway, this crate's channels may show the status in part, or not at all.
     async fn status(&self, user_id: &str, status: &str) -> Result<(), BoxError>;
 
     /// The reply is complete: `full_text` is all of it (the text so far and the error, if the
@@ -87,5 +112,12 @@ pub trait StreamingChannel: Send + Sync {
     /// # Errors
     ///
     /// Whatever kept the final text from the user; the router reports it to its caller.
+    ///
+    /// # Cancel safety
+    ///
+    /// The router awaits every call to its end: an implementation need not be cancel safe.
+    /// This crate's are not: they let go of the user's reply first, so dropped midway, part of
+    /// the final text may have been delivered and the rest never is (`Web` ends the user's
+    /// response without it).
     async fn end(&self, user_id: &str, full_text: &str) -> Result<(), BoxError>;
 }

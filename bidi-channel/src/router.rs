@@ -391,7 +391,8 @@ impl MessageRouter {
     /// # Cancel safety
     ///
     /// Once the message is queued, dropping the future does not withdraw it: the reply is still
-    /// delivered to the channel and announced on the bus.
+    /// delivered to the channel and announced on the bus. Dropped before (while the user's
+    /// queue is full), the message is not sent.
     ///
     /// # Panics
     ///

@@ -103,6 +103,10 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Terminal<W> {
 
 impl Terminal<Vec<u8>> {
     /// What was written so far (for tests and examples that print into a buffer).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn written(&self) -> Vec<u8> {
         self.out.lock().await.writer.clone()
     }

@@ -117,6 +117,10 @@ impl FakeBotApi {
     /// # Panics
     ///
     /// Panics if called outside a tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it completes, no server is left running.
     pub async fn start() -> io::Result<Self> {
         Self::with_edit_interval(Duration::from_secs(1)).await
     }
@@ -130,6 +134,10 @@ impl FakeBotApi {
     /// # Panics
     ///
     /// Panics if called outside a tokio runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it completes, no server is left running.
     pub async fn with_edit_interval(interval: Duration) -> io::Result<Self> {
         let state = Arc::new(Mutex::new(Chats {
             started: Some(Instant::now()),

@@ -92,7 +92,8 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: a dropped read may lose part of a line.
+    /// Not cancel safe: a dropped read may lose part of a line, and the host's `init`, once
+    /// read, may be left unacknowledged or its acknowledgement half written.
     pub async fn prompt(&mut self) -> io::Result<Option<Prompt>> {
         loop {
             let Some(value) = self.read().await? else {
@@ -124,6 +125,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails: the host is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn progress(&mut self, progress: Progress) -> io::Result<()> {
         self.message("progress", &progress).await
     }
@@ -133,6 +138,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails: the host is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn partial(&mut self, chunk: impl Into<String>) -> io::Result<()> {
         self.send(&json!({"type": "partial", "chunk": chunk.into()}))
             .await
@@ -143,6 +152,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails: the host is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn log(&mut self, level: &str, message: impl Into<String>) -> io::Result<()> {
         self.send(&json!({"type": "log", "level": level, "message": message.into()}))
             .await
@@ -153,6 +166,13 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Reading or writing fails, or the host closed the input before it answered.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the question written. Dropped once
+    /// it is written, the question is still answered: a later `ask` or `approve` skips an
+    /// answer that names this question's id but takes one that does not (or a plain line) as
+    /// its own, and [`prompt`](Self::prompt) reads it as a prompt.
     pub async fn ask(&mut self, question: Question) -> io::Result<Value> {
         self.request("question", &question).await
     }
@@ -161,6 +181,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// `true`, ...).
     ///
     /// # Errors
+    ///
+    /// As [`ask`](Self::ask).
+    ///
+    /// # Cancel safety
     ///
     /// As [`ask`](Self::ask).
     pub async fn approve(&mut self, approval: Approval) -> io::Result<bool> {
@@ -173,6 +197,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails, or `fields` is not a JSON object.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn result(&mut self, fields: impl Serialize) -> io::Result<()> {
         self.message("result", &fields).await
     }
@@ -182,6 +210,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails: the host is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn error(&mut self, message: impl Into<String>) -> io::Result<()> {
         self.send(&json!({"type": "error", "message": message.into()}))
             .await
@@ -192,6 +224,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Host<R, W> {
     /// # Errors
     ///
     /// Writing fails, or `fields` is not a JSON object.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped write may leave part of the line written.
     pub async fn message(&mut self, kind: &str, fields: &impl Serialize) -> io::Result<()> {
         let mut object = object(fields)?;
         object.insert("type".to_owned(), Value::String(kind.to_owned()));

@@ -272,6 +272,11 @@ impl PostgresStore {
     ///
     /// [`StoreError::Backend`] if `config` does not parse, the server cannot be reached, or the
     /// tables cannot be created or migrated.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it completes, the tables may have been created or migrated (whole: in one
+    /// transaction); its connections are closed.
     pub async fn connect(config: &str) -> Result<Self, StoreError> {
         let tls = TlsConnector::new().map_err(StoreError::backend)?;
         Self::connect_with_tls(config, tls).await
@@ -284,6 +289,10 @@ impl PostgresStore {
     ///
     /// As [`connect`](Self::connect); also when `sslmode=require` and the server's certificate
     /// is not trusted.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
     pub async fn connect_with_tls(config: &str, tls: TlsConnector) -> Result<Self, StoreError> {
         let config: tokio_postgres::Config = config.parse().map_err(StoreError::backend)?;
         let tls = MakeTlsConnector::new(tls);

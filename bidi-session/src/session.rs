@@ -75,6 +75,10 @@ where
     /// # Errors
     ///
     /// The store's error, or [`StoreError::InvalidState`] if the stored state is not a `State`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     pub async fn load(store: Arc<dyn SessionStore>, id: &str) -> Result<Option<Self>, StoreError> {
         let Some(snapshot) = (*store).load(id).await? else {
             return Ok(None);
@@ -89,6 +93,10 @@ where
     /// # Errors
     ///
     /// The store's error, or [`StoreError::InvalidState`] if the stored state is not a `State`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     pub async fn load_snapshot(
         store: Arc<dyn SessionStore>,
         snapshot_id: &str,
@@ -104,6 +112,12 @@ where
     /// # Errors
     ///
     /// [`StoreError::Conflict`] if it exists already; the store's error otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after the store wrote, the session exists but no `Session` is
+    /// returned, and creating it again is a conflict. Load it then, or use
+    /// [`load_or_create`](Self::load_or_create).
     pub async fn create(
         store: Arc<dyn SessionStore>,
         id: &str,
@@ -120,6 +134,11 @@ where
     /// # Errors
     ///
     /// The store's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it completes, the session may have been created with `init()`'s state;
+    /// calling again loads it.
     pub async fn load_or_create(
         store: Arc<dyn SessionStore>,
         id: &str,
@@ -218,7 +237,8 @@ where
     ///
     /// If the future is dropped, the save may or may not have happened; the cached state is
     /// updated only if it was observed. A later save then fails with a conflict rather than
-    /// overwrite.
+    /// overwrite; the first save of a session loaded with [`load_snapshot`](Self::load_snapshot)
+    /// branches, and so does the next one then, leaving the dropped save as a branch of its own.
     pub async fn update_state(&self, state: State) -> Result<(), StoreError> {
         let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
         let mut budget = WHOLE_STATE_BYTES;
@@ -333,7 +353,10 @@ where
     ///
     /// # Cancel safety
     ///
-    /// As [`update_state`](Self::update_state).
+    /// Not cancel safe: dropped after the store wrote, the pending snapshot stays with no turn
+    /// to renew or finish it, and holds the session (writers after it get
+    /// [`StoreError::Running`]) until its lease lapses or it is [aborted](SessionStore::abort).
+    /// The session still caches the snapshot before it.
     pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
         let parent = {
             let cached = self.lock();
@@ -375,6 +398,11 @@ where
     /// # Errors
     ///
     /// [`StoreError::NotHeld`] if no turn of this session runs under the cached lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped, the lease may or may not have been extended; renewing again does
+    /// no harm.
     pub async fn renew(&self, expires_at: u64) -> Result<Renewal, StoreError> {
         let (id, owner) = self.holder()?;
         self.backend().renew(&id, &owner, expires_at).await
@@ -390,7 +418,12 @@ where
     ///
     /// # Cancel safety
     ///
-    /// As [`update_state`](Self::update_state).
+    /// Not cancel safe: dropped after the store wrote, the turn is over in the store, but the
+    /// session still caches it as running, with the state it started from (or the default,
+    /// after [`take_state`](Self::take_state)). Its writes are refused with
+    /// [`StoreError::Running`] until the lease lapses; after that they are not, and a change
+    /// found against that stale state is applied to the turn's: the stored state is then
+    /// wrong. [`reload`](Self::reload) after a dropped `finish`.
     pub async fn finish(
         &self,
         state: State,
@@ -431,6 +464,10 @@ where
     /// # Errors
     ///
     /// [`StoreError::NotFound`] if the session was deleted; the store's error otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the cached state changes only once the head is read.
     pub async fn reload(&self) -> Result<(), StoreError> {
         let snapshot = self
             .backend()

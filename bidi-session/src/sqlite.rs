@@ -130,6 +130,11 @@ impl SqliteStore {
     ///
     /// [`StoreError::Backend`] if the file cannot be opened, is not a SQLite database, or has a
     /// schema newer than this crate knows.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not stop an open under way: the file may still be created and
+    /// its schema created or migrated; the connection is then closed.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::start(Some(path.as_ref().to_owned())).await
     }
@@ -139,6 +144,10 @@ impl SqliteStore {
     /// # Errors
     ///
     /// [`StoreError::Backend`] if SQLite cannot open it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped, the database is gone with it.
     pub async fn in_memory() -> Result<Self, StoreError> {
         Self::start(None).await
     }

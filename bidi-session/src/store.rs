@@ -579,16 +579,50 @@ impl StoreError {
 /// here, so you need no dependency of your own), keep each write atomic, then run the public
 /// conformance suite, [`testing::conformance`](crate::testing::conformance) (feature
 /// `testing`), against it. `MemoryStore`'s source is a complete one in a page.
+///
+/// # Cancel safety
+///
+/// A caller may drop any call before it completes. A read loses nothing then. A write must be
+/// atomic: dropped, it happened whole or not at all, and the caller is not told which. The
+/// stores of this crate give that each its own way: `MemoryStore` completes every call at its
+/// first poll; `SqliteStore` runs a call to its end once it has the connection, dropped or not
+/// (a dropped write still happens, unanswered); `PostgresStore` writes in one transaction,
+/// rolled back if the call is dropped before its commit is sent. `Scoped` is as atomic as the
+/// store it wraps.
 #[async_trait]
 pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// The head of `session_id` (its latest snapshot) with its state, or `None` if there is no
     /// such session.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     async fn load(&self, session_id: &str) -> Result<Option<Snapshot>, StoreError>;
 
     /// Snapshot `snapshot_id`, of any session, with its state, or `None` if there is none.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     async fn load_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>, StoreError>;
 
     /// Snapshot `snapshot_id` without its state (cheap: nothing is replayed), or `None`.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     async fn entry(&self, snapshot_id: &str) -> Result<Option<Entry>, StoreError>;
 
     /// Appends a snapshot to `session_id` and makes it the session's head. Returns it,
@@ -601,6 +635,12 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// for [`Parent::None`]), [`StoreError::NotFound`] for a branch from a snapshot the session
     /// does not have; [`StoreError::Running`] when the parent is pending under a lease
     /// that holds. Nothing is written then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the snapshot was appended whole or not at all, and
+    /// the caller is not told which. If it was, a writer that goes on from the old head gets a
+    /// [`StoreError::Conflict`].
     async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError>;
 
     /// Ends pending snapshot `snapshot_id`: writes its change and its status, and gives up its
@@ -611,6 +651,12 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// [`StoreError::NotHeld`] if the snapshot is not pending under `finish.owner`'s lease (it
     /// finished, or another turn took the session over after the lease lapsed); nothing is
     /// written then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the snapshot was finished whole or not at all. If
+    /// it was, finishing it again is refused with [`StoreError::NotHeld`]; if not, it can be
+    /// finished again while the lease holds.
     async fn finish(&self, snapshot_id: &str, finish: Finish) -> Result<Entry, StoreError>;
 
     /// Extends the lease of pending snapshot `snapshot_id` to `expires_at` (milliseconds since
@@ -619,6 +665,11 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`StoreError::NotHeld`] if the snapshot is not pending under `owner`'s lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the lease was extended or not; renewing again does
+    /// no harm.
     async fn renew(
         &self,
         snapshot_id: &str,
@@ -629,12 +680,38 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// Aborts snapshot `snapshot_id` if it is pending (it reads as [`Status::Aborted`] at once;
     /// its turn learns it at its next [`renew`](Self::renew)). Answers the status it had
     /// before, or `None` if there is no such snapshot; a terminal status is left as it is.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the snapshot was aborted or not; aborting again does
+    /// no harm (it answers [`Status::Aborted`] if the first did).
     async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError>;
 
     /// Deletes every snapshot of `session_id`; returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the session was deleted whole or not at all;
+    /// deleting again answers `false` if it was.
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
 
     /// The ids of every stored session, sorted.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
 
     /// Where running turns keep what they stream for readers in other processes, if this store

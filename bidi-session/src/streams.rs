@@ -40,6 +40,12 @@ pub trait Streams: Send + Sync {
     /// # Errors
     ///
     /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the piece was kept whole or not at all, and the
+    /// caller is not told which. `PostgresStore` keeps it in one statement, and refuses the
+    /// same `seq` again once it is kept (an error, never a piece kept twice).
     async fn publish(&self, snapshot_id: &str, piece: Piece) -> Result<(), StoreError>;
 
     /// What snapshot `snapshot_id`'s turn streamed so far, then the rest as it is published,
@@ -48,6 +54,11 @@ pub trait Streams: Send + Sync {
     /// # Errors
     ///
     /// The store's, before anything is read; later failures end the [`Follow`] with them.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it completes, nothing was read and no reader is left
+    /// running (`PostgresStore` starts its reader as the call completes).
     async fn follow(&self, snapshot_id: &str) -> Result<Follow, StoreError>;
 }
 

@@ -52,6 +52,11 @@ use crate::store::{
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the suite: the sessions it wrote stay in the store, and the
+/// tasks of a concurrency check run to their end.
 pub async fn conformance(store: Arc<dyn SessionStore>) {
     let prefix = prefix();
     create_load_and_lineage(&*store, &prefix).await;
@@ -244,6 +249,10 @@ fn lease(owner: &str, term: Duration) -> Lease {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn create_load_and_lineage(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}lineage");
     let first = create(store, &id, json!({"n": 1, "log": []})).await;
@@ -295,6 +304,10 @@ pub async fn create_load_and_lineage(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}cas");
     let first = create(store, &id, json!({"n": 1})).await;
@@ -344,6 +357,10 @@ pub async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn branches(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}branches");
     let root = create(store, &id, json!({"n": 0})).await;
@@ -388,6 +405,11 @@ pub async fn branches(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract (two winners, a lost append, another error).
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check, not the tasks it spawned: they run to their end.
+/// The sessions it wrote stay in the store.
 pub async fn concurrent_appends(store: Arc<dyn SessionStore>, prefix: &str, tasks: i64) {
     let id = format!("{prefix}race");
     let root = create(&*store, &id, json!({"n": 0})).await;
@@ -423,6 +445,11 @@ pub async fn concurrent_appends(store: Arc<dyn SessionStore>, prefix: &str, task
 /// # Panics
 ///
 /// When the store breaks the contract (a lost update, or a conflict that never resolves).
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check, not the tasks it spawned: they run to their end.
+/// The sessions it wrote stay in the store.
 pub async fn concurrent_updates(
     store: Arc<dyn SessionStore>,
     prefix: &str,
@@ -467,6 +494,10 @@ pub async fn concurrent_updates(
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn turns(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}turns");
     let root = create(store, &id, json!({"n": 0})).await;
@@ -602,6 +633,10 @@ pub async fn turns(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn aborts(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}aborts");
     let root = create(store, &id, json!({"n": 0})).await;
@@ -661,6 +696,10 @@ pub async fn aborts(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn expired_leases(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}expired");
     let root = create(store, &id, json!({"n": 0})).await;
@@ -714,6 +753,10 @@ pub async fn expired_leases(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn checkpoints(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}checkpoints");
     let mut parent = create(store, &id, json!({"log": []})).await;
@@ -743,6 +786,10 @@ pub async fn checkpoints(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn large_state(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}large");
     let big: String = "0123456789abcdef".repeat(64 * 1024);
@@ -762,6 +809,10 @@ pub async fn large_state(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}séance 🦀 会话 'quoted' \"double\"");
     let first = create(store, &id, json!({"ok": true})).await;
@@ -778,6 +829,10 @@ pub async fn unicode_ids(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn listing(store: &dyn SessionStore, prefix: &str) {
     let ids = [
         "list-b", "list-B", "list-é", "list-a", "list-z", "list-10", "list-9",
@@ -805,6 +860,10 @@ pub async fn listing(store: &dyn SessionStore, prefix: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn missing_ids(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}never-saved");
     assert_absent(store, &id).await;
@@ -826,6 +885,10 @@ async fn assert_absent(store: &dyn SessionStore, id: &str) {
 /// # Panics
 ///
 /// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
 pub async fn delete(store: Arc<dyn SessionStore>, prefix: &str) {
     let id = format!("{prefix}deleted");
     let first = create(&*store, &id, json!(1)).await;

@@ -47,6 +47,11 @@ impl PostgresServer {
     /// # Errors
     ///
     /// If the binaries are missing, `initdb` fails, or the server does not come up.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped while it waits for the server, the server is stopped and its
+    /// directory removed, as when a `PostgresServer` is dropped.
     pub async fn start() -> io::Result<Self> {
         Self::launch(false).await
     }
@@ -57,6 +62,10 @@ impl PostgresServer {
     /// # Errors
     ///
     /// As [`start`](Self::start); also if `openssl` is missing or fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`start`](Self::start).
     pub async fn start_with_tls() -> io::Result<Self> {
         Self::launch(true).await
     }
