@@ -54,6 +54,9 @@ struct Cached<State> {
     /// The next write branches from the head instead of requiring it to be the session's: the
     /// session was loaded at a snapshot the caller named.
     branch: bool,
+    /// A write was dropped before the store answered: the store may hold it or not, so the
+    /// head is not known. The next write reads it again first (see [`Session::check_sure`]).
+    unsure: bool,
 }
 
 impl<State> Clone for Session<State> {
@@ -171,6 +174,7 @@ where
                 taken: None,
                 head,
                 branch,
+                unsure: false,
             })),
         }
     }
@@ -235,10 +239,10 @@ where
     ///
     /// # Cancel safety
     ///
-    /// If the future is dropped, the save may or may not have happened; the cached state is
-    /// updated only if it was observed. A later save then fails with a conflict rather than
-    /// overwrite; the first save of a session loaded with [`load_snapshot`](Self::load_snapshot)
-    /// branches, and so does the next one then, leaving the dropped save as a branch of its own.
+    /// If the future is dropped before the store answers, the save may or may not have
+    /// happened. The session then does not know its head: its next write reads the head again
+    /// and answers [`StoreError::Conflict`] (which [`update`](Self::update) retries), so
+    /// nothing is written against a state the store no longer has.
     pub async fn update_state(&self, state: State) -> Result<(), StoreError> {
         let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
         let mut budget = WHOLE_STATE_BYTES;
@@ -283,6 +287,7 @@ where
         json: Option<Value>,
         max_len: Option<u64>,
     ) -> Result<(), StoreError> {
+        self.check_sure().await?;
         let (parent, replay) = {
             let cached = self.lock();
             running(&self.id, &cached.head)?;
@@ -296,13 +301,16 @@ where
             let json = json.map_or_else(|| serde_json::to_value(&state), Ok);
             append.checkpoint = Some(json.map_err(StoreError::Serialization)?);
         }
-        let head = self.backend().append(&self.id, append).await?;
+        let head = self
+            .writing(self.backend().append(&self.id, append))
+            .await?;
         *self.lock() = Cached {
             state,
             #[cfg(debug_assertions)]
             taken: None,
             head,
             branch: false,
+            unsure: false,
         };
         Ok(())
     }
@@ -356,17 +364,19 @@ where
     /// Not cancel safe: dropped after the store wrote, the pending snapshot stays with no turn
     /// to renew or finish it, and holds the session (writers after it get
     /// [`StoreError::Running`]) until its lease lapses or it is [aborted](SessionStore::abort).
-    /// The session still caches the snapshot before it.
+    /// This session's next write reads the head again first, as after a dropped
+    /// [`update_state`](Self::update_state).
     pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
+        self.check_sure().await?;
         let parent = {
             let cached = self.lock();
             running(&self.id, &cached.head)?;
             self.parent(&cached)
         };
-        let head = self
+        let pending = self
             .backend()
-            .append(&self.id, Append::pending(parent, lease))
-            .await?;
+            .append(&self.id, Append::pending(parent, lease));
+        let head = self.writing(pending).await?;
         let mut cached = self.lock();
         cached.head = head.clone();
         cached.branch = false;
@@ -418,12 +428,10 @@ where
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropped after the store wrote, the turn is over in the store, but the
-    /// session still caches it as running, with the state it started from (or the default,
-    /// after [`take_state`](Self::take_state)). Its writes are refused with
-    /// [`StoreError::Running`] until the lease lapses; after that they are not, and a change
-    /// found against that stale state is applied to the turn's: the stored state is then
-    /// wrong. [`reload`](Self::reload) after a dropped `finish`.
+    /// Dropped before the store answers, the turn may be over in the store or still running.
+    /// The session's next write reads the head again and answers [`StoreError::Conflict`], as
+    /// after a dropped [`update_state`](Self::update_state); it never writes a change found
+    /// against the state the turn started from.
     pub async fn finish(
         &self,
         state: State,
@@ -431,6 +439,7 @@ where
         status: Status,
         error: Option<Value>,
     ) -> Result<Entry, StoreError> {
+        self.check_sure().await?;
         let (id, owner) = self.holder()?;
         let replay = {
             let cached = self.lock();
@@ -448,7 +457,7 @@ where
             finish.checkpoint =
                 Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
         }
-        let head = self.backend().finish(&id, finish).await?;
+        let head = self.writing(self.backend().finish(&id, finish)).await?;
         let mut cached = self.lock();
         cached.state = state;
         cached.head = head.clone();
@@ -482,6 +491,7 @@ where
             taken: None,
             head: entry,
             branch: false,
+            unsure: false,
         };
         Ok(())
     }
@@ -533,6 +543,38 @@ where
                 self.id
             );
         }
+    }
+
+    /// Runs `write`, a write of the store, marking the session unsure of its head until the
+    /// store answers: dropped before then, the write may have happened or not.
+    async fn writing<T>(
+        &self,
+        write: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.lock().unsure = true;
+        let written = write.await;
+        self.lock().unsure = false;
+        written
+    }
+
+    /// After a write that was dropped before the store answered: reads the head again and
+    /// answers a conflict naming it (the store may hold the dropped write or not, and a write
+    /// found against the state before it would be wrong after it). The next write goes on from
+    /// the head read.
+    async fn check_sure(&self) -> Result<(), StoreError> {
+        let expected = {
+            let cached = self.lock();
+            if !cached.unsure {
+                return Ok(());
+            }
+            cached.head.id.clone()
+        };
+        self.reload().await?;
+        Err(StoreError::Conflict {
+            session_id: self.id.to_string(),
+            expected: Some(expected),
+            actual: Some(self.lock().head.id.clone()),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cached<State>> {
