@@ -21,22 +21,22 @@ use crate::trace::{ConnectionTrace, FlowTracer, traced};
 /// `type` of its [`ActionDesc`](crate::ActionDesc).
 ///
 /// Kinds are open: besides [`BIDI_FLOW`](Self::BIDI_FLOW) and [`AGENT`](Self::AGENT), a
-/// protocol crate registers its own (`/acp-agent/..`, `/ndjson/..`). A kind is made of
-/// lowercase ASCII letters, digits and `-`, and is not empty.
+/// protocol crate registers its own (`bidi-ndjson`'s subprocess agents are `/ndjson/..`). A
+/// kind is made of lowercase ASCII letters, digits and `-`, and is not empty.
 ///
 /// ```
 /// use bidi_core::{BoxError, Inbound, Outbound};
 /// use bidi_flow::{ActionType, BidiFlow, Registry};
 ///
 /// // Checked at compile time when used in a `const`.
-/// const ACP_AGENT: ActionType = ActionType::from_static("acp-agent");
+/// const SUBPROCESS: ActionType = ActionType::from_static("subprocess");
 ///
 /// let registry = Registry::new();
 /// let flow = BidiFlow::new("claude", |_ctx, (), _: Inbound<String>, _: Outbound<String>| async {
 ///     Ok::<_, BoxError>(())
 /// });
-/// registry.register(flow.with_action_type(ACP_AGENT))?;
-/// assert_eq!(registry.actions()[0].key, "/acp-agent/claude");
+/// registry.register(flow.with_action_type(SUBPROCESS))?;
+/// assert_eq!(registry.actions()[0].key, "/subprocess/claude");
 ///
 /// // Checked at run time, for kinds that come from configuration.
 /// assert!(ActionType::new("ndjson").is_ok());
