@@ -1,7 +1,9 @@
 //! Full duplex over WebSocket: one socket is one connection, served from the socket's own task.
-//! That task reads the socket, hands inputs to the action and writes its chunks, turn ends and
-//! output, all in one `select!`: a round trip hops from the socket's task to the action's and
-//! back, with no writer task in between. The frames are `bidi_flow::frame`'s socket wire.
+//! That task runs the action (its connection is opened with a `Driver`, so the action's task is
+//! polled here rather than spawned), reads the socket, hands inputs to the action and writes its
+//! chunks, turn ends and output, all in one `select!`: a round trip crosses no task boundary.
+//! When the socket's serving ends first, the action goes on in a task of its own for what it
+//! has left (its grace period after a cancel). The frames are `bidi_flow::frame`'s socket wire.
 
 use std::collections::VecDeque;
 use std::pin::{Pin, pin};
@@ -13,6 +15,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use bidi_core::{ActionTask, Driver};
 use bidi_flow::frame::{self, Frame, FrameError, Op};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
@@ -256,13 +259,22 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
             None => continue,
             Some(Err(failure)) => failure,
             Some(Ok(Op::Open { init, .. })) => {
-                let options = Shared::options(identity.as_ref()).input_buffer(INPUT_WINDOW);
+                // The action's task is this one's to poll: no hop between the two.
+                let driver = Driver::new();
+                let options = Shared::options(identity.as_ref())
+                    .input_buffer(INPUT_WINDOW)
+                    .driver(&driver);
                 match shared.registry.connect_json_with(&key, init, options) {
                     Ok(conn) => {
                         let (input, output) = conn.into_split();
-                        Connected::new(&mut reader, &mut writer, input, output)
-                            .serve()
-                            .await;
+                        let connected = Connected {
+                            reader: &mut reader,
+                            writer: &mut writer,
+                            input,
+                            output,
+                            action: driver.take(),
+                        };
+                        connected.serve().await;
                         return;
                     }
                     Err(error) => Failure::from_json(&error),
@@ -293,6 +305,8 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
 
 /// What woke the socket's task once connected.
 enum Event {
+    /// The action's future finished (its outcome is the connection's).
+    ActionDone,
     /// The pending input was taken, or refused.
     Sent(Result<(), JsonError>),
     /// The action's next chunk, turn end or end.
@@ -330,30 +344,26 @@ async fn next_out(output: &mut JsonRecvHalf, ended: bool) -> Out {
     }
 }
 
-/// A socket with its connection: one task reads the client, hands its inputs to the action,
-/// and writes the action's chunks, turn ends and output.
+/// Polls the action's task, if there is one.
+async fn run_action(action: &mut Option<ActionTask>) {
+    match action {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A socket with its connection: one task runs the action, reads the client, hands its inputs
+/// to the action, and writes the action's chunks, turn ends and output.
 struct Connected<'a> {
     reader: &'a mut Reader,
     writer: &'a mut Writer,
     input: JsonSendHalf,
     output: JsonRecvHalf,
+    /// The action's task, polled here until it is done or the socket's serving ends.
+    action: Option<ActionTask>,
 }
 
-impl<'a> Connected<'a> {
-    fn new(
-        reader: &'a mut Reader,
-        writer: &'a mut Writer,
-        input: JsonSendHalf,
-        output: JsonRecvHalf,
-    ) -> Self {
-        Self {
-            reader,
-            writer,
-            input,
-            output,
-        }
-    }
-
+impl Connected<'_> {
     /// Serves the connection to its end; then cancels what still runs, as the end says, and
     /// writes the last frames the client is still there to read.
     async fn serve(mut self) {
@@ -363,7 +373,13 @@ impl<'a> Connected<'a> {
             writer,
             input,
             output,
+            action,
         } = self;
+        // An action that still runs (to its output, or through its grace period) goes on in a
+        // task of its own: it ends with its connection, as a spawned one does.
+        if let Some(action) = action {
+            tokio::spawn(action);
+        }
         let unfinished = !input.is_finished();
         match end {
             End::Gone if unfinished => input.cancel_with(Disconnected),
@@ -406,6 +422,10 @@ impl<'a> Connected<'a> {
                 None => self.next_event(sending.as_mut(), waiting, ended).await,
             };
             let step = match event {
+                Event::ActionDone => {
+                    self.action = None;
+                    Ok(())
+                }
                 Event::Sent(result) => {
                     waiting = false;
                     self.sent(result, &input).await
@@ -457,8 +477,10 @@ impl<'a> Connected<'a> {
         F: Future<Output = Result<(), JsonError>>,
     {
         let read = !waiting || self.reader.has_room();
+        let running = self.action.is_some();
         tokio::select! {
             biased;
+            () = run_action(&mut self.action), if running => Event::ActionDone,
             Some(result) = sending, if waiting => Event::Sent(result),
             out = next_out(&mut self.output, ended) => Event::Out(out),
             message = self.reader.stream.next(), if read => Event::Read(message_or_end(message)),
