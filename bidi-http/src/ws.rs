@@ -28,6 +28,10 @@ use crate::extract::Segments;
 use crate::idle::{Activity, Idle};
 use crate::{Disconnected, INPUT_WINDOW, Identity, IdleTimeout, Shared};
 
+mod woken;
+
+use woken::Woken;
+
 /// `GET /{type}/{name}` with an upgrade.
 pub(crate) async fn upgrade(
     State(shared): State<Arc<Shared>>,
@@ -108,7 +112,8 @@ const READ_AHEAD: usize = 16;
 
 /// The reading side of a socket: frames in order, the ones read ahead held back.
 struct Reader {
-    stream: SplitStream<WebSocket>,
+    /// Polled only once it woke: the `select!`s poll it beside the action on every turn.
+    stream: Woken<SplitStream<WebSocket>>,
     held: VecDeque<Message>,
     /// The bytes of the frames held back.
     held_bytes: usize,
@@ -243,7 +248,7 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
         activity: activity.clone(),
     };
     let mut reader = Reader {
-        stream,
+        stream: Woken::new(stream),
         held: VecDeque::new(),
         held_bytes: 0,
         idle: Idle::new(activity, shared.limits.idle_timeout),
