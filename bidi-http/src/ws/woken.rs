@@ -80,7 +80,7 @@ mod tests {
 
         fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<usize>> {
             let n = self.0.fetch_add(1, Ordering::SeqCst);
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 cx.waker().wake_by_ref();
                 Poll::Pending
             } else {
