@@ -419,7 +419,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 1 << 20,
-            max_message_bytes: 1 << 20,
+            max_message_bytes: bidi_flow::frame::MAX_FRAME_BYTES,
             idle_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(15),
             body_timeout: Duration::from_secs(30),

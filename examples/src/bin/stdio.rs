@@ -89,7 +89,7 @@ use examples::{chat, echo};
 #[derive(Debug, Parser)]
 struct Args {
     /// The longest frame (line) accepted, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = frame::MAX_FRAME_BYTES)]
     max_frame_bytes: usize,
     /// After end of input, how long connections may run on before they are cancelled.
     #[arg(long, default_value_t = 30_000)]
