@@ -13,8 +13,9 @@
 //! - `http_ws`: round trips on one open WebSocket: send `{"type":"send","input":"x"}`, read the
 //!   `chunk` frame and then `turn_end`. `bidi_http` is the `echo` flow; `raw_axum` an axum
 //!   WebSocket handler answering each message with the same two frames; `raw_axum_writer_task`
-//!   the same handler with a writer task of its own (bidi-http's reader / writer layout, less
-//!   the action's task): what one task hop costs per round trip.
+//!   the same handler with a writer task of its own: what one task hop costs per round trip
+//!   (bidi-http had this layout, plus the action's task, until its socket's task came to run
+//!   the action, read and write in one `select!`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

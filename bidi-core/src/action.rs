@@ -99,7 +99,8 @@ pub struct BidiAction<Init, In, Out, Stream> {
     start: Arc<ErasedStart<Init, In, Out, Stream>>,
 }
 
-type ErasedStart<Init, In, Out, S> = dyn Fn(Arc<Core<In, Out, S>>, Init, bool) + Send + Sync;
+type ErasedStart<Init, In, Out, S> =
+    dyn Fn(Arc<Core<In, Out, S>>, Init, bool, Option<Driver>) + Send + Sync;
 
 impl<Init, In, Out, Stream> BidiAction<Init, In, Out, Stream>
 where
@@ -131,8 +132,8 @@ where
                     Box::pin(async move { fut.await.map_err(Into::into) }) as BoxFuture<_>
                 },
             ),
-            start: Arc::new(move |core, init, watch_parent| {
-                spawn(core, watch_parent, Arc::clone(&f), init);
+            start: Arc::new(move |core, init, watch_parent, driver| {
+                spawn(core, watch_parent, Arc::clone(&f), init, driver);
             }),
         }
     }
@@ -166,7 +167,8 @@ where
     ///
     /// # Panics
     ///
-    /// Panics if called outside a tokio runtime.
+    /// Panics if called outside a tokio runtime (unless the options have a [`Driver`]: then
+    /// nothing is spawned).
     pub fn connect_with(&self, init: Init, options: ConnectOptions) -> Connection<In, Out, Stream> {
         let ConnectOptions {
             input_buffer,
@@ -175,6 +177,7 @@ where
             extensions,
             observer,
             grace,
+            driver,
         } = options;
         let watch_parent = parent.is_some();
         let token = parent.map(|parent| parent.child_token());
@@ -187,7 +190,7 @@ where
             observer,
             grace,
         ));
-        (self.start)(Arc::clone(&core), init, watch_parent);
+        (self.start)(Arc::clone(&core), init, watch_parent, driver);
         Connection::new(core)
     }
 
@@ -247,14 +250,15 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-/// Spawns the task of the connection `core`: runs `f` on its ends under the connection's
-/// supervision (the grace period after a cancel, the parent token), catches a panic, and records
-/// the result.
+/// Spawns the task of the connection `core` (or hands it to `driver`): runs `f` on its ends
+/// under the connection's supervision (the grace period after a cancel, the parent token),
+/// catches a panic, and records the result.
 fn spawn<Init, In, Out, S, F, Fut>(
     core: Arc<Core<In, Out, S>>,
     watch_parent: bool,
     f: Arc<F>,
     init: Init,
+    driver: Option<Driver>,
 ) where
     Init: Send + 'static,
     In: Send + 'static,
@@ -270,7 +274,7 @@ fn spawn<Init, In, Out, S, F, Fut>(
     let run = AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
     // Made here, not in the task: a task dropped before its first poll still reports done.
     let done = DoneOnDrop(core);
-    tokio::spawn(async move {
+    let task = async move {
         let core = &done.0;
         let outcome = supervise(&**core, run, watch_parent).await;
         // `None`: cancelled, and the grace ran out; the future is already dropped.
@@ -286,7 +290,86 @@ fn spawn<Init, In, Out, S, F, Fut>(
             });
         }
         drop(done);
-    });
+    };
+    match driver {
+        Some(driver) => driver.put(Box::pin(task)),
+        None => drop(tokio::spawn(task)),
+    }
+}
+
+/// A connection's action as a future, from a [`Driver`]: it runs the action to its end,
+/// the grace period after a cancel included, then reports the connection done.
+pub type ActionTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Where a connection opened with [`ConnectOptions::driver`] leaves its action's task instead
+/// of spawning it, for the caller to run in a task of its own: a transport that serves one
+/// connection from one task (a WebSocket) then polls the action beside its reads and writes,
+/// and a turn crosses no task boundary.
+///
+/// The task must be polled for the action to run: until it is, inputs wait and nothing streams.
+/// Dropping it drops the action wherever it waits and reports the connection done (as a
+/// runtime shutting down would); to stop driving an action that should finish, spawn the task.
+/// The connection's guarantees hold as for a spawned action: cancellation, the grace period
+/// (once polled), panics caught, `done()` when the future is finished or dropped.
+///
+/// ```
+/// use bidi_core::{BidiAction, BoxError, ConnectOptions, Driver, Inbound, Outbound};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), BoxError> {
+/// let shout = BidiAction::new("shout", |_ctx, (), mut inbound: Inbound<String>, out: Outbound<String>| async move {
+///     while let Some(text) = inbound.recv().await {
+///         out.send(text.to_uppercase()).await?;
+///     }
+///     Ok::<_, BoxError>(())
+/// });
+/// let driver = Driver::new();
+/// let conn = shout.connect_with((), ConnectOptions::new().driver(&driver));
+/// let task = driver.take().expect("the connection's task");
+/// // The action runs where `task` is polled: here, beside the caller's own work.
+/// let (_, output) = tokio::join!(task, async move {
+///     conn.send("hi".into()).await?;
+///     conn.close();
+///     Ok::<_, BoxError>(conn.output().await?)
+/// });
+/// output?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct Driver {
+    slot: Arc<std::sync::Mutex<Option<ActionTask>>>,
+}
+
+impl Driver {
+    /// An empty driver.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The task of the connection last opened with this driver, once: `None` if none was
+    /// opened (a connection refused before its action started) or it was taken already.
+    #[must_use]
+    pub fn take(&self) -> Option<ActionTask> {
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    fn put(&self, task: ActionTask) {
+        *self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+    }
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
 }
 
 /// Marks the action done (its future finished or dropped) when the task lets go of it, however
@@ -317,13 +400,10 @@ async fn supervise<T>(
     let mut run = std::pin::pin!(Some(run));
     let mut parent = watch_parent.then(|| Box::pin(control.token().clone().cancelled_owned()));
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    let mut registered = false;
     let outcome = poll_fn(|cx| {
-        if !registered {
-            // A task's waker stays the same for its life: registering it once is enough.
-            control.task.register(cx.waker());
-            registered = true;
-        }
+        // Each poll: a task run by a `Driver` may move to another task (spawned when its
+        // transport stops driving it). The same waker again costs a comparison.
+        control.task.register(cx.waker());
         if let Some(cancelled) = &mut parent
             && cancelled.as_mut().poll(cx).is_ready()
         {
@@ -387,6 +467,7 @@ pub struct ConnectOptions {
     extensions: Extensions,
     observer: Option<Arc<dyn Observer>>,
     grace: Duration,
+    driver: Option<Driver>,
 }
 
 impl Default for ConnectOptions {
@@ -398,6 +479,7 @@ impl Default for ConnectOptions {
             extensions: Extensions::default(),
             observer: None,
             grace: DEFAULT_GRACE,
+            driver: None,
         }
     }
 }
@@ -462,6 +544,13 @@ impl ConnectOptions {
         self.extensions = extensions;
         self
     }
+
+    /// Leaves the action's task in `driver` instead of spawning it, for the caller to poll
+    /// (see [`Driver`]).
+    pub fn driver(mut self, driver: &Driver) -> Self {
+        self.driver = Some(driver.clone());
+        self
+    }
 }
 
 impl fmt::Debug for ConnectOptions {
@@ -473,6 +562,7 @@ impl fmt::Debug for ConnectOptions {
             .field("extensions", &self.extensions)
             .field("observer", &self.observer.is_some())
             .field("grace", &self.grace)
+            .field("driver", &self.driver.is_some())
             .finish()
     }
 }

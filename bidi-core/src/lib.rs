@@ -94,7 +94,9 @@ mod extensions;
 mod link;
 mod observer;
 
-pub use action::{ActionFn, ActionFuture, BidiAction, ConnectOptions, DEFAULT_GRACE};
+pub use action::{
+    ActionFn, ActionFuture, ActionTask, BidiAction, ConnectOptions, DEFAULT_GRACE, Driver,
+};
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
 pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};

@@ -56,7 +56,10 @@
 //! that reads the peer and a [`JsonRecvHalf`] for the task that writes chunks, turn ends
 //! ([`JsonResponses::turn_ended`]) and the output; backpressure runs end to end, and `done()`
 //! on either half waits for the connection's end without consuming anything. A transport
-//! cancels with a cause of its own when the peer goes away. A protocol crate registers its
+//! cancels with a cause of its own when the peer goes away. A transport that speaks JSON frames
+//! to its peer (`init`/`connect`, `send`, `close`, `cancel` in; `chunk`, `turn_end`, `output`,
+//! `error` out) uses [`frame`], their one codec, with the error codes and the frame size limit.
+//! A protocol crate registers its
 //! flows under its own [`ActionType`] (`/ndjson/{name}`, say), made with
 //! [`ActionType::from_static`].
 //!
@@ -91,6 +94,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod flow;
+pub mod frame;
 mod json;
 pub mod lines;
 pub mod log;

@@ -1,12 +1,13 @@
-//! The wire, without I/O: request bodies and WebSocket frames from the peer decoded into
-//! operations (or refusals), chunks and outputs encoded into SSE records and frames, and the
-//! JSON error body every refusal is answered with.
+//! The wire, without I/O: request bodies decoded into requests (or refusals), chunks and
+//! outputs encoded into SSE records, the JSON error body every refusal is answered with, and
+//! refusals as WebSocket `error` frames (the WebSocket's frames are `bidi_flow::frame`).
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
+use bidi_flow::frame::{self, Frame, FrameError};
 use bidi_flow::text::{cap, pointer, reason, untyped};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -60,24 +61,33 @@ impl Code {
     /// The code as it is written on the wire (`session_running`, ...).
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Self::FrameTooLarge => "frame_too_large",
-            Self::MalformedFrame => "malformed_frame",
-            Self::UnknownFrameType => "unknown_frame_type",
-            Self::DuplicateConnection => "duplicate_connection",
-            Self::UnknownConnection => "unknown_connection",
-            Self::NotFound => "not_found",
-            Self::InvalidInit => "invalid_init",
-            Self::InvalidInput => "invalid_input",
+            Self::FrameTooLarge => frame::Code::FRAME_TOO_LARGE.as_str(),
+            Self::MalformedFrame => frame::Code::MALFORMED_FRAME.as_str(),
+            Self::UnknownFrameType => frame::Code::UNKNOWN_FRAME_TYPE.as_str(),
+            Self::DuplicateConnection => frame::Code::DUPLICATE_CONNECTION.as_str(),
+            Self::UnknownConnection => frame::Code::UNKNOWN_CONNECTION.as_str(),
+            Self::NotFound => frame::Code::NOT_FOUND.as_str(),
+            Self::InvalidInit => frame::Code::INVALID_INIT.as_str(),
+            Self::InvalidInput => frame::Code::INVALID_INPUT.as_str(),
+            Self::SendFailed => frame::Code::SEND_FAILED.as_str(),
+            Self::ConnectionFailed => frame::Code::CONNECTION_FAILED.as_str(),
+            Self::IdleTimeout => frame::Code::IDLE_TIMEOUT.as_str(),
             Self::ContextRequired => "context_required",
             Self::SessionRunning => "session_running",
             Self::SessionIncompatible => "session_incompatible",
-            Self::SendFailed => "send_failed",
-            Self::ConnectionFailed => "connection_failed",
-            Self::IdleTimeout => "idle_timeout",
             Self::Unauthorized => "unauthorized",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
             Self::FailedPrecondition => "failed_precondition",
+        }
+    }
+
+    /// The code of a refused frame.
+    fn from_frame(code: frame::Code) -> Self {
+        match code {
+            frame::Code::FRAME_TOO_LARGE => Self::FrameTooLarge,
+            frame::Code::UNKNOWN_FRAME_TYPE => Self::UnknownFrameType,
+            _ => Self::MalformedFrame,
         }
     }
 }
@@ -383,98 +393,34 @@ pub(crate) fn result_body(output: &Value) -> Bytes {
 }
 
 // ---------------------------------------------------------------------------------------------
-// WebSocket frames.
+// WebSocket frames: `bidi_flow::frame`, the flow frames' one codec, on its socket wire.
 
-/// One frame from the peer, decoded.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Op {
-    /// Opens the socket's connection.
-    Init(Value),
-    /// One input.
-    Send(Value),
-    /// No more input.
-    Close,
-    /// Cancels the connection.
-    Cancel(Option<String>),
-}
-
-/// The fields any frame may have; which ones a type needs is checked after.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Fields {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    #[serde(default)]
-    init: Value,
-    #[serde(default)]
-    input: Value,
-    reason: Option<String>,
-}
-
-/// Decodes one text frame.
-pub(crate) fn decode(text: &str) -> Result<Op, Failure> {
-    let Fields {
-        kind,
-        init,
-        input,
-        reason,
-    } = decode_object(text.as_bytes())?;
-    let Some(kind) = kind else {
-        return Err(Failure::malformed("a frame needs a `type`"));
-    };
-    match kind.as_str() {
-        "init" => Ok(Op::Init(init)),
-        "send" => Ok(Op::Send(input)),
-        "close" => Ok(Op::Close),
-        "cancel" => Ok(Op::Cancel(reason)),
-        other => Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            Code::UnknownFrameType,
-            format!(
-                "unknown frame type `{}`; expected init, send, close or cancel",
-                cap(other)
-            ),
-        )),
-    }
-}
-
-/// One frame to the peer.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum Frame<'a> {
-    Chunk {
-        chunk: &'a Value,
-    },
-    TurnEnd,
-    Output {
-        output: &'a Value,
-    },
-    Error {
-        code: Code,
-        message: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        path: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        suggestion: Option<&'a str>,
-    },
-}
-
-impl<'a> Frame<'a> {
-    pub(crate) fn error(failure: &'a Failure) -> Self {
-        Self::Error {
-            code: failure.code,
-            message: &failure.message,
-            path: failure.path.as_deref(),
-            suggestion: failure.suggestion.as_deref(),
+impl Failure {
+    /// A frame the client got wrong (`frame_too_large`, `malformed_frame`, `unknown_frame_type`).
+    pub(crate) fn from_frame(error: &FrameError) -> Self {
+        let status = match error {
+            FrameError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let mut failure = Self::new(status, Code::from_frame(error.code()), error.to_string());
+        if let FrameError::Malformed {
+            path: Some(path), ..
+        } = error
+        {
+            failure.path = Some(path.clone());
         }
+        failure
     }
 
-    /// The frame as JSON text.
-    pub(crate) fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| {
-            r#"{"type":"error","code":"connection_failed","message":"unserializable frame"}"#
-                .to_owned()
-        })
+    /// The failure as a WebSocket `error` frame.
+    pub(crate) fn frame(&self) -> Frame<'_> {
+        Frame::Error {
+            id: None,
+            code: frame::Code::from_static(self.code.name()),
+            message: &self.message,
+            path: self.path.as_deref(),
+            suggestion: self.suggestion.as_deref(),
+        }
     }
 }
 
@@ -538,45 +484,29 @@ mod tests {
     }
 
     #[test]
-    fn frames_decode_into_ops() {
+    fn refused_frames_keep_their_code_and_path() {
+        let error = frame::decode(br#"{"type":"send","inptu":1}"#).unwrap_err();
+        let failure = Failure::from_frame(&error);
         assert_eq!(
-            decode(r#"{"type":"init","init":"> "}"#),
-            Ok(Op::Init(json!("> ")))
+            (failure.code, failure.path.as_deref()),
+            (Code::MalformedFrame, Some("/inptu"))
         );
-        assert_eq!(decode(r#"{"type":"init"}"#), Ok(Op::Init(Value::Null)));
+        let error = frame::decode(br#"{"type":"dance"}"#).unwrap_err();
+        assert_eq!(Failure::from_frame(&error).code, Code::UnknownFrameType);
+        let error = FrameError::check_size(2, 1).unwrap_err();
+        let failure = Failure::from_frame(&error);
         assert_eq!(
-            decode(r#"{"type":"send","input":[1]}"#),
-            Ok(Op::Send(json!([1])))
-        );
-        assert_eq!(decode(r#"{"type":"close"}"#), Ok(Op::Close));
-        assert_eq!(
-            decode(r#"{"type":"cancel","reason":"stop"}"#),
-            Ok(Op::Cancel(Some("stop".into())))
-        );
-        assert_eq!(
-            decode(r#"{"type":"dance"}"#).unwrap_err().code,
-            Code::UnknownFrameType
+            (failure.code, failure.status),
+            (Code::FrameTooLarge, StatusCode::PAYLOAD_TOO_LARGE)
         );
         assert_eq!(
-            decode(r#"{"input":1}"#).unwrap_err().code,
-            Code::MalformedFrame
+            failure.frame().to_text(),
+            r#"{"type":"error","code":"frame_too_large","message":"a frame of 2 bytes is over the limit of 1 bytes"}"#
         );
-        assert_eq!(decode("not json").unwrap_err().code, Code::MalformedFrame);
-        let failure = decode(r#"{"type":"send","inptu":1}"#).unwrap_err();
-        assert_eq!(failure.path.as_deref(), Some("/inptu"), "{failure:?}");
-    }
-
-    #[test]
-    fn frames_encode_as_documented() {
+        let failure = Failure::new(StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout, "idle");
         assert_eq!(
-            Frame::Chunk { chunk: &json!(1) }.encode(),
-            r#"{"type":"chunk","chunk":1}"#
-        );
-        assert_eq!(Frame::TurnEnd.encode(), r#"{"type":"turn_end"}"#);
-        let failure = Failure::malformed("bad").at("/x");
-        assert_eq!(
-            Frame::error(&failure).encode(),
-            r#"{"type":"error","code":"malformed_frame","message":"bad","path":"/x"}"#
+            failure.frame().to_text(),
+            r#"{"type":"error","code":"idle_timeout","message":"idle"}"#
         );
     }
 

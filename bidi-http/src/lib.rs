@@ -88,7 +88,8 @@
 //! ## WebSocket
 //!
 //! `GET /{type}/{name}` with an upgrade opens one connection per socket. Frames are JSON text,
-//! one object each. From the client:
+//! one object each: [`bidi_flow::frame`]'s socket wire. The socket's task runs the action as
+//! well as its reads and writes, so a turn crosses no task boundary. From the client:
 //!
 //! | frame | what it does |
 //! |---|---|
@@ -269,7 +270,8 @@
 //!   the socket (up to about 400 KiB) and the kernel's socket buffers: a client that reads
 //!   slowly slows its execution down instead of piling its answer up in the server.
 //! - A WebSocket connection takes one input ahead of its action, and reads at most 16 frames,
-//!   and at most [`Server::max_message_bytes`], ahead of an input its action has not taken.
+//!   and at most [`Server::max_message_bytes`], ahead of an input its action has not taken
+//!   (or a write its client has not taken).
 //!   Messages over [`Server::max_message_bytes`] (1 MiB) are refused with a `frame_too_large`
 //!   frame and the socket goes on; one over twice that is not read at all: the socket closes
 //!   with 1009 (message too big). A frame that breaks the protocol closes the socket with
@@ -417,7 +419,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 1 << 20,
-            max_message_bytes: 1 << 20,
+            max_message_bytes: bidi_flow::frame::MAX_FRAME_BYTES,
             idle_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(15),
             body_timeout: Duration::from_secs(30),

@@ -1,8 +1,12 @@
-//! Full duplex over WebSocket: one socket is one connection. This task reads the socket and
-//! drives the connection's input; a writer task writes its chunks, turn ends and output.
+//! Full duplex over WebSocket: one socket is one connection, served from the socket's own task.
+//! That task runs the action (its connection is opened with a `Driver`, so the action's task is
+//! polled here rather than spawned), reads the socket, hands inputs to the action and writes its
+//! chunks, turn ends and output, all in one `select!`: a round trip crosses no task boundary.
+//! When the socket's serving ends first, the action goes on in a task of its own for what it
+//! has left (its grace period after a cancel). The frames are `bidi_flow::frame`'s socket wire.
 
 use std::collections::VecDeque;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 
 use axum::Extension;
@@ -11,17 +15,22 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use bidi_core::{ActionTask, Driver};
+use bidi_flow::frame::{self, Frame, FrameError, Op};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
+use futures_util::future::OptionFuture;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::Value;
-use tokio::sync::Mutex;
-use tokio::task::JoinHandle;
 
-use crate::codec::{self, Code, Failure, Frame, Op};
+use crate::codec::{Code, Failure};
 use crate::extract::Segments;
 use crate::idle::{Activity, Idle};
 use crate::{Disconnected, INPUT_WINDOW, Identity, IdleTimeout, Shared};
+
+mod woken;
+
+use woken::Woken;
 
 /// `GET /{type}/{name}` with an upgrade.
 pub(crate) async fn upgrade(
@@ -56,41 +65,35 @@ pub(crate) async fn upgrade(
         .on_upgrade(move |socket| serve(shared, key, identity, socket))
 }
 
-/// The writing side of a socket, shared by the reader (error frames) and the writer.
-struct Peer {
-    sink: Mutex<SplitSink<WebSocket, Message>>,
+/// The writing side of a socket.
+struct Writer {
+    sink: SplitSink<WebSocket, Message>,
     activity: Activity,
 }
 
-impl Peer {
-    async fn send(&self, frame: &Frame<'_>) -> Result<(), axum::Error> {
-        let text = frame.encode();
-        let result = self
-            .sink
-            .lock()
-            .await
-            .send(Message::Text(text.into()))
-            .await;
+impl Writer {
+    async fn send(&mut self, frame: &Frame<'_>) -> Result<(), axum::Error> {
+        let result = self.sink.send(Message::Text(frame.to_text().into())).await;
         self.activity.touch();
         result
     }
 
-    async fn refuse(&self, failure: &Failure) -> Result<(), axum::Error> {
-        self.send(&Frame::error(failure)).await
+    async fn refuse(&mut self, failure: &Failure) -> Result<(), axum::Error> {
+        self.send(&failure.frame()).await
     }
 
-    async fn close(&self, code: u16, reason: &'static str) {
+    async fn close(&mut self, code: u16, reason: &'static str) {
         let frame = CloseFrame {
             code,
             reason: reason.into(),
         };
-        let mut sink = self.sink.lock().await;
-        let _ = sink.send(Message::Close(Some(frame))).await;
-        let _ = sink.close().await;
+        let _ = self.sink.send(Message::Close(Some(frame))).await;
+        let _ = self.sink.close().await;
     }
 }
 
-/// How a socket's reading ends.
+/// How a socket's serving ends.
+#[derive(Debug, Clone, Copy)]
 enum End {
     /// The socket closed or failed.
     Gone,
@@ -99,24 +102,18 @@ enum End {
     Broken(u16, &'static str),
     /// Nothing moved for the idle timeout.
     Idle,
-    /// The writer wrote the last frame and closed the socket.
-    Written,
+    /// The action is done: the last frame is next.
+    Done,
 }
 
-/// What the reader read.
-enum Read {
-    Op(Op),
-    Refused(Failure),
-    End(End),
-}
-
-/// How many frames the reader reads ahead of an input the action has not taken, looking for a
-/// `cancel`.
+/// How many frames the reader reads ahead of an input the action has not taken (or a write
+/// the client has not taken), looking for a `cancel`.
 const READ_AHEAD: usize = 16;
 
 /// The reading side of a socket: frames in order, the ones read ahead held back.
 struct Reader {
-    stream: SplitStream<WebSocket>,
+    /// Polled only once it woke: the `select!`s poll it beside the action on every turn.
+    stream: Woken<SplitStream<WebSocket>>,
     held: VecDeque<Message>,
     /// The bytes of the frames held back.
     held_bytes: usize,
@@ -125,111 +122,72 @@ struct Reader {
 }
 
 impl Reader {
-    /// The next frame decoded, a frame refused, or the end.
-    async fn next(&mut self, writer: &mut Option<JoinHandle<()>>) -> Read {
-        loop {
-            let message = match self.held.pop_front() {
-                Some(message) => {
-                    self.held_bytes -= size(&message);
-                    message
-                }
-                None => {
-                    let written = async {
-                        match writer.as_mut() {
-                            Some(writer) => {
-                                let _ = writer.await;
-                            }
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        biased;
-                        message = self.stream.next() => match message_or_end(message) {
-                            Ok(message) => message,
-                            Err(end) => return Read::End(end),
-                        },
-                        () = self.idle.expired() => return Read::End(End::Idle),
-                        () = written => {
-                            *writer = None;
-                            return Read::End(End::Written);
-                        }
-                    }
-                }
-            };
-            if let Some(read) = self.decode(message) {
-                return read;
-            }
+    /// Whether another frame may be read ahead.
+    fn has_room(&self) -> bool {
+        self.held.len() < READ_AHEAD && self.held_bytes < self.limit
+    }
+
+    fn pop_held(&mut self) -> Option<Message> {
+        let message = self.held.pop_front()?;
+        self.held_bytes -= size(&message);
+        Some(message)
+    }
+
+    /// The next message: one held back, else the socket's next, or the end.
+    async fn next(&mut self) -> Result<Message, End> {
+        if let Some(message) = self.pop_held() {
+            return Ok(message);
+        }
+        tokio::select! {
+            biased;
+            message = self.stream.next() => message_or_end(message),
+            () = self.idle.expired() => Err(End::Idle),
         }
     }
 
     /// A message as an operation or a refusal; `None` for a ping or a pong.
-    fn decode(&self, message: Message) -> Option<Read> {
+    fn decode(&self, message: Message) -> Option<Result<Op, Failure>> {
         let text = match message {
             Message::Text(text) => text,
             Message::Binary(_) => {
-                return Some(Read::Refused(Failure::malformed(
-                    "frames are JSON text, not binary",
-                )));
+                return Some(Err(Failure::malformed("frames are JSON text, not binary")));
             }
             // Pings are answered by the socket itself.
             _ => return None,
         };
         self.idle.touch();
-        if text.len() > self.limit {
-            return Some(Read::Refused(Failure::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                Code::FrameTooLarge,
-                format!(
-                    "a {} byte message; the limit is {} bytes",
-                    text.len(),
-                    self.limit
-                ),
-            )));
-        }
-        Some(match codec::decode(text.as_str()) {
-            Ok(op) => Read::Op(op),
-            Err(failure) => Read::Refused(failure),
-        })
+        let decoded = FrameError::check_size(text.len(), self.limit)
+            .and_then(|()| frame::decode(text.as_bytes()));
+        Some(decoded.map_err(|error| Failure::from_frame(&error)))
     }
 
-    /// Sends `value`, reading ahead meanwhile: a `cancel` among the frames that follow cancels
-    /// at once, even while the action does not take the input; the others wait their turn.
-    async fn send(
-        &mut self,
-        input: &JsonSendHalf,
-        value: Value,
-    ) -> (Result<(), JsonError>, Option<End>) {
-        let mut send = pin!(input.send(value));
-        let mut end = None;
+    /// Holds back a message read while an input or a write waits, unless it is a `cancel`,
+    /// which cancels at once.
+    fn hold(&mut self, message: Message, input: &JsonSendHalf) {
+        if let Message::Text(text) = &message
+            && text.len() <= self.limit
+            && let Ok(Op::Cancel { reason }) = frame::decode(text.as_bytes())
+        {
+            self.idle.touch();
+            input.cancel_with(cancel_cause(reason));
+            return;
+        }
+        self.held_bytes += size(&message);
+        self.held.push_back(message);
+    }
+
+    /// Waits for `work` (a write, a refusal), reading ahead meanwhile: a `cancel` among the
+    /// frames that follow cancels at once; the others wait their turn.
+    async fn wait<F: Future>(&mut self, work: F, input: &JsonSendHalf) -> Result<F::Output, End> {
+        let mut work = pin!(work);
         loop {
             tokio::select! {
                 biased;
-                result = &mut send => return (result, end),
-                message = self.stream.next(),
-                    if self.held.len() < READ_AHEAD && self.held_bytes < self.limit && end.is_none() =>
-                {
-                    match message_or_end(message) {
-                        Ok(Message::Text(text))
-                            if text.len() <= self.limit
-                                && let Ok(Op::Cancel(reason)) = codec::decode(text.as_str()) =>
-                        {
-                            self.idle.touch();
-                            input.cancel_with(cancel_cause(reason));
-                        }
-                        Ok(message) => {
-                            self.held_bytes += size(&message);
-                            self.held.push_back(message);
-                        }
-                        Err(gone) => {
-                            input.cancel_with(Disconnected);
-                            end = Some(gone);
-                        }
-                    }
+                output = &mut work => return Ok(output),
+                message = self.stream.next(), if self.has_room() => {
+                    self.hold(message_or_end(message)?, input);
                 }
-                () = self.idle.expired(), if end.is_none() => {
-                    input.cancel_with(IdleTimeout(self.idle.timeout()));
-                    end = Some(End::Idle);
-                }
+                () = self.idle.expired() => return Err(End::Idle),
             }
         }
     }
@@ -285,129 +243,324 @@ fn cancel_cause(reason: Option<String>) -> String {
 async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, socket: WebSocket) {
     let (sink, stream) = socket.split();
     let activity = Activity::new();
-    let peer = Arc::new(Peer {
-        sink: Mutex::new(sink),
+    let mut writer = Writer {
+        sink,
         activity: activity.clone(),
-    });
+    };
     let mut reader = Reader {
-        stream,
+        stream: Woken::new(stream),
         held: VecDeque::new(),
         held_bytes: 0,
         idle: Idle::new(activity, shared.limits.idle_timeout),
         limit: shared.limits.max_message_bytes,
     };
-    let mut input: Option<JsonSendHalf> = None;
-    let mut writer: Option<JoinHandle<()>> = None;
+    // Until `init`, nothing but refusals.
     let end = loop {
-        let op = match reader.next(&mut writer).await {
-            Read::Op(op) => op,
-            Read::Refused(failure) => {
-                let _ = peer.refuse(&failure).await;
-                continue;
-            }
-            Read::End(end) => break end,
+        let message = match reader.next().await {
+            Ok(message) => message,
+            Err(end) => break end,
         };
-        let refusal = match (op, &input) {
-            (Op::Init(init), None) => {
-                let options = Shared::options(identity.as_ref()).input_buffer(INPUT_WINDOW);
+        let refusal = match reader.decode(message) {
+            None => continue,
+            Some(Err(failure)) => failure,
+            Some(Ok(Op::Open { init, .. })) => {
+                // The action's task is this one's to poll: no hop between the two.
+                let driver = Driver::new();
+                let options = Shared::options(identity.as_ref())
+                    .input_buffer(INPUT_WINDOW)
+                    .driver(&driver);
                 match shared.registry.connect_json_with(&key, init, options) {
                     Ok(conn) => {
-                        let (half, output) = conn.into_split();
-                        input = Some(half);
-                        writer = Some(tokio::spawn(write(output, Arc::clone(&peer))));
-                        None
+                        let (input, output) = conn.into_split();
+                        let connected = Connected {
+                            reader: &mut reader,
+                            writer: &mut writer,
+                            input,
+                            output,
+                            action: driver.take(),
+                        };
+                        connected.serve().await;
+                        return;
                     }
-                    Err(error) => Some(Failure::from_json(&error)),
+                    Err(error) => Failure::from_json(&error),
                 }
             }
-            (Op::Init(_), Some(_)) => Some(Failure::new(
-                StatusCode::CONFLICT,
-                Code::DuplicateConnection,
-                "the socket's connection is open already: one socket, one connection",
-            )),
-            (_, None) => Some(Failure::new(
+            Some(Ok(_)) => Failure::new(
                 StatusCode::CONFLICT,
                 Code::UnknownConnection,
                 "no connection yet: the first frame is `init`",
-            )),
-            (Op::Send(value), Some(half)) => {
-                let (result, end) = reader.send(half, value).await;
-                let refusal = match result {
-                    Ok(()) => None,
-                    Err(error @ JsonError::InvalidInput { .. }) => Some(Failure::from_json(&error)),
-                    Err(error) => Some(Failure::new(
-                        StatusCode::CONFLICT,
-                        Code::SendFailed,
-                        error.to_string(),
-                    )),
-                };
-                if let Some(end) = end {
-                    break end;
-                }
-                refusal
-            }
-            (Op::Close, Some(half)) => {
-                half.close();
-                None
-            }
-            (Op::Cancel(reason), Some(half)) => {
-                half.cancel_with(cancel_cause(reason));
-                None
-            }
+            ),
         };
-        if let Some(failure) = refusal {
-            let _ = peer.refuse(&failure).await;
-        }
+        let _ = writer.refuse(&refusal).await;
     };
-    match (end, &input) {
-        (End::Idle, Some(half)) => half.cancel_with(IdleTimeout(reader.idle.timeout())),
-        (End::Idle, None) => {
+    match end {
+        End::Idle => {
             let failure = Failure::new(
                 StatusCode::GATEWAY_TIMEOUT,
                 Code::IdleTimeout,
                 format!("no `init` within {:?}", reader.idle.timeout()),
             );
-            let _ = peer.refuse(&failure).await;
-            peer.close(close_code::NORMAL, "idle").await;
+            let _ = writer.refuse(&failure).await;
+            writer.close(close_code::NORMAL, "idle").await;
         }
-        (End::Gone, half) => {
-            if let Some(half) = half
-                && !half.is_finished()
-            {
-                half.cancel_with(Disconnected);
-            }
-        }
-        (End::Broken(code, reason), half) => {
-            if let Some(half) = half
-                && !half.is_finished()
-            {
-                half.cancel_with(format!("the client sent {reason}"));
-            }
-            peer.close(code, reason).await;
-        }
-        (End::Written, _) => {}
-    }
-    drop(input);
-    if let Some(mut writer) = writer {
-        // A writer blocked on a client that stopped reading would wait for good: it gets the
-        // idle timeout to write its last frames, then it is dropped with the socket.
-        if tokio::time::timeout(reader.idle.timeout(), &mut writer)
-            .await
-            .is_err()
-        {
-            writer.abort();
-        }
+        End::Broken(code, reason) => writer.close(code, reason).await,
+        End::Gone | End::Done => {}
     }
 }
 
-/// Every turn's chunks and its end, then the output (or the error that ended the connection),
-/// then a normal close.
-async fn write(mut output: JsonRecvHalf, peer: Arc<Peer>) {
+/// What woke the socket's task once connected.
+enum Event {
+    /// The action's future finished (its outcome is the connection's).
+    ActionDone,
+    /// The pending input was taken, or refused.
+    Sent(Result<(), JsonError>),
+    /// The action's next chunk, turn end or end.
+    Out(Out),
+    /// A message from the client, or the socket's end.
+    Read(Result<Message, End>),
+    /// Nothing moved for the idle timeout.
+    Idle,
+}
+
+/// What the action's side had next.
+enum Out {
+    Chunk(Value),
+    TurnEnd,
+    /// The connection ended: its output (or error) is next, once the action is done.
+    Ended,
+    /// The action is done: the output is ready.
+    Done,
+}
+
+/// The action's next chunk or turn end; after the connection ended, the moment the action is
+/// done. Cancel safe: a chunk not returned stays for the next call.
+async fn next_out(output: &mut JsonRecvHalf, ended: bool) -> Out {
+    if ended {
+        output.done().await;
+        return Out::Done;
+    }
+    let mut turn = output.responses();
+    match turn.next().await {
+        Some(Ok(chunk)) => Out::Chunk(chunk),
+        // A turn's end, not the connection's: the action returned mid-turn otherwise.
+        None if turn.turn_ended() => Out::TurnEnd,
+        // An error is the connection's end: `output()` returns it.
+        Some(Err(_)) | None => Out::Ended,
+    }
+}
+
+/// Polls the action's task, if there is one.
+async fn run_action(action: &mut Option<ActionTask>) {
+    match action {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A socket with its connection: one task runs the action, reads the client, hands its inputs
+/// to the action, and writes the action's chunks, turn ends and output.
+struct Connected<'a> {
+    reader: &'a mut Reader,
+    writer: &'a mut Writer,
+    input: JsonSendHalf,
+    output: JsonRecvHalf,
+    /// The action's task, polled here until it is done or the socket's serving ends.
+    action: Option<ActionTask>,
+}
+
+impl Connected<'_> {
+    /// Serves the connection to its end; then cancels what still runs, as the end says, and
+    /// writes the last frames the client is still there to read.
+    async fn serve(mut self) {
+        let end = self.run().await;
+        let Self {
+            reader,
+            writer,
+            input,
+            output,
+            action,
+        } = self;
+        // An action that still runs (to its output, or through its grace period) goes on in a
+        // task of its own: it ends with its connection, as a spawned one does.
+        if let Some(action) = action {
+            tokio::spawn(action);
+        }
+        let unfinished = !input.is_finished();
+        match end {
+            End::Gone if unfinished => input.cancel_with(Disconnected),
+            End::Broken(code, reason) => {
+                if unfinished {
+                    input.cancel_with(format!("the client sent {reason}"));
+                }
+                writer.close(code, reason).await;
+            }
+            End::Idle | End::Done => {
+                let timeout = reader.idle.timeout();
+                if matches!(end, End::Idle) {
+                    input.cancel_with(IdleTimeout(timeout));
+                }
+                drop(input);
+                // A client that stopped reading would hold this for good: it gets the idle
+                // timeout to take the last frames, then the socket is dropped.
+                let _ = tokio::time::timeout(timeout, write_rest(output, writer)).await;
+            }
+            End::Gone => {}
+        }
+    }
+
+    /// Reads, sends and writes until the action is done or the socket ends.
+    async fn run(&mut self) -> End {
+        let input = self.input.clone();
+        // The input the action has not taken yet, if any: while it waits, chunks are written
+        // and frames are read ahead (a `cancel` among them cancels at once).
+        let mut sending = pin!(OptionFuture::from(None));
+        let mut waiting = false;
+        let mut ended = false;
+        loop {
+            let held = if waiting {
+                None
+            } else {
+                self.reader.pop_held()
+            };
+            let event = match held {
+                Some(message) => Event::Read(Ok(message)),
+                None => self.next_event(sending.as_mut(), waiting, ended).await,
+            };
+            let step = match event {
+                Event::ActionDone => {
+                    self.action = None;
+                    Ok(())
+                }
+                Event::Sent(result) => {
+                    waiting = false;
+                    self.sent(result, &input).await
+                }
+                Event::Out(Out::Chunk(chunk)) => {
+                    let frame = Frame::Chunk {
+                        id: None,
+                        chunk: &chunk,
+                    };
+                    self.write(&frame, &input).await
+                }
+                Event::Out(Out::TurnEnd) => self.write(&Frame::TurnEnd { id: None }, &input).await,
+                Event::Out(Out::Ended) => {
+                    ended = true;
+                    Ok(())
+                }
+                Event::Out(Out::Done) => Err(End::Done),
+                Event::Read(Err(end)) => Err(end),
+                Event::Read(Ok(message)) if waiting => {
+                    self.reader.hold(message, &input);
+                    Ok(())
+                }
+                Event::Read(Ok(message)) => match self.apply(message, &input).await {
+                    Ok(Some(value)) => {
+                        sending.set(Some(input.send(value)).into());
+                        waiting = true;
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(end) => Err(end),
+                },
+                Event::Idle => Err(End::Idle),
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// Whichever comes first: the input taken, the action's next chunk, turn end or end, a
+    /// message (while an input waits, only as far as the read-ahead allows), the idle timeout.
+    async fn next_event<F>(
+        &mut self,
+        sending: Pin<&mut OptionFuture<F>>,
+        waiting: bool,
+        ended: bool,
+    ) -> Event
+    where
+        F: Future<Output = Result<(), JsonError>>,
+    {
+        let read = !waiting || self.reader.has_room();
+        let running = self.action.is_some();
+        tokio::select! {
+            biased;
+            () = run_action(&mut self.action), if running => Event::ActionDone,
+            Some(result) = sending, if waiting => Event::Sent(result),
+            out = next_out(&mut self.output, ended) => Event::Out(out),
+            message = self.reader.stream.next(), if read => Event::Read(message_or_end(message)),
+            () = self.reader.idle.expired() => Event::Idle,
+        }
+    }
+
+    /// Answers an input the action did not take.
+    async fn sent(&mut self, result: Result<(), JsonError>, input: &JsonSendHalf) -> Step {
+        let refusal = match result {
+            Ok(()) => return Ok(()),
+            Err(error @ JsonError::InvalidInput { .. }) => Failure::from_json(&error),
+            Err(error) => Failure::new(StatusCode::CONFLICT, Code::SendFailed, error.to_string()),
+        };
+        self.refuse(&refusal, input).await
+    }
+
+    /// Applies a client's frame to the connection: the input to send, if it is one.
+    async fn apply(
+        &mut self,
+        message: Message,
+        input: &JsonSendHalf,
+    ) -> Result<Option<Value>, End> {
+        let refusal = match self.reader.decode(message) {
+            None => return Ok(None),
+            Some(Ok(Op::Send { input })) => return Ok(Some(input)),
+            Some(Ok(Op::Close)) => {
+                input.close();
+                return Ok(None);
+            }
+            Some(Ok(Op::Cancel { reason })) => {
+                input.cancel_with(cancel_cause(reason));
+                return Ok(None);
+            }
+            Some(Ok(Op::Open { .. })) => Failure::new(
+                StatusCode::CONFLICT,
+                Code::DuplicateConnection,
+                "the socket's connection is open already: one socket, one connection",
+            ),
+            Some(Err(failure)) => failure,
+        };
+        self.refuse(&refusal, input).await?;
+        Ok(None)
+    }
+
+    /// Writes a frame of the action's; a client that does not take it is gone.
+    async fn write(&mut self, frame: &Frame<'_>, input: &JsonSendHalf) -> Step {
+        match self.reader.wait(self.writer.send(frame), input).await? {
+            Ok(()) => Ok(()),
+            Err(_) => Err(End::Gone),
+        }
+    }
+
+    /// Writes an error frame; the socket goes on.
+    async fn refuse(&mut self, failure: &Failure, input: &JsonSendHalf) -> Step {
+        let _ = self.reader.wait(self.writer.refuse(failure), input).await?;
+        Ok(())
+    }
+}
+
+/// Go on, or end so.
+type Step = Result<(), End>;
+
+/// Every turn's chunks and its end not written yet, then the output (or the error that ended
+/// the connection), then a normal close.
+async fn write_rest(mut output: JsonRecvHalf, writer: &mut Writer) {
     'turns: loop {
         let mut turn = output.responses();
         while let Some(item) = turn.next().await {
             let Ok(chunk) = item else { break 'turns };
-            if peer.send(&Frame::Chunk { chunk: &chunk }).await.is_err() {
+            let frame = Frame::Chunk {
+                id: None,
+                chunk: &chunk,
+            };
+            if writer.send(&frame).await.is_err() {
                 turn.cancel_with(Disconnected);
                 break 'turns;
             }
@@ -416,16 +569,22 @@ async fn write(mut output: JsonRecvHalf, peer: Arc<Peer>) {
             break;
         }
         drop(turn);
-        if peer.send(&Frame::TurnEnd).await.is_err() {
+        if writer.send(&Frame::TurnEnd { id: None }).await.is_err() {
             output.cancel_with(Disconnected);
             break;
         }
     }
     let last = match output.output().await {
-        Ok(value) => peer.send(&Frame::Output { output: &value }).await,
-        Err(error) => peer.refuse(&Failure::from_json(&error)).await,
+        Ok(value) => {
+            let frame = Frame::Output {
+                id: None,
+                output: &value,
+            };
+            writer.send(&frame).await
+        }
+        Err(error) => writer.refuse(&Failure::from_json(&error)).await,
     };
     if last.is_ok() {
-        peer.close(close_code::NORMAL, "").await;
+        writer.close(close_code::NORMAL, "").await;
     }
 }

@@ -7,6 +7,7 @@
 mod support;
 
 mod cancel;
+mod driver;
 mod errors;
 mod grace;
 mod lifecycle;

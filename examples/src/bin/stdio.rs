@@ -1,6 +1,7 @@
 //! Serves a [`Registry`] over NDJSON on stdin and stdout: one JSON object per line, several
 //! connections multiplexed by an id the peer picks. The template every protocol crate follows
-//! (see `docs/adding-a-protocol-crate.md`).
+//! (see `docs/adding-a-protocol-crate.md`). The frames are the library's: `bidi_flow::frame`,
+//! on its multiplexed wire (`decode_addressed`, `Frame`, `Code`).
 //!
 //! ```sh
 //! cargo run -p examples --bin stdio
@@ -70,7 +71,7 @@ use std::time::Duration;
 
 use bidi_agent::Agent;
 use bidi_core::{ActionContext, BoxError, ConnectOptions, Inbound, Outbound};
-use bidi_flow::{BidiFlow, JsonRecvHalf, JsonSendHalf, Registry};
+use bidi_flow::{BidiFlow, JsonError, JsonRecvHalf, JsonSendHalf, Registry};
 use clap::Parser;
 use futures_util::StreamExt as _;
 use schemars::JsonSchema;
@@ -79,15 +80,16 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
+use bidi_flow::frame::{self, Addressed, Code, Frame, FrameError, Op};
 use bidi_flow::lines::{Line, read_line};
-use codec::{Code, Frame, Op};
+use bidi_flow::text::cap;
 use examples::{chat, echo};
 
 /// Serves the example flows over NDJSON on stdin and stdout.
 #[derive(Debug, Parser)]
 struct Args {
     /// The longest frame (line) accepted, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = frame::MAX_FRAME_BYTES)]
     max_frame_bytes: usize,
     /// After end of input, how long connections may run on before they are cancelled.
     #[arg(long, default_value_t = 30_000)]
@@ -175,217 +177,6 @@ fn registry() -> Result<Registry, BoxError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The codec: peer lines into connection operations, chunks into lines.
-
-mod codec {
-    use bidi_flow::JsonError;
-    use serde::de::IgnoredAny;
-    use serde::{Deserialize, Serialize};
-    use serde_json::Value;
-
-    /// One frame from the peer, decoded.
-    #[derive(Debug)]
-    pub(crate) enum Op {
-        Connect {
-            id: String,
-            key: String,
-            init: Value,
-        },
-        Send {
-            id: String,
-            input: Value,
-        },
-        Close {
-            id: String,
-        },
-        Cancel {
-            id: String,
-            reason: Option<String>,
-        },
-    }
-
-    /// One frame to the peer.
-    #[derive(Debug, Serialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub(crate) enum Frame<'a> {
-        Chunk {
-            id: &'a str,
-            chunk: &'a Value,
-        },
-        TurnEnd {
-            id: &'a str,
-        },
-        Output {
-            id: &'a str,
-            output: &'a Value,
-        },
-        Error {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            id: Option<&'a str>,
-            code: Code,
-            message: String,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            path: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            suggestion: Option<&'a str>,
-        },
-    }
-
-    /// What was wrong, in an error frame.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    #[serde(rename_all = "snake_case")]
-    pub(crate) enum Code {
-        FrameTooLarge,
-        MalformedFrame,
-        UnknownFrameType,
-        UnknownConnection,
-        DuplicateConnection,
-        NotFound,
-        InvalidInit,
-        InvalidInput,
-        SendFailed,
-        ConnectionFailed,
-        TooManyConnections,
-    }
-
-    impl<'a> Frame<'a> {
-        /// An error frame with only a code and a message.
-        pub(crate) fn error(id: Option<&'a str>, code: Code, message: String) -> Self {
-            Self::Error {
-                id,
-                code,
-                message,
-                path: None,
-                suggestion: None,
-            }
-        }
-
-        /// The error frame answering a refused `connect` or `send`.
-        pub(crate) fn refusal(id: &'a str, error: &'a JsonError) -> Self {
-            let (code, path, suggestion) = match error {
-                JsonError::NotFound(missing) => {
-                    (Code::NotFound, None, missing.suggestion.as_deref())
-                }
-                JsonError::InvalidInit { path, .. } => {
-                    (Code::InvalidInit, Some(path.as_str()), None)
-                }
-                JsonError::InvalidInput { path, .. } => {
-                    (Code::InvalidInput, Some(path.as_str()), None)
-                }
-                _ => (Code::SendFailed, None, None),
-            };
-            Self::Error {
-                id: Some(id),
-                code,
-                message: error.to_string(),
-                path,
-                suggestion,
-            }
-        }
-    }
-
-    /// Writes `frame` into `line` as one line of JSON, replacing what was there (the buffer is
-    /// reused from frame to frame).
-    pub(crate) fn encode(frame: &Frame<'_>, line: &mut Vec<u8>) {
-        line.clear();
-        // Serializing a `Value` or a string into memory cannot fail.
-        if serde_json::to_writer(&mut *line, frame).is_err() {
-            line.clear();
-            line.extend_from_slice(
-                br#"{"type":"error","code":"connection_failed","message":"unserializable frame"}"#,
-            );
-        }
-        line.push(b'\n');
-    }
-
-    /// The fields any frame may have; which ones a type needs is checked after.
-    #[derive(Deserialize)]
-    struct Fields {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-        id: Option<String>,
-        key: Option<String>,
-        #[serde(default)]
-        init: Value,
-        #[serde(default)]
-        input: Value,
-        reason: Option<String>,
-    }
-
-    /// A frame the peer got wrong: the error frame's id, code and message.
-    pub(crate) type Refused = (Option<String>, Code, String);
-
-    /// Decodes one line.
-    pub(crate) fn decode(line: &[u8]) -> Result<Op, Refused> {
-        // serde would read a struct from an array too: a frame is an object, nothing else.
-        if line.trim_ascii_start().first() != Some(&b'{') {
-            let message = match serde_json::from_slice::<IgnoredAny>(line) {
-                Ok(_) => "a frame is a JSON object".to_owned(),
-                Err(error) => format!("not JSON: {error}"),
-            };
-            return Err((None, Code::MalformedFrame, message));
-        }
-        let fields: Fields = serde_json::from_slice(line).map_err(|error| {
-            let message = if error.is_data() {
-                format!("bad frame: {error}")
-            } else {
-                format!("not JSON: {error}")
-            };
-            (None, Code::MalformedFrame, message)
-        })?;
-        let Fields {
-            kind,
-            id,
-            key,
-            init,
-            input,
-            reason,
-        } = fields;
-        let Some(kind) = kind else {
-            return Err((
-                id,
-                Code::MalformedFrame,
-                "a frame needs a `type`".to_owned(),
-            ));
-        };
-        if !matches!(kind.as_str(), "connect" | "send" | "close" | "cancel") {
-            let message = format!(
-                "unknown frame type `{}`; expected connect, send, close or cancel",
-                quote(&kind)
-            );
-            return Err((id, Code::UnknownFrameType, message));
-        }
-        let Some(id) = id else {
-            let message = format!("a `{kind}` frame needs an `id`");
-            return Err((None, Code::MalformedFrame, message));
-        };
-        Ok(match kind.as_str() {
-            "connect" => {
-                let Some(key) = key else {
-                    return Err((
-                        Some(id),
-                        Code::MalformedFrame,
-                        "a `connect` frame needs a `key`".to_owned(),
-                    ));
-                };
-                Op::Connect { id, key, init }
-            }
-            "send" => Op::Send { id, input },
-            "close" => Op::Close { id },
-            _ => Op::Cancel { id, reason },
-        })
-    }
-
-    /// At most 64 chars of what the peer sent, for a message.
-    pub(crate) fn quote(text: &str) -> String {
-        match text.char_indices().nth(64) {
-            Some((end, _)) => format!("{}…", &text[..end]),
-            None => text.to_owned(),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The server: one reader task (this one), one writer task per connection.
 
 /// Why the server cancelled a connection: the peer went away. Actions can downcast their
@@ -459,7 +250,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
     /// Encodes and writes one frame (for the reader's answers; writers reuse their buffer).
     async fn send(&self, frame: &Frame<'_>) -> Result<(), PeerGone> {
         let mut line = Vec::new();
-        codec::encode(frame, &mut line);
+        encode(frame, &mut line);
         self.write(&line).await
     }
 
@@ -472,7 +263,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
             // What the peer chose (its ids, the text quoted in messages) is escaped: it cannot
             // forge log lines.
             log!(
-                "refused a frame (id {:?}): {code:?}: {}",
+                "refused a frame (id {:?}): {code}: {}",
                 id.unwrap_or("-"),
                 escaped(message)
             );
@@ -535,14 +326,18 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
     registry: &Registry,
     peer: &Arc<Peer<W>>,
     (writers, max_connections): (&mut JoinSet<()>, usize),
-    op: Op,
+    Addressed { id, op }: Addressed,
 ) -> Result<(), PeerGone> {
     match op {
-        Op::Connect { id, key, init } => {
+        Op::Open { key, init } => {
             if peer.connection(&id).is_some() {
-                let message = format!("connection `{}` is open already", codec::quote(&id));
+                let message = format!("connection `{}` is open already", cap(&id));
                 return peer
-                    .refuse(Frame::error(Some(&id), Code::DuplicateConnection, message))
+                    .refuse(Frame::error(
+                        Some(&id),
+                        Code::DUPLICATE_CONNECTION,
+                        &message,
+                    ))
                     .await;
             }
             // Each connection has a writer until its last frame is written: a peer that does
@@ -554,12 +349,16 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
                      close one, or read their frames, first"
                 );
                 return peer
-                    .refuse(Frame::error(Some(&id), Code::TooManyConnections, message))
+                    .refuse(Frame::error(
+                        Some(&id),
+                        Code::TOO_MANY_CONNECTIONS,
+                        &message,
+                    ))
                     .await;
             }
             let options = ConnectOptions::new().input_buffer(INPUT_WINDOW);
             match registry.connect_json_with(&key, init, options) {
-                Err(error) => peer.refuse(Frame::refusal(&id, &error)).await,
+                Err(error) => refuse(peer, &id, &error).await,
                 Ok(conn) => {
                     log!("{id:?}: connected to {key:?} (connection {})", conn.id());
                     let (input, output) = conn.into_split();
@@ -569,24 +368,24 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
                 }
             }
         }
-        Op::Send { id, input } => {
+        Op::Send { input } => {
             let Some(conn) = peer.connection(&id) else {
                 return unknown(peer, &id).await;
             };
             // Waits while the connection's input window is full.
             match conn.send(input).await {
                 Ok(()) => Ok(()),
-                Err(error) => peer.refuse(Frame::refusal(&id, &error)).await,
+                Err(error) => refuse(peer, &id, &error).await,
             }
         }
-        Op::Close { id } => match peer.connection(&id) {
+        Op::Close => match peer.connection(&id) {
             Some(conn) => {
                 conn.close();
                 Ok(())
             }
             None => unknown(peer, &id).await,
         },
-        Op::Cancel { id, reason } => match peer.connection(&id) {
+        Op::Cancel { reason } => match peer.connection(&id) {
             Some(conn) => {
                 conn.cancel_with(reason.unwrap_or_else(|| "cancelled by the peer".to_owned()));
                 Ok(())
@@ -600,9 +399,27 @@ async fn unknown<W: AsyncWrite + Unpin + Send + 'static>(
     peer: &Peer<W>,
     id: &str,
 ) -> Result<(), PeerGone> {
-    let message = format!("no open connection `{}`", codec::quote(id));
-    peer.refuse(Frame::error(Some(id), Code::UnknownConnection, message))
+    let message = format!("no open connection `{}`", cap(id));
+    peer.refuse(Frame::error(Some(id), Code::UNKNOWN_CONNECTION, &message))
         .await
+}
+
+/// Answers a refused `connect` or `send`.
+async fn refuse<W: AsyncWrite + Unpin + Send + 'static>(
+    peer: &Peer<W>,
+    id: &str,
+    error: &JsonError,
+) -> Result<(), PeerGone> {
+    let message = error.to_string();
+    peer.refuse(Frame::refusal(Some(id), error, &message)).await
+}
+
+/// Writes `frame` into `line` as one line of JSON, replacing what was there (the buffer is
+/// reused from frame to frame).
+fn encode(frame: &Frame<'_>, line: &mut Vec<u8>) {
+    line.clear();
+    frame.encode(line);
+    line.push(b'\n');
 }
 
 /// The writer task of one connection: its chunks, turn ends and output, as frames.
@@ -617,13 +434,11 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
         while let Some(item) = turn.next().await {
             // An error is the connection's end: `output()` below returns it.
             let Ok(chunk) = item else { break 'turns };
-            codec::encode(
-                &Frame::Chunk {
-                    id: &id,
-                    chunk: &chunk,
-                },
-                &mut line,
-            );
+            let frame = Frame::Chunk {
+                id: Some(&id),
+                chunk: &chunk,
+            };
+            encode(&frame, &mut line);
             if peer.write(&line).await.is_err() {
                 break 'turns;
             }
@@ -633,7 +448,7 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
             break;
         }
         drop(turn);
-        codec::encode(&Frame::TurnEnd { id: &id }, &mut line);
+        encode(&Frame::TurnEnd { id: Some(&id) }, &mut line);
         if peer.write(&line).await.is_err() {
             break;
         }
@@ -642,20 +457,18 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
     peer.forget(&id, &output);
     let (frame, outcome) = match output.output().await {
         Ok(value) => {
-            codec::encode(
-                &Frame::Output {
-                    id: &id,
-                    output: &value,
-                },
-                &mut line,
-            );
+            let frame = Frame::Output {
+                id: Some(&id),
+                output: &value,
+            };
+            encode(&frame, &mut line);
             (line, "output".to_owned())
         }
         Err(error) => {
             let message = error.to_string();
             log!("{id:?}: failed: {}", escaped(&message));
-            let frame = Frame::error(Some(&id), Code::ConnectionFailed, message);
-            codec::encode(&frame, &mut line);
+            let frame = Frame::error(Some(&id), Code::CONNECTION_FAILED, &message);
+            encode(&frame, &mut line);
             (line, "error".to_owned())
         }
     };
@@ -696,22 +509,22 @@ where
                 break Ok(());
             }
             Ok(Some(Line::TooLarge(len))) => {
-                let message = format!(
-                    "a frame of {len} bytes is over the limit of {} bytes",
-                    args.max_frame_bytes
-                );
-                peer.refuse(Frame::error(None, Code::FrameTooLarge, message))
-                    .await
+                let error = FrameError::TooLarge {
+                    len,
+                    limit: args.max_frame_bytes,
+                };
+                let message = error.to_string();
+                peer.refuse(error.frame(&message)).await
             }
             Ok(Some(Line::Frame)) if line.trim_ascii().is_empty() => Ok(()),
-            Ok(Some(Line::Frame)) => match codec::decode(&line) {
-                Ok(op) => {
+            Ok(Some(Line::Frame)) => match frame::decode_addressed(&line) {
+                Ok(frame) => {
                     let writers = (&mut writers, args.max_connections.max(1));
-                    handle(&registry, &peer, writers, op).await
+                    handle(&registry, &peer, writers, frame).await
                 }
-                Err((id, code, message)) => {
-                    peer.refuse(Frame::error(id.as_deref(), code, message))
-                        .await
+                Err(error) => {
+                    let message = error.to_string();
+                    peer.refuse(error.frame(&message)).await
                 }
             },
         };
