@@ -10,6 +10,7 @@ use bidi_core::{
 };
 use tokio::sync::Notify;
 
+use crate::grace::stubborn;
 use crate::support::assert_no_tasks_left;
 
 fn shout() -> BidiAction<(), String, usize, String> {
@@ -52,21 +53,7 @@ both_runtimes! {
 #[tokio::test(start_paused = true)]
 async fn a_driven_action_spawned_later_still_gets_its_grace() {
     let (dropped, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-    let action = {
-        let (dropped, started) = (dropped.clone(), started.clone());
-        BidiAction::new(
-            "stubborn",
-            move |_: ActionContext, (), _: Inbound<()>, _: Outbound<()>| {
-                let (dropped, started) = (dropped.clone(), started.clone());
-                async move {
-                    let _flag = DropFlag(dropped);
-                    started.notify_one();
-                    std::future::pending::<()>().await;
-                    Ok::<_, BoxError>(())
-                }
-            },
-        )
-    };
+    let action = stubborn(dropped.clone(), started.clone());
     let driver = Driver::new();
     let conn = action.connect_with((), ConnectOptions::new().driver(&driver));
     let mut task = driver.take().expect("the action's task");
@@ -90,13 +77,4 @@ async fn a_driven_action_spawned_later_still_gets_its_grace() {
         dropped.load(Ordering::SeqCst),
         "the action's future was dropped"
     );
-}
-
-/// Sets a flag when dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support::{Boom, assert_no_tasks_left};
 
 /// Sets a flag when dropped: tells whether a future was dropped, not finished.
-struct DropFlag(Arc<AtomicBool>);
+pub(crate) struct DropFlag(Arc<AtomicBool>);
 
 impl Drop for DropFlag {
     fn drop(&mut self) {
@@ -47,7 +47,10 @@ fn slow_cleanup(
 }
 
 /// An action that never looks at its cancellation and never returns.
-fn stubborn(dropped: Arc<AtomicBool>, started: Arc<Notify>) -> BidiAction<(), (), (), ()> {
+pub(crate) fn stubborn(
+    dropped: Arc<AtomicBool>,
+    started: Arc<Notify>,
+) -> BidiAction<(), (), (), ()> {
     BidiAction::new(
         "stubborn",
         move |_: ActionContext, (), _: Inbound<()>, _: Outbound<()>| {
