@@ -55,7 +55,7 @@ struct Cached<State> {
     /// session was loaded at a snapshot the caller named.
     branch: bool,
     /// A write was dropped before the store answered: the store may hold it or not, so the
-    /// head is not known. The next write reads it again first (see [`Session::check_sure`]).
+    /// head is not known. The next write reads it again first.
     unsure: bool,
 }
 
@@ -287,23 +287,30 @@ where
         json: Option<Value>,
         max_len: Option<u64>,
     ) -> Result<(), StoreError> {
-        self.check_sure().await?;
-        let (parent, replay) = {
-            let cached = self.lock();
-            running(&self.id, &cached.head)?;
-            self.debug_check(&cached.state, &state, &change);
-            (self.parent(&cached), cached.head.replay)
+        let prepared = {
+            let mut cached = self.lock();
+            match unsure(&cached) {
+                Some(expected) => Err(expected),
+                None => {
+                    running(&self.id, &cached.head)?;
+                    self.debug_check(&cached.state, &state, &change);
+                    cached.unsure = true; // until the store answers
+                    Ok((self.parent(&cached), cached.head.replay))
+                }
+            }
+        };
+        let (parent, replay) = match prepared {
+            Ok(prepared) => prepared,
+            Err(expected) => return Err(self.reread(expected).await),
         };
         let mut append = Append::change(parent, change);
         // A change known to be short enough is not measured.
         let short = max_len.is_some_and(|max| !replay.wants_checkpoint(max));
         if !short && replay.wants_checkpoint(append.change.encoded_len()) {
             let json = json.map_or_else(|| serde_json::to_value(&state), Ok);
-            append.checkpoint = Some(json.map_err(StoreError::Serialization)?);
+            append.checkpoint = Some(self.settle(json.map_err(StoreError::Serialization))?);
         }
-        let head = self
-            .writing(self.backend().append(&self.id, append))
-            .await?;
+        let head = self.settle(self.backend().append(&self.id, append).await)?;
         *self.lock() = Cached {
             state,
             #[cfg(debug_assertions)]
@@ -367,19 +374,27 @@ where
     /// This session's next write reads the head again first, as after a dropped
     /// [`update_state`](Self::update_state).
     pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
-        self.check_sure().await?;
-        let parent = {
-            let cached = self.lock();
-            running(&self.id, &cached.head)?;
-            self.parent(&cached)
+        let prepared = {
+            let mut cached = self.lock();
+            match unsure(&cached) {
+                Some(expected) => Err(expected),
+                None => {
+                    running(&self.id, &cached.head)?;
+                    cached.unsure = true; // until the store answers
+                    Ok(self.parent(&cached))
+                }
+            }
         };
-        let pending = self
-            .backend()
-            .append(&self.id, Append::pending(parent, lease));
-        let head = self.writing(pending).await?;
+        let parent = match prepared {
+            Ok(parent) => parent,
+            Err(expected) => return Err(self.reread(expected).await),
+        };
+        let pending = Append::pending(parent, lease);
+        let head = self.settle(self.backend().append(&self.id, pending).await)?;
         let mut cached = self.lock();
         cached.head = head.clone();
         cached.branch = false;
+        cached.unsure = false;
         Ok(head)
     }
 
@@ -439,28 +454,38 @@ where
         status: Status,
         error: Option<Value>,
     ) -> Result<Entry, StoreError> {
-        self.check_sure().await?;
-        let (id, owner) = self.holder()?;
-        let replay = {
-            let cached = self.lock();
-            #[cfg(debug_assertions)]
-            self.debug_check(
-                cached.taken.as_ref().unwrap_or(&cached.state),
-                &state,
-                &change,
-            );
-            cached.head.replay
+        let prepared = {
+            let mut cached = self.lock();
+            match unsure(&cached) {
+                Some(expected) => Err(expected),
+                None => {
+                    let (id, owner) = holder(&cached)?;
+                    #[cfg(debug_assertions)]
+                    self.debug_check(
+                        cached.taken.as_ref().unwrap_or(&cached.state),
+                        &state,
+                        &change,
+                    );
+                    cached.unsure = true; // until the store answers
+                    Ok((id, owner, cached.head.replay))
+                }
+            }
+        };
+        let (id, owner, replay) = match prepared {
+            Ok(prepared) => prepared,
+            Err(expected) => return Err(self.reread(expected).await),
         };
         let mut finish = Finish::new(owner, status, change);
         finish.error = error;
         if replay.wants_checkpoint(finish.change.encoded_len()) {
-            finish.checkpoint =
-                Some(serde_json::to_value(&state).map_err(StoreError::Serialization)?);
+            let json = serde_json::to_value(&state).map_err(StoreError::Serialization);
+            finish.checkpoint = Some(self.settle(json)?);
         }
-        let head = self.writing(self.backend().finish(&id, finish)).await?;
+        let head = self.settle(self.backend().finish(&id, finish).await)?;
         let mut cached = self.lock();
         cached.state = state;
         cached.head = head.clone();
+        cached.unsure = false;
         #[cfg(debug_assertions)]
         {
             cached.taken = None;
@@ -519,14 +544,7 @@ where
 
     /// The running turn's snapshot and its lease's owner.
     fn holder(&self) -> Result<(String, String), StoreError> {
-        let cached = self.lock();
-        match &cached.head.lease {
-            Some(lease) => Ok((cached.head.id.clone(), lease.owner.clone())),
-            None => Err(StoreError::NotHeld {
-                snapshot_id: cached.head.id.clone(),
-                reason: "no turn of this session runs",
-            }),
-        }
+        holder(&self.lock())
     }
 
     /// In debug builds, panics if `change` does not make `new` of `old`.
@@ -545,15 +563,12 @@ where
         }
     }
 
-    /// Runs `write`, a write of the store, marking the session unsure of its head until the
-    /// store answers: dropped before then, the write may have happened or not.
-    async fn writing<T>(
-        &self,
-        write: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        self.lock().unsure = true;
-        let written = write.await;
-        self.lock().unsure = false;
+    /// A write's outcome, once the store answered: an error means nothing was written, so
+    /// the session knows its head again (a success is recorded with the new head).
+    fn settle<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        if written.is_err() {
+            self.lock().unsure = false;
+        }
         written
     }
 
@@ -561,20 +576,15 @@ where
     /// answers a conflict naming it (the store may hold the dropped write or not, and a write
     /// found against the state before it would be wrong after it). The next write goes on from
     /// the head read.
-    async fn check_sure(&self) -> Result<(), StoreError> {
-        let expected = {
-            let cached = self.lock();
-            if !cached.unsure {
-                return Ok(());
-            }
-            cached.head.id.clone()
-        };
-        self.reload().await?;
-        Err(StoreError::Conflict {
+    async fn reread(&self, expected: String) -> StoreError {
+        if let Err(error) = self.reload().await {
+            return error;
+        }
+        StoreError::Conflict {
             session_id: self.id.to_string(),
             expected: Some(expected),
             actual: Some(self.lock().head.id.clone()),
-        })
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cached<State>> {
@@ -594,6 +604,22 @@ impl<State> fmt::Debug for Session<State> {
 /// [`StoreError::Running`] if `head` was read while a turn ran on it: that turn's finish
 /// changes the state under the same snapshot, so the cached state is stale by then and a write
 /// after it must re-read first.
+/// The head the session knew before a write of it was dropped unanswered, if one was.
+fn unsure<State>(cached: &Cached<State>) -> Option<String> {
+    cached.unsure.then(|| cached.head.id.clone())
+}
+
+/// The running turn's snapshot and its lease's owner.
+fn holder<State>(cached: &Cached<State>) -> Result<(String, String), StoreError> {
+    match &cached.head.lease {
+        Some(lease) => Ok((cached.head.id.clone(), lease.owner.clone())),
+        None => Err(StoreError::NotHeld {
+            snapshot_id: cached.head.id.clone(),
+            reason: "no turn of this session runs",
+        }),
+    }
+}
+
 fn running(session_id: &str, head: &Entry) -> Result<(), StoreError> {
     match &head.lease {
         Some(lease) if !lease.is_expired() => Err(StoreError::Running {

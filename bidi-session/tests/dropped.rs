@@ -77,15 +77,17 @@ async fn dropped<T>(write: impl Future<Output = T>) {
 
 /// A turn's finish dropped after the store wrote it: the session's next write is a conflict
 /// that reads the turn's state, and the write after it goes on from there. Before, the
-/// session kept its stale state and, once the lease lapsed, wrote a change found against it:
-/// `["a", "c"]` over the turn's `["a", "b"]` stored `["a", "c", "b"]`.
+/// session kept its stale state: its writes were refused as running until the lease lapsed,
+/// then a change found against that state was written (`["a", "c"]` over the turn's
+/// `["a", "b"]` stored `["a", "c", "b"]`).
 #[tokio::test]
 async fn a_dropped_finish_is_read_again_before_the_next_write() {
     let store = Arc::new(Hanging::default());
     let shared: Arc<dyn SessionStore> = store.clone();
     let session = Session::create(shared, "s", json!(["a"])).await.unwrap();
+    // A lease that holds through the test: the finish is never refused for a lapsed one.
     session
-        .start(Lease::new("me", Duration::from_millis(1)))
+        .start(Lease::new("me", Duration::from_secs(60)))
         .await
         .unwrap();
     store.hang.store(true, Ordering::Relaxed);
