@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{ContentBlock, Error, SessionUpdate, StopReason};
 use bidi_agent::{Agent, AgentInit, Scope};
-use bidi_core::ConnectOptions;
+use bidi_core::{ConnectOptions, PeerGone};
 use bidi_session::{Session, SessionStore, StoreError};
 use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
@@ -236,7 +236,11 @@ where
                 let chunk = tokio::select! {
                     biased;
                     () = token.cancelled() => {
-                        tx.cancel_with(if shared.is_stopped() { Cancelled::ClientGone } else { Cancelled::ByClient });
+                        if shared.is_stopped() {
+                            tx.cancel_with(PeerGone::Disconnected);
+                        } else {
+                            tx.cancel_with(Cancelled::ByClient);
+                        }
                         while responses.next().await.is_some() {}
                         drop(responses);
                         tx.close();
@@ -251,7 +255,7 @@ where
                     Some(Ok(chunk)) => {
                         for update in bridge.updates(chunk) {
                             if shared.update(&session_id, update).await.is_err() {
-                                tx.cancel_with(Cancelled::ClientGone);
+                                tx.cancel_with(PeerGone::Disconnected);
                                 return Ok(StopReason::Cancelled);
                             }
                         }

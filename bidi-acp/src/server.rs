@@ -332,25 +332,23 @@ async fn drain(turns: &mut JoinSet<()>) {
     while turns.join_next().await.is_some() {}
 }
 
-/// Why a prompt turn was cancelled: the client's `session/cancel`, or the client going away.
+/// Why a prompt turn was cancelled by its client: it sent `session/cancel`.
 ///
 /// It is the cause of the agent connection's cancellation, so the agent's tools and the
-/// connection's error can tell which by downcasting.
+/// connection's error can tell it by downcasting. A client that goes away instead (its input
+/// ended and the turn did not finish within the drain period, or its output closed) cancels
+/// the turn with [`bidi_core::PeerGone::Disconnected`], as every transport does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Cancelled {
     /// The client sent `session/cancel`.
     ByClient,
-    /// The client went away: its input ended and the turn did not finish within the drain
-    /// period, or its output closed.
-    ClientGone,
 }
 
 impl fmt::Display for Cancelled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::ByClient => "the client cancelled the prompt turn (session/cancel)",
-            Self::ClientGone => "the client went away",
         })
     }
 }

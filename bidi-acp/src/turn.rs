@@ -15,12 +15,13 @@ use agent_client_protocol_schema::v1::{
     SessionId, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields,
 };
+use bidi_core::{BoxError, PeerGone};
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, ExecuteStream, LlmAgent, Message, Policy,
-    Status, TurnInput, execute,
+    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, LlmAgent, Message, Policy, Status,
+    TurnInput, execute,
 };
-use futures_util::StreamExt as _;
+use bidi_serve::{Closed, Ended, Frames, Sink, Wire};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -173,17 +174,19 @@ async fn turn(
             return (Err(error), None);
         }
     };
-    let mut updates = Updates::new(&shared.rules, asker.cwd.clone(), open);
-    let cancelled = follow(shared, session_id, token, &asker, &mut run, &mut updates).await;
+    let mut updates = Updates::new(&shared.rules, &asker, open);
+    let sink = Client {
+        shared,
+        session_id,
+        token,
+    };
+    let ended = bidi_serve::pump(&mut run, None, &mut updates, &sink, None).await;
     // A gate still waiting for its call to be shown waits no more.
     updates.open.close();
-    if let Some(cause) = cancelled {
-        // What the execution still sends is read and dropped, so it never waits on us; the
-        // stream ends with the cancellation.
-        while run.next().await.is_some() {}
+    if matches!(ended, Ended::Stopped) {
         drop(run);
         // A client still there learns that the tool calls still running failed.
-        if cause == Cancelled::ByClient {
+        if token.is_cancelled() && !shared.stop.is_cancelled() {
             for update in updates.unfinished() {
                 if shared.update(session_id, update).await.is_err() {
                     break;
@@ -223,46 +226,68 @@ fn connection(
     Some(Live::open(shared, agent, session_id, mode, cwd, tools))
 }
 
-/// Shows the execution's events until it ends, or until the turn is cancelled or the client
-/// is gone: then it cancels the execution, and answers why.
-async fn follow(
-    shared: &Shared,
-    session_id: &SessionId,
-    token: &CancellationToken,
-    asker: &Asker,
-    run: &mut ExecuteStream<'_>,
-    updates: &mut Updates<'_>,
-) -> Option<Cancelled> {
-    loop {
-        let event = tokio::select! {
-            biased;
-            () = token.cancelled() => {
-                let cause = if shared.stop.is_cancelled() { Cancelled::ClientGone } else { Cancelled::ByClient };
-                run.cancel_with(cause);
-                return Some(cause);
+/// The client a turn's updates go to. The turn stops when the client sends
+/// `session/cancel` ([`Cancelled::ByClient`]) or goes away ([`PeerGone::Disconnected`]).
+struct Client<'a> {
+    shared: &'a Shared,
+    session_id: &'a SessionId,
+    token: &'a CancellationToken,
+}
+
+impl Sink<Shown> for Client<'_> {
+    async fn send(&self, shown: Shown) -> Result<(), Closed> {
+        for item in shown.0 {
+            match item {
+                Show::Update(update) => {
+                    if self.shared.update(self.session_id, update).await.is_err() {
+                        return Err(Closed);
+                    }
+                }
+                Show::Reached { call, asks, open } => open.reached(call, asks),
             }
-            event = run.next() => event,
-        };
-        let Some(Ok(event)) = event else { return None };
-        // A call's permission is asked once everything before it is shown, the call included.
-        let reached = match &event {
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                ..
-            } => Some((tool_call_id.clone(), asker.will_ask(tool_name))),
-            _ => None,
-        };
-        let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
-        if let Some(update) = updates.of(event, asks)
-            && shared.update(session_id, update).await.is_err()
-        {
-            run.cancel_with(Cancelled::ClientGone);
-            return Some(Cancelled::ClientGone);
         }
-        if let Some((id, asks)) = reached {
-            updates.open.reached(id, asks);
+        Ok(())
+    }
+
+    async fn closed(&self) -> BoxError {
+        self.token.cancelled().await;
+        if self.shared.stop.is_cancelled() {
+            Box::new(PeerGone::Disconnected)
+        } else {
+            Box::new(Cancelled::ByClient)
         }
+    }
+}
+
+/// What a turn writes to its client, in order: updates, and the tool calls it reached (all
+/// that came before them written), which may then ask for permission.
+#[derive(Debug, Default)]
+struct Shown(Vec<Show>);
+
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "updates are nearly every item: boxing them would cost an allocation each"
+)]
+enum Show {
+    Update(SessionUpdate),
+    Reached {
+        call: String,
+        asks: bool,
+        open: Arc<Open>,
+    },
+}
+
+/// How many updates a write gathers at most.
+const BATCH_UPDATES: usize = 64;
+
+impl Frames for Shown {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        self.0.len() >= BATCH_UPDATES
     }
 }
 
@@ -529,7 +554,7 @@ impl Asker {
 /// The updates a turn's events make; it keeps the output its tools streamed so far.
 struct Updates<'a> {
     rules: &'a Rules,
-    cwd: PathBuf,
+    asker: &'a Asker,
     output: HashMap<String, String>,
     open: Arc<Open>,
     /// The plan calls not ended: shown as `plan` updates, not as tool calls.
@@ -537,10 +562,10 @@ struct Updates<'a> {
 }
 
 impl<'a> Updates<'a> {
-    fn new(rules: &'a Rules, cwd: PathBuf, open: Arc<Open>) -> Self {
+    fn new(rules: &'a Rules, asker: &'a Asker, open: Arc<Open>) -> Self {
         Self {
             rules,
-            cwd,
+            asker,
             output: HashMap::new(),
             open,
             plans: Vec::new(),
@@ -566,28 +591,35 @@ impl<'a> Updates<'a> {
 
     /// A loop event as the update that shows it, if one does; a call that `asks` for
     /// permission is shown as waiting for it.
-    fn of(&mut self, event: AgentEvent, asks: bool) -> Option<SessionUpdate> {
+    fn of(&mut self, event: &AgentEvent, asks: bool) -> Option<SessionUpdate> {
         Some(match event {
-            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
-            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
+            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(delta)),
+            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(delta)),
             AgentEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,
                 args,
             } => {
                 if tool_name == PLAN_TOOL
-                    && let Some(plan) = plan(&args)
+                    && let Some(plan) = plan(args)
                 {
-                    self.plans.push(tool_call_id);
+                    self.plans.push(tool_call_id.clone());
                     return Some(SessionUpdate::Plan(plan));
                 }
-                self.open.show(&tool_call_id);
+                self.open.show(tool_call_id);
                 let status = if asks {
                     ToolCallStatus::Pending
                 } else {
                     ToolCallStatus::InProgress
                 };
-                tool_call(self.rules, &self.cwd, tool_call_id, tool_name, args, status)
+                tool_call(
+                    self.rules,
+                    &self.asker.cwd,
+                    tool_call_id.clone(),
+                    tool_name.clone(),
+                    args.clone(),
+                    status,
+                )
             }
             AgentEvent::ToolExecutionDelta {
                 tool_call_id,
@@ -595,9 +627,9 @@ impl<'a> Updates<'a> {
             } => {
                 // An update's content replaces the call's: it is all the output so far.
                 let output = self.output.entry(tool_call_id.clone()).or_default();
-                output.push_str(&delta);
+                output.push_str(delta);
                 SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    tool_call_id,
+                    tool_call_id.clone(),
                     ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
                 ))
             }
@@ -609,17 +641,52 @@ impl<'a> Updates<'a> {
                 attachments,
                 ..
             } => {
-                self.output.remove(&tool_call_id);
-                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
+                self.output.remove(tool_call_id);
+                if let Some(at) = self.plans.iter().position(|id| id == tool_call_id) {
                     self.plans.swap_remove(at);
                     return None; // Its plan update showed it.
                 }
-                self.open.end(&tool_call_id);
-                tool_done(&tool_call_id, &output, &attachments, details, is_error)
+                self.open.end(tool_call_id);
+                tool_done(
+                    tool_call_id,
+                    output,
+                    attachments,
+                    details.clone(),
+                    *is_error,
+                )
             }
             _ => return None,
         })
     }
+}
+
+impl Wire for Updates<'_> {
+    type Event = AgentEvent;
+    type Output = ();
+    type Frames = Shown;
+
+    fn event(&mut self, event: &AgentEvent, out: &mut Shown) {
+        // A call's permission is asked once everything before it is shown, the call included.
+        let reached = match event {
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } => Some((tool_call_id.clone(), self.asker.will_ask(tool_name))),
+            _ => None,
+        };
+        let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
+        if let Some(update) = self.of(event, asks) {
+            out.0.push(Show::Update(update));
+        }
+        if let Some((call, asks)) = reached {
+            let open = Arc::clone(&self.open);
+            out.0.push(Show::Reached { call, asks, open });
+        }
+    }
+
+    /// The turn's answer says it failed: nothing to show.
+    fn failed(&mut self, _: &str, _: &mut Shown) {}
 }
 
 /// How the turn ended, in ACP's terms; a failure is an error answer.

@@ -472,7 +472,7 @@ fn checked_id(id: Option<String>) -> Result<String, InitError> {
             return Err(InitError::ControlInSessionId);
         }
         Some(id) => id,
-        None => uuid::Uuid::new_v4().to_string(),
+        None => bidi_session::new_id(),
     };
     opentelemetry::Context::current()
         .span()

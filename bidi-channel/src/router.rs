@@ -3,13 +3,14 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bidi_agent::{Agent, AgentInit, AgentOutput};
 use bidi_core::Connection;
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput, UserMessage};
-use futures_util::StreamExt as _;
+use bidi_serve::{Closed, Frames, Sink, Wire};
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -483,7 +484,7 @@ impl Shared {
 
 /// One user's task: their connection, one message at a time, until they are idle.
 async fn run_worker<B: Backend>(backend: Arc<B>, mut worker: Worker) {
-    let session_id = uuid::Uuid::new_v4().to_string();
+    let session_id = bidi_session::new_id();
     let mut conn: Option<Connection<B::In, B::Out, B::Chunk>> = None;
     loop {
         let job = match tokio::time::timeout(worker.shared.idle_timeout, worker.jobs.recv()).await {
@@ -541,49 +542,33 @@ async fn turn<B: Backend>(
     {
         log(channel, user_id, "start", &*error);
     }
-    let mut reply = String::new();
-    let mut failure: Option<String> = None;
+    let mut wire = Replying::<B::Chunk>::new(streaming.is_some());
     let mut broken = false;
     match conn.send(backend.input(text)).await {
         Err(error) => {
-            failure = Some(error.to_string());
+            wire.failure = Some(error.to_string());
             broken = true;
         }
         Ok(()) => {
             let mut responses = conn.responses();
-            while let Some(item) = responses.next().await {
-                match item {
-                    Ok(chunk) => match chunk.piece() {
-                        Some(Piece::Text(text)) => {
-                            reply.push_str(text);
-                            if let Some(stream) = streaming {
-                                forward_chunk(stream, channel, user_id, text).await;
-                            }
-                        }
-                        Some(Piece::Tool(name)) => {
-                            if let Some(stream) = streaming {
-                                let status = format!("Using: {name}");
-                                if let Err(error) = stream.status(user_id, &status).await {
-                                    log(channel, user_id, "status", &*error);
-                                }
-                            }
-                        }
-                        Some(Piece::Failed(error)) => {
-                            failure.get_or_insert_with(|| error.into_owned());
-                        }
-                        None => {}
-                    },
-                    Err(error) => {
-                        failure.get_or_insert_with(|| error.to_string());
-                    }
-                }
-            }
+            let sink = Calls {
+                stream: streaming,
+                channel,
+                user_id,
+            };
+            bidi_serve::pump(&mut responses, None, &mut wire, &sink, None).await;
             if !responses.turn_ended() {
                 broken = true;
-                failure.get_or_insert_with(|| "the agent ended the conversation".to_owned());
+                wire.failure
+                    .get_or_insert_with(|| "the agent ended the conversation".to_owned());
             }
         }
     }
+    let Replying {
+        text: reply,
+        failure,
+        ..
+    } = wire;
     let full = match &failure {
         None => reply,
         Some(error) if reply.is_empty() => format!("(Error: {error})"),
@@ -616,14 +601,98 @@ async fn turn<B: Backend>(
     (result, broken)
 }
 
-async fn forward_chunk(
-    stream: &dyn StreamingChannel,
-    channel: &dyn Channel,
-    user_id: &str,
-    text: &str,
-) {
-    if let Err(error) = stream.chunk(user_id, text).await {
-        log(channel, user_id, "chunk", &*error);
+/// A reply as a wire: its text and failure kept, and with a streaming channel, each piece
+/// as the streaming call that shows it.
+struct Replying<C> {
+    text: String,
+    failure: Option<String>,
+    streaming: bool,
+    chunks: PhantomData<fn(C)>,
+}
+
+impl<C> Replying<C> {
+    fn new(streaming: bool) -> Self {
+        Self {
+            text: String::new(),
+            failure: None,
+            streaming,
+            chunks: PhantomData,
+        }
+    }
+}
+
+impl<C: Chunk> Wire for Replying<C> {
+    type Event = C;
+    type Output = ();
+    type Frames = Shown;
+
+    fn event(&mut self, chunk: &C, out: &mut Shown) {
+        match chunk.piece() {
+            Some(Piece::Text(text)) => {
+                self.text.push_str(text);
+                if self.streaming {
+                    out.0.push(Show::Chunk(text.to_owned()));
+                }
+            }
+            Some(Piece::Tool(name)) if self.streaming => {
+                out.0.push(Show::Status(format!("Using: {name}")));
+            }
+            Some(Piece::Failed(error)) => {
+                self.failure.get_or_insert_with(|| error.into_owned());
+            }
+            Some(Piece::Tool(_)) | None => {}
+        }
+    }
+
+    fn failed(&mut self, message: &str, _: &mut Shown) {
+        self.failure.get_or_insert_with(|| message.to_owned());
+    }
+}
+
+/// The streaming calls a piece of a reply makes.
+#[derive(Debug, Default)]
+struct Shown(Vec<Show>);
+
+#[derive(Debug)]
+enum Show {
+    Chunk(String),
+    Status(String),
+}
+
+impl Frames for Shown {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each piece goes as it comes: a channel shows the reply as the agent streams it.
+    fn is_full(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+/// The streaming calls of one user's reply. A call that fails is logged and the reply goes
+/// on: its end carries the whole text.
+struct Calls<'a> {
+    stream: Option<&'a dyn StreamingChannel>,
+    channel: &'a dyn Channel,
+    user_id: &'a str,
+}
+
+impl Sink<Shown> for Calls<'_> {
+    async fn send(&self, shown: Shown) -> Result<(), Closed> {
+        let Some(stream) = self.stream else {
+            return Ok(());
+        };
+        for show in shown.0 {
+            let (call, result) = match show {
+                Show::Chunk(text) => ("chunk", stream.chunk(self.user_id, &text).await),
+                Show::Status(status) => ("status", stream.status(self.user_id, &status).await),
+            };
+            if let Err(error) = result {
+                log(self.channel, self.user_id, call, &*error);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -37,7 +37,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -45,7 +44,7 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bidi_core::BoxError;
@@ -245,23 +244,7 @@ async fn message(State(web): State<Arc<Web>>, Path(user): Path<String>, body: By
             tracing::warn!(user_id = user, %error, "a web reply failed");
         }
     });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|bytes| (Ok::<_, Infallible>(bytes), rx))
-    });
-    let mut response = Body::from_stream(body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(
-        "x-vercel-ai-ui-message-stream",
-        HeaderValue::from_static("v1"),
-    );
-    response
+    UiMessageStream::response(Body::from_stream(bidi_serve::sink::stream(rx)))
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {

@@ -342,3 +342,57 @@ impl fmt::Display for NotFound {
 }
 
 impl StdError for NotFound {}
+
+/// Why a transport cancelled a connection: the peer it served went away. Every transport
+/// cancels with this one cause, so an action tells "nobody reads any more" from other
+/// cancellations the same way whatever the protocol.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use bidi_core::{BidiAction, BoxError, Error, Inbound, Outbound, PeerGone};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let idle = BidiAction::new("idle", |ctx, (), _: Inbound<()>, _: Outbound<()>| async move {
+///     ctx.cancelled().await;
+///     Ok::<_, BoxError>(())
+/// });
+/// let conn = idle.connect(());
+/// conn.cancel_with(PeerGone::Idle(Duration::from_secs(30)));
+/// match conn.output().await {
+///     Err(Error::Cancelled(cause)) => {
+///         assert_eq!(cause.peer_gone(), Some(PeerGone::Idle(Duration::from_secs(30))));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerGone {
+    /// The peer disconnected: a closed socket or pipe, an aborted request, a body nobody reads.
+    Disconnected,
+    /// Nothing moved between the peer and the connection for this long.
+    Idle(std::time::Duration),
+}
+
+impl fmt::Display for PeerGone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Disconnected => f.write_str("the peer went away"),
+            Self::Idle(timeout) => write!(f, "nothing moved on the connection for {timeout:?}"),
+        }
+    }
+}
+
+impl StdError for PeerGone {}
+
+impl Cause {
+    /// The peer that went away, if that is the cause: a transport cancelled the connection
+    /// because its peer disconnected or was idle.
+    #[must_use]
+    pub fn peer_gone(&self) -> Option<PeerGone> {
+        self.downcast_ref::<PeerGone>().copied()
+    }
+}

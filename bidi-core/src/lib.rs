@@ -100,7 +100,7 @@ pub use action::{
 pub use connection::{Connection, RecvHalf, Responses, SendHalf};
 pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
-pub use error::{BoxError, Cause, CauseKind, Error, NotFound, SendError};
+pub use error::{BoxError, Cause, CauseKind, Error, NotFound, PeerGone, SendError};
 pub use extensions::Extensions;
 pub use observer::Observer;
 

@@ -95,6 +95,7 @@
 
 mod flow;
 pub mod frame;
+pub mod idle;
 mod json;
 pub mod lines;
 pub mod log;

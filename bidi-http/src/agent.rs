@@ -11,23 +11,21 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use bidi_agent::{AgentInit, AgentOutput};
-use bidi_core::Connection;
 use bidi_flow::text::cap;
 use bidi_llm::{
     AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
     TurnInput,
 };
+use bidi_serve::{Detached, Execution, Sink, Started, Wire, sink};
 use bidi_session::{Scoped, Session, SessionStore};
-use futures_util::{FutureExt as _, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure};
 use crate::extract::Segments;
 use crate::flow::body;
-use crate::idle::{Activity, Idle};
-use crate::{Disconnected, Identity, IdleTimeout, Shared};
+use crate::{Identity, Shared};
 
 /// The header that carries the session's id.
 pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
@@ -52,8 +50,6 @@ struct ExecuteRequest {
     #[serde(default)]
     detach: bool,
 }
-
-type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
 
 /// The agent `name` serves, or 404.
 pub(crate) fn agent<'a>(
@@ -118,8 +114,12 @@ pub(crate) async fn execute(
                 .at("/context")
             })?;
             state.options = request.options.unwrap_or_default();
-            let id = id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            AgentInit::new().session_id(id).init(state)
+            let init = AgentInit::new().init(state);
+            match id {
+                Some(id) => init.session_id(id),
+                // The agent names the new session.
+                None => init,
+            }
         }
     };
     let identity = identity.as_ref().map(|Extension(identity)| identity);
@@ -151,6 +151,7 @@ pub(crate) async fn execute(
         Started {
             session_id,
             snapshot_id,
+            ..
         },
         body,
     ) = match started {
@@ -199,141 +200,60 @@ pub(crate) async fn load(
         .map_err(|error| store_failed(&error))
 }
 
-/// What an execution that started says: its session, and the snapshot it writes (pending
-/// while it runs).
-#[derive(Debug, Clone)]
-pub(crate) struct Started {
-    pub(crate) session_id: String,
-    pub(crate) snapshot_id: Option<String>,
-}
-
 /// Starts one execution of `agent` on the session `init` names, with `input`, as `identity`:
 /// once it has started, its session and snapshot and the response body its events make through
-/// `encoder`.
+/// `wire`.
 ///
 /// # Errors
 ///
 /// The execution's refusal (a session that is running, an input that does not fit, a session
 /// that does not exist: [`Code::NotFound`]) as the failure to answer.
-pub(crate) async fn start<E: Encoder>(
+pub(crate) async fn start<W: HttpWire>(
     shared: &Shared,
     agent: &LlmAgent,
     init: AgentInit<LlmSession>,
     input: TurnInput,
     identity: Option<&Identity>,
-    encoder: E,
+    wire: W,
 ) -> Result<(Started, Body), Failure> {
-    let (writes, body) = mpsc::channel::<Bytes>(1);
-    let started = spawn(shared, agent, init, input, identity, encoder, writes).await?;
-    Ok((started, body_of(body)))
+    let (writes, body) = mpsc::channel::<Vec<u8>>(1);
+    let started = spawn(shared, agent, init, input, identity, wire, writes).await?;
+    Ok((started, Body::from_stream(sink::stream(body))))
 }
 
-/// A response body of `writes`, in order.
-pub(crate) fn body_of(writes: mpsc::Receiver<Bytes>) -> Body {
-    let body = futures_util::stream::unfold(writes, |mut writes| async move {
-        writes
-            .recv()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), writes))
-    });
-    Body::from_stream(body)
+/// A wire of an agent's events into a response body's bytes.
+pub(crate) trait HttpWire:
+    Wire<Event = AgentEvent, Output = AgentOutput<LlmSession, u32>, Frames = Vec<u8>> + 'static
+{
 }
 
-/// Where an execution's body goes, one write at a time: one client's response body, or more.
-pub(crate) trait Writes: Send + Sync + 'static {
-    /// Writes `bytes`, once there is room for them; fails once nobody reads any more.
-    fn send(&self, bytes: Bytes) -> impl Future<Output = Result<(), Gone>> + Send;
-
-    /// Completes once nobody reads any more.
-    fn closed(&self) -> impl Future<Output = ()> + Send;
+impl<W> HttpWire for W where
+    W: Wire<Event = AgentEvent, Output = AgentOutput<LlmSession, u32>, Frames = Vec<u8>> + 'static
+{
 }
 
-/// Nobody reads an execution's body any more.
-#[derive(Debug)]
-pub(crate) struct Gone;
-
-/// Nobody reads, and nobody goes away: the body of a detached execution, which runs to its end
-/// without its client.
-#[derive(Debug)]
-pub(crate) struct Detached;
-
-impl Writes for Detached {
-    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
-        drop(bytes);
-        Ok(())
-    }
-
-    async fn closed(&self) {
-        std::future::pending::<()>().await;
-    }
-}
-
-impl Writes for mpsc::Sender<Bytes> {
-    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
-        Self::send(self, bytes).await.map_err(|_| Gone)
-    }
-
-    async fn closed(&self) {
-        Self::closed(self).await;
-    }
-}
-
-/// [`start`], writing the body to `writes`: the execution runs while somebody reads it, and is
-/// cancelled (as its client going away) once [`Writes::closed`] says nobody does. `writes` is
-/// dropped when the execution is over.
+/// [`start`], writing the body to `sink`: the execution runs while somebody reads it, and is
+/// cancelled (as its client going away) once the sink is closed. `sink` is dropped when the
+/// execution is over.
 ///
 /// # Errors
 ///
 /// As [`start`].
-pub(crate) async fn spawn<E: Encoder, W: Writes>(
+pub(crate) async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
     shared: &Shared,
     agent: &LlmAgent,
     init: AgentInit<LlmSession>,
     input: TurnInput,
     identity: Option<&Identity>,
-    encoder: E,
-    writes: W,
+    wire: W,
+    sink: S,
 ) -> Result<Started, Failure> {
     let conn = agent.connect_with(init, Shared::options(identity));
-    let (head, answer) = oneshot::channel();
-    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
-    tokio::spawn(run(conn, input, head, writes, idle, encoder));
-    let started = match answer.await {
-        Ok(started) => started?,
-        Err(_) => {
-            return Err(Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Code::ConnectionFailed,
-                "the execution ended before it started",
-            ));
-        }
-    };
+    let started = Execution::new(conn, input)
+        .idle_timeout(shared.limits.idle_timeout)
+        .start(wire, sink)
+        .await?;
     Ok(started)
-}
-
-/// Turns an execution's events into a response body's bytes, one event at a time: the
-/// execute endpoint's SSE records, AG-UI's events, the UI message stream's chunks.
-pub(crate) trait Encoder: Send + 'static {
-    /// Appends what `event` becomes to `buf` (perhaps nothing).
-    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>);
-
-    /// Appends what says the execution was cut short (its connection failed with `message`).
-    fn failed(&mut self, message: &str, buf: &mut Vec<u8>);
-
-    /// Whether the wire shows the connection's output ([`output`](Self::output)): the body
-    /// then ends once the agent has returned it, not at the execution's last event.
-    const OUTPUT: bool = false;
-
-    /// Takes the connection's output (its session's state), before [`end`](Self::end), if
-    /// [`OUTPUT`](Self::OUTPUT): what a wire that hands the state back to its client needs.
-    fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
-        let _ = output;
-    }
-
-    /// Appends what ends the body, after the last event (nothing by default).
-    fn end(&mut self, buf: &mut Vec<u8>) {
-        let _ = buf;
-    }
 }
 
 /// The execute endpoint's SSE: `event: {kind}` and the event's JSON.
@@ -343,7 +263,11 @@ pub(crate) struct Records {
     completed: bool,
 }
 
-impl Encoder for Records {
+impl Wire for Records {
+    type Event = AgentEvent;
+    type Output = AgentOutput<LlmSession, u32>;
+    type Frames = Vec<u8>;
+
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         self.completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
         event_record(event, buf);
@@ -353,178 +277,6 @@ impl Encoder for Records {
         if !self.completed {
             failed_event(message, buf);
         }
-    }
-}
-
-/// How many bytes of events a write gathers at most.
-const WRITE_BATCH: usize = 16 * 1024;
-
-/// Runs the execution: reports its start (the session's id) or its refusal through `head`, then
-/// writes every event to `writes` as an SSE event named by its kind.
-async fn run<E: Encoder, W: Writes>(
-    mut conn: AgentConnection,
-    input: TurnInput,
-    head: oneshot::Sender<Result<Started, Failure>>,
-    writes: W,
-    mut idle: Idle,
-    mut encoder: E,
-) {
-    let mut head = Some(head);
-    let refuse = |head: &mut Option<oneshot::Sender<_>>, failure: Failure| {
-        if let Some(head) = head.take() {
-            let _ = head.send(Err(failure));
-        }
-    };
-    let mut run = match bidi_llm::execute(&mut conn, input).await {
-        Ok(run) => run,
-        Err(error) => {
-            let failure = match error.error() {
-                Some(error) => Failure::from_connection(error),
-                None => Failure::new(StatusCode::CONFLICT, Code::SendFailed, error.to_string()),
-            };
-            refuse(&mut head, failure);
-            return;
-        }
-    };
-    let mut buf = Vec::with_capacity(256);
-    let mut stopped = false;
-    loop {
-        let next = tokio::select! {
-            biased;
-            next = run.next() => next,
-            () = gone(&mut head, &writes), if !stopped => {
-                run.cancel_with(Disconnected);
-                stopped = true;
-                continue;
-            }
-            () = idle.expired(), if !stopped => {
-                run.cancel_with(IdleTimeout(idle.timeout()));
-                stopped = true;
-                continue;
-            }
-        };
-        let event = match next {
-            Some(Ok(event)) => event,
-            Some(Err(error)) => {
-                let failure = Failure::from_connection(&error);
-                if head.is_some() {
-                    refuse(&mut head, failure);
-                    return;
-                }
-                encoder.failed(&failure.message, &mut buf);
-                break;
-            }
-            None => break,
-        };
-        if let Some(sender) = head.take() {
-            match &event {
-                AgentEvent::SessionStart {
-                    session_id,
-                    snapshot_id,
-                } => {
-                    let started = Started {
-                        session_id: session_id.clone(),
-                        snapshot_id: snapshot_id.clone(),
-                    };
-                    if sender.send(Ok(started)).is_err() {
-                        run.cancel_with(Disconnected);
-                        stopped = true;
-                    }
-                }
-                AgentEvent::Error { code, error, .. } => {
-                    let (status, code) = match code {
-                        ErrorCode::SessionRunning => (StatusCode::CONFLICT, Code::SessionRunning),
-                        ErrorCode::InvalidInput => (StatusCode::BAD_REQUEST, Code::InvalidInput),
-                        _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::ConnectionFailed),
-                    };
-                    let _ = sender.send(Err(Failure::new(status, code, error.clone())));
-                    // The refusal's `execute_complete` and turn end: read and dropped.
-                    let _ = run.result().await;
-                    conn.close();
-                    let _ = conn.output().await;
-                    return;
-                }
-                _ => {
-                    let _ = sender.send(Err(Failure::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        Code::ConnectionFailed,
-                        format!("the execution began with `{}`", event.kind()),
-                    )));
-                    return;
-                }
-            }
-        }
-        if stopped {
-            continue;
-        }
-        encoder.event(&event, &mut buf);
-        let mut ended = false;
-        while buf.len() < WRITE_BATCH {
-            match run.next().now_or_never() {
-                Some(Some(Ok(event))) => encoder.event(&event, &mut buf),
-                Some(Some(Err(error))) => {
-                    encoder.failed(&Failure::from_connection(&error).message, &mut buf);
-                    ended = true;
-                    break;
-                }
-                Some(None) => {
-                    ended = true;
-                    break;
-                }
-                None => break,
-            }
-        }
-        idle.touch();
-        if ended {
-            break;
-        }
-        if buf.is_empty() {
-            continue; // Events the encoder shows as nothing.
-        }
-        let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-        match idle.within(writes.send(write)).await {
-            Some(Ok(())) => {}
-            Some(Err(Gone)) => {
-                run.cancel_with(Disconnected);
-                stopped = true;
-            }
-            None => {
-                run.cancel_with(IdleTimeout(idle.timeout()));
-                stopped = true;
-            }
-        }
-    }
-    drop(run);
-    conn.close();
-    let output = conn.output();
-    if stopped {
-        let _ = output.await;
-        return;
-    }
-    // The output first, if the wire shows it; else the body ends at once.
-    let output = if E::OUTPUT {
-        if let Some(Ok(output)) = idle.within(output).await {
-            encoder.output(&output);
-        }
-        None
-    } else {
-        Some(output)
-    };
-    encoder.end(&mut buf);
-    if !buf.is_empty() {
-        let _ = idle.within(writes.send(Bytes::from(buf))).await;
-    }
-    if let Some(output) = output {
-        let _ = output.await;
-    }
-}
-
-/// Completes when nobody waits for the answer any more: the request was dropped before the
-/// execution started, or the body after.
-async fn gone(head: &mut Option<oneshot::Sender<Result<Started, Failure>>>, writes: &impl Writes) {
-    match head {
-        Some(head) => head.closed().await,
-        None => writes.closed().await,
     }
 }
 

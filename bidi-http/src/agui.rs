@@ -364,7 +364,11 @@ struct Delta<'a> {
     delta: &'a str,
 }
 
-impl crate::agent::Encoder for Sse {
+impl bidi_serve::Wire for Sse {
+    type Event = AgentEvent;
+    type Output = bidi_agent::AgentOutput<LlmSession, u32>;
+    type Frames = Vec<u8>;
+
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         // The hot path: a delta of the block already open is one event, written as it is,
         // without copying it into an `Event` first (what `Encoder::event` would make of it).
@@ -566,7 +570,7 @@ mod tests {
 
     #[test]
     fn the_written_stream_is_the_encoders_events_deltas_included() {
-        use crate::agent::Encoder as _;
+        use bidi_serve::Wire as _;
 
         let events = [
             AgentEvent::SessionStart {

@@ -8,12 +8,11 @@ use axum::response::{IntoResponse, Response};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
 use bidi_flow::frame::{self, Frame, FrameError};
-use bidi_flow::text::{cap, pointer, reason, untyped};
+use bidi_flow::text::{cap, pointer, reason};
+use bidi_serve::{Refusal, RefusalKind};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::{Disconnected, IdleTimeout};
 
 /// What was wrong, in an error body's `details.code` and a WebSocket `error` frame's `code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,40 +167,7 @@ impl Failure {
     /// A connection's end, as HTTP: a session that is not there is 404, a bad session id 400,
     /// an idle connection 504, any other failure 500.
     pub(crate) fn from_connection(error: &Error) -> Self {
-        let message = untyped(&error.to_string());
-        match error {
-            Error::Action(source) => {
-                match source.downcast_ref() {
-                    Some(bidi_session::StoreError::NotFound(missing)) => {
-                        return Self::not_found(missing);
-                    }
-                    Some(bidi_session::StoreError::InvalidState { .. }) => {
-                        return Self::new(StatusCode::CONFLICT, Code::SessionIncompatible, message);
-                    }
-                    _ => {}
-                }
-                if source.downcast_ref::<bidi_agent::InitError>().is_some() {
-                    return Self::new(StatusCode::BAD_REQUEST, Code::InvalidInit, message);
-                }
-                Self::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Code::ConnectionFailed,
-                    message,
-                )
-            }
-            Error::Cancelled(cause) if cause.downcast_ref::<IdleTimeout>().is_some() => {
-                Self::new(StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout, message)
-            }
-            Error::Cancelled(cause) if cause.downcast_ref::<Disconnected>().is_some() => {
-                // Nobody reads this answer; 499 is what proxies log for it.
-                Self::new(client_closed(), Code::ConnectionFailed, message)
-            }
-            _ => Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Code::ConnectionFailed,
-                message,
-            ),
-        }
+        Refusal::of(error).into()
     }
 
     /// The JSON error body: `{"error":{"status","message","details":{"code","path"?,"suggestion"?}}}`.
@@ -217,6 +183,32 @@ impl Failure {
                 },
             },
         }
+    }
+}
+
+/// A refusal as HTTP: a session another execution holds is 409, one that is not there 404,
+/// an init or input that does not fit 400, an idle connection 504, a departed client 499,
+/// any other failure 500.
+impl From<Refusal> for Failure {
+    fn from(refusal: Refusal) -> Self {
+        let (status, code) = match refusal.kind() {
+            RefusalKind::NotFound => {
+                if let Some(missing) = refusal.missing() {
+                    return Self::not_found(missing);
+                }
+                (StatusCode::NOT_FOUND, Code::NotFound)
+            }
+            RefusalKind::SessionRunning => (StatusCode::CONFLICT, Code::SessionRunning),
+            RefusalKind::SessionIncompatible => (StatusCode::CONFLICT, Code::SessionIncompatible),
+            RefusalKind::InvalidInit => (StatusCode::BAD_REQUEST, Code::InvalidInit),
+            RefusalKind::InvalidInput => (StatusCode::BAD_REQUEST, Code::InvalidInput),
+            RefusalKind::IdleTimeout => (StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout),
+            // Nobody reads this answer; 499 is what proxies log for it.
+            RefusalKind::PeerGone => (client_closed(), Code::ConnectionFailed),
+            RefusalKind::SendFailed => (StatusCode::CONFLICT, Code::SendFailed),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::ConnectionFailed),
+        };
+        Self::new(status, code, refusal.into_message())
     }
 }
 

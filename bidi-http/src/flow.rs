@@ -17,8 +17,10 @@ use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure, FlowRequest};
 use crate::extract::Segments;
-use crate::idle::{Activity, Idle};
-use crate::{Disconnected, Identity, IdleTimeout, Shared};
+use bidi_core::PeerGone;
+use bidi_flow::idle::{Activity, Idle};
+
+use crate::{Identity, Shared};
 
 /// `GET /actions`: the registry's descriptors.
 pub(crate) async fn actions(State(shared): State<Arc<Shared>>) -> Json<Vec<ActionDesc>> {
@@ -165,7 +167,7 @@ pub(crate) async fn run(
     }
 }
 
-/// Cancels a connection with [`Disconnected`] when dropped, unless disarmed: the request's
+/// Cancels a connection with [`PeerGone::Disconnected`] when dropped, unless disarmed: the request's
 /// future was dropped because its client went away.
 pub(crate) struct CancelOnDrop(pub(crate) Option<JsonSendHalf>);
 
@@ -180,7 +182,7 @@ impl Drop for CancelOnDrop {
         if let Some(input) = self.0.take()
             && !input.is_finished()
         {
-            input.cancel_with(Disconnected);
+            input.cancel_with(PeerGone::Disconnected);
         }
     }
 }
@@ -195,7 +197,7 @@ async fn collect(mut output: JsonRecvHalf, mut idle: Idle) -> Result<Value, Fail
                 biased;
                 next = turn.next() => next,
                 () = idle.expired(), if !stopped => {
-                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
                     stopped = true;
                     continue;
                 }
@@ -257,12 +259,12 @@ async fn write_records(
                 biased;
                 next = turn.next() => next,
                 () = writes.closed(), if !stopped => {
-                    turn.cancel_with(Disconnected);
+                    turn.cancel_with(PeerGone::Disconnected);
                     stopped = true;
                     continue;
                 }
                 () = idle.expired(), if !stopped => {
-                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
                     stopped = true;
                     continue;
                 }
@@ -290,12 +292,12 @@ async fn write_records(
             match idle.within(writes.send((write, false))).await {
                 Some(Ok(())) => {}
                 Some(Err(_)) => {
-                    turn.cancel_with(Disconnected);
+                    turn.cancel_with(PeerGone::Disconnected);
                     break 'turns;
                 }
                 None => {
                     // The client stopped reading: it is as gone as a silent one.
-                    turn.cancel_with(IdleTimeout(idle.timeout()));
+                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
                     break 'turns;
                 }
             }

@@ -55,7 +55,9 @@ use bidi_session::{self as snapshot, Change, Scoped, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::agent::{self, Detached, Encoder};
+use bidi_serve::{Detached, Wire};
+
+use crate::agent;
 use crate::codec::{self, Code, Failure};
 use crate::extract::Segments;
 use crate::flow::{body, wants_stream};
@@ -431,7 +433,13 @@ impl Genkit {
     }
 }
 
-impl Encoder for Genkit {
+impl Wire for Genkit {
+    type Event = AgentEvent;
+    type Output = AgentOutput<LlmSession, u32>;
+    type Frames = Vec<u8>;
+
+    const OUTPUT: bool = true;
+
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         match event {
             AgentEvent::SessionStart { session_id, .. } => {
@@ -518,8 +526,6 @@ impl Encoder for Genkit {
         }
         self.status = None;
     }
-
-    const OUTPUT: bool = true;
 
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
         self.artifacts.clone_from(&output.state.artifacts);

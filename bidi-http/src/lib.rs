@@ -282,7 +282,8 @@
 //! **Per execution**
 //!
 //! - A client that goes away (a closed socket, an aborted request) cancels its connection with
-//!   [`Disconnected`] as the cause; nothing of it keeps running (but a chat's answer, and a
+//!   [`PeerGone::Disconnected`](bidi_core::PeerGone) as the cause (an idle
+//!   one with `PeerGone::Idle`); nothing of it keeps running (but a chat's answer, and a
 //!   Genkit agent turn the client detached). What it leaves behind is its session, as the agent saved
 //!   it (with the part of the answer given so far).
 //! - A chat's answer (`POST /agent/{name}/chat`) is kept for resuming clients while it
@@ -342,7 +343,6 @@ mod cors;
 mod extract;
 mod flow;
 mod genkit;
-mod idle;
 mod serve;
 mod sse;
 mod tee;
@@ -750,15 +750,3 @@ pub enum WaitingCalls {
     /// message is answered.
     SetAside,
 }
-
-/// Why the server cancelled a connection: its client went away (a closed socket, an aborted
-/// request). Actions can downcast their cancellation's cause to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the client went away")]
-#[non_exhaustive]
-pub struct Disconnected;
-
-/// Why the server cancelled a connection: nothing moved on it for the idle timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("nothing moved on the connection for {0:?}")]
-pub struct IdleTimeout(pub Duration);

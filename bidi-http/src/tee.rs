@@ -15,7 +15,7 @@ use axum::body::{Body, Bytes};
 use futures_util::future::select_all;
 use tokio::sync::mpsc;
 
-use crate::agent;
+use bidi_serve::{Closed, Sink};
 use relay::Publisher;
 
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer
@@ -311,8 +311,9 @@ async fn deliver(readers: &[mpsc::Sender<Bytes>], bytes: &Bytes) -> Vec<mpsc::Se
     behind
 }
 
-impl<K: Key> agent::Writes for Tee<K> {
-    async fn send(&self, bytes: Bytes) -> Result<(), agent::Gone> {
+impl<K: Key> Tee<K> {
+    /// Writes `bytes` to every reader and keeps them for readers to come.
+    async fn send(&self, bytes: Bytes) -> Result<(), Closed> {
         if let Some(publisher) = &self.publisher {
             publisher.send(&bytes);
         }
@@ -343,10 +344,13 @@ impl<K: Key> agent::Writes for Tee<K> {
         });
         Ok(())
     }
+}
 
-    async fn closed(&self) {
-        // Nobody reading is no reason to stop: the answer is kept for a client that resumes.
-        std::future::pending::<()>().await;
+/// Nobody reading is no reason to stop (the sink is never closed): the answer is kept for a
+/// client that resumes.
+impl<K: Key> Sink<Vec<u8>> for Tee<K> {
+    async fn send(&self, frames: Vec<u8>) -> Result<(), Closed> {
+        Self::send(self, Bytes::from(frames)).await
     }
 }
 
@@ -372,7 +376,6 @@ mod tests {
 
     use super::*;
     use crate::Identity;
-    use crate::agent::Writes as _;
     use crate::genkit::StreamKey;
     use crate::vercel::ChatKey;
 

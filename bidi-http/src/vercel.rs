@@ -10,7 +10,7 @@ use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
@@ -162,18 +162,7 @@ pub(crate) async fn chat(
         let _ = snapshot.send(id);
     }
     shared.chats.insert(key, &stream);
-    Ok(ui_stream(reader.body()))
-}
-
-/// `body` as a UI message stream: 200 with the AI SDK's headers.
-fn ui_stream(body: Body) -> Response {
-    let mut response = crate::sse::response(body);
-    for (name, value) in HEADERS {
-        response
-            .headers_mut()
-            .insert(name, HeaderValue::from_static(value));
-    }
-    response
+    Ok(UiMessageStream::response(reader.body()))
 }
 
 /// `GET /agent/{name}/chat/{id}`: the stored chat as the AI SDK's `UIMessage[]` (for
@@ -202,7 +191,7 @@ pub(crate) async fn resume(
             // Another process sharing the store may be streaming it.
             let store = agent::sessions_of(agent, identity);
             match follow(&store, &id).await {
-                Ok(Some(body)) => Ok(ui_stream(body)),
+                Ok(Some(body)) => Ok(UiMessageStream::response(body)),
                 Ok(None) => Ok(StatusCode::NO_CONTENT.into_response()),
                 Err(error) => Err(agent::store_failed(&error)),
             }
@@ -217,7 +206,9 @@ pub(crate) async fn resume(
                 RESUME_BYTES >> 20
             ),
         )),
-        Attached::Reader(written, reader) => Ok(ui_stream(Attached::body(written, reader))),
+        Attached::Reader(written, reader) => {
+            Ok(UiMessageStream::response(Attached::body(written, reader)))
+        }
     }
 }
 

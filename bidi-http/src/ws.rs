@@ -15,7 +15,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use bidi_core::{ActionTask, Driver};
+use bidi_core::{ActionTask, Driver, PeerGone};
 use bidi_flow::frame::{self, Frame, FrameError, Op};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use crate::codec::{Code, Failure};
 use crate::extract::Segments;
-use crate::idle::{Activity, Idle};
-use crate::{Disconnected, INPUT_WINDOW, Identity, IdleTimeout, Shared};
+use crate::{INPUT_WINDOW, Identity, Shared};
+use bidi_flow::idle::{Activity, Idle};
 
 mod woken;
 
@@ -387,7 +387,7 @@ impl Connected<'_> {
         }
         let unfinished = !input.is_finished();
         match end {
-            End::Gone if unfinished => input.cancel_with(Disconnected),
+            End::Gone if unfinished => input.cancel_with(PeerGone::Disconnected),
             End::Broken(code, reason) => {
                 if unfinished {
                     input.cancel_with(format!("the client sent {reason}"));
@@ -397,7 +397,7 @@ impl Connected<'_> {
             End::Idle | End::Done => {
                 let timeout = reader.idle.timeout();
                 if matches!(end, End::Idle) {
-                    input.cancel_with(IdleTimeout(timeout));
+                    input.cancel_with(PeerGone::Idle(timeout));
                 }
                 drop(input);
                 // A client that stopped reading would hold this for good: it gets the idle
@@ -561,7 +561,7 @@ async fn write_rest(mut output: JsonRecvHalf, writer: &mut Writer) {
                 chunk: &chunk,
             };
             if writer.send(&frame).await.is_err() {
-                turn.cancel_with(Disconnected);
+                turn.cancel_with(PeerGone::Disconnected);
                 break 'turns;
             }
         }
@@ -570,7 +570,7 @@ async fn write_rest(mut output: JsonRecvHalf, writer: &mut Writer) {
         }
         drop(turn);
         if writer.send(&Frame::TurnEnd { id: None }).await.is_err() {
-            output.cancel_with(Disconnected);
+            output.cancel_with(PeerGone::Disconnected);
             break;
         }
     }

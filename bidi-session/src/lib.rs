@@ -91,7 +91,7 @@ pub use session::{MAX_UPDATE_ATTEMPTS, Session};
 pub use sqlite::SqliteStore;
 pub use store::{
     Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
-    StoreError, new_snapshot_id, now_ms,
+    StoreError, new_id, now_ms,
 };
 pub use streams::{Follow, Piece, Streams};
 

@@ -16,8 +16,7 @@ use postgres_native_tls::MakeTlsConnector;
 use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
-    Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
-    new_snapshot_id,
+    Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError, new_id,
 };
 use crate::streams::Streams;
 use relay::Relay;
@@ -365,7 +364,7 @@ async fn migrate_snapshots(tx: &impl GenericClient) -> Result<(), StoreError> {
     for row in &versions {
         let session_id: String = row.try_get(0)?;
         let version: i64 = row.try_get(1)?;
-        let id = new_snapshot_id();
+        let id = new_id();
         // Rows come by session, then version: the one before, if of the same session, is the
         // parent, and the session's head so far.
         let same = sessions.last() == Some(&session_id);
@@ -550,7 +549,7 @@ impl SessionStore for PostgresStore {
             replay,
         } = rows::encode(parent.as_ref(), &append.change, append.checkpoint.as_ref())?;
         let at = millis(SystemTime::now());
-        let id = new_snapshot_id();
+        let id = new_id();
         let version = parent.as_ref().map_or(1, |p| p.version + 1);
         let parent_id = parent.as_ref().map(|p| p.id.as_str());
         if parent.is_none() {

@@ -13,7 +13,7 @@ use tokio::runtime::RuntimeFlavor;
 use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
-    Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError, new_snapshot_id,
+    Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError, new_id,
 };
 
 /// The schema version this crate writes (`PRAGMA user_version`): 1 kept every version of a
@@ -308,7 +308,7 @@ fn migrate_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
                 }
                 _ => None,
             };
-            let id = new_snapshot_id();
+            let id = new_id();
             let bytes = signed(state.len() as u64);
             insert.execute(params![
                 id,
@@ -397,7 +397,7 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
     } = rows::encode(parent.as_ref(), &append.change, append.checkpoint.as_ref())?;
     let now = SystemTime::now();
     let at = millis(now);
-    let id = new_snapshot_id();
+    let id = new_id();
     let version = parent.as_ref().map_or(1, |p| p.version + 1);
     let lease = append.lease.as_ref();
     tx.prepare_cached(INSERT)?.execute(params![

@@ -779,9 +779,16 @@ macro_rules! forward {
 forward!(Arc);
 forward!(Box);
 
-/// A new snapshot id: a random UUID, unique in any store.
+/// A new id for a session or a snapshot: a random UUID, unique in any store. The one place
+/// ids are minted, so every front end names sessions alike.
+///
+/// ```
+/// let id = bidi_session::new_id();
+/// assert_eq!(id.len(), 36);
+/// assert_ne!(id, bidi_session::new_id());
+/// ```
 #[must_use]
-pub fn new_snapshot_id() -> String {
+pub fn new_id() -> String {
     // Written straight into a buffer, not through `Display`'s formatting machinery.
     let id = uuid::Uuid::new_v4();
     id.hyphenated()

@@ -335,11 +335,8 @@ fn end_of_input_closes_inputs_then_cancels_what_still_runs() {
     let tick = run.of("t");
     let last = tick.last().unwrap();
     assert_eq!(last["code"], "connection_failed", "{tick:?}");
-    assert_eq!(
-        last["message"],
-        "connection cancelled: the peer went away: its input ended and the connection did not \
-         finish in time"
-    );
+    // The one cause every transport gives for a departed peer.
+    assert_eq!(last["message"], "connection cancelled: the peer went away");
     assert!(tick[..tick.len() - 1].iter().all(|f| f["type"] == "chunk"));
     assert!(
         run.stderr.contains("cancelled after") && run.stderr.contains("the peer went away"),

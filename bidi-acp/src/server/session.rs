@@ -138,7 +138,7 @@ pub(super) async fn new_session(
     check_session_params(&request.cwd)?;
     let place = shared.place(&shared.sessions())?;
     let mut mcp = start_mcp(shared, &request.mcp_servers).await?;
-    let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().to_string());
+    let id: Arc<str> = Arc::from(bidi_session::new_id());
     let created = match &shared.agent {
         Backend::Llm(agent) => Session::create(
             sessions(agent.agent().name(), agent.agent().store()),

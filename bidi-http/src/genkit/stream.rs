@@ -13,7 +13,7 @@ use bidi_llm::{LlmAgent, LlmSession, TurnInput};
 use bidi_session::SessionStore as _;
 use tokio::sync::oneshot;
 
-use crate::agent::{self, Encoder};
+use crate::agent::{self, HttpWire};
 use crate::codec::{Code, Failure};
 use crate::tee::relay::{self, Publisher};
 use crate::tee::{Attached, RESUME_BYTES, Tee};
@@ -71,13 +71,13 @@ pub(super) fn requested(headers: &HeaderMap) -> Result<Option<String>, Failure> 
 /// # Errors
 ///
 /// The turn's refusal, as [`agent::start`]'s.
-pub(super) async fn start<E: Encoder>(
+pub(super) async fn start<W: HttpWire>(
     shared: &Arc<Shared>,
     agent: &LlmAgent,
     name: &str,
     (init, input): (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
-    encoder: E,
+    wire: W,
 ) -> Result<(String, Body), Failure> {
     let client = agent.agent().is_client_managed();
     let (snapshot, started) = oneshot::channel();
@@ -88,13 +88,13 @@ pub(super) async fn start<E: Encoder>(
     };
     let (tee, reader) = Tee::new(Arc::clone(&shared.genkit), publisher);
     let stream = tee.stream();
-    let started = agent::spawn(shared, agent, init, input, identity, encoder, tee).await?;
+    let started = agent::spawn(shared, agent, init, input, identity, wire, tee).await?;
     let id = match started.snapshot_id.filter(|_| !client) {
         Some(id) => {
             let _ = snapshot.send(id.clone());
             id
         }
-        None => bidi_session::new_snapshot_id(),
+        None => bidi_session::new_id(),
     };
     shared
         .genkit

@@ -6,7 +6,12 @@ use bidi_llm::{AgentEvent, Message, Role, Status, StopReason, ToolCall};
 use serde_json::{Map, Value};
 
 use super::chunk::{Chunk, DataChunk, FinishReason, write_chunk};
-use crate::agent;
+use axum::body::Body;
+use axum::http::HeaderValue;
+use axum::response::Response;
+use bidi_agent::AgentOutput;
+use bidi_llm::LlmSession;
+use bidi_serve::Wire;
 
 /// The kinds of content block a delta goes to.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +119,18 @@ impl UiMessageStream {
             finished: false,
             denied: HashSet::new(),
         }
+    }
+
+    /// `body` (the bytes of a stream this encoder wrote) as the AI SDK reads it: 200,
+    /// `text/event-stream`, and the UI message stream's headers.
+    pub fn response(body: Body) -> Response {
+        let mut response = crate::sse::response(body);
+        for (name, value) in super::HEADERS {
+            response
+                .headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        response
     }
 
     /// Goes on with an answer whose tool calls `ids` the client has: their input is not sent
@@ -528,7 +545,11 @@ impl UiMessageStream {
     }
 }
 
-impl agent::Encoder for UiMessageStream {
+impl Wire for UiMessageStream {
+    type Event = AgentEvent;
+    type Output = AgentOutput<LlmSession, u32>;
+    type Frames = Vec<u8>;
+
     fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         Self::event(self, event, buf);
     }

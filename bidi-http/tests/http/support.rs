@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bidi_agent::{Agent, AgentResult, Responder};
+use bidi_core::PeerGone;
 use bidi_core::{ActionContext, BoxError, CauseKind, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::{Disconnected, Identity, Server};
+use bidi_http::{Identity, Server};
 use bidi_session::Session;
 use tokio::sync::mpsc;
 
@@ -135,9 +136,9 @@ pub(crate) fn registry(probe: &Probe) -> Registry {
                         }
                     };
                     if let Some(ended) = &probe.ended {
-                        let how = match (cause.kind(), cause.downcast_ref::<Disconnected>()) {
-                            (_, Some(_)) => "disconnected".to_owned(),
-                            (CauseKind::Dropped, None) => "dropped".to_owned(),
+                        let how = match (cause.kind(), cause.downcast_ref::<PeerGone>()) {
+                            (_, Some(PeerGone::Disconnected)) => "disconnected".to_owned(),
+                            (CauseKind::Dropped, _) => "dropped".to_owned(),
                             _ => cause.to_string(),
                         };
                         let _ = ended.send(how);

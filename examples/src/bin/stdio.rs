@@ -70,7 +70,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bidi_agent::Agent;
-use bidi_core::{ActionContext, BoxError, ConnectOptions, Inbound, Outbound};
+use bidi_core::{ActionContext, BoxError, ConnectOptions, Inbound, Outbound, PeerGone};
 use bidi_flow::{BidiFlow, JsonError, JsonRecvHalf, JsonSendHalf, Registry};
 use clap::Parser;
 use futures_util::StreamExt as _;
@@ -179,28 +179,18 @@ fn registry() -> Result<Registry, BoxError> {
 // ---------------------------------------------------------------------------------------------
 // The server: one reader task (this one), one writer task per connection.
 
-/// Why the server cancelled a connection: the peer went away. Actions can downcast their
-/// cancellation's cause to it.
+/// The peer went away (stdout closed), for the server's last log line. The connections it
+/// cancels see [`PeerGone::Disconnected`] as the cause, as with every transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PeerGone {
-    /// Stdin ended and the connection did not finish within the drain period.
-    EndOfInput,
-    /// Stdout closed: nobody reads what the connection writes.
-    OutputClosed,
-}
+struct Gone;
 
-impl fmt::Display for PeerGone {
+impl fmt::Display for Gone {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::EndOfInput => {
-                "the peer went away: its input ended and the connection did not finish in time"
-            }
-            Self::OutputClosed => "the peer went away: stdout is closed",
-        })
+        f.write_str("the peer went away: stdout is closed")
     }
 }
 
-impl std::error::Error for PeerGone {}
+impl std::error::Error for Gone {}
 
 /// What the reader and the writers share: the peer's output and the open connections.
 struct Peer<W> {
@@ -229,9 +219,9 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
 
     /// Writes one encoded frame. Waits while the peer does not read: that is the backpressure.
     /// If stdout is closed, the peer went away: every connection is cancelled.
-    async fn write(&self, line: &[u8]) -> Result<(), PeerGone> {
+    async fn write(&self, line: &[u8]) -> Result<(), Gone> {
         if self.is_gone() {
-            return Err(PeerGone::OutputClosed);
+            return Err(Gone);
         }
         let mut output = self.output.lock().await;
         let written = async {
@@ -242,20 +232,20 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
             drop(output);
             log!("cannot write to stdout ({error}): the peer went away");
             self.went_away();
-            return Err(PeerGone::OutputClosed);
+            return Err(Gone);
         }
         Ok(())
     }
 
     /// Encodes and writes one frame (for the reader's answers; writers reuse their buffer).
-    async fn send(&self, frame: &Frame<'_>) -> Result<(), PeerGone> {
+    async fn send(&self, frame: &Frame<'_>) -> Result<(), Gone> {
         let mut line = Vec::new();
         encode(frame, &mut line);
         self.write(&line).await
     }
 
     /// Answers a refused frame with an error frame.
-    async fn refuse(&self, frame: Frame<'_>) -> Result<(), PeerGone> {
+    async fn refuse(&self, frame: Frame<'_>) -> Result<(), Gone> {
         if let Frame::Error {
             id, code, message, ..
         } = &frame
@@ -273,7 +263,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
 
     fn went_away(&self) {
         if !self.gone.swap(true, Ordering::SeqCst) {
-            self.cancel_all(PeerGone::OutputClosed);
+            self.cancel_all();
             self.gone_notify.notify_waiters();
         }
     }
@@ -292,9 +282,9 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
         }
     }
 
-    fn cancel_all(&self, cause: PeerGone) {
+    fn cancel_all(&self) {
         for input in self.connections().values() {
-            input.cancel_with(cause);
+            input.cancel_with(PeerGone::Disconnected);
         }
     }
 
@@ -327,7 +317,7 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
     peer: &Arc<Peer<W>>,
     (writers, max_connections): (&mut JoinSet<()>, usize),
     Addressed { id, op }: Addressed,
-) -> Result<(), PeerGone> {
+) -> Result<(), Gone> {
     match op {
         Op::Open { key, init } => {
             if peer.connection(&id).is_some() {
@@ -398,7 +388,7 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
 async fn unknown<W: AsyncWrite + Unpin + Send + 'static>(
     peer: &Peer<W>,
     id: &str,
-) -> Result<(), PeerGone> {
+) -> Result<(), Gone> {
     let message = format!("no open connection `{}`", cap(id));
     peer.refuse(Frame::error(Some(id), Code::UNKNOWN_CONNECTION, &message))
         .await
@@ -409,7 +399,7 @@ async fn refuse<W: AsyncWrite + Unpin + Send + 'static>(
     peer: &Peer<W>,
     id: &str,
     error: &JsonError,
-) -> Result<(), PeerGone> {
+) -> Result<(), Gone> {
     let message = error.to_string();
     peer.refuse(Frame::refusal(Some(id), error, &message)).await
 }
@@ -479,7 +469,7 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
 
 /// Serves `registry` to the peer at the other end of `input` and `output` until the input ends
 /// (then drains) or the output closes.
-async fn serve<R, W>(registry: Registry, input: R, output: W, args: Args) -> Result<(), PeerGone>
+async fn serve<R, W>(registry: Registry, input: R, output: W, args: Args) -> Result<(), Gone>
 where
     R: tokio::io::AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -500,7 +490,7 @@ where
     let served = loop {
         let read = tokio::select! {
             read = read_line(&mut input, &mut line, args.max_frame_bytes) => read,
-            () = peer.gone() => break Err(PeerGone::OutputClosed),
+            () = peer.gone() => break Err(Gone),
         };
         let handled = match read {
             Ok(None) => break Ok(()),
@@ -545,7 +535,7 @@ where
         .await;
         if drained.is_err() {
             log!("input ended {drain:?} ago: cancelling what still runs");
-            peer.cancel_all(PeerGone::EndOfInput);
+            peer.cancel_all();
         }
     }
     // Every writer ends: its connection ended, or was cancelled and has its grace period.

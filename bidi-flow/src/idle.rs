@@ -1,5 +1,26 @@
-//! The idle timeout: a deadline pushed back by every frame, either way, that costs a clock read
-//! per frame and a timer only while nothing moves.
+//! The idle timeout of a transport: a deadline pushed back by every frame, either way, that
+//! costs a clock read per frame and a timer only while nothing moves.
+//!
+//! A transport shares one [`Activity`] between the task that reads its peer and the one that
+//! writes to it, and waits on an [`Idle`] over it; once nothing has moved for the timeout, it
+//! cancels the connection with [`PeerGone::Idle`](bidi_core::PeerGone::Idle).
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use bidi_flow::idle::{Activity, Idle};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let activity = Activity::new();
+//! let mut idle = Idle::new(activity.clone(), Duration::from_secs(30));
+//! // A frame came in: the deadline moves.
+//! activity.touch();
+//! // A write that stalls for longer than the timeout gives up.
+//! let stalled = idle.within(std::future::pending::<()>()).await;
+//! assert_eq!(stalled, None);
+//! # }
+//! ```
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,14 +31,22 @@ use tokio::time::{Instant, Sleep};
 
 /// When something last moved on a connection, shared by its reader and writer.
 #[derive(Debug, Clone)]
-pub(crate) struct Activity {
+pub struct Activity {
     start: Instant,
     /// Milliseconds since `start`.
     last: Arc<AtomicU64>,
 }
 
+impl Default for Activity {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Activity {
-    pub(crate) fn new() -> Self {
+    /// Activity starting now.
+    #[must_use]
+    pub fn new() -> Self {
         Self {
             start: Instant::now(),
             last: Arc::new(AtomicU64::new(0)),
@@ -25,7 +54,7 @@ impl Activity {
     }
 
     /// Something moved.
-    pub(crate) fn touch(&self) {
+    pub fn touch(&self) {
         let since = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last.store(since, Ordering::Relaxed);
     }
@@ -37,14 +66,16 @@ impl Activity {
 
 /// Waits out an idle timeout on an [`Activity`].
 #[derive(Debug)]
-pub(crate) struct Idle {
+pub struct Idle {
     activity: Activity,
     timeout: Duration,
     sleep: Pin<Box<Sleep>>,
 }
 
 impl Idle {
-    pub(crate) fn new(activity: Activity, timeout: Duration) -> Self {
+    /// Waits for `timeout` of nothing moving on `activity`.
+    #[must_use]
+    pub fn new(activity: Activity, timeout: Duration) -> Self {
         let sleep = Box::pin(tokio::time::sleep(timeout));
         Self {
             activity,
@@ -54,12 +85,13 @@ impl Idle {
     }
 
     /// Something moved.
-    pub(crate) fn touch(&self) {
+    pub fn touch(&self) {
         self.activity.touch();
     }
 
     /// The timeout.
-    pub(crate) fn timeout(&self) -> Duration {
+    #[must_use]
+    pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
@@ -68,7 +100,7 @@ impl Idle {
     /// # Cancel safety
     ///
     /// Cancel safe: dropped and called again, it waits for the same deadline.
-    pub(crate) async fn expired(&mut self) {
+    pub async fn expired(&mut self) {
         loop {
             self.sleep.as_mut().await;
             let deadline = self.activity.last() + self.timeout;
@@ -86,7 +118,7 @@ impl Idle {
     /// # Cancel safety
     ///
     /// As cancel safe as `work`.
-    pub(crate) async fn within<F: Future>(&mut self, work: F) -> Option<F::Output> {
+    pub async fn within<F: Future>(&mut self, work: F) -> Option<F::Output> {
         tokio::select! {
             biased;
             output = work => Some(output),

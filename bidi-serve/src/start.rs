@@ -1,0 +1,278 @@
+//! Starting an execution for a peer: the session it runs on or its refusal, answered before
+//! the first byte, then the execution pumped in a task of its own.
+
+use std::time::Duration;
+
+use bidi_agent::AgentOutput;
+use bidi_core::{Connection, PeerGone};
+use bidi_flow::idle::{Activity, Idle};
+use bidi_llm::{AgentEvent, ExecuteStream, LlmSession, TurnInput, execute};
+use futures_util::StreamExt as _;
+use tokio::sync::oneshot;
+
+use crate::pump::{Ended, pump};
+use crate::refusal::{Refusal, RefusalKind};
+use crate::sink::Sink;
+use crate::wire::{Frames as _, Wire};
+
+/// A connection of an [`LlmAgent`](bidi_llm::LlmAgent): what [`Execution`] runs on.
+pub type AgentConnection = Connection<TurnInput, Output, AgentEvent>;
+
+/// The output of an [`LlmAgent`](bidi_llm::LlmAgent)'s connection: its session's state and
+/// how many executions it ran. What a [`Wire`] that shows it reads.
+pub type Output = AgentOutput<LlmSession, u32>;
+
+/// What an execution that started says: its session, and the snapshot it writes (pending
+/// while it runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Started {
+    /// The session the execution runs on: the one asked for, or a new one's id.
+    pub session_id: String,
+    /// The snapshot the execution writes, for an agent that keeps its sessions.
+    pub snapshot_id: Option<String>,
+}
+
+/// One execution of an agent for a peer: a connection (on the session the peer asked for,
+/// in its scope) and the input, started with a [`Wire`] and a [`Sink`].
+///
+/// [`start`](Self::start) answers once the execution has started (its session) or was
+/// refused (another execution holds the session, the session does not exist, the input does
+/// not fit), before a byte is written; the peer's protocol then answers with its head or its
+/// error. The execution runs in a task of its own, its events pumped through the wire to the
+/// sink, until it ends, its peer goes away, or nothing moves for the idle timeout.
+///
+/// ```
+/// use bidi_agent::AgentInit;
+/// use bidi_llm::testing::{Scripted, ScriptedModel};
+/// use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage};
+/// use bidi_serve::{Execution, Wire, sink};
+///
+/// /// The answer's text.
+/// struct Text;
+///
+/// impl Wire for Text {
+///     type Event = AgentEvent;
+///     type Output = bidi_serve::Output;
+///     type Frames = Vec<u8>;
+///
+///     fn event(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+///         if let AgentEvent::TextDelta { delta } = event {
+///             out.extend_from_slice(delta.as_bytes());
+///         }
+///     }
+///
+///     fn failed(&mut self, message: &str, out: &mut Vec<u8>) {
+///         out.extend_from_slice(message.as_bytes());
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let agent = LlmAgent::builder("helper", ScriptedModel::new([Scripted::new().text("Hi!")])).build();
+/// let conn = agent.connect(AgentInit::new().session_id("chat-1"));
+/// let input = TurnInput::User(UserMessage::new("hello"));
+/// let (body, mut frames) = tokio::sync::mpsc::channel(1);
+/// let started = Execution::new(conn, input).start(Text, body).await?;
+/// assert_eq!(started.session_id, "chat-1");
+/// let mut text = Vec::new();
+/// while let Some(batch) = frames.recv().await {
+///     text.extend(batch);
+/// }
+/// assert_eq!(text, b"Hi!");
+/// # let _ = sink::stream::<Vec<u8>>;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Execution {
+    conn: AgentConnection,
+    input: TurnInput,
+    idle: Option<Duration>,
+}
+
+impl Execution {
+    /// An execution of `input` on `conn`.
+    #[must_use]
+    pub fn new(conn: AgentConnection, input: TurnInput) -> Self {
+        Self {
+            conn,
+            input,
+            idle: None,
+        }
+    }
+
+    /// Cancels the execution with [`PeerGone::Idle`] once nothing moves between it and its
+    /// peer for `timeout` (no limit by default).
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle = Some(timeout);
+        self
+    }
+
+    /// Starts the execution, its events written through `wire` to `sink` by a task of its
+    /// own; `sink` is dropped once it is over.
+    ///
+    /// # Errors
+    ///
+    /// The execution's [`Refusal`]: another execution holds the session, the session does not
+    /// exist, the init or the input does not fit, or the connection failed before it started.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it answers, the execution is cancelled with
+    /// [`PeerGone::Disconnected`] as it starts.
+    pub async fn start<W, S>(self, wire: W, sink: S) -> Result<Started, Refusal>
+    where
+        W: Wire<Event = AgentEvent, Output = Output> + 'static,
+        S: Sink<W::Frames> + 'static,
+    {
+        let (head, answer) = oneshot::channel();
+        let idle = self.idle.map(|timeout| Idle::new(Activity::new(), timeout));
+        tokio::spawn(run(self.conn, self.input, head, wire, sink, idle));
+        answer.await.unwrap_or_else(|_| {
+            Err(Refusal::new(
+                RefusalKind::Failed,
+                "the execution ended before it started",
+            ))
+        })
+    }
+}
+
+type Head = oneshot::Sender<Result<Started, Refusal>>;
+
+/// Runs the execution: reports its start or its refusal through `head`, then pumps its events.
+async fn run<W, S>(
+    mut conn: AgentConnection,
+    input: TurnInput,
+    head: Head,
+    mut wire: W,
+    sink: S,
+    mut idle: Option<Idle>,
+) where
+    W: Wire<Event = AgentEvent, Output = Output>,
+    S: Sink<W::Frames>,
+{
+    let mut run = match execute(&mut conn, input).await {
+        Ok(run) => run,
+        Err(error) => {
+            let refusal = match error.error() {
+                Some(error) => Refusal::of(error),
+                None => Refusal::new(RefusalKind::SendFailed, error.to_string()),
+            };
+            let _ = head.send(Err(refusal));
+            return;
+        }
+    };
+    let Some(first) = first(&mut run, head, idle.as_mut()).await else {
+        drop(run);
+        conn.close();
+        let _ = conn.output().await;
+        return;
+    };
+    let ended = pump(&mut run, Some(first), &mut wire, &sink, idle.as_mut()).await;
+    drop(run);
+    conn.close();
+    let output = conn.output();
+    if matches!(ended, Ended::Stopped) {
+        let _ = output.await;
+        return;
+    }
+    // The output first, if the wire shows it; else the stream ends at once.
+    let output = if W::OUTPUT {
+        let output = match idle.as_mut() {
+            Some(idle) => idle.within(output).await,
+            None => Some(output.await),
+        };
+        if let Some(Ok(output)) = output {
+            wire.output(&output);
+        }
+        None
+    } else {
+        Some(output)
+    };
+    let mut frames = W::Frames::default();
+    wire.end(&mut frames);
+    if !frames.is_empty() {
+        match idle.as_mut() {
+            Some(idle) => drop(idle.within(sink.send(frames)).await),
+            None => drop(sink.send(frames).await),
+        }
+    }
+    if let Some(output) = output {
+        let _ = output.await;
+    }
+}
+
+/// The execution's first event, once it says the execution started (answered through
+/// `head`); `None` if it was refused (answered too), or the requester went away first.
+async fn first(
+    run: &mut ExecuteStream<'_>,
+    mut head: Head,
+    idle: Option<&mut Idle>,
+) -> Option<AgentEvent> {
+    let next = tokio::select! {
+        biased;
+        next = run.next() => next,
+        () = head.closed() => {
+            stop(run, PeerGone::Disconnected).await;
+            return None;
+        }
+        timeout = expired(idle) => {
+            stop(run, PeerGone::Idle(timeout)).await;
+            return None;
+        }
+    };
+    let answer = match &next {
+        Some(Ok(AgentEvent::SessionStart {
+            session_id,
+            snapshot_id,
+        })) => Ok(Started {
+            session_id: session_id.clone(),
+            snapshot_id: snapshot_id.clone(),
+        }),
+        Some(Ok(AgentEvent::Error { code, error, .. })) => {
+            let refusal = Refusal::of_event(*code, error);
+            let _ = head.send(Err(refusal));
+            // The refusal's `execute_complete` and turn end: read and dropped.
+            while run.next().await.is_some() {}
+            return None;
+        }
+        Some(Ok(event)) => Err(Refusal::new(
+            RefusalKind::Failed,
+            format!("the execution began with `{}`", event.kind()),
+        )),
+        Some(Err(error)) => Err(Refusal::of(error)),
+        None => Err(Refusal::new(
+            RefusalKind::Failed,
+            "the execution ended before it started",
+        )),
+    };
+    let started = answer.is_ok();
+    if head.send(answer).is_err() && started {
+        // The requester went away as it started.
+        stop(run, PeerGone::Disconnected).await;
+        return None;
+    }
+    match next {
+        Some(Ok(event)) if started => Some(event),
+        _ => None,
+    }
+}
+
+/// Cancels the execution with `cause` and reads what it still sends to its end.
+async fn stop(run: &mut ExecuteStream<'_>, cause: PeerGone) {
+    run.cancel_with(cause);
+    while run.next().await.is_some() {}
+}
+
+/// Completes with the timeout once `idle` expired; never without one.
+async fn expired(idle: Option<&mut Idle>) -> Duration {
+    match idle {
+        Some(idle) => {
+            idle.expired().await;
+            idle.timeout()
+        }
+        None => std::future::pending().await,
+    }
+}
