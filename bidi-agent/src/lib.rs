@@ -87,12 +87,14 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod agent;
+mod refusal;
 mod responder;
 mod scope;
 
 pub use agent::{
     Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError, MAX_SESSION_ID_BYTES,
 };
+pub use refusal::{Refusal, RefusalKind};
 pub use responder::{Artifact, Responder};
 pub use scope::Scope;
 

@@ -276,6 +276,9 @@ async fn answer(
     response
 }
 
+/// What the fake Bot API answers a method call with.
+///
+/// Long by design: the fake Bot API's methods, one arm each.
 #[allow(clippy::too_many_arguments)]
 fn decide(
     chats: &mut Chats,

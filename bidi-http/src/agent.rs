@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};
+use axum::routing::{get, post};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_flow::text::cap;
 use bidi_llm::{
@@ -22,13 +23,25 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::codec::{self, Code, Failure};
-use crate::extract::Segments;
-use crate::flow::body;
+use crate::codec::{Code, Failure};
+use crate::extract::{JsonBody, Segments, Served};
 use crate::{Identity, Shared};
 
 /// The header that carries the session's id.
 pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
+
+/// The agent endpoints: `POST /agent/{name}/execute` (one execution as SSE of its events),
+/// the agent's sessions (`GET /agent/{name}/sessions`, `GET` and `DELETE
+/// /agent/{name}/session/{id}`).
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/{kind}/{name}/execute", post(execute))
+        .route("/{kind}/{name}/sessions", get(sessions))
+        .route(
+            "/{kind}/{name}/session/{id}",
+            get(session).delete(delete_session),
+        )
+}
 
 /// `POST /agent/{name}/execute`.
 #[derive(Debug, Deserialize)]
@@ -71,57 +84,19 @@ pub(crate) fn agent<'a>(
 }
 
 /// `POST /agent/{name}/execute`: one execution, as SSE of its events.
-pub(crate) async fn execute(
+async fn execute(
     State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
+    Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
-    bytes: Result<Bytes, BytesRejection>,
+    JsonBody { value: request, .. }: JsonBody<ExecuteRequest>,
 ) -> Result<Response, Failure> {
-    let agent = agent(&shared, &kind, &name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let request: ExecuteRequest = codec::decode_object(&bytes)?;
-    if request.options.is_some() && request.context.is_none() {
-        return Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            Code::InvalidInput,
-            "`options` are set when a session is created, with its `context`",
-        )
-        .at("/options"));
-    }
+    let agent = &agent;
     // A session named without a context must exist: if not, it would be a new one without one.
     let resumed = match (&request.session_id, &request.context) {
         (Some(id), None) => Some(id.clone()),
         _ => None,
     };
-    let init = match (request.session_id, request.context) {
-        (None, None) => {
-            return Err(Failure::new(
-                StatusCode::BAD_REQUEST,
-                Code::ContextRequired,
-                "a new session needs a `context` (its system prompt, messages and tools); \
-                 to go on with a session, send its `sessionId`",
-            )
-            .at("/context"));
-        }
-        (Some(id), None) => AgentInit::new().resume(id),
-        (id, Some(context)) => {
-            let mut state = agent.new_session(context).map_err(|error| {
-                Failure::new(
-                    StatusCode::BAD_REQUEST,
-                    Code::InvalidInput,
-                    error.to_string(),
-                )
-                .at("/context")
-            })?;
-            state.options = request.options.unwrap_or_default();
-            let init = AgentInit::new().init(state);
-            match id {
-                Some(id) => init.session_id(id),
-                // The agent names the new session.
-                None => init,
-            }
-        }
-    };
+    let init = init(agent, request.session_id, request.context, request.options)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     let started = if request.detach {
         let started = spawn(
@@ -182,6 +157,53 @@ pub(crate) async fn execute(
         response.headers_mut().insert(SESSION_ID, value);
     }
     Ok(response)
+}
+
+/// The session an execute request names: resumed (`sessionId` alone), or new from its
+/// `context` (under its `sessionId`, or one the agent gives it).
+fn init(
+    agent: &LlmAgent,
+    session_id: Option<String>,
+    context: Option<Context>,
+    options: Option<ModelOptions>,
+) -> Result<AgentInit<LlmSession>, Failure> {
+    if options.is_some() && context.is_none() {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            Code::InvalidInput,
+            "`options` are set when a session is created, with its `context`",
+        )
+        .at("/options"));
+    }
+    Ok(match (session_id, context) {
+        (None, None) => {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                Code::ContextRequired,
+                "a new session needs a `context` (its system prompt, messages and tools); \
+                 to go on with a session, send its `sessionId`",
+            )
+            .at("/context"));
+        }
+        (Some(id), None) => AgentInit::new().resume(id),
+        (id, Some(context)) => {
+            let mut state = agent.new_session(context).map_err(|error| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    Code::InvalidInput,
+                    error.to_string(),
+                )
+                .at("/context")
+            })?;
+            state.options = options.unwrap_or_default();
+            let init = AgentInit::new().init(state);
+            match id {
+                Some(id) => init.session_id(id),
+                // The agent names the new session.
+                None => init,
+            }
+        }
+    })
 }
 
 /// The session `id` of `agent` as `identity` sees it (in its scope), if there is one.
@@ -349,14 +371,12 @@ pub(crate) fn store_failed(error: &bidi_session::StoreError) -> Failure {
 }
 
 /// `GET /agent/{name}/sessions`: the ids of the sessions the identity asking has, sorted.
-pub(crate) async fn sessions(
-    State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
+async fn sessions(
+    Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionList>, Failure> {
-    let agent = agent(&shared, &kind, &name)?;
     let identity = identity.map(|Extension(identity)| identity);
-    let ids = sessions_of(agent, identity.as_ref())
+    let ids = sessions_of(&agent, identity.as_ref())
         .list()
         .await
         .map_err(|error| store_failed(&error))?;
@@ -371,12 +391,12 @@ pub(crate) struct SessionList {
 
 /// `DELETE /agent/{name}/session/{id}`: deletes the session (204), unless an execution runs on
 /// it (409) or there is none (404).
-pub(crate) async fn delete_session(
-    State(shared): State<Arc<Shared>>,
-    Segments((kind, name, id)): Segments<(String, String, String)>,
+async fn delete_session(
+    Served { agent, .. }: Served,
+    Segments((_, _, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<StatusCode, Failure> {
-    let agent = agent(&shared, &kind, &name)?;
+    let agent = &agent;
     let identity = identity.map(|Extension(identity)| identity);
     let missing = || {
         Failure::new(
@@ -410,7 +430,7 @@ pub(crate) async fn delete_session(
 }
 
 /// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.
-pub(crate) async fn session(
+async fn session(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,

@@ -71,11 +71,12 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::body::{Body, Bytes};
+use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
+use axum::routing::{get, post};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{
@@ -86,17 +87,17 @@ use bidi_llm::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::codec::{self, Code, Failure};
-use crate::extract::Segments;
-use crate::flow::body;
+use crate::codec::{Code, Failure};
+use crate::extract::{JsonBody, Segments, Served};
 use crate::{Identity, Shared, WaitingCalls};
 
 mod encoder;
 mod history;
 mod input;
 
+use bidi_serve::{Block, Blocks};
 pub use encoder::Encoder;
-use encoder::{Open, Phase};
+use encoder::Phase;
 
 use input::{
     Answered, NO_INTERRUPT, RawMessages, RunAgentInput, create, interrupts, invalid, resume,
@@ -373,11 +374,12 @@ impl bidi_serve::Wire for Sse {
         // The hot path: a delta of the block already open is one event, written as it is,
         // without copying it into an `Event` first (what `Encoder::event` would make of it).
         if self.encoder.phase == Phase::Running {
-            let content = match (event, &self.encoder.open) {
-                (AgentEvent::TextDelta { delta }, Some(Open::Text(id))) => {
+            let blocks = &self.encoder.blocks;
+            let content = match (event, blocks.text(), blocks.reasoning()) {
+                (AgentEvent::TextDelta { delta }, Some(id), _) => {
                     Some(("TEXT_MESSAGE_CONTENT", id, delta))
                 }
-                (AgentEvent::ThinkingDelta { delta }, Some(Open::Reasoning(id))) => {
+                (AgentEvent::ThinkingDelta { delta }, _, Some(id)) => {
                     Some(("REASONING_MESSAGE_CONTENT", id, delta))
                 }
                 _ => None,
@@ -411,22 +413,30 @@ impl bidi_serve::Wire for Sse {
     }
 }
 
+/// AG-UI: `POST /agent/{name}/ag-ui` (a run) and `GET /agent/{name}/ag-ui/{threadId}` (the
+/// stored thread).
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/{kind}/{name}/ag-ui", post(run))
+        .route("/{kind}/{name}/ag-ui/{thread}", get(messages))
+}
+
 /// `POST /agent/{name}/ag-ui`: one run, as SSE of AG-UI events.
-pub(crate) async fn run(
+async fn run(
     State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
+    Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
-    bytes: Result<Bytes, BytesRejection>,
+    JsonBody {
+        value: input,
+        bytes,
+    }: JsonBody<RunAgentInput>,
 ) -> Result<Response, Failure> {
-    let agent = crate::agent::agent(&shared, &kind, &name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let input: RunAgentInput = codec::decode_object(&bytes)?;
     if input.thread_id.is_empty() {
         return Err(invalid("the `threadId` is empty", "/threadId"));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(&shared, agent, identity, input, &bytes).await;
+    let started = start(&shared, &agent, identity, input, &bytes).await;
     match started {
         // What points into the request is the request's error; the rest is the run's.
         Err(failure) if failure.path.is_none() && accepts_events(&headers) => Ok(refused(failure)),
@@ -537,7 +547,7 @@ async fn start(
 
 /// `GET /agent/{name}/ag-ui/{threadId}`: the stored thread as AG-UI messages (for a client
 /// that reloads it), or 404.
-pub(crate) async fn messages(
+async fn messages(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name, thread)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,

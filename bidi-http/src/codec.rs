@@ -5,11 +5,11 @@
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use bidi_agent::{Refusal, RefusalKind};
 use bidi_core::{Error, NotFound};
 use bidi_flow::JsonError;
 use bidi_flow::frame::{self, Frame, FrameError};
 use bidi_flow::text::{cap, pointer, reason};
-use bidi_serve::{Refusal, RefusalKind};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,6 +34,10 @@ pub(crate) enum Code {
     /// The input does not fit the action.
     InvalidInput,
     /// A new agent session needs a `context`.
+    #[cfg_attr(
+        not(feature = "agents"),
+        expect(dead_code, reason = "only the agent endpoints refuse with it")
+    )]
     ContextRequired,
     /// Another execution runs on the session.
     SessionRunning,

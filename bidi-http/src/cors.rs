@@ -6,8 +6,6 @@ use std::time::Duration;
 use axum::http::{HeaderName, HeaderValue, Method};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer, ExposeHeaders};
 
-use crate::agent::SESSION_ID;
-
 /// The origins whose pages may call the server from a browser (CORS), for
 /// [`Server::cors`](crate::Server::cors).
 ///
@@ -72,11 +70,7 @@ impl Cors {
             .allow_origin(origin)
             .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers(AllowHeaders::mirror_request())
-            .expose_headers(ExposeHeaders::list([
-                SESSION_ID,
-                HeaderName::from_static("x-vercel-ai-ui-message-stream"),
-                crate::genkit::STREAM_ID,
-            ]))
+            .expose_headers(ExposeHeaders::list(exposed()))
             .max_age(Duration::from_secs(600))
     }
 }
@@ -112,6 +106,18 @@ fn parse(origin: &str) -> Result<HeaderValue, InvalidOrigin> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not an origin: write it as scheme://host[:port], like http://localhost:3000")]
 pub struct InvalidOrigin(String);
+
+/// The headers of the server's answers a page reads: the agent routes' session and stream
+/// ids, and the UI message stream's marker.
+fn exposed() -> Vec<HeaderName> {
+    #[allow(unused_mut, reason = "empty without the agent routes")]
+    let mut exposed = Vec::new();
+    #[cfg(feature = "agents")]
+    exposed.extend([crate::agent::SESSION_ID, crate::genkit::STREAM_ID]);
+    #[cfg(feature = "ui-stream")]
+    exposed.push(HeaderName::from_static("x-vercel-ai-ui-message-stream"));
+    exposed
+}
 
 #[cfg(test)]
 mod tests {

@@ -29,3 +29,59 @@ where
         }
     }
 }
+
+/// The agent the request's path names (`/agent/{name}/...`), or 404 in the JSON error body.
+#[cfg(feature = "agents")]
+#[derive(Debug)]
+pub(crate) struct Served {
+    pub(crate) agent: bidi_llm::LlmAgent,
+    /// The name it is served under.
+    pub(crate) name: String,
+}
+
+#[cfg(feature = "agents")]
+#[derive(serde::Deserialize)]
+struct AgentPath {
+    kind: String,
+    name: String,
+}
+
+#[cfg(feature = "agents")]
+impl FromRequestParts<std::sync::Arc<crate::Shared>> for Served {
+    type Rejection = Failure;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        shared: &std::sync::Arc<crate::Shared>,
+    ) -> Result<Self, Failure> {
+        let Segments(AgentPath { kind, name }) =
+            Segments::<AgentPath>::from_request_parts(parts, shared).await?;
+        let agent = crate::agent::agent(shared, &kind, &name)?.clone();
+        Ok(Self { agent, name })
+    }
+}
+
+/// A request body that is a JSON object of type `T`, within the server's body limit; refused
+/// (413, or 400 naming where it is wrong) in the JSON error body. `bytes` is the body as sent.
+#[derive(Debug)]
+pub(crate) struct JsonBody<T> {
+    pub(crate) value: T,
+    pub(crate) bytes: axum::body::Bytes,
+}
+
+impl<T> axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for JsonBody<T>
+where
+    T: DeserializeOwned,
+{
+    type Rejection = Failure;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        shared: &std::sync::Arc<crate::Shared>,
+    ) -> Result<Self, Failure> {
+        let bytes = axum::body::Bytes::from_request(request, shared).await;
+        let bytes = crate::flow::body(bytes, shared.limits.max_body_bytes)?;
+        let value = crate::codec::decode_object(&bytes)?;
+        Ok(Self { value, bytes })
+    }
+}

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::Json;
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::Value;
@@ -21,6 +23,14 @@ use bidi_core::PeerGone;
 use bidi_flow::idle::{Activity, Idle};
 
 use crate::{Identity, Shared};
+
+/// The flow routes: `GET /actions`, and every registered action at `/{type}/{name}` (`POST`
+/// for one input over JSON or SSE, a `GET` upgrade for a WebSocket).
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/actions", get(actions))
+        .route("/{kind}/{name}", post(run).get(crate::ws::upgrade))
+}
 
 /// `GET /actions`: the registry's descriptors.
 pub(crate) async fn actions(State(shared): State<Arc<Shared>>) -> Json<Vec<ActionDesc>> {

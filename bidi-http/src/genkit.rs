@@ -43,11 +43,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_flow::text::cap;
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput};
@@ -59,9 +61,18 @@ use bidi_serve::{Detached, Wire};
 
 use crate::agent;
 use crate::codec::{self, Code, Failure};
-use crate::extract::Segments;
+use crate::extract::{Segments, Served};
 use crate::flow::{body, wants_stream};
 use crate::{Identity, Shared};
+
+/// Genkit's agent wire: `POST /agent/{name}/genkit` (a turn), `.../genkit/getSnapshot` and
+/// `.../genkit/abort`.
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/{kind}/{name}/genkit", post(run))
+        .route("/{kind}/{name}/genkit/getSnapshot", post(get_snapshot))
+        .route("/{kind}/{name}/genkit/abort", post(abort))
+}
 
 /// `{"data": AgentInput, "init": AgentInit}`.
 #[derive(Debug, Deserialize)]
@@ -161,15 +172,15 @@ fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
 
 /// `POST /agent/{name}/genkit`: one turn; or, with the header naming a stream, that stream
 /// again.
-pub(crate) async fn run(
+async fn run(
     State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
+    Served { agent, name }: Served,
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
+    let agent = &agent;
     let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     if let Some(id) = stream::requested(&headers)? {
@@ -564,7 +575,7 @@ fn lookup(
 }
 
 /// `POST /agent/{name}/genkit/getSnapshot`: the snapshot, or `null`.
-pub(crate) async fn get_snapshot(
+async fn get_snapshot(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
@@ -633,7 +644,7 @@ fn state(session_id: &str, state: &LlmSession) -> Value {
 }
 
 /// `POST /agent/{name}/genkit/abort`: `{snapshotId, status}`, the status it had.
-pub(crate) async fn abort(
+async fn abort(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,

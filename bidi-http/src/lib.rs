@@ -331,24 +331,37 @@
 //!
 //! # Feature flags
 //!
-//! `bidi-http` has no optional features.
+//! Each agent front end is a feature, all on by default; without them `bidi-http` serves flows
+//! (the flow wire with SSE, and WebSocket) and compiles no agent loop.
+//!
+//! | feature | serves |
+//! |---|---|
+//! | `agents` | [`Server::agent`]: the execute endpoint, sessions, and Genkit's agent wire |
+//! | `ag-ui` | AG-UI at `/agent/{name}/ag-ui` (implies `agents`) |
+//! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
 
 #![doc(test(attr(deny(warnings))))]
 
+#[cfg(feature = "agents")]
 mod agent;
+#[cfg(feature = "ag-ui")]
 pub mod agui;
 mod auth;
 mod codec;
 mod cors;
 mod extract;
 mod flow;
+#[cfg(feature = "agents")]
 mod genkit;
 mod serve;
 mod sse;
+#[cfg(feature = "agents")]
 mod tee;
+#[cfg(feature = "ui-stream")]
 mod vercel;
 mod ws;
 
+#[cfg(feature = "agents")]
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -358,9 +371,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use bidi_core::ConnectOptions;
 use bidi_flow::Registry;
+#[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
@@ -371,6 +384,7 @@ pub use axum;
 pub use auth::{Identity, Unauthorized};
 pub use cors::{Cors, InvalidOrigin};
 pub use serve::Bound;
+#[cfg(feature = "ui-stream")]
 pub use vercel::UiMessageStream;
 
 use auth::Authenticate;
@@ -380,9 +394,11 @@ use auth::Authenticate;
 #[must_use]
 pub struct Server {
     registry: Registry,
+    #[cfg(feature = "agents")]
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
     cors: Option<Cors>,
+    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
     waiting_calls: Option<WaitingCalls>,
     routes: Router,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
@@ -392,9 +408,11 @@ pub struct Server {
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server")
-            .field("registry", &self.registry)
-            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+        let mut debug = f.debug_struct("Server");
+        debug.field("registry", &self.registry);
+        #[cfg(feature = "agents")]
+        debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
+        debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
             .field("routes", &self.routes)
@@ -440,13 +458,17 @@ pub(crate) const INPUT_WINDOW: usize = 1;
 /// Everything a request handler needs.
 pub(crate) struct Shared {
     pub(crate) registry: Registry,
+    #[cfg(feature = "agents")]
     pub(crate) agents: HashMap<String, LlmAgent>,
     pub(crate) limits: Limits,
     /// What a user message does while calls wait; `None`: each front end's default.
+    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
     pub(crate) waiting_calls: Option<WaitingCalls>,
     /// The UI message streams being answered, for clients that resume them.
+    #[cfg(feature = "ui-stream")]
     pub(crate) chats: Arc<tee::Tees<vercel::ChatKey>>,
     /// The Genkit streams being answered, for clients that reconnect to them.
+    #[cfg(feature = "agents")]
     pub(crate) genkit: Arc<tee::Tees<genkit::StreamKey>>,
 }
 
@@ -473,9 +495,11 @@ impl Server {
     pub fn new(registry: Registry) -> Self {
         Self {
             registry,
+            #[cfg(feature = "agents")]
             agents: HashMap::new(),
             auth: None,
             cors: None,
+            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
             waiting_calls: None,
             routes: Router::new(),
             layers: Vec::new(),
@@ -484,6 +508,7 @@ impl Server {
         }
     }
 
+    #[cfg(feature = "agents")]
     /// Serves `agent`'s execute and session endpoints under `/agent/{name}/`. Register it in the
     /// registry too (`registry.register(agent.agent().clone().into_flow())`) to serve it on the
     /// flow wire and WebSocket as well.
@@ -542,6 +567,7 @@ impl Server {
     /// a pending frontend tool when the user sends a new message), the UI message stream
     /// refuses (as the AI SDK's own `convertToModelMessages` refuses a call without a result).
     /// Interrupts (AG-UI approvals) always need their `resume`, which AG-UI clients enforce.
+    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
     pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
         self.waiting_calls = Some(waiting);
         self
@@ -668,35 +694,29 @@ impl Server {
     /// ```
     pub fn router(self) -> Router {
         // What the answers of every wire keep for the clients that come back to them.
+        #[cfg(feature = "agents")]
         let kept = Arc::new(tee::Budget::default());
         let shared = Arc::new(Shared {
             registry: self.registry,
+            #[cfg(feature = "agents")]
             agents: self.agents,
             limits: self.limits,
+            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
             waiting_calls: self.waiting_calls,
+            #[cfg(feature = "ui-stream")]
             chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            #[cfg(feature = "agents")]
             genkit: Arc::new(tee::Tees::new(kept)),
         });
-        let router = Router::new()
-            .route("/actions", get(flow::actions))
-            .route("/{kind}/{name}", post(flow::run).get(ws::upgrade))
-            .route("/{kind}/{name}/execute", post(agent::execute))
-            .route("/{kind}/{name}/genkit", post(genkit::run))
-            .route(
-                "/{kind}/{name}/genkit/getSnapshot",
-                post(genkit::get_snapshot),
-            )
-            .route("/{kind}/{name}/genkit/abort", post(genkit::abort))
-            .route("/{kind}/{name}/sessions", get(agent::sessions))
-            .route(
-                "/{kind}/{name}/session/{id}",
-                get(agent::session).delete(agent::delete_session),
-            )
-            .route("/{kind}/{name}/chat", post(vercel::chat))
-            .route("/{kind}/{name}/chat/{id}", get(vercel::messages))
-            .route("/{kind}/{name}/chat/{id}/stream", get(vercel::resume))
-            .route("/{kind}/{name}/ag-ui", post(agui::run))
-            .route("/{kind}/{name}/ag-ui/{thread}", get(agui::messages))
+        // Each concern's routes, one line each.
+        let router = flow::routes();
+        #[cfg(feature = "agents")]
+        let router = router.merge(agent::routes()).merge(genkit::routes());
+        #[cfg(feature = "ui-stream")]
+        let router = router.merge(vercel::routes());
+        #[cfg(feature = "ag-ui")]
+        let router = router.merge(agui::routes());
+        let router = router
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
@@ -741,6 +761,7 @@ impl Server {
 
 /// What a user message does while calls of its session wait for the client: see
 /// [`Server::waiting_calls`].
+#[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitingCalls {

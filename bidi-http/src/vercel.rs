@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::body::{Body, Bytes};
+use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{Status, TurnInput};
@@ -19,9 +20,8 @@ use bidi_session::SessionStore;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::codec::{self, Code, Failure};
-use crate::extract::Segments;
-use crate::flow::body;
+use crate::codec::{Code, Failure};
+use crate::extract::{JsonBody, Segments, Served};
 use crate::{Identity, Shared, WaitingCalls, agent};
 
 mod chunk;
@@ -66,16 +66,24 @@ const HEADERS: [(HeaderName, &str); 2] = [
     ),
 ];
 
+/// The UI message stream: `POST /agent/{name}/chat` (an answer), `GET
+/// /agent/{name}/chat/{id}` (the stored chat) and `GET /agent/{name}/chat/{id}/stream` (the
+/// answer streaming now, for a client that resumes it).
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/{kind}/{name}/chat", post(chat))
+        .route("/{kind}/{name}/chat/{id}", get(messages))
+        .route("/{kind}/{name}/chat/{id}/stream", get(resume))
+}
+
 /// `POST /agent/{name}/chat`: one execution, as a UI message stream.
-pub(crate) async fn chat(
+async fn chat(
     State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
+    Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
-    bytes: Result<Bytes, BytesRejection>,
+    JsonBody { value: request, .. }: JsonBody<ChatRequest>,
 ) -> Result<Response, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let request: ChatRequest = codec::decode_object(&bytes)?;
+    let agent = &agent;
     if request.id.is_empty() {
         return Err(Failure::malformed("`id` (the chat) is empty").at("/id"));
     }
@@ -142,7 +150,7 @@ pub(crate) async fn chat(
             .message_id
             .clone()
             .filter(|_| request.trigger == Trigger::RegenerateMessage)
-            .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4())),
+            .unwrap_or_else(|| format!("msg-{}", bidi_session::new_id())),
     };
     let mut encoder = UiMessageStream::new(message_id);
     if let TurnInput::Resume(resume) = &input {
@@ -167,7 +175,7 @@ pub(crate) async fn chat(
 
 /// `GET /agent/{name}/chat/{id}`: the stored chat as the AI SDK's `UIMessage[]` (for
 /// `useChat({ messages })` after a page reload), or 404.
-pub(crate) async fn messages(
+async fn messages(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
@@ -179,7 +187,7 @@ pub(crate) async fn messages(
 
 /// `GET /agent/{name}/chat/{id}/stream`: the answer chat `id` is streaming in this process,
 /// from its first chunk, or 204 when there is none.
-pub(crate) async fn resume(
+async fn resume(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,

@@ -619,6 +619,9 @@ impl<'a> Turn<'a> {
     /// given); their deltas stream as they come, their ends and results in call order. Every
     /// call gets a result: one interrupted, or whose stream ended without one, an error result
     /// saying so.
+    ///
+    /// Long by design: one loop over the running calls, whose order rules (deltas as they come,
+    /// ends in call order) need its whole state in view.
     async fn run_tools(
         &mut self,
         state: &mut LlmSession,

@@ -108,6 +108,11 @@ impl Command {
     }
 }
 
+/// The subprocess's side of one connection: its lines as chunks, the inbound messages as its
+/// input, until it exits.
+///
+/// Long by design: one `select!` over the child's lines, the inbound messages and the
+/// deadlines, which share the loop's state.
 async fn serve(
     command: &Command,
     mut inbound: Inbound<Input>,

@@ -71,13 +71,12 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod pump;
-mod refusal;
 pub mod sink;
 mod start;
 mod wire;
 
+pub use bidi_agent::{Refusal, RefusalKind};
 pub use pump::{Ended, Events, pump};
-pub use refusal::{Refusal, RefusalKind};
 pub use sink::{Closed, Detached, Sink};
 pub use start::{AgentConnection, Execution, Output, Started};
-pub use wire::{BATCH_BYTES, Frames, Wire};
+pub use wire::{BATCH_BYTES, Block, Blocks, Frames, Wire};

@@ -6,9 +6,9 @@ use bidi_flow::idle::Idle;
 use bidi_llm::{AgentEvent, ExecuteStream};
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 
-use crate::refusal::Refusal;
 use crate::sink::{Closed, Sink};
 use crate::wire::{Frames, Wire};
+use bidi_agent::Refusal;
 
 /// A stream of one execution's (or one turn's) events that the pump can stop:
 /// [`ExecuteStream`] and a connection's [`Responses`].

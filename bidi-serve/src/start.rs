@@ -6,14 +6,14 @@ use std::time::Duration;
 use bidi_agent::AgentOutput;
 use bidi_core::{Connection, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
-use bidi_llm::{AgentEvent, ExecuteStream, LlmSession, TurnInput, execute};
+use bidi_llm::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, execute};
 use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 
 use crate::pump::{Ended, pump};
-use crate::refusal::{Refusal, RefusalKind};
 use crate::sink::Sink;
 use crate::wire::{Frames as _, Wire};
+use bidi_agent::{Refusal, RefusalKind};
 
 /// A connection of an [`LlmAgent`](bidi_llm::LlmAgent): what [`Execution`] runs on.
 pub type AgentConnection = Connection<TurnInput, Output, AgentEvent>;
@@ -232,7 +232,7 @@ async fn first(
             snapshot_id: snapshot_id.clone(),
         }),
         Some(Ok(AgentEvent::Error { code, error, .. })) => {
-            let refusal = Refusal::of_event(*code, error);
+            let refusal = refused(*code, error);
             let _ = head.send(Err(refusal));
             // The refusal's `execute_complete` and turn end: read and dropped.
             while run.next().await.is_some() {}
@@ -258,6 +258,16 @@ async fn first(
         Some(Ok(event)) if started => Some(event),
         _ => None,
     }
+}
+
+/// An execution's refusal as its first event says it (`error` before `session_start`).
+fn refused(code: ErrorCode, error: &str) -> Refusal {
+    let kind = match code {
+        ErrorCode::SessionRunning => RefusalKind::SessionRunning,
+        ErrorCode::InvalidInput => RefusalKind::InvalidInput,
+        _ => RefusalKind::Failed,
+    };
+    Refusal::new(kind, error)
 }
 
 /// Cancels the execution with `cause` and reads what it still sends to its end.

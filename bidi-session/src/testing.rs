@@ -498,6 +498,8 @@ pub async fn concurrent_updates(
 /// # Cancel safety
 ///
 /// Dropping the future stops the check; the sessions it wrote stay in the store.
+///
+/// Long by design: the lifecycle is checked step by step, each step's state from the last.
 pub async fn turns(store: &dyn SessionStore, prefix: &str) {
     let id = format!("{prefix}turns");
     let root = create(store, &id, json!({"n": 0})).await;

@@ -37,7 +37,7 @@ pub struct Encoder {
     /// The message of the model's current answer, once it has one.
     message_id: Option<String>,
     /// The text, reasoning or tool call block being streamed.
-    pub(super) open: Option<Open>,
+    pub(super) blocks: Blocks,
     /// A model answer was cut short by a cancellation.
     cancelled: bool,
     /// The calls waiting for approval: the run's interrupts.
@@ -67,14 +67,6 @@ pub(super) enum Phase {
     Ended,
 }
 
-#[derive(Debug)]
-pub(super) enum Open {
-    Text(String),
-    Reasoning(String),
-    /// A tool call, by its id.
-    ToolCall(String),
-}
-
 /// A fresh id for a message of the run: 64 random bits, short because it is in every delta
 /// (`m-` and 16 hex digits: 18 bytes, not a UUID's 36).
 fn new_id() -> String {
@@ -90,7 +82,7 @@ impl Encoder {
             state: None,
             phase: Phase::Idle,
             message_id: None,
-            open: None,
+            blocks: Blocks::default(),
             cancelled: false,
             interrupts: Vec::new(),
             snapshot: None,
@@ -135,6 +127,8 @@ impl Encoder {
     }
 
     /// Appends what `event` becomes to `out` (perhaps nothing).
+    ///
+    /// Long by design: one arm per event kind, so the wire's whole mapping reads in one place.
     pub fn event(&mut self, event: &AgentEvent, out: &mut Vec<Event>) {
         if self.phase == Phase::Ended {
             return;
@@ -169,17 +163,17 @@ impl Encoder {
                 }
             }
             AgentEvent::ToolcallDelta { delta, .. } => {
-                if let Some(Open::ToolCall(id)) = &self.open
+                if let Some(id) = self.blocks.tool_call()
                     && !delta.is_empty()
                 {
                     out.push(Event::ToolCallArgs {
-                        tool_call_id: id.clone(),
+                        tool_call_id: id.to_owned(),
                         delta: delta.clone(),
                     });
                 }
             }
             AgentEvent::ToolcallEnd { tool_call, .. } => {
-                if matches!(&self.open, Some(Open::ToolCall(id)) if *id == tool_call.id) {
+                if self.blocks.tool_call() == Some(tool_call.id.as_str()) {
                     self.close(out);
                 } else {
                     // An end without its start: the whole call at once.
@@ -316,9 +310,14 @@ impl Encoder {
         if delta.is_empty() {
             return;
         }
-        let message_id = match (&self.open, reasoning) {
-            (Some(Open::Text(id)), false) | (Some(Open::Reasoning(id)), true) => id.clone(),
-            _ => {
+        let open = if reasoning {
+            self.blocks.reasoning()
+        } else {
+            self.blocks.text()
+        };
+        let message_id = match open {
+            Some(id) => id.to_owned(),
+            None => {
                 self.close(out);
                 if reasoning {
                     self.open_reasoning(out)
@@ -360,7 +359,7 @@ impl Encoder {
             message_id: message_id.clone(),
             role: "assistant".to_owned(),
         });
-        self.open = Some(Open::Text(message_id.clone()));
+        self.blocks.open(Block::Text(message_id.clone()));
         message_id
     }
 
@@ -378,7 +377,7 @@ impl Encoder {
             message_id: message_id.clone(),
             role: "reasoning".to_owned(),
         });
-        self.open = Some(Open::Reasoning(message_id.clone()));
+        self.blocks.open(Block::Reasoning(message_id.clone()));
         message_id
     }
 
@@ -389,21 +388,26 @@ impl Encoder {
             tool_call_name: tool_name.to_owned(),
             parent_message_id: Some(parent),
         });
-        self.open = Some(Open::ToolCall(tool_call_id.to_owned()));
+        self.blocks.open(Block::ToolCall {
+            id: tool_call_id.to_owned(),
+            name: tool_name.to_owned(),
+            arguments: String::new(),
+            shown: true,
+        });
     }
 
     /// Ends the open block, if any.
     fn close(&mut self, out: &mut Vec<Event>) {
-        match self.open.take() {
-            Some(Open::ToolCall(tool_call_id)) => out.push(Event::ToolCallEnd { tool_call_id }),
-            Some(Open::Text(message_id)) => out.push(Event::TextMessageEnd { message_id }),
-            Some(Open::Reasoning(message_id)) => {
+        match self.blocks.close() {
+            Some(Block::ToolCall { id, .. }) => out.push(Event::ToolCallEnd { tool_call_id: id }),
+            Some(Block::Text(message_id)) => out.push(Event::TextMessageEnd { message_id }),
+            Some(Block::Reasoning(message_id)) => {
                 out.push(Event::ReasoningMessageEnd {
                     message_id: message_id.clone(),
                 });
                 out.push(Event::ReasoningEnd { message_id });
             }
-            None => {}
+            _ => {}
         }
     }
 

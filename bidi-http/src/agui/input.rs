@@ -244,6 +244,8 @@ pub(super) fn tool_result(
 /// A new thread's session and its first input: the messages before the last user message are
 /// its history (system and developer messages its system prompt), the input's tools its remote
 /// tools, and the last user message the input.
+///
+/// Long by design: one pass over the thread's messages, in order.
 pub(super) fn create(
     agent: &LlmAgent,
     messages: Vec<InputMessage>,

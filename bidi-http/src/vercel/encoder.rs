@@ -11,28 +11,13 @@ use axum::http::HeaderValue;
 use axum::response::Response;
 use bidi_agent::AgentOutput;
 use bidi_llm::LlmSession;
-use bidi_serve::Wire;
+use bidi_serve::{Block, Blocks, Wire};
 
 /// The kinds of content block a delta goes to.
 #[derive(Debug, Clone, Copy)]
-enum Block {
+enum Kind {
     Text,
     Reasoning,
-}
-
-/// The block being streamed.
-#[derive(Debug)]
-enum Open {
-    Text(String),
-    Reasoning(String),
-    /// A tool call whose input is streaming (`shown`: its `tool-input-start` is written), or,
-    /// for a start without an id, whose arguments wait for its end.
-    Tool {
-        id: String,
-        name: String,
-        arguments: String,
-        shown: bool,
-    },
 }
 
 /// What an approval's id starts with (the call's id follows).
@@ -89,7 +74,10 @@ pub struct UiMessageStream {
     message_id: String,
     started: bool,
     step: bool,
-    open: Option<Open>,
+    /// The block being streamed: text, reasoning, or a tool call whose input is streaming
+    /// (`shown`: its `tool-input-start` is written), or, for a start without an id, whose
+    /// arguments wait for its end.
+    open: Blocks,
     /// How many text and reasoning blocks were opened: their ids.
     blocks: usize,
     /// The calls whose input the client has (or had cut short).
@@ -111,7 +99,7 @@ impl UiMessageStream {
             message_id: message_id.into(),
             started: false,
             step: false,
-            open: None,
+            open: Blocks::default(),
             blocks: 0,
             inputs: HashSet::new(),
             outputs: HashMap::new(),
@@ -149,6 +137,9 @@ impl UiMessageStream {
     }
 
     /// Appends the chunks `event` becomes to `buf` (perhaps none).
+    ///
+    /// Long by design: one arm per event kind, in the order of the table above, so the wire's
+    /// whole mapping reads in one place.
     pub fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
         if self.finished {
             return;
@@ -166,12 +157,12 @@ impl UiMessageStream {
                 self.step = true;
             }
             AgentEvent::TextStart => self.open_text(buf),
-            AgentEvent::TextDelta { delta } => self.delta(Block::Text, delta, buf),
-            AgentEvent::TextEnd { text } => self.end_block(Block::Text, text, buf),
+            AgentEvent::TextDelta { delta } => self.delta(Kind::Text, delta, buf),
+            AgentEvent::TextEnd { text } => self.end_block(Kind::Text, text, buf),
             AgentEvent::ThinkingStart => self.open_reasoning(buf),
-            AgentEvent::ThinkingDelta { delta } => self.delta(Block::Reasoning, delta, buf),
+            AgentEvent::ThinkingDelta { delta } => self.delta(Kind::Reasoning, delta, buf),
             AgentEvent::ThinkingEnd { thinking } => {
-                self.end_block(Block::Reasoning, thinking, buf);
+                self.end_block(Kind::Reasoning, thinking, buf);
             }
             AgentEvent::ToolcallStart {
                 tool_call_id,
@@ -192,7 +183,7 @@ impl UiMessageStream {
                         buf,
                     );
                 }
-                self.open = Some(Open::Tool {
+                self.open.open(Block::ToolCall {
                     id: tool_call_id.clone(),
                     name: tool_name.clone(),
                     arguments: String::new(),
@@ -200,12 +191,12 @@ impl UiMessageStream {
                 });
             }
             AgentEvent::ToolcallDelta { delta, .. } => {
-                if let Some(Open::Tool {
+                if let Some(Block::ToolCall {
                     id,
                     arguments,
                     shown,
                     ..
-                }) = &mut self.open
+                }) = self.open.current_mut()
                 {
                     arguments.push_str(delta);
                     if *shown && !delta.is_empty() {
@@ -219,8 +210,8 @@ impl UiMessageStream {
                     }
                 }
             }
-            AgentEvent::ToolcallEnd { tool_call, .. } => match self.open.take() {
-                Some(Open::Tool {
+            AgentEvent::ToolcallEnd { tool_call, .. } => match self.open.close() {
+                Some(Block::ToolCall {
                     id, shown: true, ..
                 }) if id == tool_call.id => {
                     write_chunk(
@@ -233,14 +224,16 @@ impl UiMessageStream {
                     );
                     self.inputs.insert(id);
                 }
-                Some(Open::Tool {
+                Some(Block::ToolCall {
                     arguments,
                     shown: false,
                     ..
                 }) => self.input(tool_call, &arguments, buf),
                 open => {
                     // An end without its start: the whole call at once.
-                    self.open = open;
+                    if let Some(open) = open {
+                        self.open.open(open);
+                    }
                     self.input(tool_call, "", buf);
                 }
             },
@@ -425,30 +418,30 @@ impl UiMessageStream {
     }
 
     /// Whether a block of `kind` is open.
-    fn is_open(&self, kind: Block) -> bool {
-        matches!(
-            (&self.open, kind),
-            (Some(Open::Text(_)), Block::Text) | (Some(Open::Reasoning(_)), Block::Reasoning)
-        )
+    fn is_open(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Text => self.open.text().is_some(),
+            Kind::Reasoning => self.open.reasoning().is_some(),
+        }
     }
 
     /// Writes `delta` to the open block of `kind`, opening one first if another is open.
-    fn delta(&mut self, kind: Block, delta: &str, buf: &mut Vec<u8>) {
+    fn delta(&mut self, kind: Kind, delta: &str, buf: &mut Vec<u8>) {
         if !self.is_open(kind) {
             match kind {
-                Block::Text => self.open_text(buf),
-                Block::Reasoning => self.open_reasoning(buf),
+                Kind::Text => self.open_text(buf),
+                Kind::Reasoning => self.open_reasoning(buf),
             }
         }
-        match &self.open {
-            Some(Open::Text(id)) => write_chunk(&Chunk::TextDelta { id, delta }, buf),
-            Some(Open::Reasoning(id)) => write_chunk(&Chunk::ReasoningDelta { id, delta }, buf),
+        match self.open.current() {
+            Some(Block::Text(id)) => write_chunk(&Chunk::TextDelta { id, delta }, buf),
+            Some(Block::Reasoning(id)) => write_chunk(&Chunk::ReasoningDelta { id, delta }, buf),
             _ => {}
         }
     }
 
     /// Ends the block of `kind`; an end without its start is the whole block at once.
-    fn end_block(&mut self, kind: Block, whole: &str, buf: &mut Vec<u8>) {
+    fn end_block(&mut self, kind: Kind, whole: &str, buf: &mut Vec<u8>) {
         if !self.is_open(kind) {
             self.delta(kind, whole, buf);
         }
@@ -460,7 +453,7 @@ impl UiMessageStream {
         self.step(buf);
         let id = self.next_id("text");
         write_chunk(&Chunk::TextStart { id: &id }, buf);
-        self.open = Some(Open::Text(id));
+        self.open.open(Block::Text(id));
     }
 
     fn open_reasoning(&mut self, buf: &mut Vec<u8>) {
@@ -468,15 +461,15 @@ impl UiMessageStream {
         self.step(buf);
         let id = self.next_id("reasoning");
         write_chunk(&Chunk::ReasoningStart { id: &id }, buf);
-        self.open = Some(Open::Reasoning(id));
+        self.open.open(Block::Reasoning(id));
     }
 
     /// Closes the open block: a tool call open now was cut short.
     fn close(&mut self, buf: &mut Vec<u8>) {
-        match self.open.take() {
-            Some(Open::Text(id)) => write_chunk(&Chunk::TextEnd { id: &id }, buf),
-            Some(Open::Reasoning(id)) => write_chunk(&Chunk::ReasoningEnd { id: &id }, buf),
-            Some(Open::Tool {
+        match self.open.close() {
+            Some(Block::Text(id)) => write_chunk(&Chunk::TextEnd { id: &id }, buf),
+            Some(Block::Reasoning(id)) => write_chunk(&Chunk::ReasoningEnd { id: &id }, buf),
+            Some(Block::ToolCall {
                 id,
                 name,
                 arguments,
@@ -493,7 +486,7 @@ impl UiMessageStream {
                 );
                 self.inputs.insert(id);
             }
-            Some(Open::Tool { shown: false, .. }) | None => {}
+            _ => {}
         }
     }
 

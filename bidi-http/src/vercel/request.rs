@@ -247,6 +247,8 @@ fn last_step(message: &UiMessage) -> &[UiPart] {
 /// A new chat's session state from the client's conversation, and what to run: the last user
 /// message, or the results of the client's calls in the last step of the last assistant
 /// message.
+///
+/// Long by design: one pass over the chat's messages, in order.
 pub(super) fn stateless(
     agent: &LlmAgent,
     request: &ChatRequest,

@@ -1,11 +1,10 @@
-//! Why an execution did not start, or why a connection ended: one classification of a
-//! connection's errors that every front end maps to its protocol's own error.
+//! Why an agent's execution did not start, or why its connection ended: one classification
+//! of a connection's errors that every front end maps to its protocol's own error.
 
 use std::fmt;
 
 use bidi_core::{Error, NotFound, PeerGone};
 use bidi_flow::text::untyped;
-use bidi_llm::ErrorCode;
 
 /// What kind of refusal a [`Refusal`] is: what a front end maps to its protocol's error (an
 /// HTTP status, a JSON-RPC code, an A2A task state).
@@ -37,7 +36,7 @@ pub enum RefusalKind {
 ///
 /// ```
 /// use bidi_core::{Error, PeerGone};
-/// use bidi_serve::{Refusal, RefusalKind};
+/// use bidi_agent::{Refusal, RefusalKind};
 ///
 /// let missing = Error::action(bidi_session::StoreError::not_found("chat-9"));
 /// assert_eq!(Refusal::of(&missing).kind(), RefusalKind::NotFound);
@@ -79,7 +78,7 @@ impl Refusal {
                 Some(bidi_session::StoreError::InvalidState { .. }) => {
                     RefusalKind::SessionIncompatible
                 }
-                _ if source.downcast_ref::<bidi_agent::InitError>().is_some() => {
+                _ if source.downcast_ref::<crate::InitError>().is_some() => {
                     RefusalKind::InvalidInit
                 }
                 _ => RefusalKind::Failed,
@@ -92,16 +91,6 @@ impl Refusal {
             _ => RefusalKind::Failed,
         };
         Self::new(kind, message)
-    }
-
-    /// An execution's refusal as its first event says it (`error` before `session_start`).
-    pub(crate) fn of_event(code: ErrorCode, error: &str) -> Self {
-        let kind = match code {
-            ErrorCode::SessionRunning => RefusalKind::SessionRunning,
-            ErrorCode::InvalidInput => RefusalKind::InvalidInput,
-            _ => RefusalKind::Failed,
-        };
-        Self::new(kind, error)
     }
 
     /// What kind of refusal it is.
