@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{ContentBlock, Error, SessionUpdate, StopReason};
 use bidi_agent::{Agent, AgentInit, Scope};
-use bidi_core::{ConnectOptions, PeerGone};
+use bidi_core::ConnectOptions;
+use bidi_serve::{Ended, Wire};
 use bidi_session::{Session, SessionStore, StoreError};
-use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{Cancelled, SESSION_SCOPE, Shared, sessions};
+use crate::server::{SESSION_SCOPE, Shared, sessions};
+use crate::turn::{Client, Show, Shown};
 
 /// What turns a bidi [`Agent`] of yours into an ACP agent: the input a prompt makes, and the
 /// updates each chunk of a turn shows. Serve it with [`Server::bridge`](crate::Server::bridge).
@@ -23,7 +24,7 @@ use crate::server::{Cancelled, SESSION_SCOPE, Shared, sessions};
 /// is sent, the chunks until the agent ends its turn
 /// ([`Responder::end_turn`](bidi_agent::Responder::end_turn)) become `session/update`s, then
 /// the input is closed and the turn answers `end_turn` (or `cancelled` after a
-/// `session/cancel`, which cancels the connection with [`Cancelled::ByClient`]). A session is
+/// `session/cancel`, which cancels the connection with [`Cancelled::ByClient`](crate::Cancelled::ByClient)). A session is
 /// created with `State::default()` in the agent's store, so `session/load` finds it after a
 /// restart and [`replay`](Self::replay)s it.
 ///
@@ -232,34 +233,22 @@ where
                 });
             }
             let mut responses = rx.responses();
-            loop {
-                let chunk = tokio::select! {
-                    biased;
-                    () = token.cancelled() => {
-                        if shared.is_stopped() {
-                            tx.cancel_with(PeerGone::Disconnected);
-                        } else {
-                            tx.cancel_with(Cancelled::ByClient);
-                        }
-                        while responses.next().await.is_some() {}
-                        drop(responses);
-                        tx.close();
-                        let _ = rx.output().await;
-                        return Ok(StopReason::Cancelled);
-                    }
-                    chunk = responses.next() => chunk,
-                };
-                match chunk {
-                    None => break,
-                    Some(Err(error)) => return Err(failed(&error)),
-                    Some(Ok(chunk)) => {
-                        for update in bridge.updates(chunk) {
-                            if shared.update(&session_id, update).await.is_err() {
-                                tx.cancel_with(PeerGone::Disconnected);
-                                return Ok(StopReason::Cancelled);
-                            }
-                        }
-                    }
+            let client = Client {
+                shared: &shared,
+                session_id: &session_id,
+                token: &token,
+            };
+            let mut updates = Updates(&*bridge);
+            let ended = bidi_serve::pump(&mut responses, None, &mut updates, &client, None).await;
+            match ended {
+                Ended::Done => {}
+                Ended::Failed(refusal) => return Err(failed(&refusal)),
+                _ => {
+                    // Cancelled: the agent saves its session as it stops.
+                    drop(responses);
+                    tx.close();
+                    let _ = rx.output().await;
+                    return Ok(StopReason::Cancelled);
                 }
             }
             drop(responses);
@@ -270,4 +259,21 @@ where
             }
         })
     }
+}
+
+/// A bridged agent's chunks as the updates its bridge makes of them.
+struct Updates<'a, B>(&'a B);
+
+impl<B: Bridge> Wire for Updates<'_, B> {
+    type Event = B::Stream;
+    type Output = ();
+    type Frames = Shown;
+
+    fn event(&mut self, chunk: B::Stream, out: &mut Shown) {
+        out.0
+            .extend(self.0.updates(chunk).into_iter().map(Show::Update));
+    }
+
+    /// The turn's answer says it failed: nothing to show.
+    fn failed(&mut self, _: &str, _: &mut Shown) {}
 }

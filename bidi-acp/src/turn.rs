@@ -186,7 +186,7 @@ async fn turn(
     if matches!(ended, Ended::Stopped) {
         drop(run);
         // A client still there learns that the tool calls still running failed.
-        if token.is_cancelled() && !shared.stop.is_cancelled() {
+        if token.is_cancelled() && !shared.is_stopped() {
             for update in updates.unfinished() {
                 if shared.update(session_id, update).await.is_err() {
                     break;
@@ -228,10 +228,10 @@ fn connection(
 
 /// The client a turn's updates go to. The turn stops when the client sends
 /// `session/cancel` ([`Cancelled::ByClient`]) or goes away ([`PeerGone::Disconnected`]).
-struct Client<'a> {
-    shared: &'a Shared,
-    session_id: &'a SessionId,
-    token: &'a CancellationToken,
+pub(crate) struct Client<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) session_id: &'a SessionId,
+    pub(crate) token: &'a CancellationToken,
 }
 
 impl Sink<Shown> for Client<'_> {
@@ -251,7 +251,7 @@ impl Sink<Shown> for Client<'_> {
 
     async fn closed(&self) -> BoxError {
         self.token.cancelled().await;
-        if self.shared.stop.is_cancelled() {
+        if self.shared.is_stopped() {
             Box::new(PeerGone::Disconnected)
         } else {
             Box::new(Cancelled::ByClient)
@@ -262,14 +262,14 @@ impl Sink<Shown> for Client<'_> {
 /// What a turn writes to its client, in order: updates, and the tool calls it reached (all
 /// that came before them written), which may then ask for permission.
 #[derive(Debug, Default)]
-struct Shown(Vec<Show>);
+pub(crate) struct Shown(pub(crate) Vec<Show>);
 
 #[derive(Debug)]
 #[expect(
     clippy::large_enum_variant,
     reason = "updates are nearly every item: boxing them would cost an allocation each"
 )]
-enum Show {
+pub(crate) enum Show {
     Update(SessionUpdate),
     Reached {
         call: String,
@@ -348,7 +348,7 @@ struct Asker {
 /// execution asks as soon as the call starts, while the events before it may still be on
 /// their way to the turn.
 #[derive(Debug, Default)]
-struct Open {
+pub(crate) struct Open {
     calls: Mutex<Calls>,
     changed: Notify,
 }
@@ -591,22 +591,22 @@ impl<'a> Updates<'a> {
 
     /// A loop event as the update that shows it, if one does; a call that `asks` for
     /// permission is shown as waiting for it.
-    fn of(&mut self, event: &AgentEvent, asks: bool) -> Option<SessionUpdate> {
+    fn of(&mut self, event: AgentEvent, asks: bool) -> Option<SessionUpdate> {
         Some(match event {
-            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(delta)),
-            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(delta)),
+            AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
+            AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
             AgentEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,
                 args,
             } => {
                 if tool_name == PLAN_TOOL
-                    && let Some(plan) = plan(args)
+                    && let Some(plan) = plan(&args)
                 {
-                    self.plans.push(tool_call_id.clone());
+                    self.plans.push(tool_call_id);
                     return Some(SessionUpdate::Plan(plan));
                 }
-                self.open.show(tool_call_id);
+                self.open.show(&tool_call_id);
                 let status = if asks {
                     ToolCallStatus::Pending
                 } else {
@@ -615,9 +615,9 @@ impl<'a> Updates<'a> {
                 tool_call(
                     self.rules,
                     &self.asker.cwd,
-                    tool_call_id.clone(),
-                    tool_name.clone(),
-                    args.clone(),
+                    tool_call_id,
+                    tool_name,
+                    args,
                     status,
                 )
             }
@@ -627,9 +627,9 @@ impl<'a> Updates<'a> {
             } => {
                 // An update's content replaces the call's: it is all the output so far.
                 let output = self.output.entry(tool_call_id.clone()).or_default();
-                output.push_str(delta);
+                output.push_str(&delta);
                 SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    tool_call_id.clone(),
+                    tool_call_id,
                     ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
                 ))
             }
@@ -641,19 +641,13 @@ impl<'a> Updates<'a> {
                 attachments,
                 ..
             } => {
-                self.output.remove(tool_call_id);
-                if let Some(at) = self.plans.iter().position(|id| id == tool_call_id) {
+                self.output.remove(&tool_call_id);
+                if let Some(at) = self.plans.iter().position(|id| *id == tool_call_id) {
                     self.plans.swap_remove(at);
                     return None; // Its plan update showed it.
                 }
-                self.open.end(tool_call_id);
-                tool_done(
-                    tool_call_id,
-                    output,
-                    attachments,
-                    details.clone(),
-                    *is_error,
-                )
+                self.open.end(&tool_call_id);
+                tool_done(&tool_call_id, &output, &attachments, details, is_error)
             }
             _ => return None,
         })
@@ -665,9 +659,9 @@ impl Wire for Updates<'_> {
     type Output = ();
     type Frames = Shown;
 
-    fn event(&mut self, event: &AgentEvent, out: &mut Shown) {
+    fn event(&mut self, event: AgentEvent, out: &mut Shown) {
         // A call's permission is asked once everything before it is shown, the call included.
-        let reached = match event {
+        let reached = match &event {
             AgentEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,

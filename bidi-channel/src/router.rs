@@ -626,7 +626,7 @@ impl<C: Chunk> Wire for Replying<C> {
     type Output = ();
     type Frames = Shown;
 
-    fn event(&mut self, chunk: &C, out: &mut Shown) {
+    fn event(&mut self, chunk: C, out: &mut Shown) {
         match chunk.piece() {
             Some(Piece::Text(text)) => {
                 self.text.push_str(text);

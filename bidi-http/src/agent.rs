@@ -290,9 +290,9 @@ impl Wire for Records {
     type Output = AgentOutput<LlmSession, u32>;
     type Frames = Vec<u8>;
 
-    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+    fn event(&mut self, event: AgentEvent, buf: &mut Vec<u8>) {
         self.completed |= matches!(event, AgentEvent::ExecuteComplete { .. });
-        event_record(event, buf);
+        event_record(&event, buf);
     }
 
     fn failed(&mut self, message: &str, buf: &mut Vec<u8>) {

@@ -370,12 +370,12 @@ impl bidi_serve::Wire for Sse {
     type Output = bidi_agent::AgentOutput<LlmSession, u32>;
     type Frames = Vec<u8>;
 
-    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
+    fn event(&mut self, event: AgentEvent, buf: &mut Vec<u8>) {
         // The hot path: a delta of the block already open is one event, written as it is,
         // without copying it into an `Event` first (what `Encoder::event` would make of it).
         if self.encoder.phase == Phase::Running {
             let blocks = &self.encoder.blocks;
-            let content = match (event, blocks.text(), blocks.reasoning()) {
+            let content = match (&event, blocks.text(), blocks.reasoning()) {
                 (AgentEvent::TextDelta { delta }, Some(id), _) => {
                     Some(("TEXT_MESSAGE_CONTENT", id, delta))
                 }
@@ -398,7 +398,7 @@ impl bidi_serve::Wire for Sse {
                 return;
             }
         }
-        self.encoder.event(event, &mut self.events);
+        self.encoder.event(&event, &mut self.events);
         self.write(buf);
     }
 
@@ -621,7 +621,7 @@ mod tests {
         let mut encoder = Encoder::new("t", "r");
         let mut expected = Vec::new();
         for event in &events {
-            sse.event(event, &mut written);
+            sse.event(event.clone(), &mut written);
             let mut out = Vec::new();
             encoder.event(event, &mut out);
             for event in out {

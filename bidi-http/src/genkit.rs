@@ -451,8 +451,8 @@ impl Wire for Genkit {
 
     const OUTPUT: bool = true;
 
-    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
-        match event {
+    fn event(&mut self, event: AgentEvent, buf: &mut Vec<u8>) {
+        match &event {
             AgentEvent::SessionStart { session_id, .. } => {
                 session_id.clone_into(&mut self.session_id);
             }

@@ -31,7 +31,7 @@
 //!     type Output = bidi_serve::Output;
 //!     type Frames = Vec<u8>;
 //!
-//!     fn event(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+//!     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
 //!         out.extend_from_slice(event.kind().as_bytes());
 //!         out.push(b'\n');
 //!     }

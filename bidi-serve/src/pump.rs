@@ -86,14 +86,14 @@ where
         };
         let mut ended = None;
         match item {
-            Some(Ok(event)) => wire.event(&event, &mut frames),
+            Some(Ok(event)) => wire.event(event, &mut frames),
             Some(Err(error)) => ended = Some(failed(wire, &error, &mut frames)),
             None => ended = Some(Ended::Done),
         }
         // What is ready behind it goes in the same write.
         while ended.is_none() && !frames.is_full() {
             match events.next().now_or_never() {
-                Some(Some(Ok(event))) => wire.event(&event, &mut frames),
+                Some(Some(Ok(event))) => wire.event(event, &mut frames),
                 Some(Some(Err(error))) => ended = Some(failed(wire, &error, &mut frames)),
                 Some(None) => ended = Some(Ended::Done),
                 None => break,

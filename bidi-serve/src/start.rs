@@ -56,7 +56,7 @@ pub struct Started {
 ///     type Output = bidi_serve::Output;
 ///     type Frames = Vec<u8>;
 ///
-///     fn event(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+///     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
 ///         if let AgentEvent::TextDelta { delta } = event {
 ///             out.extend_from_slice(delta.as_bytes());
 ///         }

@@ -45,7 +45,7 @@ impl Frames for Vec<u8> {
 ///     type Output = ();
 ///     type Frames = Vec<u8>;
 ///
-///     fn event(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+///     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
 ///         if let AgentEvent::TextDelta { delta } = event {
 ///             out.extend_from_slice(delta.as_bytes());
 ///         }
@@ -57,7 +57,7 @@ impl Frames for Vec<u8> {
 /// }
 ///
 /// let mut out = Vec::new();
-/// Text.event(&AgentEvent::TextDelta { delta: "Hi".into() }, &mut out);
+/// Text.event(AgentEvent::TextDelta { delta: "Hi".into() }, &mut out);
 /// Text.failed("the model went away", &mut out);
 /// assert_eq!(out, b"Hi\n(error: the model went away)");
 /// ```
@@ -73,8 +73,9 @@ pub trait Wire: Send {
     /// then ends the stream once the agent has returned it, not at the execution's last event.
     const OUTPUT: bool = false;
 
-    /// Appends what `event` becomes to `out` (perhaps nothing).
-    fn event(&mut self, event: &Self::Event, out: &mut Self::Frames);
+    /// Appends what `event` becomes to `out` (perhaps nothing). The wire owns the event: what
+    /// it keeps of it (a tool call's id, a delta) it takes without a copy.
+    fn event(&mut self, event: Self::Event, out: &mut Self::Frames);
 
     /// Appends what says the execution was cut short with `message` (its connection failed):
     /// the end of every open block, then the protocol's error.

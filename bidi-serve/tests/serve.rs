@@ -22,7 +22,7 @@ impl Wire for Kinds {
     type Output = Output;
     type Frames = Vec<u8>;
 
-    fn event(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+    fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
         out.extend_from_slice(event.kind().as_bytes());
         out.push(b'\n');
     }
@@ -40,7 +40,7 @@ impl Wire for Numbers {
     type Output = ();
     type Frames = Vec<u8>;
 
-    fn event(&mut self, n: &u64, out: &mut Vec<u8>) {
+    fn event(&mut self, n: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(format!("{n}\n").as_bytes());
     }
 

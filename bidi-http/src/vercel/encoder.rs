@@ -543,8 +543,8 @@ impl Wire for UiMessageStream {
     type Output = AgentOutput<LlmSession, u32>;
     type Frames = Vec<u8>;
 
-    fn event(&mut self, event: &AgentEvent, buf: &mut Vec<u8>) {
-        Self::event(self, event, buf);
+    fn event(&mut self, event: AgentEvent, buf: &mut Vec<u8>) {
+        Self::event(self, &event, buf);
     }
 
     fn failed(&mut self, message: &str, buf: &mut Vec<u8>) {
