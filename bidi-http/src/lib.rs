@@ -335,6 +335,8 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+#[cfg(feature = "a2a")]
+mod a2a;
 mod agent;
 pub mod agui;
 mod auth;
@@ -675,7 +677,7 @@ impl Server {
             limits: self.limits,
             waiting_calls: self.waiting_calls,
             chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
-            genkit: Arc::new(tee::Tees::new(kept)),
+            genkit: Arc::new(tee::Tees::new(Arc::clone(&kept))),
         });
         let router = Router::new()
             .route("/actions", get(flow::actions))
@@ -696,7 +698,10 @@ impl Server {
             .route("/{kind}/{name}/chat/{id}", get(vercel::messages))
             .route("/{kind}/{name}/chat/{id}/stream", get(vercel::resume))
             .route("/{kind}/{name}/ag-ui", post(agui::run))
-            .route("/{kind}/{name}/ag-ui/{thread}", get(agui::messages))
+            .route("/{kind}/{name}/ag-ui/{thread}", get(agui::messages));
+        #[cfg(feature = "a2a")]
+        let router = router.merge(a2a::routes(kept));
+        let router = router
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
