@@ -384,7 +384,8 @@ fn refusal(failure: &Failure, message: &Message) -> RpcError {
             "/params/message/contextId",
             format!("there is no context `{}`", cap(context)),
         ),
-        _ => RpcError::from_failure(failure, input::AT),
+        (_, Code::InvalidInit) => RpcError::from_failure(failure, "/params/message/contextId"),
+        _ => RpcError::from_failure(failure, "/params/message/parts"),
     }
 }
 
@@ -550,15 +551,21 @@ mod tests {
     #[test]
     fn params_are_decoded_naming_the_field_that_is_wrong() {
         let error = params::<types::GetParams>(None).unwrap_err();
-        assert_eq!(error.data, Some(json!({"path": "/params"})));
+        assert_eq!(error.data.as_deref(), Some(&json!({"path": "/params"})));
         let error =
             params::<types::GetParams>(Some(json!({"id": "t", "historyLength": -1}))).unwrap_err();
         assert_eq!(error.code, error::INVALID_PARAMS);
-        assert_eq!(error.data, Some(json!({"path": "/params/historyLength"})));
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/historyLength"}))
+        );
         let error =
             params::<SendParams>(Some(json!({"message": {"role": "ROLE_BOT", "parts": []}})))
                 .unwrap_err();
-        assert_eq!(error.data, Some(json!({"path": "/params/message/role"})));
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/role"}))
+        );
         assert!(
             !error.message.contains("Role"),
             "no Rust names: {}",

@@ -37,7 +37,9 @@
 mod message;
 mod stream;
 
-pub(crate) use stream::{STREAM_ID, StreamKey, start_in};
+pub(crate) use stream::{STREAM_ID, StreamKey};
+#[cfg(feature = "a2a")]
+pub(crate) use stream::start_in;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

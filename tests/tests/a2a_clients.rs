@@ -81,6 +81,8 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
 
 /// The checks a script printed, by name; fails on a check that threw.
 fn checks(summary: &Summary, expected: usize) -> HashMap<String, Value> {
+    // Shown with `--nocapture`, or when the test fails.
+    println!("{summary}");
     let checks: HashMap<String, Value> = summary
         .stdout
         .lines()

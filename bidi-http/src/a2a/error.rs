@@ -48,7 +48,7 @@ impl RpcError {
             INVALID_PARAMS,
             format!("invalid params at `{}`: {}", cap(at), reason.into()),
         );
-        error.data = Some(json!({ "path": path }));
+        error.data = Some(Box::new(json!({ "path": path })));
         error
     }
 
@@ -109,7 +109,10 @@ mod tests {
             error.message,
             "invalid params at `/params/message/parts`: call `c9` is not pending"
         );
-        assert_eq!(error.data, Some(json!({"path": "/params/message/parts"})));
+        assert_eq!(
+            error.data,
+            Some(Box::new(json!({"path": "/params/message/parts"})))
+        );
 
         let failed = Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,

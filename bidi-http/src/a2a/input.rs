@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::types::{Message, Part, RpcError};
 
 /// Where the client's message is in the request.
-pub(crate) const AT: &str = "/params/message";
+const AT: &str = "/params/message";
 
 /// A data part's answers to pending calls.
 #[derive(Debug, Default, Deserialize)]
@@ -159,7 +159,7 @@ mod tests {
     use super::*;
     use crate::a2a::error::INVALID_PARAMS;
 
-    fn message(parts: Value) -> Message {
+    fn message(parts: &Value) -> Message {
         serde_json::from_value(json!({"messageId": "m", "role": "ROLE_USER", "parts": parts}))
             .unwrap()
     }
@@ -167,7 +167,7 @@ mod tests {
     #[test]
     fn text_and_files_are_a_user_message() {
         let input = decode(
-            &message(json!([
+            &message(&json!([
                 {"text": "look"}, {"text": "here"},
                 {"raw": "iVBORw0=", "mediaType": "image/png"},
                 {"url": "https://example.com/a.pdf", "mediaType": "application/pdf"},
@@ -196,7 +196,7 @@ mod tests {
             arguments: json!({}),
         }];
         let input = decode(
-            &message(json!([
+            &message(&json!([
                 {"data": {"results": [{"toolCallId": "k1", "output": {"n": 1}}]}},
                 {"data": {"approvals": [{"toolCallId": "k2", "approved": false, "reason": "no"}]}},
                 {"text": "and then?"},
@@ -217,25 +217,31 @@ mod tests {
     #[test]
     fn bad_parts_are_invalid_params_naming_the_field() {
         let error = decode(
-            &message(json!([{"text": "x"}, {"data": {"results": [{"toolCallId": 1}]}}])),
+            &message(&json!([{"text": "x"}, {"data": {"results": [{"toolCallId": 1}]}}])),
             &[],
         )
         .unwrap_err();
         assert_eq!(error.code, INVALID_PARAMS);
         assert_eq!(
-            error.data,
-            Some(json!({"path": "/params/message/parts/1/data/results/0/toolCallId"}))
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/parts/1/data/results/0/toolCallId"}))
         );
-        let error = decode(&message(json!([{"data": {"result": []}}])), &[]).unwrap_err();
+        let error = decode(&message(&json!([{"data": {"result": []}}])), &[]).unwrap_err();
         assert!(error.message.contains("`result`"), "{}", error.message);
-        let error = decode(&message(json!([{"data": [1]}])), &[]).unwrap_err();
+        let error = decode(&message(&json!([{"data": [1]}])), &[]).unwrap_err();
         assert_eq!(
-            error.data,
-            Some(json!({"path": "/params/message/parts/0/data"}))
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/parts/0/data"}))
         );
-        let error = decode(&message(json!([{"metadata": {}}])), &[]).unwrap_err();
-        assert_eq!(error.data, Some(json!({"path": "/params/message/parts/0"})));
-        let error = decode(&message(json!([])), &[]).unwrap_err();
-        assert_eq!(error.data, Some(json!({"path": "/params/message/parts"})));
+        let error = decode(&message(&json!([{"metadata": {}}])), &[]).unwrap_err();
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/parts/0"}))
+        );
+        let error = decode(&message(&json!([])), &[]).unwrap_err();
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/parts"}))
+        );
     }
 }

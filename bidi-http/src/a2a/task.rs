@@ -269,7 +269,7 @@ mod tests {
                     AssistantContent::Text {
                         text: "Looking".into(),
                     },
-                    AssistantContent::ToolCall(call.clone()),
+                    AssistantContent::ToolCall(call),
                 ],
                 ..AssistantMessage::default()
             }),

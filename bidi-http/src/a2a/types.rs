@@ -228,7 +228,7 @@ pub(crate) struct RpcError {
     pub(crate) code: i32,
     pub(crate) message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) data: Option<Value>,
+    pub(crate) data: Option<Box<Value>>,
 }
 
 /// A JSON-RPC response: its `result` or its `error`, under the request's `id`.
