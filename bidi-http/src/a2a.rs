@@ -48,6 +48,7 @@
 //! own, under the message's `contextId` or a new one), and refuses a `taskId`,
 //! `returnImmediately` and the `tasks` methods with -32004.
 
+mod card;
 mod error;
 mod input;
 mod task;
@@ -58,12 +59,12 @@ mod wire;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Router};
 use bidi_agent::AgentInit;
 use bidi_flow::text::{cap, pointer, reason};
 use bidi_llm::{LlmAgent, LlmSession, ToolCall};
@@ -82,10 +83,7 @@ use error::{
     CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, NO_EXTENDED_CARD, PARSE_ERROR,
     PUSH_NOT_SUPPORTED, UNSUPPORTED, VERSION_NOT_SUPPORTED,
 };
-use types::{
-    AgentCard, Capabilities, Event, Ids, Interface, Message, Response as Rpc, Role, RpcError,
-    SendParams, Skill, TaskState,
-};
+use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
 use wire::TaskWire;
 
 /// The tasks streaming in this process, for the clients that subscribe to them again.
@@ -96,8 +94,14 @@ pub(crate) fn routes(budget: Arc<Budget>) -> Router<Arc<Shared>> {
     let streams: Streams = Arc::new(Tees::new(budget));
     Router::new()
         .route("/{kind}/{name}/a2a", post(rpc))
-        .route("/{kind}/{name}/a2a/.well-known/agent-card.json", get(card))
-        .route("/{kind}/{name}/.well-known/agent-card.json", get(card))
+        .route(
+            "/{kind}/{name}/a2a/.well-known/agent-card.json",
+            get(card::card),
+        )
+        .route(
+            "/{kind}/{name}/.well-known/agent-card.json",
+            get(card::card),
+        )
         .layer(Extension(streams))
 }
 
@@ -167,19 +171,25 @@ pub(crate) async fn rpc(
         "GetTask" => tasks::get(&call, params).await,
         "CancelTask" => tasks::cancel(&call, params).await,
         "SubscribeToTask" => tasks::subscribe(&call, params).await,
-        "ListTasks" => Err(RpcError::new(UNSUPPORTED, "listing tasks is not supported")),
+        other => Err(not_run(other)),
+    };
+    Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
+}
+
+/// What a method the wire does not run answers: the A2A error that says why.
+fn not_run(method: &str) -> RpcError {
+    match method {
+        "ListTasks" => RpcError::new(UNSUPPORTED, "listing tasks is not supported"),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
-            PUSH_NOT_SUPPORTED,
-            "this agent sends no push notifications",
-        )),
-        "GetExtendedAgentCard" => Err(RpcError::new(
-            NO_EXTENDED_CARD,
-            "this agent has no extended card",
-        )),
-        legacy if legacy.contains('/') => Err(RpcError::new(
+        | "DeleteTaskPushNotificationConfig" => {
+            RpcError::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
+        }
+        "GetExtendedAgentCard" => {
+            RpcError::new(NO_EXTENDED_CARD, "this agent has no extended card")
+        }
+        legacy if legacy.contains('/') => RpcError::new(
             VERSION_NOT_SUPPORTED,
             format!(
                 "`{}` is a method of A2A 0.3: this agent speaks A2A {} (`SendMessage`, \
@@ -187,13 +197,12 @@ pub(crate) async fn rpc(
                 cap(legacy),
                 types::VERSION
             ),
-        )),
-        other => Err(RpcError::new(
+        ),
+        other => RpcError::new(
             METHOD_NOT_FOUND,
             format!("method not found: `{}`", cap(other)),
-        )),
-    };
-    Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
+        ),
+    }
 }
 
 /// The request's id, method and params.
@@ -422,71 +431,6 @@ async fn open(
     }
 }
 
-/// `GET .../.well-known/agent-card.json`: the agent card, its interface on the host the
-/// request named.
-pub(crate) async fn card(
-    State(shared): State<Arc<Shared>>,
-    Segments((kind, name)): Segments<(String, String)>,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-) -> Result<Json<AgentCard>, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
-    let host = headers
-        .get(header::HOST)
-        .and_then(|host| host.to_str().ok())
-        .unwrap_or("localhost");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|proto| proto.to_str().ok())
-        .filter(|proto| *proto == "https")
-        .unwrap_or("http");
-    // The endpoint is where the card is, under whatever prefix the router is mounted at.
-    let path = uri.path();
-    let base = path
-        .strip_suffix("/.well-known/agent-card.json")
-        .unwrap_or(path);
-    let endpoint = if base.ends_with("/a2a") {
-        base.to_owned()
-    } else {
-        format!("{base}/a2a")
-    };
-    let description = agent.agent().flow().description().unwrap_or_default();
-    let mut skills = vec![Skill {
-        id: name.clone(),
-        name: name.clone(),
-        description: description.to_owned(),
-        tags: vec!["conversation"],
-    }];
-    skills.extend(agent.tools().iter().map(|tool| Skill {
-        id: format!("{name}.{}", tool.name()),
-        name: tool.label().to_owned(),
-        description: tool.spec().description,
-        tags: match (tool.is_local(), tool.requires_approval()) {
-            (false, _) => vec!["tool", "remote"],
-            (true, true) => vec!["tool", "approval"],
-            (true, false) => vec!["tool"],
-        },
-    }));
-    Ok(Json(AgentCard {
-        name,
-        description: description.to_owned(),
-        supported_interfaces: vec![Interface {
-            url: format!("{scheme}://{host}{endpoint}"),
-            protocol_binding: types::BINDING,
-            protocol_version: types::VERSION,
-        }],
-        version: env!("CARGO_PKG_VERSION"),
-        capabilities: Capabilities {
-            streaming: true,
-            push_notifications: false,
-            extended_agent_card: false,
-        },
-        default_input_modes: vec!["text/plain", "application/json"],
-        default_output_modes: vec!["text/plain", "application/json"],
-        skills,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -570,6 +514,26 @@ mod tests {
             !error.message.contains("Role"),
             "no Rust names: {}",
             error.message
+        );
+    }
+
+    #[test]
+    fn methods_the_wire_does_not_run_say_why_in_a2a_codes() {
+        for (method, code) in [
+            ("ListTasks", UNSUPPORTED),
+            ("CreateTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
+            ("DeleteTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
+            ("GetExtendedAgentCard", NO_EXTENDED_CARD),
+            ("message/send", VERSION_NOT_SUPPORTED),
+            ("tasks/resubscribe", VERSION_NOT_SUPPORTED),
+            ("Dance", METHOD_NOT_FOUND),
+        ] {
+            assert_eq!(not_run(method).code, code, "{method}");
+        }
+        let long = "x".repeat(10_000);
+        assert!(
+            not_run(&long).message.len() < 400,
+            "the method is quoted capped"
         );
     }
 

@@ -37,9 +37,9 @@
 mod message;
 mod stream;
 
-pub(crate) use stream::{STREAM_ID, StreamKey};
 #[cfg(feature = "a2a")]
 pub(crate) use stream::start_in;
+pub(crate) use stream::{STREAM_ID, StreamKey};
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
