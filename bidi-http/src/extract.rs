@@ -63,12 +63,18 @@ impl FromRequestParts<std::sync::Arc<crate::Shared>> for Served {
 
 /// A request body that is a JSON object of type `T`, within the server's body limit; refused
 /// (413, or 400 naming where it is wrong) in the JSON error body. `bytes` is the body as sent.
+#[cfg(feature = "agents")]
 #[derive(Debug)]
 pub(crate) struct JsonBody<T> {
     pub(crate) value: T,
+    #[cfg_attr(
+        not(feature = "ag-ui"),
+        expect(dead_code, reason = "AG-UI reads the messages as sent")
+    )]
     pub(crate) bytes: axum::body::Bytes,
 }
 
+#[cfg(feature = "agents")]
 impl<T> axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for JsonBody<T>
 where
     T: DeserializeOwned,

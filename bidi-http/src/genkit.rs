@@ -37,6 +37,8 @@
 mod message;
 mod stream;
 
+#[cfg(feature = "a2a")]
+pub(crate) use stream::start_in;
 pub(crate) use stream::{STREAM_ID, StreamKey};
 
 use std::sync::Arc;
@@ -655,10 +657,7 @@ async fn abort(
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };
-    let previous = store
-        .abort(&id)
-        .await
-        .map_err(|error| agent::store_failed(&error))?;
+    let previous = abort_turn(&store, &id).await?;
     let mut output = json!({ "snapshotId": id });
     if let Some(status) = previous {
         output["status"] = json!(status.as_str());
@@ -666,8 +665,26 @@ async fn abort(
     Ok(answer(&output, false))
 }
 
+/// Aborts the turn of snapshot `id` of `store` (an agent's sessions as its caller sees them),
+/// in whichever process runs it: the status the snapshot had, none if there is no such
+/// snapshot. A pending snapshot is aborted at once, and its turn stops at its next lease
+/// renewal; any other is left as it is.
+///
+/// # Errors
+///
+/// The store's, as a 500.
+pub(crate) async fn abort_turn(
+    store: &Scoped,
+    id: &str,
+) -> Result<Option<snapshot::Status>, Failure> {
+    store
+        .abort(id)
+        .await
+        .map_err(|error| agent::store_failed(&error))
+}
+
 /// `time` as RFC 3339 in UTC, to the millisecond (`2026-11-26T14:54:41.123Z`).
-fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     let millis = time
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_millis());

@@ -10,13 +10,14 @@ use axum::response::{IntoResponse as _, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{LlmAgent, LlmSession, TurnInput};
+use bidi_serve::Started;
 use bidi_session::SessionStore as _;
 use tokio::sync::oneshot;
 
 use crate::agent::{self, HttpWire};
 use crate::codec::{Code, Failure};
 use crate::tee::relay::{self, Publisher};
-use crate::tee::{Attached, RESUME_BYTES, Tee};
+use crate::tee::{Attached, RESUME_BYTES, Tee, Tees};
 use crate::{Identity, Shared};
 
 /// The header that names a stream: on a streamed answer, and on a request that reconnects.
@@ -75,10 +76,28 @@ pub(super) async fn start<W: HttpWire>(
     shared: &Arc<Shared>,
     agent: &LlmAgent,
     name: &str,
-    (init, input): (AgentInit<LlmSession>, TurnInput),
+    turn: (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
     wire: W,
 ) -> Result<(String, Body), Failure> {
+    let started = start_in(&shared.genkit, shared, (agent, name), turn, identity, wire);
+    started.await.map(|(_, id, body)| (id, body))
+}
+
+/// [`start`], with the turn's tee registered in `tees` (the streams of the wire it is): the
+/// same durable streams for another wire. Answers how the turn started too.
+///
+/// # Errors
+///
+/// As [`start`].
+pub(crate) async fn start_in<W: HttpWire>(
+    tees: &Arc<Tees<StreamKey>>,
+    shared: &Shared,
+    (agent, name): (&LlmAgent, &str),
+    (init, input): (AgentInit<LlmSession>, TurnInput),
+    identity: Option<&Identity>,
+    wire: W,
+) -> Result<(Started, String, Body), Failure> {
     let client = agent.agent().is_client_managed();
     let (snapshot, started) = oneshot::channel();
     let publisher = if client {
@@ -86,20 +105,18 @@ pub(super) async fn start<W: HttpWire>(
     } else {
         Publisher::start(Arc::clone(agent.agent().store()), started)
     };
-    let (tee, reader) = Tee::new(Arc::clone(&shared.genkit), publisher);
+    let (tee, reader) = Tee::new(Arc::clone(tees), publisher);
     let stream = tee.stream();
     let started = agent::spawn(shared, agent, init, input, identity, wire, tee).await?;
-    let id = match started.snapshot_id.filter(|_| !client) {
+    let id = match started.snapshot_id.as_ref().filter(|_| !client) {
         Some(id) => {
             let _ = snapshot.send(id.clone());
-            id
+            id.clone()
         }
         None => bidi_session::new_id(),
     };
-    shared
-        .genkit
-        .insert(StreamKey::new(identity, name, &id), &stream);
-    Ok((id, reader.body()))
+    tees.insert(StreamKey::new(identity, name, &id), &stream);
+    Ok((started, id, reader.body()))
 }
 
 /// `POST /agent/{name}/genkit` with the header naming stream `id`: the stream from its first

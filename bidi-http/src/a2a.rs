@@ -1,0 +1,546 @@
+//! The A2A wire: an [`LlmAgent`](bidi_llm::LlmAgent) as an agent of the
+//! [Agent2Agent protocol](https://a2a-protocol.org/v1.0.0/specification/) 1.0, over its JSON-RPC
+//! binding, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for Python) reach it.
+//!
+//! - `GET /agent/{name}/a2a/.well-known/agent-card.json` (and `/agent/{name}/.well-known/
+//!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
+//!   the agent card. Its one interface is `JSONRPC` 1.0 at `/agent/{name}/a2a`, on the host
+//!   the request named; it streams, sends no push notifications, takes and answers text and
+//!   JSON, and has a skill for the conversation and one for each of the agent's tools.
+//! - `POST /agent/{name}/a2a`: JSON-RPC 2.0. `SendMessage` runs a task to its end and answers
+//!   it (`configuration.returnImmediately`: answers the working task at once, and the task
+//!   runs on without its client); `SendStreamingMessage` answers SSE whose every `data:` is a
+//!   JSON-RPC response of the request's id: the task (submitted), its status (working), the
+//!   answer as artifact chunks (`answer-1`, `answer-2`, .. one per model message that says
+//!   something, `append` after its first chunk, an empty `lastChunk`), then its final
+//!   status; the task runs on if its client goes away. `GetTask` reads a task
+//!   (`historyLength` limits its history), `CancelTask` cancels a running one, in whichever
+//!   process runs it, and `SubscribeToTask` streams a running task again from its first
+//!   event (a task that waits for input answers its current state, one that is over is
+//!   refused).
+//!
+//! A **task is a turn** of the agent on a session: the task's `contextId` is the session's id
+//! (a message without one starts a new session), its `id` the turn's snapshot. Its state is
+//! how the turn ended: `TASK_STATE_COMPLETED`, `TASK_STATE_FAILED` (its status message says
+//! why), `TASK_STATE_CANCELED`, `TASK_STATE_INPUT_REQUIRED`, or `TASK_STATE_WORKING` while
+//! it runs; its artifacts are the turn's answer, its history the session's conversation.
+//!
+//! **Input required.** A turn that stops for remote tool calls, or for calls of tools that
+//! need approval, is `TASK_STATE_INPUT_REQUIRED`, its status message one data part
+//! `{"awaitingToolExecution": [{"id", "name", "arguments"}], "awaitingApproval": [..]}`.
+//! The client answers with a message on the same `taskId` (and `contextId`) whose data part
+//! is `{"results": [{"toolCallId", "output", "isError"?}], "approvals": [{"toolCallId",
+//! "approved", "reason"?}]}` (`output` is text, or any JSON); text parts beside it are what
+//! the user says next. That message runs the session's next turn: a new task, in the same
+//! context.
+//!
+//! **Errors** are JSON-RPC errors in A2A's codes: -32700 (not JSON), -32600 (no JSON-RPC
+//! request), -32601 (no such method), -32602 (invalid params; `data.path` is a JSON Pointer
+//! to what is wrong), -32603 (the server failed), -32001 (no such task, in the caller's
+//! identity), -32002 (the task is not running: nothing to cancel), -32003 (no push
+//! notifications), -32004 (not supported: a message on a task that is over, a context busy
+//! with another task, tasks of an agent that keeps no sessions, listing tasks), -32005
+//! (the client accepts none of the agent's output modes), -32007 (no extended card), -32009
+//! (an `A2A-Version` other than 1.0, or a method of A2A 0.3, `message/send` and the like).
+//!
+//! An agent built [`client_managed`](bidi_llm::LlmAgentBuilder::client_managed) keeps no
+//! sessions: it answers `SendMessage` and `SendStreamingMessage` (each a conversation of its
+//! own, under the message's `contextId` or a new one), and refuses a `taskId`,
+//! `returnImmediately` and the `tasks` methods with -32004.
+
+mod card;
+mod error;
+mod input;
+mod task;
+mod tasks;
+mod types;
+mod wire;
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use bidi_agent::AgentInit;
+use bidi_flow::text::{cap, pointer, reason};
+use bidi_llm::{LlmAgent, LlmSession, ToolCall};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::agent;
+use crate::codec::{Code, Failure};
+use crate::extract::Served;
+use crate::flow::body;
+use crate::genkit::StreamKey;
+use crate::tee::{Budget, Tees};
+use crate::{Identity, Shared};
+
+use error::{
+    CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, NO_EXTENDED_CARD, PARSE_ERROR,
+    PUSH_NOT_SUPPORTED, UNSUPPORTED, VERSION_NOT_SUPPORTED,
+};
+use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
+use wire::TaskWire;
+
+/// The tasks streaming in this process, for the clients that subscribe to them again.
+type Streams = Arc<Tees<StreamKey>>;
+
+/// The A2A routes, their streams' bytes kept within `budget`.
+pub(crate) fn routes(budget: Arc<Budget>) -> Router<Arc<Shared>> {
+    let streams: Streams = Arc::new(Tees::new(budget));
+    Router::new()
+        .route("/{kind}/{name}/a2a", post(rpc))
+        .route(
+            "/{kind}/{name}/a2a/.well-known/agent-card.json",
+            get(card::card),
+        )
+        .route(
+            "/{kind}/{name}/.well-known/agent-card.json",
+            get(card::card),
+        )
+        .layer(Extension(streams))
+}
+
+/// What every method of a request has at hand.
+struct Call<'a> {
+    shared: &'a Shared,
+    streams: &'a Streams,
+    agent: &'a LlmAgent,
+    name: &'a str,
+    identity: Option<&'a Identity>,
+    /// The request's JSON-RPC id.
+    id: Value,
+}
+
+impl Call<'_> {
+    /// The agent's tools whose calls wait for approval (those it runs itself).
+    fn locals(&self) -> Arc<[String]> {
+        let tools = self.agent.tools().iter();
+        tools
+            .filter(|tool| tool.is_local())
+            .map(|tool| tool.name().to_owned())
+            .collect()
+    }
+
+    /// Refuses what needs the agent's sessions, for an agent that keeps none.
+    fn keeps_sessions(&self, what: &str) -> Result<(), RpcError> {
+        if self.agent.agent().is_client_managed() {
+            return Err(RpcError::new(
+                UNSUPPORTED,
+                format!(
+                    "agent `{}` keeps no tasks (its clients keep its state): {what} is not \
+                     supported",
+                    cap(self.name)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `POST /agent/{name}/a2a`: one JSON-RPC request.
+async fn rpc(
+    State(shared): State<Arc<Shared>>,
+    Extension(streams): Extension<Streams>,
+    Served { agent, name }: Served,
+    identity: Option<Extension<Identity>>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let agent = &agent;
+    let bytes = body(bytes, shared.limits.max_body_bytes)?;
+    let (id, method, params) = match request(&bytes, &headers) {
+        Ok(request) => request,
+        Err((id, error)) => return Ok(error_response(&id, &error)),
+    };
+    let call = Call {
+        shared: &shared,
+        streams: &streams,
+        agent,
+        name: &name,
+        identity: identity.as_ref().map(|Extension(identity)| identity),
+        id,
+    };
+    let answered = match method.as_str() {
+        "SendMessage" => send(&call, params, false).await,
+        "SendStreamingMessage" => send(&call, params, true).await,
+        "GetTask" => tasks::get(&call, params).await,
+        "CancelTask" => tasks::cancel(&call, params).await,
+        "SubscribeToTask" => tasks::subscribe(&call, params).await,
+        other => Err(not_run(other)),
+    };
+    Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
+}
+
+/// What a method the wire does not run answers: the A2A error that says why.
+fn not_run(method: &str) -> RpcError {
+    match method {
+        "ListTasks" => RpcError::new(UNSUPPORTED, "listing tasks is not supported"),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => {
+            RpcError::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
+        }
+        "GetExtendedAgentCard" => {
+            RpcError::new(NO_EXTENDED_CARD, "this agent has no extended card")
+        }
+        legacy if legacy.contains('/') => RpcError::new(
+            VERSION_NOT_SUPPORTED,
+            format!(
+                "`{}` is a method of A2A 0.3: this agent speaks A2A {} (`SendMessage`, \
+                 `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`)",
+                cap(legacy),
+                types::VERSION
+            ),
+        ),
+        other => RpcError::new(
+            METHOD_NOT_FOUND,
+            format!("method not found: `{}`", cap(other)),
+        ),
+    }
+}
+
+/// The request's id, method and params.
+///
+/// # Errors
+///
+/// What to answer instead, under the id to answer it with: not JSON, no JSON-RPC 2.0
+/// request, another version of A2A.
+fn request(
+    bytes: &[u8],
+    headers: &HeaderMap,
+) -> Result<(Value, String, Option<Value>), (Value, RpcError)> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+        let message = format!(
+            "parse error: the body is not JSON ({})",
+            reason(&error.to_string())
+        );
+        (Value::Null, RpcError::new(PARSE_ERROR, message))
+    })?;
+    let Value::Object(mut request) = value else {
+        let error = RpcError::new(
+            INVALID_REQUEST,
+            "invalid request: the body is a JSON object",
+        );
+        return Err((Value::Null, error));
+    };
+    let invalid =
+        |message: &str| RpcError::new(INVALID_REQUEST, format!("invalid request: {message}"));
+    let id = match request.remove("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id,
+        Some(Value::Null) | None => {
+            return Err((
+                Value::Null,
+                invalid("a request carries an `id` (a string or a number)"),
+            ));
+        }
+        Some(_) => return Err((Value::Null, invalid("`id` is a string or a number"))),
+    };
+    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((id, invalid("`jsonrpc` is \"2.0\"")));
+    }
+    let Some(Value::String(method)) = request.remove("method") else {
+        return Err((id, invalid("`method` is a string")));
+    };
+    let version = headers
+        .get("a2a-version")
+        .map(|value| value.to_str().unwrap_or_default().trim());
+    if let Some(version) = version.filter(|version| !speaks(version)) {
+        let message = format!(
+            "A2A version `{}` is not supported: this agent speaks {}",
+            cap(version),
+            types::VERSION
+        );
+        return Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)));
+    }
+    Ok((id, method, request.remove("params")))
+}
+
+/// Whether `version` (`1.0`, `1.0.2`) is the one the wire speaks.
+fn speaks(version: &str) -> bool {
+    version == types::VERSION
+        || version
+            .strip_prefix(types::VERSION)
+            .is_some_and(|patch| patch.starts_with('.'))
+}
+
+/// The params of a method, as `T`.
+///
+/// # Errors
+///
+/// Invalid params, naming what is wrong.
+fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let Some(params @ Value::Object(_)) = params else {
+        return Err(RpcError::invalid_params(
+            "/params",
+            "the params are a JSON object",
+        ));
+    };
+    serde_path_to_error::deserialize(params).map_err(|error| {
+        let path = format!("/params{}", pointer(error.path()));
+        RpcError::invalid_params(&path, reason(&error.into_inner().to_string()))
+    })
+}
+
+/// An answer of JSON.
+fn json_response(body: impl Into<Body>) -> Response {
+    let content_type = HeaderValue::from_static("application/json");
+    ([(header::CONTENT_TYPE, content_type)], body.into()).into_response()
+}
+
+/// A JSON-RPC error response, with status 200 as JSON-RPC over HTTP answers it.
+fn error_response(id: &Value, error: &RpcError) -> Response {
+    json_response(Rpc::error(id, error).to_vec())
+}
+
+/// Whether a client that accepts `modes` takes what the agent answers: text, and JSON.
+fn accepts(modes: &[String]) -> bool {
+    const ANSWERED: [&str; 5] = ["text/plain", "text/*", "text", "*/*", "application/json"];
+    modes.is_empty()
+        || modes.iter().any(|mode| {
+            ANSWERED
+                .iter()
+                .any(|answered| mode.eq_ignore_ascii_case(answered))
+        })
+}
+
+/// `SendMessage` (its task once it has ended, or at once with `returnImmediately`) and
+/// `SendStreamingMessage` (`stream`: SSE of the task's events).
+async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Response, RpcError> {
+    let SendParams {
+        message,
+        configuration,
+    } = self::params(params)?;
+    if configuration.task_push_notification_config.is_some() {
+        return Err(RpcError::new(
+            PUSH_NOT_SUPPORTED,
+            "this agent sends no push notifications",
+        ));
+    }
+    if !accepts(&configuration.accepted_output_modes) {
+        return Err(RpcError::new(
+            CONTENT_TYPE_NOT_SUPPORTED,
+            "this agent answers text/plain and application/json, which the client does not accept",
+        ));
+    }
+    if message.role != Role::User {
+        return Err(RpcError::invalid_params(
+            "/params/message/role",
+            "a client's message is the user's (`ROLE_USER`)",
+        ));
+    }
+    let detach = configuration.return_immediately && !stream;
+    let client = call.agent.agent().is_client_managed();
+    if client && detach {
+        call.keeps_sessions("`returnImmediately`")?;
+    }
+    let (init, pending) = open(call, &message).await?;
+    let input = input::decode(&message, &pending)?;
+    let limit = configuration.history_length;
+    let wire = TaskWire::new(
+        call.id.clone(),
+        stream,
+        message.clone(),
+        call.locals(),
+        limit,
+    );
+    let turn = (init, input);
+    let refused = |failure: Failure| refusal(&failure, &message);
+    if client || !(stream || detach) {
+        let started = agent::start(call.shared, call.agent, turn.0, turn.1, call.identity, wire);
+        let (_, body) = started.await.map_err(refused)?;
+        return Ok(if stream {
+            crate::sse::response(body)
+        } else {
+            json_response(body)
+        });
+    }
+    let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
+    let started = crate::genkit::start_in(
+        call.streams,
+        call.shared,
+        (call.agent, call.name),
+        turn,
+        call.identity,
+        wire,
+    );
+    let (started, task_id, body) = started.await.map_err(refused)?;
+    let Some(mut task) = working else {
+        return Ok(crate::sse::response(body));
+    };
+    // Nobody reads this task's stream but those who subscribe to it.
+    drop(body);
+    if let Some(first) = task.history.first_mut() {
+        first.task_id = Some(task_id.clone());
+        first.context_id = Some(started.session_id.clone());
+    }
+    task.id = task_id;
+    task.context_id = started.session_id;
+    Ok(json_response(
+        Rpc::result(&call.id, Event::Task(task)).to_vec(),
+    ))
+}
+
+/// A refusal to start the turn `message` asked for, in A2A's terms.
+fn refusal(failure: &Failure, message: &Message) -> RpcError {
+    match (&message.context_id, failure.code) {
+        (Some(context), Code::NotFound) => RpcError::invalid_params(
+            "/params/message/contextId",
+            format!("there is no context `{}`", cap(context)),
+        ),
+        (_, Code::InvalidInit) => RpcError::from_failure(failure, "/params/message/contextId"),
+        _ => RpcError::from_failure(failure, "/params/message/parts"),
+    }
+}
+
+/// The session `message` goes on with (the one its `taskId` or `contextId` names, or a new
+/// one) and the calls it waits for.
+///
+/// # Errors
+///
+/// A task that is not the caller's (-32001), over or running (-32004), of another context,
+/// or a context that does not exist (-32602).
+async fn open(
+    call: &Call<'_>,
+    message: &Message,
+) -> Result<(AgentInit<LlmSession>, Vec<ToolCall>), RpcError> {
+    let client = call.agent.agent().is_client_managed();
+    if message.task_id.is_some() {
+        call.keeps_sessions("a message on a task")?;
+    }
+    match (&message.task_id, &message.context_id) {
+        (Some(task), context) => tasks::waiting(call, task, context.as_deref()).await,
+        (None, Some(context)) if client => Ok((AgentInit::new().session_id(context), Vec::new())),
+        (None, Some(context)) => {
+            let mut pending = Vec::new();
+            if input::answers(message) {
+                let session = agent::load(call.agent, call.identity, context).await;
+                let session = session.map_err(|failure| RpcError::internal(failure.message))?;
+                if let Some(session) = session {
+                    pending = session.state().pending_tool_calls;
+                }
+            }
+            Ok((AgentInit::new().resume(context), pending))
+        }
+        (None, None) => Ok((AgentInit::new(), Vec::new())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn refused(body: &[u8]) -> (Value, i32) {
+        let (id, error) = request(body, &HeaderMap::new()).unwrap_err();
+        (id, error.code)
+    }
+
+    #[test]
+    fn requests_that_are_not_json_rpc_are_refused_in_its_codes() {
+        assert_eq!(refused(b"{nope"), (Value::Null, PARSE_ERROR));
+        assert_eq!(refused(b"[1]"), (Value::Null, INVALID_REQUEST));
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","method":"GetTask"}"#),
+            (Value::Null, INVALID_REQUEST)
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":{},"method":"GetTask"}"#),
+            (Value::Null, INVALID_REQUEST)
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"1.0","id":3,"method":"GetTask"}"#),
+            (json!(3), INVALID_REQUEST)
+        );
+        assert_eq!(
+            refused(br#"{"jsonrpc":"2.0","id":"a","method":7}"#),
+            (json!("a"), INVALID_REQUEST)
+        );
+        let (id, method, params) = request(
+            br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"t"}}"#,
+            &HeaderMap::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            (id, method.as_str(), params),
+            (json!("a"), "GetTask", Some(json!({"id": "t"})))
+        );
+    }
+
+    #[test]
+    fn another_a2a_version_is_refused() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
+        let mut headers = HeaderMap::new();
+        for version in ["1.0", "1.0.3"] {
+            headers.insert("a2a-version", HeaderValue::from_static(version));
+            assert!(request(body, &headers).is_ok(), "{version}");
+        }
+        for version in ["0.3", "1.1", "10"] {
+            headers.insert("a2a-version", HeaderValue::from_static(version));
+            let (id, error) = request(body, &headers).unwrap_err();
+            assert_eq!(
+                (id, error.code),
+                (json!(1), VERSION_NOT_SUPPORTED),
+                "{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn params_are_decoded_naming_the_field_that_is_wrong() {
+        let error = params::<types::GetParams>(None).unwrap_err();
+        assert_eq!(error.data.as_deref(), Some(&json!({"path": "/params"})));
+        let error =
+            params::<types::GetParams>(Some(json!({"id": "t", "historyLength": -1}))).unwrap_err();
+        assert_eq!(error.code, error::INVALID_PARAMS);
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/historyLength"}))
+        );
+        let error =
+            params::<SendParams>(Some(json!({"message": {"role": "ROLE_BOT", "parts": []}})))
+                .unwrap_err();
+        assert_eq!(
+            error.data.as_deref(),
+            Some(&json!({"path": "/params/message/role"}))
+        );
+        assert!(
+            !error.message.contains("Role"),
+            "no Rust names: {}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn methods_the_wire_does_not_run_say_why_in_a2a_codes() {
+        for (method, code) in [
+            ("ListTasks", UNSUPPORTED),
+            ("CreateTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
+            ("DeleteTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
+            ("GetExtendedAgentCard", NO_EXTENDED_CARD),
+            ("message/send", VERSION_NOT_SUPPORTED),
+            ("tasks/resubscribe", VERSION_NOT_SUPPORTED),
+            ("Dance", METHOD_NOT_FOUND),
+        ] {
+            assert_eq!(not_run(method).code, code, "{method}");
+        }
+        let long = "x".repeat(10_000);
+        assert!(
+            not_run(&long).message.len() < 400,
+            "the method is quoted capped"
+        );
+    }
+
+    #[test]
+    fn output_modes_must_include_text_or_json() {
+        assert!(accepts(&[]));
+        assert!(accepts(&["image/png".into(), "Text/Plain".into()]));
+        assert!(!accepts(&["image/png".into()]));
+    }
+}

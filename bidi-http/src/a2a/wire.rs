@@ -1,0 +1,422 @@
+//! The wire of a task: an execution's events as A2A's stream (`SendStreamingMessage`: SSE
+//! whose every record is a JSON-RPC response carrying a `StreamResponse`), or as the one
+//! `SendMessage` response it ends with.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bidi_agent::AgentOutput;
+use bidi_llm::{AgentEvent, LlmSession, Message as LlmMessage, Status};
+use bidi_serve::Wire;
+use serde_json::Value;
+
+use super::task::{self, Pending};
+use super::types::{
+    Artifact, ArtifactUpdate, Event, Ids, Message, Part, Response, StatusUpdate, Task, TaskState,
+};
+
+/// Writes a task's events: as SSE records while it runs (`stream`), or its task once it
+/// has ended.
+#[derive(Debug)]
+pub(crate) struct TaskWire {
+    /// The request's JSON-RPC id: every response carries it.
+    id: Value,
+    stream: bool,
+    /// The client's message, the first of the task's history on its stream.
+    request: Message,
+    ids: Ids,
+    /// The agent's tools with an executor: their calls wait for approval.
+    locals: Arc<[String]>,
+    /// How much history the task carries back.
+    limit: Option<u32>,
+    /// How many answer artifacts were opened, and whether the last one is open.
+    answers: usize,
+    open: bool,
+    pending: Pending,
+    aborted: bool,
+    error: Option<String>,
+    status: Option<Status>,
+    /// The turn's messages, and the whole conversation once the agent returned it.
+    turn: Vec<LlmMessage>,
+    conversation: Vec<LlmMessage>,
+}
+
+impl TaskWire {
+    /// A wire answering request `id` (the client's `request`), streamed or not.
+    pub(crate) fn new(
+        id: Value,
+        stream: bool,
+        request: Message,
+        locals: Arc<[String]>,
+        limit: Option<u32>,
+    ) -> Self {
+        Self {
+            id,
+            stream,
+            request,
+            ids: Ids::default(),
+            locals,
+            limit,
+            answers: 0,
+            open: false,
+            pending: Pending::default(),
+            aborted: false,
+            error: None,
+            status: None,
+            turn: Vec::new(),
+            conversation: Vec::new(),
+        }
+    }
+
+    /// Appends one record: `data: {"jsonrpc":"2.0","id":..,"result":event}\n\n`.
+    fn record(&self, event: &Event, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(&Response::result(&self.id, event).to_vec());
+        out.extend_from_slice(b"\n\n");
+    }
+
+    fn status_update(&self, state: TaskState, out: &mut Vec<u8>) {
+        let error = self.error.as_deref();
+        let status = task::status(&self.ids, state, error, &self.pending, SystemTime::now());
+        let update = StatusUpdate {
+            task_id: self.ids.task.clone(),
+            context_id: self.ids.context.clone(),
+            status,
+        };
+        self.record(&Event::StatusUpdate(update), out);
+    }
+
+    fn artifact_update(&self, parts: Vec<Part>, append: bool, last_chunk: bool, out: &mut Vec<u8>) {
+        let update = ArtifactUpdate {
+            task_id: self.ids.task.clone(),
+            context_id: self.ids.context.clone(),
+            artifact: Artifact {
+                artifact_id: task::answer_id(self.answers),
+                name: "answer",
+                parts,
+            },
+            append,
+            last_chunk,
+        };
+        self.record(&Event::ArtifactUpdate(update), out);
+    }
+
+    /// The task as it starts: submitted, with the client's message.
+    pub(crate) fn submitted(&self, ids: &Ids, state: TaskState) -> Task {
+        Task {
+            id: ids.task.clone(),
+            context_id: ids.context.clone(),
+            status: task::status(ids, state, None, &Pending::default(), SystemTime::now()),
+            artifacts: Vec::new(),
+            history: vec![Message {
+                context_id: Some(ids.context.clone()),
+                task_id: Some(ids.task.clone()),
+                ..self.request.clone()
+            }],
+        }
+    }
+
+    /// Ends the open answer artifact, if any.
+    fn close(&mut self, out: &mut Vec<u8>) {
+        if self.open {
+            self.open = false;
+            if self.stream {
+                self.artifact_update(Vec::new(), true, true, out);
+            }
+        }
+    }
+
+    /// How the task ended.
+    fn state(&self) -> TaskState {
+        match self.status {
+            _ if self.aborted => TaskState::Canceled,
+            Some(Status::AwaitingToolExecution) => TaskState::InputRequired,
+            Some(Status::Completed) => TaskState::Completed,
+            _ => TaskState::Failed,
+        }
+    }
+
+    fn started(&mut self, session_id: &str, snapshot_id: Option<&String>, out: &mut Vec<u8>) {
+        self.ids = Ids {
+            task: snapshot_id.cloned().unwrap_or_else(bidi_session::new_id),
+            context: session_id.to_owned(),
+        };
+        if self.stream {
+            let task = self.submitted(&self.ids, TaskState::Submitted);
+            self.record(&Event::Task(task), out);
+            self.status_update(TaskState::Working, out);
+        }
+    }
+
+    fn text(&mut self, delta: &str, out: &mut Vec<u8>) {
+        let append = self.open;
+        if !self.open {
+            self.open = true;
+            self.answers += 1;
+        }
+        if self.stream {
+            self.artifact_update(vec![Part::text(delta)], append, false, out);
+        }
+    }
+}
+
+impl Wire for TaskWire {
+    type Event = AgentEvent;
+    type Output = AgentOutput<LlmSession, u32>;
+    type Frames = Vec<u8>;
+
+    const OUTPUT: bool = true;
+
+    fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
+        match &event {
+            AgentEvent::SessionStart {
+                session_id,
+                snapshot_id,
+            } => self.started(session_id, snapshot_id.as_ref(), out),
+            AgentEvent::TextDelta { delta } if !delta.is_empty() => self.text(delta, out),
+            AgentEvent::MessageEnd { message } => {
+                self.close(out);
+                self.aborted = matches!(**message, LlmMessage::Aborted(_));
+            }
+            AgentEvent::AwaitingToolExecution { tool_calls, .. } => {
+                self.pending.execution.extend(tool_calls.iter().cloned());
+            }
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                self.pending.approval.extend(tool_calls.iter().cloned());
+            }
+            AgentEvent::Error { error, .. } => self.error = Some(error.clone()),
+            AgentEvent::SessionEnd { messages, .. } => messages.clone_into(&mut self.turn),
+            AgentEvent::ExecuteComplete { status, .. } => {
+                self.close(out);
+                self.status = Some(*status);
+                if self.stream {
+                    self.status_update(self.state(), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn failed(&mut self, message: &str, out: &mut Vec<u8>) {
+        self.close(out);
+        if self.status.is_none() || self.error.is_none() {
+            self.error = Some(message.to_owned());
+        }
+        if self.stream && self.status.is_none() {
+            self.status_update(TaskState::Failed, out);
+        }
+        self.status = Some(Status::Error);
+    }
+
+    fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
+        if !self.stream {
+            self.conversation = output.state.messages.to_vec();
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<u8>) {
+        if self.stream {
+            return;
+        }
+        let state = self.state();
+        let error = self.error.as_deref();
+        let status = task::status(&self.ids, state, error, &self.pending, SystemTime::now());
+        let task = task::task(
+            &self.ids,
+            status,
+            &self.turn,
+            &self.conversation,
+            &self.locals,
+            self.limit,
+        );
+        out.extend_from_slice(&Response::result(&self.id, Event::Task(task)).to_vec());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bidi_llm::{AssistantContent, AssistantMessage, ToolCall, UserMessage};
+    use serde_json::json;
+
+    use super::*;
+    use crate::a2a::types::Role;
+
+    fn request() -> Message {
+        Message {
+            message_id: "m1".into(),
+            context_id: None,
+            task_id: None,
+            role: Role::User,
+            parts: vec![Part::text("hi")],
+            metadata: None,
+        }
+    }
+
+    /// The records of `out`, as JSON, without their timestamps.
+    fn records(out: &[u8]) -> Vec<Value> {
+        String::from_utf8(out.to_vec())
+            .unwrap()
+            .split("\n\n")
+            .filter(|record| !record.is_empty())
+            .map(|record| {
+                let mut value: Value =
+                    serde_json::from_str(record.strip_prefix("data: ").unwrap()).unwrap();
+                for event in ["statusUpdate", "task"] {
+                    let status = value["result"]
+                        .get_mut(event)
+                        .and_then(|event| event.get_mut("status"))
+                        .and_then(Value::as_object_mut);
+                    if let Some(status) = status {
+                        assert!(status.remove("timestamp").is_some());
+                    }
+                }
+                value
+            })
+            .collect()
+    }
+
+    fn start(wire: &mut TaskWire, out: &mut Vec<u8>) {
+        wire.event(
+            AgentEvent::SessionStart {
+                session_id: "s1".into(),
+                snapshot_id: Some("t1".into()),
+            },
+            out,
+        );
+    }
+
+    fn answer(text: &str) -> AgentEvent {
+        AgentEvent::MessageEnd {
+            message: Box::new(LlmMessage::Assistant(AssistantMessage {
+                content: vec![AssistantContent::Text { text: text.into() }],
+                ..AssistantMessage::default()
+            })),
+        }
+    }
+
+    fn complete(status: Status) -> AgentEvent {
+        AgentEvent::ExecuteComplete {
+            status,
+            pending_tool_calls: Vec::new(),
+            cost: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_stream_is_the_task_then_working_then_the_answer_then_the_end() {
+        let mut wire = TaskWire::new(json!(7), true, request(), Arc::from([]), None);
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        for delta in ["Hel", "lo"] {
+            let delta = AgentEvent::TextDelta {
+                delta: delta.into(),
+            };
+            wire.event(delta.clone(), &mut out);
+        }
+        wire.event(answer("Hello"), &mut out);
+        wire.event(complete(Status::Completed), &mut out);
+        wire.end(&mut out);
+        let envelope = |result: Value| json!({"jsonrpc": "2.0", "id": 7, "result": result});
+        let chunk = |parts: Value, append: bool, last: bool| {
+            envelope(json!({"artifactUpdate": {
+                "taskId": "t1", "contextId": "s1", "append": append, "lastChunk": last,
+                "artifact": {"artifactId": "answer-1", "name": "answer", "parts": parts},
+            }}))
+        };
+        assert_eq!(
+            records(&out),
+            [
+                envelope(json!({"task": {
+                    "id": "t1", "contextId": "s1", "status": {"state": "TASK_STATE_SUBMITTED"},
+                    "history": [{"messageId": "m1", "contextId": "s1", "taskId": "t1",
+                                 "role": "ROLE_USER", "parts": [{"text": "hi"}]}],
+                }})),
+                envelope(json!({"statusUpdate": {
+                    "taskId": "t1", "contextId": "s1", "status": {"state": "TASK_STATE_WORKING"},
+                }})),
+                chunk(json!([{"text": "Hel"}]), false, false),
+                chunk(json!([{"text": "lo"}]), true, false),
+                chunk(json!([]), true, true),
+                envelope(json!({"statusUpdate": {
+                    "taskId": "t1", "contextId": "s1", "status": {"state": "TASK_STATE_COMPLETED"},
+                }})),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_short_ends_failed_with_its_error() {
+        let mut wire = TaskWire::new(json!("r"), true, request(), Arc::from([]), None);
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        wire.event(AgentEvent::TextDelta { delta: "x".into() }, &mut out);
+        out.clear();
+        wire.failed("the model went away", &mut out);
+        let records = records(&out);
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(records[0]["result"]["artifactUpdate"]["lastChunk"], true);
+        let status = &records[1]["result"]["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_FAILED");
+        assert_eq!(status["message"]["parts"][0]["text"], "the model went away");
+        assert_eq!(records[1]["id"], "r");
+    }
+
+    #[test]
+    fn a_blocking_send_answers_the_task_once_it_ended() {
+        let locals: Arc<[String]> = Arc::from(["wipe".to_owned()]);
+        let mut wire = TaskWire::new(json!(1), false, request(), locals, Some(1));
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        let call = ToolCall {
+            id: "k".into(),
+            name: "wipe".into(),
+            arguments: json!({"target": "disk"}),
+        };
+        wire.event(
+            AgentEvent::AwaitingApproval {
+                session_id: "s1".into(),
+                tool_calls: vec![call.clone()],
+            },
+            &mut out,
+        );
+        let turn = vec![LlmMessage::User(UserMessage::new("hi"))];
+        wire.event(
+            AgentEvent::SessionEnd {
+                session_id: "s1".into(),
+                messages: turn,
+                snapshot_id: Some("t1".into()),
+            },
+            &mut out,
+        );
+        wire.event(complete(Status::AwaitingToolExecution), &mut out);
+        assert!(out.is_empty(), "nothing before the end");
+        wire.end(&mut out);
+        let response: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(response["id"], 1);
+        let task = &response["result"]["task"];
+        assert_eq!(task["id"], "t1");
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(
+            task["status"]["message"]["parts"][0]["data"],
+            json!({"awaitingApproval": [call]})
+        );
+    }
+
+    #[test]
+    fn an_aborted_answer_is_canceled() {
+        let mut wire = TaskWire::new(json!(1), true, request(), Arc::from([]), None);
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        out.clear();
+        let aborted = AgentEvent::MessageEnd {
+            message: Box::new(LlmMessage::Aborted(bidi_llm::AbortedMessage {
+                partial: AssistantMessage::default(),
+            })),
+        };
+        wire.event(aborted, &mut out);
+        wire.event(complete(Status::Completed), &mut out);
+        let records = records(&out);
+        let status = &records[0]["result"]["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_CANCELED");
+    }
+}

@@ -1,0 +1,281 @@
+// The official A2A JavaScript SDK's client (`@a2a-js/sdk` 1.3.0, A2A 1.0 over JSON-RPC) driving
+// bidi `LlmAgent`s over bidi-http's A2A wire. Usage: node a2a_client.mjs <baseUrl>
+//
+// The server is `tests/tests/a2a_clients.rs`'s: `helper` (scripted answers), `tools` (a remote
+// tool `lookup` and a tool `wipe` that needs approval), `slow` (a model that answers only when
+// `POST /finish` says so), `memo` (client-managed). Each check prints one JSON line,
+// `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
+// asserts what it saw. The last line is `N passed, M failed`: M checks threw.
+
+import { ClientFactory } from '@a2a-js/sdk/client';
+import { Role, taskStateToJSON } from '@a2a-js/sdk';
+
+const base = process.argv[2]?.replace(/\/+$/, '');
+if (!base) {
+  console.log('usage: node a2a_client.mjs <baseUrl>');
+  console.log('0 passed, 1 failed');
+  process.exit(2);
+}
+
+let passed = 0;
+let failed = 0;
+
+/** Runs `fn`, printing what it returns (or why it threw) as one JSON line. */
+async function check(name, fn) {
+  try {
+    const seen = await fn();
+    console.log(JSON.stringify({ check: name, ...seen }));
+    passed += 1;
+  } catch (error) {
+    console.log(JSON.stringify({ check: name, error: String(error?.stack ?? error) }));
+    failed += 1;
+  }
+}
+
+const factory = new ClientFactory();
+const clients = {};
+async function client(agent) {
+  clients[agent] ??= await factory.createFromUrl(`${base}/agent/${agent}/a2a`);
+  return clients[agent];
+}
+
+let counter = 0;
+/** A user message: text parts for strings, data parts for objects. */
+function message(parts, ids = {}) {
+  counter += 1;
+  return {
+    messageId: `m-${counter}`,
+    role: Role.ROLE_USER,
+    parts: parts.map((part) =>
+      typeof part === 'string'
+        ? { content: { $case: 'text', value: part }, metadata: undefined, filename: '', mediaType: '' }
+        : { content: { $case: 'data', value: part }, metadata: undefined, filename: '', mediaType: 'application/json' },
+    ),
+    contextId: ids.contextId ?? '',
+    taskId: ids.taskId ?? '',
+    extensions: [],
+    referenceTaskIds: [],
+  };
+}
+
+const text = (parts) => (parts ?? []).filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join('');
+const data = (parts) => (parts ?? []).find((p) => p.content?.$case === 'data')?.content.value;
+const state = (task) => taskStateToJSON(task.status?.state);
+/** A task as plain JSON: its ids, state, status text and data, answer text and history. */
+function seen(task) {
+  return {
+    id: task.id,
+    contextId: task.contextId,
+    state: state(task),
+    statusText: text(task.status?.message?.parts),
+    statusData: data(task.status?.message?.parts) ?? null,
+    answer: (task.artifacts ?? []).map((a) => text(a.parts)).join('|'),
+    artifacts: (task.artifacts ?? []).map((a) => a.artifactId),
+    history: (task.history ?? []).map((m) => `${m.role === Role.ROLE_USER ? 'user' : 'agent'}:${text(m.parts)}`),
+  };
+}
+/** An event of a stream as one short word, and the answer text the stream carried. */
+function events(all) {
+  const kinds = [];
+  let answer = '';
+  for (const { payload } of all) {
+    if (payload.$case === 'task') kinds.push(`task:${state(payload.value)}`);
+    if (payload.$case === 'statusUpdate') kinds.push(`status:${taskStateToJSON(payload.value.status.state)}`);
+    if (payload.$case === 'artifactUpdate') {
+      const { artifact, append, lastChunk } = payload.value;
+      kinds.push(`artifact:${artifact.artifactId}:${append ? 'append' : 'new'}${lastChunk ? ':last' : ''}`);
+      answer += text(artifact.parts);
+    }
+  }
+  return { kinds, answer };
+}
+/** What an SDK error says: its class, JSON-RPC code and message. */
+async function refusal(promise) {
+  try {
+    const value = await promise;
+    return { refused: false, value: JSON.stringify(value) };
+  } catch (error) {
+    return { refused: true, name: error.name, code: error.envelopeCode ?? null, message: error.message };
+  }
+}
+/** A raw JSON-RPC call, for what the SDK never sends. */
+async function raw(agent, body, headers = {}) {
+  const response = await fetch(`${base}/agent/${agent}/a2a`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+let first;
+let streamed;
+
+await check('card', async () => {
+  const helper = await client('helper');
+  const card = await helper.getAgentCard();
+  const byPath = await factory.createFromUrl(`${base}/agent/helper/a2a/`);
+  return {
+    name: card.name,
+    streaming: card.capabilities?.streaming ?? false,
+    url: card.supportedInterfaces[0].url,
+    binding: card.supportedInterfaces[0].protocolBinding,
+    version: card.supportedInterfaces[0].protocolVersion,
+    inputModes: card.defaultInputModes,
+    outputModes: card.defaultOutputModes,
+    skills: card.skills.map((s) => s.id),
+    sameCardUnderTheEndpoint: (await byPath.getAgentCard()).name === card.name,
+  };
+});
+
+await check('send', async () => {
+  const task = await (await client('helper')).sendMessage({ message: message(['hello']) });
+  first = task;
+  return seen(task);
+});
+
+await check('send in the same context', async () => {
+  const task = await (await client('helper')).sendMessage({
+    message: message(['again'], { contextId: first.contextId }),
+    configuration: { acceptedOutputModes: ['text/plain'], historyLength: 2, returnImmediately: false },
+  });
+  return { ...seen(task), sameContext: task.contextId === first.contextId, newTask: task.id !== first.id };
+});
+
+await check('stream', async () => {
+  const all = [];
+  for await (const event of (await client('helper')).sendMessageStream({ message: message(['stream please']) })) {
+    all.push(event);
+  }
+  streamed = all[0].payload.value;
+  return events(all);
+});
+
+await check('get', async () => {
+  const task = await (await client('helper')).getTask({ id: streamed.id, historyLength: 1 });
+  return seen(task);
+});
+
+await check('send returning at once, then get', async () => {
+  const helper = await client('helper');
+  const task = await helper.sendMessage({
+    message: message(['later']),
+    configuration: { acceptedOutputModes: [], returnImmediately: true },
+  });
+  let now = task;
+  for (let i = 0; i < 200 && state(now) === 'TASK_STATE_WORKING'; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    now = await helper.getTask({ id: task.id });
+  }
+  return { first: state(task), sameTask: now.id === task.id, ...seen(now) };
+});
+
+await check('a failing turn', async () => {
+  const task = await (await client('helper')).sendMessage({ message: message(['fail']) });
+  return seen(task);
+});
+
+await check('input required: a remote tool', async () => {
+  const tools = await client('tools');
+  const asked = await tools.sendMessage({ message: message(['find the file']) });
+  const call = data(asked.status.message.parts).awaitingToolExecution[0];
+  const answered = await tools.sendMessage({
+    message: message([{ results: [{ toolCallId: call.id, output: { path: '/tmp/file' } }] }], {
+      taskId: asked.id,
+      contextId: asked.contextId,
+    }),
+  });
+  return { asked: seen(asked), answered: seen(answered), sameContext: answered.contextId === asked.contextId };
+});
+
+await check('input required: an approval, streamed', async () => {
+  const tools = await client('tools');
+  const asked = [];
+  for await (const event of tools.sendMessageStream({ message: message(['wipe the disk']) })) asked.push(event);
+  const task = asked[0].payload.value;
+  const last = asked[asked.length - 1].payload.value;
+  const call = data(last.status.message.parts).awaitingApproval[0];
+  const answered = [];
+  const reply = message([{ approvals: [{ toolCallId: call.id, approved: true }] }], {
+    taskId: task.id,
+    contextId: task.contextId,
+  });
+  for await (const event of tools.sendMessageStream({ message: reply })) answered.push(event);
+  return {
+    asked: events(asked).kinds,
+    pending: data(last.status.message.parts),
+    answered: events(answered),
+  };
+});
+
+await check('input required: an answer to no pending call', async () => {
+  const tools = await client('tools');
+  const asked = await tools.sendMessage({ message: message(['find the file']) });
+  const wrong = message([{ results: [{ toolCallId: 'nobody', toolName: 'lookup', output: 'x' }] }], {
+    taskId: asked.id,
+  });
+  const refused = await refusal(tools.sendMessage({ message: wrong }));
+  const call = data(asked.status.message.parts).awaitingToolExecution[0];
+  const right = message([{ results: [{ toolCallId: call.id, output: 'found' }] }], { taskId: asked.id });
+  const answered = await tools.sendMessage({ message: right });
+  return { refused, answered: state(answered) };
+});
+
+await check('cancel a running task', async () => {
+  const slow = await client('slow');
+  const stream = slow.sendMessageStream({ message: message(['wait']) });
+  const all = [];
+  let canceled;
+  for await (const event of stream) {
+    all.push(event);
+    if (all.length === 2) {
+      canceled = await slow.cancelTask({ id: event.payload.value.taskId });
+    }
+  }
+  const again = await slow.getTask({ id: canceled.id });
+  return { canceled: state(canceled), stream: events(all).kinds, after: state(again) };
+});
+
+await check('subscribe to a running task', async () => {
+  const slow = await client('slow');
+  const stream = slow.sendMessageStream({ message: message(['take your time']) });
+  let task;
+  for await (const event of stream) {
+    task = event.payload.value;
+    break;
+  }
+  const all = [];
+  let finished = false;
+  for await (const event of slow.resubscribeTask({ id: task.id })) {
+    all.push(event);
+    if (!finished) {
+      finished = true;
+      await fetch(`${base}/finish`, { method: 'POST' });
+    }
+  }
+  return { ...events(all), first: all[0].payload.$case, sameTask: all[0].payload.value.id === task.id };
+});
+
+await check('errors', async () => {
+  const helper = await client('helper');
+  const memo = await client('memo');
+  return {
+    unknownTask: await refusal(helper.getTask({ id: 'no-such-task' })),
+    finishedTask: await refusal(helper.cancelTask({ id: first.id })),
+    subscribeFinished: await refusal(helper.resubscribeTask({ id: first.id }).next()),
+    messageOnFinishedTask: await refusal(helper.sendMessage({ message: message(['more'], { taskId: first.id }) })),
+    unknownContext: await refusal(helper.sendMessage({ message: message(['hi'], { contextId: 'no-such-context' }) })),
+    clientManagedTasks: await refusal(memo.getTask({ id: 'x' })),
+    clientManagedSend: seen(await memo.sendMessage({ message: message(['hi']) })),
+    parse: (await raw('helper', '{not json')).body.error.code,
+    method: (await raw('helper', { jsonrpc: '2.0', id: 1, method: 'DoSomething' })).body.error.code,
+    legacy: (await raw('helper', { jsonrpc: '2.0', id: 2, method: 'message/send', params: {} })).body.error.code,
+    version: (await raw('helper', { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: 'x' } }, { 'a2a-version': '0.3' })).body.error.code,
+    params: (await raw('helper', { jsonrpc: '2.0', id: 4, method: 'SendMessage', params: { message: { role: 'ROLE_USER', parts: [{ text: 1 }] } } })).body.error,
+    push: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { taskPushNotificationConfig: { url: 'http://127.0.0.1:1/hook', id: 'p', taskId: '', tenant: '', token: '' } } })),
+    modes: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { acceptedOutputModes: ['image/png'] } })),
+  };
+});
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed > 0 ? 1 : 0);

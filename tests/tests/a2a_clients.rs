@@ -1,0 +1,345 @@
+//! The official A2A SDKs' clients against bidi-http's A2A wire: `@a2a-js/sdk` 1.3.0
+//! (`tests/node/a2a_client.mjs`) and the Python `a2a-sdk` 1.3.0 (`tests/a2a/a2a_client.py`),
+//! both speaking A2A 1.0 over JSON-RPC, each against a server of its own on a free port of
+//! 127.0.0.1 whose agents answer from scripts.
+//!
+//! Each client script prints one JSON line per check, what it saw; the assertions are here.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use bidi_flow::Registry;
+use bidi_http::Server;
+use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, ModelEvent, StopReason, Tool, Usage};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tests::node::{Summary, client};
+
+/// `lookup`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // Read by the schema, not by the test.
+struct Query {
+    query: String,
+}
+
+/// What the clients talk to: `helper` and `tools` answer from `helper` and `tools`, `slow`
+/// answers once `POST /finish` says so, `memo` keeps no sessions.
+async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> String {
+    let helper = LlmAgent::builder("helper", ScriptedModel::new(helper.to_vec()))
+        .tool(Tool::remote::<Query>(
+            "lookup",
+            "Lookup",
+            "Looks a file up on the client's disk",
+        ))
+        .build();
+    let tools = LlmAgent::builder("tools", ScriptedModel::new(tools.to_vec()))
+        .tool(Tool::remote::<Query>(
+            "lookup",
+            "Lookup",
+            "Looks a file up on the client's disk",
+        ))
+        .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
+        .build();
+    let (model, say) = ChannelModel::new();
+    // A short lease: a canceled task stops at its next renewal, a third of a term later.
+    let slow = LlmAgent::builder("slow", model)
+        .lease(Duration::from_secs(1))
+        .build();
+    let memo = LlmAgent::builder("memo", ScriptedModel::new(memo.to_vec()))
+        .client_managed()
+        .build();
+    let finish = axum::routing::post(move || {
+        for event in [
+            ModelEvent::TextStart,
+            ModelEvent::TextDelta("slow answer".into()),
+            ModelEvent::TextEnd,
+            ModelEvent::Done {
+                stop_reason: StopReason::Stop,
+                usage: Usage::default(),
+            },
+        ] {
+            let _ = say.send(event);
+        }
+        async {}
+    });
+    let server = Server::new(Registry::new())
+        .agent(&helper)
+        .agent(&tools)
+        .agent(&slow)
+        .agent(&memo)
+        .routes(axum::Router::new().route("/finish", finish));
+    format!("http://{}", tests::http::serve(server).await)
+}
+
+/// The checks a script printed, by name; fails on a check that threw.
+fn checks(summary: &Summary, expected: usize) -> HashMap<String, Value> {
+    // Shown with `--nocapture`, or when the test fails.
+    println!("{summary}");
+    let checks: HashMap<String, Value> = summary
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|check| Some((check.get("check")?.as_str()?.to_owned(), check)))
+        .collect();
+    for (name, check) in &checks {
+        assert!(
+            check.get("error").is_none(),
+            "check `{name}` threw:\n{summary}"
+        );
+    }
+    assert_eq!(checks.len(), expected, "{summary}");
+    assert!(summary.succeeded(), "{summary}");
+    checks
+}
+
+/// Asserts that `actual` has every field of `expected` with its value.
+#[track_caller]
+fn has(actual: &Value, expected: &Value) {
+    let Value::Object(fields) = expected else {
+        assert_eq!(actual, expected);
+        return;
+    };
+    for (key, value) in fields {
+        let found = actual.get(key).unwrap_or(&Value::Null);
+        if value.is_object() {
+            has(found, value);
+        } else {
+            assert_eq!(found, value, "`{key}` in {actual:#}");
+        }
+    }
+}
+
+fn helper_script() -> Vec<Scripted> {
+    vec![
+        Scripted::new().text("Hello there!"),
+        Scripted::new().text("Second answer"),
+        Scripted::new().text_chunks(["Stream", "ing ", "answer"]),
+        Scripted::new().text("Later answer"),
+        Scripted::new().fail("the model is down"),
+    ]
+}
+
+fn tools_script() -> Vec<Scripted> {
+    vec![
+        Scripted::new().tool_call("c1", "lookup", &json!({"query": "file"})),
+        Scripted::new().text("Found it in /tmp/file"),
+        Scripted::new().tool_call("c2", "wipe", &json!({"target": "disk"})),
+        Scripted::new().text("Wiped."),
+        Scripted::new().tool_call("c3", "lookup", &json!({"query": "file"})),
+        Scripted::new().text("Found again"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_js_sdk_client_drives_agents() {
+    let memo = [Scripted::new().text("I keep nothing.")];
+    let base = serve(&helper_script(), &tools_script(), &memo).await;
+    let summary = client("a2a_client.mjs", vec![base.clone()]).await;
+    let checks = checks(&summary, 13);
+
+    let card = &checks["card"];
+    has(
+        card,
+        &json!({
+            "name": "helper", "streaming": true, "url": format!("{base}/agent/helper/a2a"),
+            "binding": "JSONRPC", "version": "1.0",
+            "inputModes": ["text/plain", "application/json"],
+            "outputModes": ["text/plain", "application/json"],
+            "skills": ["helper", "helper.lookup"], "sameCardUnderTheEndpoint": true,
+        }),
+    );
+
+    let send = &checks["send"];
+    has(
+        send,
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Hello there!",
+                "artifacts": ["answer-1"], "history": ["user:hello", "agent:Hello there!"]}),
+    );
+    assert_ne!(
+        send["id"], send["contextId"],
+        "a task is a turn of its context"
+    );
+    has(
+        &checks["send in the same context"],
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Second answer", "sameContext": true,
+                "newTask": true, "history": ["user:again", "agent:Second answer"]}),
+    );
+    has(
+        &checks["stream"],
+        &json!({
+            "kinds": [
+                "task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING",
+                "artifact:answer-1:new", "artifact:answer-1:append", "artifact:answer-1:append",
+                "artifact:answer-1:append:last", "status:TASK_STATE_COMPLETED",
+            ],
+            "answer": "Streaming answer",
+        }),
+    );
+    has(
+        &checks["get"],
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Streaming answer",
+                "history": ["agent:Streaming answer"]}),
+    );
+    has(
+        &checks["send returning at once, then get"],
+        &json!({"first": "TASK_STATE_WORKING", "sameTask": true,
+                "state": "TASK_STATE_COMPLETED", "answer": "Later answer"}),
+    );
+    let failing = &checks["a failing turn"];
+    has(failing, &json!({"state": "TASK_STATE_FAILED"}));
+    let said = failing["statusText"].as_str().unwrap();
+    assert!(said.contains("the model is down"), "{failing}");
+
+    let remote = &checks["input required: a remote tool"];
+    has(
+        remote,
+        &json!({
+            "asked": {"state": "TASK_STATE_INPUT_REQUIRED", "statusData": {"awaitingToolExecution": [
+                {"id": "c1", "name": "lookup", "arguments": {"query": "file"}}]}},
+            "answered": {"state": "TASK_STATE_COMPLETED", "answer": "Found it in /tmp/file"},
+            "sameContext": true,
+        }),
+    );
+    let approval = &checks["input required: an approval, streamed"];
+    has(
+        approval,
+        &json!({
+            "pending": {"awaitingApproval": [{"id": "c2", "name": "wipe", "arguments": {"target": "disk"}}]},
+            "answered": {"answer": "Wiped."},
+        }),
+    );
+    assert_eq!(
+        approval["asked"].as_array().unwrap().last().unwrap(),
+        "status:TASK_STATE_INPUT_REQUIRED"
+    );
+    assert_eq!(
+        approval["answered"]["kinds"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        "status:TASK_STATE_COMPLETED"
+    );
+    let wrong = &checks["input required: an answer to no pending call"];
+    has(
+        wrong,
+        &json!({"refused": {"refused": true, "code": -32602, "name": "RequestMalformedError"},
+                "answered": "TASK_STATE_COMPLETED"}),
+    );
+
+    let canceled = &checks["cancel a running task"];
+    has(
+        canceled,
+        &json!({"canceled": "TASK_STATE_CANCELED", "after": "TASK_STATE_CANCELED"}),
+    );
+    assert_eq!(
+        canceled["stream"].as_array().unwrap().last().unwrap(),
+        "status:TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let subscribed = &checks["subscribe to a running task"];
+    has(
+        subscribed,
+        &json!({"first": "task", "sameTask": true, "answer": "slow answer"}),
+    );
+    assert_eq!(
+        subscribed["kinds"].as_array().unwrap().last().unwrap(),
+        "status:TASK_STATE_COMPLETED"
+    );
+
+    let errors = &checks["errors"];
+    has(
+        errors,
+        &json!({
+            "unknownTask": {"refused": true, "name": "TaskNotFoundError", "code": -32001},
+            "finishedTask": {"refused": true, "name": "TaskNotCancelableError", "code": -32002},
+            "subscribeFinished": {"refused": true, "name": "UnsupportedOperationError", "code": -32004},
+            "messageOnFinishedTask": {"refused": true, "code": -32004},
+            "unknownContext": {"refused": true, "code": -32602},
+            "clientManagedTasks": {"refused": true, "code": -32004},
+            "clientManagedSend": {"state": "TASK_STATE_COMPLETED", "answer": "I keep nothing."},
+            "parse": -32700, "method": -32601, "legacy": -32009, "version": -32009,
+            "params": {"code": -32602, "data": {"path": "/params/message/parts/0/text"}},
+            "push": {"refused": true, "code": -32003},
+            "modes": {"refused": true, "code": -32005},
+        }),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_python_sdk_client_drives_agents() {
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("a2a");
+    let memo = [Scripted::new().text("I keep nothing.")];
+    let base = serve(&helper_script(), &tools_script(), &memo).await;
+    let summary = tokio::task::spawn_blocking(move || {
+        let python = tests::python::venv(&peers.join("requirements.txt")).unwrap();
+        let mut script = Command::new(python);
+        script.arg(peers.join("a2a_client.py")).arg(base);
+        tests::node::run(script)
+    })
+    .await
+    .unwrap();
+    let checks = checks(&summary, 8);
+    has(
+        &checks["card"],
+        &json!({"name": "helper", "streaming": true, "binding": "JSONRPC", "version": "1.0"}),
+    );
+    has(
+        &checks["send"],
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Hello there!",
+                "history": ["user:hello", "agent:Hello there!"]}),
+    );
+    has(
+        &checks["send in the same context"],
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Second answer", "sameContext": true}),
+    );
+    has(
+        &checks["stream"],
+        &json!({
+            "kinds": [
+                "task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING",
+                "artifact:answer-1:new", "artifact:answer-1:append", "artifact:answer-1:append",
+                "artifact:answer-1:append:last", "status:TASK_STATE_COMPLETED",
+            ],
+            "answer": "Streaming answer",
+        }),
+    );
+    has(
+        &checks["get"],
+        &json!({"state": "TASK_STATE_COMPLETED", "answer": "Streaming answer",
+                "history": ["agent:Streaming answer"]}),
+    );
+    has(
+        &checks["input required: a remote tool"],
+        &json!({
+            "asked": {"state": "TASK_STATE_INPUT_REQUIRED", "statusData": {"awaitingToolExecution": [
+                {"id": "c1", "name": "lookup", "arguments": {"query": "file"}}]}},
+            "answered": {"state": "TASK_STATE_COMPLETED", "answer": "Found it in /tmp/file"},
+        }),
+    );
+    has(
+        &checks["input required: an approval"],
+        &json!({
+            "asked": {"state": "TASK_STATE_INPUT_REQUIRED", "statusData": {"awaitingApproval": [
+                {"id": "c2", "name": "wipe", "arguments": {"target": "disk"}}]}},
+            "answered": {"state": "TASK_STATE_COMPLETED", "answer": "Wiped."},
+        }),
+    );
+    let canceled = &checks["cancel a running task and errors"];
+    has(
+        canceled,
+        &json!({
+            "canceled": "TASK_STATE_CANCELED", "last": "status:TASK_STATE_CANCELED",
+            "unknownTask": "TaskNotFoundError", "finishedTask": "TaskNotCancelableError",
+            "clientManaged": "UnsupportedOperationError",
+        }),
+    );
+}
