@@ -233,6 +233,10 @@
 //! # Feature flags
 //!
 //! None yet: the crate is the ACP agent side, over tokio.
+//!
+//! `bidi-acp` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
+//! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
+//! one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -332,6 +332,10 @@
 //! # Feature flags
 //!
 //! `bidi-http` has no optional features.
+//!
+//! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
+//! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
+//! one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 
