@@ -210,8 +210,13 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .audio(true)
                         .embedded_context(true),
                 )
-                // Stdio and streamable HTTP MCP servers; rmcp has no client for the old SSE transport.
-                .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
+                // Stdio and streamable HTTP MCP servers, with the `mcp` feature (none without
+                // it); rmcp has no client for the old SSE transport.
+                .mcp_capabilities(
+                    McpCapabilities::new()
+                        .http(cfg!(feature = "mcp"))
+                        .sse(false),
+                )
                 .session_capabilities(
                     SessionCapabilities::new().close(SessionCloseCapabilities::new()),
                 ),
