@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use agent_client_protocol_schema::rpc::{JsonRpcMessage, Notification};
-use agent_client_protocol_schema::v1::{Error, ErrorCode, Request, RequestId, Response};
+use agent_client_protocol_schema::v1::{
+    AGENT_METHOD_NAMES, ClientNotification, ClientRequest, Error, ErrorCode, Request, RequestId,
+    Response,
+};
 use bidi_flow::text::cap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -361,6 +364,43 @@ pub(crate) fn params<T: DeserializeOwned>(params: Value) -> Result<T, Error> {
     })
 }
 
+/// Decodes a request of the client, once, into the schema's typed [`ClientRequest`], by its
+/// method: the methods this agent serves. Any other method (an extension's `_...` too) is
+/// [`method_not_found`]; params that do not fit the method's request are invalid params
+/// naming where ([`params`]).
+pub(crate) fn client_request(method: &str, raw: Value) -> Result<ClientRequest, Error> {
+    let names = &AGENT_METHOD_NAMES;
+    match method {
+        m if m == names.initialize => params(raw).map(ClientRequest::InitializeRequest),
+        m if m == names.authenticate => params(raw).map(ClientRequest::AuthenticateRequest),
+        m if m == names.session_new => params(raw).map(ClientRequest::NewSessionRequest),
+        m if m == names.session_load => params(raw).map(ClientRequest::LoadSessionRequest),
+        m if m == names.session_close => params(raw).map(ClientRequest::CloseSessionRequest),
+        m if m == names.session_set_mode => params(raw).map(ClientRequest::SetSessionModeRequest),
+        m if m == names.session_prompt => params(raw).map(ClientRequest::PromptRequest),
+        _ => Err(method_not_found(method)),
+    }
+}
+
+/// Decodes a notification of the client into the schema's typed [`ClientNotification`], by its
+/// method: `Ok(None)` for one this agent does not act on (ignored, as JSON-RPC says).
+pub(crate) fn client_notification(
+    method: &str,
+    raw: Value,
+) -> Result<Option<ClientNotification>, Error> {
+    if method == AGENT_METHOD_NAMES.session_cancel {
+        params(raw).map(|cancel| Some(ClientNotification::CancelNotification(cancel)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The answer to a request of a method this agent does not serve: method not found, with the
+/// method's name (capped) as data.
+pub(crate) fn method_not_found(method: &str) -> Error {
+    Error::method_not_found().data(Value::String(cap(method).into_owned()))
+}
+
 /// An invalid-params error about `field`.
 pub(crate) fn invalid_params(field: &str, reason: impl Into<String>) -> Error {
     let reason = reason.into();
@@ -539,6 +579,80 @@ mod tests {
         .unwrap();
         assert_eq!(ok.prompt.len(), 1);
         assert!(matches!(ok.prompt[0], ContentBlock::Text(_)));
+    }
+
+    #[test]
+    fn requests_decode_once_by_method_into_the_schema_enum() {
+        let cases = [
+            ("initialize", json!({"protocolVersion": 1}), "initialize"),
+            ("authenticate", json!({"methodId": "x"}), "authenticate"),
+            (
+                "session/new",
+                json!({"cwd": "/p", "mcpServers": []}),
+                "session/new",
+            ),
+            (
+                "session/load",
+                json!({"sessionId": "s", "cwd": "/p", "mcpServers": []}),
+                "session/load",
+            ),
+            ("session/close", json!({"sessionId": "s"}), "session/close"),
+            (
+                "session/set_mode",
+                json!({"sessionId": "s", "modeId": "ask"}),
+                "session/set_mode",
+            ),
+            (
+                "session/prompt",
+                json!({"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}),
+                "session/prompt",
+            ),
+        ];
+        for (method, raw, expected) in cases {
+            let request = client_request(method, raw).unwrap();
+            assert_eq!(request.method(), expected);
+        }
+        let Ok(ClientRequest::PromptRequest(prompt)) = client_request(
+            "session/prompt",
+            json!({"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}),
+        ) else {
+            panic!("a prompt request");
+        };
+        assert_eq!(&*prompt.session_id.0, "s");
+    }
+
+    #[test]
+    fn a_method_not_served_is_not_found_and_bad_params_are_invalid() {
+        // Methods of ACP this agent does not serve, extension methods and nonsense alike.
+        for method in ["session/list", "logout", "_x/anything", "nope"] {
+            let error = client_request(method, json!({})).unwrap_err();
+            assert_eq!(error.code, ErrorCode::MethodNotFound, "{method}");
+            assert_eq!(error.data, Some(json!(method)));
+        }
+        let long = "m".repeat(10_000);
+        let error = client_request(&long, Value::Null).unwrap_err();
+        assert!(error.data.unwrap().as_str().unwrap().len() < long.len());
+        // Bad params: the same error `params` gives for the method's request.
+        let raw = json!({"sessionId": "x", "prompt": [{"type": "bogus"}]});
+        let error = client_request("session/prompt", raw.clone()).unwrap_err();
+        assert_eq!(error, params::<PromptRequest>(raw).unwrap_err());
+        assert_eq!(error.data.unwrap()["path"], "prompt[0].type");
+        let error = client_request("initialize", Value::Null).unwrap_err();
+        assert_eq!(error, params::<InitializeRequest>(Value::Null).unwrap_err());
+    }
+
+    #[test]
+    fn notifications_decode_by_method_and_unknown_ones_are_none() {
+        let cancel = client_notification("session/cancel", json!({"sessionId": "s"})).unwrap();
+        let Some(ClientNotification::CancelNotification(cancel)) = cancel else {
+            panic!("a cancel notification");
+        };
+        assert_eq!(&*cancel.session_id.0, "s");
+        let error = client_notification("session/cancel", json!({})).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParams);
+        for method in ["session/update", "_x/ping", "nope"] {
+            assert!(client_notification(method, json!({})).unwrap().is_none());
+        }
     }
 
     #[test]

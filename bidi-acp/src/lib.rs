@@ -67,7 +67,7 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP, `sessionCapabilities.close` |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP (feature `mcp`), `sessionCapabilities.close` |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
 //! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
@@ -89,8 +89,8 @@
 //!
 //! # MCP servers
 //!
-//! The MCP servers a client lists in `session/new` or `session/load` are started or connected
-//! to for that session:
+//! With the feature `mcp` (on by default), the MCP servers a client lists in `session/new` or
+//! `session/load` are started or connected to for that session:
 //!
 //! - stdio servers (`command`, `args`, `env`) are started each in a process group of its own,
 //!   with its stderr on the agent's;
@@ -105,8 +105,8 @@
 //! like them: `tool_call` and `tool_call_update`s, permission when
 //! [`Server::require_permission`] names them (`fs__*`, say), a mode's tool list. A call's
 //! text content is the tool's output, and an `isError` result fails it; a call that takes
-//! longer than [`Server::mcp_call_timeout`] fails. A server that fails to start, connect or
-//! list its tools within [`Server::mcp_start_timeout`] fails the `session/new` or
+//! longer than `Server::mcp_call_timeout` fails. A server that fails to start, connect or
+//! list its tools within `Server::mcp_start_timeout` fails the `session/new` or
 //! `session/load` with invalid params naming it (`mcpServers[1]`), since it is the client's
 //! configuration, and its URL with the user name, password and query values shown as `***`.
 //! `initialize` advertises `mcpCapabilities.http`;
@@ -114,6 +114,13 @@
 //! `mcpServers[i]`. A session's servers are stopped (their HTTP sessions ended) when a
 //! `session/load` replaces them, when the session is closed (`session/close`) and when the
 //! client's input ends, and the server waits for them to exit.
+//!
+//! Without the feature `mcp` (`default-features = false`), no MCP client is built (neither
+//! rmcp nor reqwest): `initialize` advertises no MCP transport (`mcpCapabilities` `http` and
+//! `sse` false), and a `session/new` or `session/load` that names any MCP server (stdio ones
+//! too) is refused with invalid params (`-32602`) naming `mcpServers`, saying the agent was
+//! built without MCP support, rather than served without its tools. An empty `mcpServers` is
+//! served as with the feature.
 //!
 //! # Content
 //!
@@ -224,15 +231,21 @@
 //! - at most [`Server::max_idle_agent_connections`] (64) agent connections kept between
 //!   prompt turns, those of the sessions prompted last: each a task waiting for the next
 //!   prompt, and its session's state (its conversation) in memory;
-//! - MCP servers start within [`Server::mcp_start_timeout`] (30 s) and their calls end within
-//!   [`Server::mcp_call_timeout`] (60 s); at the end of input, turns run on for at most
+//! - MCP servers start within `Server::mcp_start_timeout` (30 s) and their calls end within
+//!   `Server::mcp_call_timeout` (60 s); at the end of input, turns run on for at most
 //!   [`Server::drain`] (30 s);
 //! - at most 1,024 log lines wait for stderr (the process's, shared by every connection);
 //!   past that, lines are dropped and counted.
 //!
 //! # Feature flags
 //!
-//! None yet: the crate is the ACP agent side, over tokio.
+//! | feature | what it adds | default |
+//! |---|---|---|
+//! | `mcp` | the [MCP servers](#mcp-servers) of `session/new` and `session/load`, their tools the session's (rmcp, reqwest); `Server::mcp_start_timeout`, `Server::mcp_call_timeout` | yes |
+//!
+//! `bidi-acp` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
+//! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
+//! one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -247,7 +260,12 @@ macro_rules! log {
 mod bridge;
 mod codec;
 mod content;
+#[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(not(feature = "mcp"))]
+mod no_mcp;
+#[cfg(not(feature = "mcp"))]
+use no_mcp as mcp;
 mod plan;
 mod policy;
 mod server;

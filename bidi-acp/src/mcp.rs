@@ -25,13 +25,6 @@ use serde_json::Value;
 
 use crate::codec;
 
-/// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
-/// default.
-pub(crate) const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long an MCP tool call may take, by default.
-pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// How long a closing MCP server gets to exit before it is killed.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 

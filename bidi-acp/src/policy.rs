@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, PermissionOption, PermissionOptionKind, SessionMode,
@@ -175,14 +176,21 @@ pub(crate) struct Rules {
     /// The mode a session starts in: an index into `modes`.
     pub(crate) default_mode: usize,
     /// How long an MCP server may take to start and list its tools.
-    pub(crate) mcp_start_timeout: std::time::Duration,
+    pub(crate) mcp_start_timeout: Duration,
     /// How long an MCP tool call may take.
-    pub(crate) mcp_call_timeout: std::time::Duration,
+    pub(crate) mcp_call_timeout: Duration,
     /// How many sessions a connection may have open at once.
     pub(crate) max_sessions: usize,
     /// How many sessions keep their agent connection between prompt turns.
     pub(crate) max_idle_agents: usize,
 }
+
+/// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
+/// default.
+const DEFAULT_MCP_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an MCP tool call may take, by default.
+const DEFAULT_MCP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for Rules {
     fn default() -> Self {
@@ -198,8 +206,8 @@ impl Default for Rules {
             modes: Vec::new(),
             commands: Vec::new(),
             default_mode: 0,
-            mcp_start_timeout: crate::mcp::DEFAULT_START_TIMEOUT,
-            mcp_call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
+            mcp_start_timeout: DEFAULT_MCP_START_TIMEOUT,
+            mcp_call_timeout: DEFAULT_MCP_CALL_TIMEOUT,
             max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
             max_idle_agents: crate::server::DEFAULT_MAX_IDLE_AGENT_CONNECTIONS,
         }

@@ -216,12 +216,16 @@ impl Server {
     /// How long an MCP server a client names may take to start (or, over HTTP, to connect)
     /// and list its tools before `session/new` or `session/load` fails, naming it (default
     /// 30 s).
+    #[cfg(feature = "mcp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub fn mcp_start_timeout(mut self, timeout: Duration) -> Self {
         self.rules.mcp_start_timeout = timeout;
         self
     }
 
     /// How long a call of an MCP server's tool may take before it fails (default 60 s).
+    #[cfg(feature = "mcp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub fn mcp_call_timeout(mut self, timeout: Duration) -> Self {
         self.rules.mcp_call_timeout = timeout;
         self

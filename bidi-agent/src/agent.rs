@@ -257,8 +257,9 @@ impl AgentBuilder {
     /// least recently used (loaded or written), so memory stays bounded however many sessions
     /// come and go; a connection still
     /// open on a dropped session fails its next [`Session::update`] with
-    /// [`StoreError::NotFound`]. Nothing survives the process: give a [`SqliteStore`] (or
-    /// another persistent store) to keep sessions.
+    /// [`StoreError::NotFound`]. Nothing survives the process: give a `bidi_session::SqliteStore`
+    /// (bidi-session's feature `sqlite`, on by default) or another persistent store to keep
+    /// sessions.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -279,8 +280,6 @@ impl AgentBuilder {
     /// let agent = Agent::builder("quiet").store(Arc::clone(&shared)).build(quiet);
     /// assert!(Arc::ptr_eq(agent.store(), &shared));
     /// ```
-    ///
-    /// [`SqliteStore`]: bidi_session::SqliteStore
     pub fn store(mut self, store: impl SessionStore) -> Self {
         self.store = Some(shared(store));
         self

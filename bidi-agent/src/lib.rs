@@ -58,7 +58,7 @@
 //! Sessions live in the store given to [`AgentBuilder::store`]. Without one, they live in a
 //! bounded memory store of the agent's own: the latest version of at most 1024 sessions, the
 //! least recently used dropped first, nothing kept past the process. Give a
-//! [`SqliteStore`](bidi_session::SqliteStore) to keep them.
+//! `bidi_session::SqliteStore` (bidi-session's feature `sqlite`, on by default) to keep them.
 //!
 //! A connection whose options carry a [`Scope`]
 //! (`ConnectOptions::new().extension(Scope::new("alice"))`) has its session opened within that
@@ -83,6 +83,10 @@
 //! # Feature flags
 //!
 //! `bidi-agent` has no optional features.
+//!
+//! `bidi-agent` depends on `bidi-session` without its default feature `sqlite`: a program that
+//! keeps sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default
+//! features), and one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 

@@ -68,6 +68,10 @@
 //! | `web` | `web`: replies streamed to browsers as the AI SDK's UI message stream (SSE), on `bidi-http` | no |
 //! | `native-tls` | HTTPS for [`telegram`]'s default client, through the system's TLS library (what `https://api.telegram.org` needs) | no |
 //!
+//! `bidi-channel` depends on `bidi-session` without its default feature `sqlite`: a program that
+//! keeps sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default
+//! features), and one that does not compiles no SQLite.
+//!
 //! The router needs a tokio runtime with timers (`rt`, `time`).
 
 #![doc(test(attr(deny(warnings))))]

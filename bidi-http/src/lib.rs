@@ -397,6 +397,10 @@
 //! | `ag-ui` | AG-UI at `/agent/{name}/ag-ui` (implies `agents`) |
 //! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
 //! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
+//!
+//! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
+//! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
+//! one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 

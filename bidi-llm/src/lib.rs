@@ -84,6 +84,10 @@
 //! |---|---|---|
 //! | `openai` | `OpenAiModel`, over reqwest | no |
 //! | `native-tls` | `openai`, with HTTPS through the system's TLS library | no |
+//!
+//! `bidi-llm` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
+//! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
+//! one that does not compiles no SQLite.
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -32,7 +32,14 @@
 //! | store | where | notes |
 //! |---|---|---|
 //! | [`MemoryStore`] | process memory | every snapshot; every session, or the n most recently used |
-//! | [`SqliteStore`] | one SQLite file | the embedded persistent default: bundled SQLite, WAL |
+#![cfg_attr(
+    feature = "sqlite",
+    doc = "| [`SqliteStore`] | one SQLite file | feature `sqlite` (default): the embedded persistent store, bundled SQLite, WAL |"
+)]
+#![cfg_attr(
+    not(feature = "sqlite"),
+    doc = "| `SqliteStore` | one SQLite file | feature `sqlite` (default): the embedded persistent store, bundled SQLite, WAL |"
+)]
 //! | `PostgresStore` | PostgreSQL tables | feature `postgres`: one store shared by processes on several machines |
 //!
 //! Your own store is one `impl SessionStore` written with [`#[async_trait]`](macro@async_trait) (re-exported here);
@@ -60,8 +67,13 @@
 //!
 //! | feature | what it adds | default |
 //! |---|---|---|
+//! | `sqlite` | `SqliteStore` (rusqlite, SQLite bundled: compiled from C with the crate) | yes |
 //! | `testing` | the public conformance suite, [`testing`] | no |
 //! | `postgres` | `PostgresStore` (tokio-postgres, deadpool-postgres) | no |
+//!
+//! Without `sqlite` (`default-features = false`), nothing of SQLite is built. The workspace's
+//! crates above this one (`bidi-agent`, `bidi-http`, `bidi-acp`, ...) depend on it that way, so
+//! an application compiles SQLite only when it asks for `SqliteStore` itself.
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -70,10 +82,12 @@ mod change;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod rows;
 mod rules;
 mod scoped;
 mod session;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
 mod streams;
@@ -88,6 +102,8 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use scoped::Scoped;
 pub use session::{MAX_UPDATE_ATTEMPTS, Session};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::SqliteStore;
 pub use store::{
     Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,

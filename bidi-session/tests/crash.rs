@@ -2,6 +2,7 @@
 //! the store acknowledged; the parent kills it with SIGKILL at a random moment, 20 times over, then
 //! checks that every acknowledged snapshot is intact and that SQLite's integrity check passes.
 
+#![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;

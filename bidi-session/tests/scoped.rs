@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bidi_session::{
-    Append, Change, Finish, Lease, MemoryStore, Parent, Scoped, Session, SessionStore, SqliteStore,
-    Status, StoreError, testing,
+    Append, Change, Finish, Lease, MemoryStore, Parent, Scoped, Session, SessionStore, Status,
+    StoreError, testing,
 };
 use serde_json::json;
 
@@ -20,11 +20,12 @@ async fn scoped_memory_store_conforms() {
     testing::conformance(Arc::new(Scoped::new(Arc::clone(&shared), ""))).await;
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoped_sqlite_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let shared: Arc<dyn SessionStore> = Arc::new(
-        SqliteStore::open(dir.path().join("sessions.db"))
+        bidi_session::SqliteStore::open(dir.path().join("sessions.db"))
             .await
             .unwrap(),
     );

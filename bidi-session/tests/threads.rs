@@ -1,6 +1,7 @@
 //! Threads: a burst of concurrent calls on `SqliteStore` costs no thread per call. Alone in its
 //! test binary, so that the process's thread count is this test's.
 
+#![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;

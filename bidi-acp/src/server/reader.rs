@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
-    AGENT_METHOD_NAMES, AgentCapabilities, AuthenticateRequest, CancelNotification,
-    CloseSessionRequest, Error, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    McpCapabilities, NewSessionRequest, PromptCapabilities, PromptRequest, RequestId,
-    SessionCapabilities, SessionCloseCapabilities, SetSessionModeRequest,
+    AgentCapabilities, AuthenticateRequest, ClientNotification, ClientRequest, CloseSessionRequest,
+    Error, InitializeResponse, LoadSessionRequest, McpCapabilities, NewSessionRequest,
+    PromptCapabilities, RequestId, SessionCapabilities, SessionCloseCapabilities,
 };
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
@@ -66,6 +65,9 @@ pub(crate) async fn read_loop<R: AsyncRead + Unpin>(
     }
 }
 
+/// Answers request `id`: decoded once into the schema's [`ClientRequest`] (an unknown method
+/// or bad params answered at once), then served in place, or in a task of its own for what
+/// takes a while.
 async fn dispatch(
     shared: &Arc<Shared>,
     id: RequestId,
@@ -73,100 +75,106 @@ async fn dispatch(
     params: Value,
     turns: &mut JoinSet<()>,
 ) {
-    let methods = &AGENT_METHOD_NAMES;
-    if method == methods.initialize {
-        let result = codec::params::<InitializeRequest>(params).map(|_| initialize(shared));
-        shared.respond(id, result).await;
-    } else if method == methods.authenticate {
-        let result = codec::params::<AuthenticateRequest>(params).and_then(|request| {
-            Err::<Value, _>(codec::invalid_params(
-                "methodId",
-                format!(
-                    "unknown authentication method `{}`: this agent needs no authentication (authMethods is empty)",
-                    cap(&request.method_id.0)
-                ),
-            ))
-        });
-        shared.respond(id, result).await;
-    } else if method == methods.session_new {
-        // Starting its MCP servers takes a while: the reader goes on meanwhile.
-        match codec::params::<NewSessionRequest>(params) {
-            Ok(request) => {
-                let Some(room) = room(shared).await else {
-                    return;
-                };
-                let shared = Arc::clone(shared);
-                turns.spawn(async move {
-                    let _room = room;
-                    let result = tokio::select! {
-                        () = shared.stop.cancelled() => return, // Nobody waits for it.
-                        result = new_session(&shared, request) => result,
-                    };
-                    let opened = result.as_ref().ok().map(|new| new.session_id.clone());
-                    shared.respond(id, result).await;
-                    if let Some(session_id) = opened {
-                        shared.announce(&session_id).await;
-                    }
-                });
-            }
-            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+    let request = match codec::client_request(method, params) {
+        Ok(request) => request,
+        Err(error) => return shared.respond::<Value>(id, Err(error)).await,
+    };
+    match request {
+        ClientRequest::InitializeRequest(_) => shared.respond(id, Ok(initialize(shared))).await,
+        ClientRequest::AuthenticateRequest(request) => {
+            shared
+                .respond::<Value>(id, Err(authenticate(&request)))
+                .await;
         }
-    } else if method == methods.session_load {
-        match codec::params::<LoadSessionRequest>(params) {
-            Ok(request) => {
-                let Some(room) = room(shared).await else {
-                    return;
-                };
-                let shared = Arc::clone(shared);
-                turns.spawn(async move {
-                    let _room = room;
-                    let session_id = request.session_id.clone();
-                    let result = tokio::select! {
-                        () = shared.stop.cancelled() => return,
-                        result = load_session(&shared, request) => result,
-                    };
-                    let loaded = result.is_ok();
-                    shared.respond(id, result).await;
-                    if loaded {
-                        shared.announce(&session_id).await;
-                    }
-                });
-            }
-            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        // Starting or stopping a session's MCP servers takes a while: the reader goes on
+        // meanwhile.
+        ClientRequest::NewSessionRequest(request) => {
+            with_room(shared, turns, |shared| open_new(shared, id, request)).await;
         }
-    } else if method == methods.session_close {
-        match codec::params::<CloseSessionRequest>(params) {
-            Ok(request) => {
-                // Stopping its MCP servers takes a while: the reader goes on meanwhile.
-                let Some(room) = room(shared).await else {
-                    return;
-                };
-                let shared = Arc::clone(shared);
-                turns.spawn(async move {
-                    let _room = room;
-                    let result = close_session(&shared, &request.session_id).await;
-                    shared.respond(id, result).await;
-                });
-            }
-            Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        ClientRequest::LoadSessionRequest(request) => {
+            with_room(shared, turns, |shared| open_loaded(shared, id, request)).await;
         }
-    } else if method == methods.session_set_mode {
-        let result = match codec::params::<SetSessionModeRequest>(params) {
-            Ok(request) => set_mode(shared, request).await,
-            Err(error) => Err(error),
-        };
-        shared.respond(id, result).await;
-    } else if method == methods.session_prompt {
-        match codec::params::<PromptRequest>(params).and_then(|request| start(shared, request)) {
+        ClientRequest::CloseSessionRequest(request) => {
+            with_room(shared, turns, |shared| close(shared, id, request)).await;
+        }
+        ClientRequest::SetSessionModeRequest(request) => {
+            let result = set_mode(shared, request).await;
+            shared.respond(id, result).await;
+        }
+        ClientRequest::PromptRequest(request) => match start(shared, request) {
             Ok(turn) => {
                 turns.spawn(prompt(Arc::clone(shared), id, turn));
             }
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
+        },
+        // What `client_request` never makes (the enum is non-exhaustive): method not found, as
+        // for any method not served.
+        other => {
+            let error = codec::method_not_found(other.method());
+            shared.respond::<Value>(id, Err(error)).await;
         }
-    } else {
-        let error = Error::method_not_found().data(Value::String(cap(method).into_owned()));
-        shared.respond::<Value>(id, Err(error)).await;
     }
+}
+
+/// `authenticate`: refused, since the agent needs no authentication.
+fn authenticate(request: &AuthenticateRequest) -> Error {
+    codec::invalid_params(
+        "methodId",
+        format!(
+            "unknown authentication method `{}`: this agent needs no authentication (authMethods is empty)",
+            cap(&request.method_id.0)
+        ),
+    )
+}
+
+/// Runs `task` in a task of its own once there is [`room`] for it, holding the room until it
+/// ends; nothing once the client is gone.
+async fn with_room<F, T>(shared: &Arc<Shared>, turns: &mut JoinSet<()>, task: T)
+where
+    T: FnOnce(Arc<Shared>) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Some(room) = room(shared).await else {
+        return;
+    };
+    let task = task(Arc::clone(shared));
+    turns.spawn(async move {
+        let _room = room;
+        task.await;
+    });
+}
+
+/// `session/new`: opens the session, answers, then announces its commands.
+async fn open_new(shared: Arc<Shared>, id: RequestId, request: NewSessionRequest) {
+    let result = tokio::select! {
+        () = shared.stop.cancelled() => return, // Nobody waits for it.
+        result = new_session(&shared, request) => result,
+    };
+    let opened = result.as_ref().ok().map(|new| new.session_id.clone());
+    shared.respond(id, result).await;
+    if let Some(session_id) = opened {
+        shared.announce(&session_id).await;
+    }
+}
+
+/// `session/load`: replays and opens the session, answers, then announces its commands.
+async fn open_loaded(shared: Arc<Shared>, id: RequestId, request: LoadSessionRequest) {
+    let session_id = request.session_id.clone();
+    let result = tokio::select! {
+        () = shared.stop.cancelled() => return,
+        result = load_session(&shared, request) => result,
+    };
+    let loaded = result.is_ok();
+    shared.respond(id, result).await;
+    if loaded {
+        shared.announce(&session_id).await;
+    }
+}
+
+/// `session/close`: stops the session's turn and MCP servers, forgets it, answers.
+async fn close(shared: Arc<Shared>, id: RequestId, request: CloseSessionRequest) {
+    let result = close_session(&shared, &request.session_id).await;
+    shared.respond(id, result).await;
 }
 
 /// Waits for room for one more request task (`session/new`, `session/load`, `session/close`):
@@ -181,11 +189,8 @@ async fn room(shared: &Shared) -> Option<OwnedSemaphorePermit> {
 }
 
 fn notify(shared: &Shared, method: &str, params: Value) {
-    if method != AGENT_METHOD_NAMES.session_cancel {
-        return; // Unknown notifications are ignored, as JSON-RPC says.
-    }
-    match codec::params::<CancelNotification>(params) {
-        Ok(cancel) => {
+    match codec::client_notification(method, params) {
+        Ok(Some(ClientNotification::CancelNotification(cancel))) => {
             let sessions = shared.sessions();
             if let Some(token) = sessions
                 .get(&cancel.session_id.0)
@@ -194,6 +199,8 @@ fn notify(shared: &Shared, method: &str, params: Value) {
                 token.cancel();
             }
         }
+        // Unknown notifications are ignored, as JSON-RPC says.
+        Ok(_) => {}
         Err(error) => log!("session/cancel ignored: {:?}", error.message),
     }
 }
@@ -210,8 +217,13 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .audio(true)
                         .embedded_context(true),
                 )
-                // Stdio and streamable HTTP MCP servers; rmcp has no client for the old SSE transport.
-                .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
+                // Stdio and streamable HTTP MCP servers, with the `mcp` feature (none without
+                // it); rmcp has no client for the old SSE transport.
+                .mcp_capabilities(
+                    McpCapabilities::new()
+                        .http(cfg!(feature = "mcp"))
+                        .sse(false),
+                )
                 .session_capabilities(
                     SessionCapabilities::new().close(SessionCloseCapabilities::new()),
                 ),

@@ -4,8 +4,11 @@
 #![allow(clippy::unwrap_used)]
 
 mod live;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod permissions;
 mod server;
 mod sessions;
 mod support;
+#[cfg(not(feature = "mcp"))]
+mod without_mcp;

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use bidi_acp::schema::{ContentBlock, ContentChunk, Error, SessionUpdate, TextContent};
 use bidi_acp::{Bridge, Cancelled, Command, Mode, Permission, Server, Workspace};
@@ -203,8 +202,10 @@ async fn commands_are_announced_after_a_session_opens() {
     assert!(client.finish().await.is_empty());
 }
 
+#[cfg(feature = "mcp")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reader_answers_while_an_mcp_server_starts() {
+    use std::time::Duration;
     let agent = LlmAgent::builder("a", ScriptedModel::new([])).build();
     // A "server" that never speaks: its session waits for the start-up timeout.
     let server = Server::new(agent)
