@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::server::{SESSION_SCOPE, Shared, sessions};
-use crate::turn::{Client, Show, Shown};
+use crate::turn::{Client, Shown};
 
 /// What turns a bidi [`Agent`] of yours into an ACP agent: the input a prompt makes, and the
 /// updates each chunk of a turn shows. Serve it with [`Server::bridge`](crate::Server::bridge).
@@ -270,8 +270,7 @@ impl<B: Bridge> Wire for Updates<'_, B> {
     type Frames = Shown;
 
     fn event(&mut self, chunk: B::Stream, out: &mut Shown) {
-        out.0
-            .extend(self.0.updates(chunk).into_iter().map(Show::Update));
+        out.more = self.0.updates(chunk);
     }
 
     /// The turn's answer says it failed: nothing to show.

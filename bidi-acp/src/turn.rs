@@ -236,15 +236,13 @@ pub(crate) struct Client<'a> {
 
 impl Sink<Shown> for Client<'_> {
     async fn send(&self, shown: Shown) -> Result<(), Closed> {
-        for item in shown.0 {
-            match item {
-                Show::Update(update) => {
-                    if self.shared.update(self.session_id, update).await.is_err() {
-                        return Err(Closed);
-                    }
-                }
-                Show::Reached { call, asks, open } => open.reached(call, asks),
+        for update in shown.update.into_iter().chain(shown.more) {
+            if self.shared.update(self.session_id, update).await.is_err() {
+                return Err(Closed);
             }
+        }
+        if let Some(Reached { call, asks, open }) = shown.reached {
+            open.reached(call, asks);
         }
         Ok(())
     }
@@ -259,35 +257,33 @@ impl Sink<Shown> for Client<'_> {
     }
 }
 
-/// What a turn writes to its client, in order: updates, and the tool calls it reached (all
-/// that came before them written), which may then ask for permission.
+/// What one event of a turn writes to its client, in order: its update (or a bridge's
+/// updates), then the tool call it reached (all that came before it written), which may then
+/// ask for permission. Held inline: an update costs no allocation of its own.
 #[derive(Debug, Default)]
-pub(crate) struct Shown(pub(crate) Vec<Show>);
-
-#[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "updates are nearly every item: boxing them would cost an allocation each"
-)]
-pub(crate) enum Show {
-    Update(SessionUpdate),
-    Reached {
-        call: String,
-        asks: bool,
-        open: Arc<Open>,
-    },
+pub(crate) struct Shown {
+    pub(crate) update: Option<SessionUpdate>,
+    pub(crate) more: Vec<SessionUpdate>,
+    pub(crate) reached: Option<Reached>,
 }
 
-/// How many updates a write gathers at most.
-const BATCH_UPDATES: usize = 64;
+/// A tool call the turn reached, and whether it was shown waiting for permission.
+#[derive(Debug)]
+pub(crate) struct Reached {
+    call: String,
+    asks: bool,
+    open: Arc<Open>,
+}
 
 impl Frames for Shown {
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.update.is_none() && self.more.is_empty() && self.reached.is_none()
     }
 
+    /// Each event's updates go as they come, as the client's own writer batches nothing
+    /// either.
     fn is_full(&self) -> bool {
-        self.0.len() >= BATCH_UPDATES
+        !self.is_empty()
     }
 }
 
@@ -670,13 +666,12 @@ impl Wire for Updates<'_> {
             _ => None,
         };
         let asks = reached.as_ref().is_some_and(|(_, asks)| *asks);
-        if let Some(update) = self.of(event, asks) {
-            out.0.push(Show::Update(update));
-        }
-        if let Some((call, asks)) = reached {
-            let open = Arc::clone(&self.open);
-            out.0.push(Show::Reached { call, asks, open });
-        }
+        out.update = self.of(event, asks);
+        out.reached = reached.map(|(call, asks)| Reached {
+            call,
+            asks,
+            open: Arc::clone(&self.open),
+        });
     }
 
     /// The turn's answer says it failed: nothing to show.

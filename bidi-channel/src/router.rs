@@ -38,15 +38,32 @@ pub enum Piece<'a> {
 pub trait Chunk: Send + 'static {
     /// What this chunk means to a channel; `None` for chunks users do not see.
     fn piece(&self) -> Option<Piece<'_>>;
+
+    /// The text of a text chunk, owned: what a streaming channel is handed. By default a copy
+    /// of [`piece`](Self::piece)'s text; a chunk that owns its text gives it up instead.
+    fn into_text(self) -> Option<String>
+    where
+        Self: Sized,
+    {
+        match self.piece() {
+            Some(Piece::Text(text)) => Some(text.to_owned()),
+            _ => None,
+        }
+    }
 }
 
 impl Chunk for String {
     fn piece(&self) -> Option<Piece<'_>> {
         Some(Piece::Text(self))
     }
+
+    fn into_text(self) -> Option<String> {
+        Some(self)
+    }
 }
 
 impl Chunk for AgentEvent {
+    #[inline]
     fn piece(&self) -> Option<Piece<'_>> {
         match self {
             Self::TextDelta { delta } => Some(Piece::Text(delta)),
@@ -62,6 +79,14 @@ impl Chunk for AgentEvent {
                 "the agent waits for approval of tool calls a chat cannot approve: {}",
                 names(tool_calls)
             )))),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn into_text(self) -> Option<String> {
+        match self {
+            Self::TextDelta { delta } => Some(delta),
             _ => None,
         }
     }
@@ -626,21 +651,25 @@ impl<C: Chunk> Wire for Replying<C> {
     type Output = ();
     type Frames = Shown;
 
+    #[inline]
     fn event(&mut self, chunk: C, out: &mut Shown) {
-        match chunk.piece() {
+        let text = match chunk.piece() {
             Some(Piece::Text(text)) => {
                 self.text.push_str(text);
-                if self.streaming {
-                    out.0.push(Show::Chunk(text.to_owned()));
-                }
+                true
             }
             Some(Piece::Tool(name)) if self.streaming => {
-                out.0.push(Show::Status(format!("Using: {name}")));
+                out.0 = Some(Show::Status(format!("Using: {name}")));
+                false
             }
             Some(Piece::Failed(error)) => {
                 self.failure.get_or_insert_with(|| error.into_owned());
+                false
             }
-            Some(Piece::Tool(_)) | None => {}
+            Some(Piece::Tool(_)) | None => false,
+        };
+        if text && self.streaming {
+            out.0 = chunk.into_text().map(Show::Chunk);
         }
     }
 
@@ -649,9 +678,9 @@ impl<C: Chunk> Wire for Replying<C> {
     }
 }
 
-/// The streaming calls a piece of a reply makes.
+/// The streaming call a piece of a reply makes: one at a time, as the agent streams them.
 #[derive(Debug, Default)]
-struct Shown(Vec<Show>);
+struct Shown(Option<Show>);
 
 #[derive(Debug)]
 enum Show {
@@ -661,12 +690,12 @@ enum Show {
 
 impl Frames for Shown {
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 
     /// Each piece goes as it comes: a channel shows the reply as the agent streams it.
     fn is_full(&self) -> bool {
-        !self.0.is_empty()
+        self.0.is_some()
     }
 }
 
@@ -683,14 +712,13 @@ impl Sink<Shown> for Calls<'_> {
         let Some(stream) = self.stream else {
             return Ok(());
         };
-        for show in shown.0 {
-            let (call, result) = match show {
-                Show::Chunk(text) => ("chunk", stream.chunk(self.user_id, &text).await),
-                Show::Status(status) => ("status", stream.status(self.user_id, &status).await),
-            };
-            if let Err(error) = result {
-                log(self.channel, self.user_id, call, &*error);
-            }
+        let (call, result) = match shown.0 {
+            Some(Show::Chunk(text)) => ("chunk", stream.chunk(self.user_id, &text).await),
+            Some(Show::Status(status)) => ("status", stream.status(self.user_id, &status).await),
+            None => return Ok(()),
+        };
+        if let Err(error) = result {
+            log(self.channel, self.user_id, call, &*error);
         }
         Ok(())
     }

@@ -4,6 +4,8 @@
 use bidi_core::{BoxError, Error, PeerGone, Responses};
 use bidi_flow::idle::Idle;
 use bidi_llm::{AgentEvent, ExecuteStream};
+use std::task::Poll;
+
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 
 use crate::sink::{Closed, Sink};
@@ -68,30 +70,26 @@ where
     S: Sink<W::Frames>,
 {
     let mut frames = W::Frames::default();
-    let mut next = first.map(Ok);
+    // Made once: a sink that closes on a signal (a cancellation token, a closed channel) is
+    // registered once for the whole stream, not once an event.
+    let mut closed = std::pin::pin!(sink.closed());
+    let mut first = first;
     loop {
-        let item = match next.take() {
-            Some(item) => Some(item),
-            None => {
-                tokio::select! {
-                    biased;
-                    item = events.next() => item,
-                    cause = sink.closed() => return stop(events, cause).await,
-                    () = expired(idle.as_deref_mut()) => {
-                        let timeout = idle.as_ref().map(|idle| idle.timeout()).unwrap_or_default();
-                        return stop(events, Box::new(PeerGone::Idle(timeout))).await;
-                    }
-                }
-            }
-        };
         let mut ended = None;
-        match item {
-            Some(Ok(event)) => wire.event(event, &mut frames),
-            Some(Err(error)) => ended = Some(failed(wire, &error, &mut frames)),
-            None => ended = Some(Ended::Done),
+        if let Some(event) = first.take() {
+            wire.event(event, &mut frames);
+        } else {
+            let step = next(events, closed.as_mut(), idle.as_deref_mut()).await;
+            match step {
+                Step::Item(Some(Ok(event))) => wire.event(event, &mut frames),
+                Step::Item(Some(Err(error))) => ended = Some(failed(wire, &error, &mut frames)),
+                Step::Item(None) => ended = Some(Ended::Done),
+                Step::Stop(cause) => return stop(events, cause).await,
+            }
         }
-        // What is ready behind it goes in the same write.
-        while ended.is_none() && !frames.is_full() {
+        // What is ready behind it goes in the same write (an event that wrote nothing waits
+        // for the next as any other).
+        while ended.is_none() && !frames.is_empty() && !frames.is_full() {
             match events.next().now_or_never() {
                 Some(Some(Ok(event))) => wire.event(event, &mut frames),
                 Some(Some(Err(error))) => ended = Some(failed(wire, &error, &mut frames)),
@@ -99,19 +97,59 @@ where
                 None => break,
             }
         }
-        if let Some(idle) = idle.as_deref() {
-            idle.touch();
-        }
         if !frames.is_empty() {
             let batch = std::mem::take(&mut frames);
-            match within(idle.as_deref_mut(), sink.send(batch)).await {
+            let sent = match idle.as_deref_mut() {
+                Some(idle) => {
+                    idle.touch();
+                    idle.within(sink.send(batch)).await.ok_or(idle.timeout())
+                }
+                None => Ok(sink.send(batch).await),
+            };
+            match sent {
                 Ok(Ok(())) => {}
                 Ok(Err(Closed)) => return stop(events, Box::new(PeerGone::Disconnected)).await,
                 Err(timeout) => return stop(events, Box::new(PeerGone::Idle(timeout))).await,
             }
+        } else if let Some(idle) = idle.as_deref() {
+            idle.touch();
         }
         if let Some(ended) = ended {
             return ended;
+        }
+    }
+}
+
+/// What the pump waits for next.
+enum Step<E> {
+    /// The next event, or the end of the events.
+    Item(Option<Result<E, Error>>),
+    /// The sink closed or the peer was idle: the cause to cancel with.
+    Stop(BoxError),
+}
+
+/// The next event, unless `closed` completes or `idle` expires first; the events are polled
+/// first, the rest only while none is ready.
+async fn next<E>(
+    events: &mut impl Events<E>,
+    mut closed: std::pin::Pin<&mut impl Future<Output = BoxError>>,
+    idle: Option<&mut Idle>,
+) -> Step<E> {
+    let next = std::future::poll_fn(|cx| {
+        if let Poll::Ready(item) = events.poll_next_unpin(cx) {
+            return Poll::Ready(Step::Item(item));
+        }
+        closed.as_mut().poll(cx).map(Step::Stop)
+    });
+    match idle {
+        None => next.await,
+        Some(idle) => {
+            let timeout = idle.timeout();
+            tokio::select! {
+                biased;
+                step = next => step,
+                () = idle.expired() => Step::Stop(Box::new(PeerGone::Idle(timeout))),
+            }
         }
     }
 }
@@ -124,30 +162,19 @@ fn failed<W: Wire>(wire: &mut W, error: &Error, frames: &mut W::Frames) -> Ended
 }
 
 /// Cancels the execution with `cause` and reads what it still sends to its end.
-async fn stop<E>(events: &mut impl Events<E>, cause: BoxError) -> Ended {
+pub(crate) async fn stop<E>(events: &mut impl Events<E>, cause: BoxError) -> Ended {
     events.cancel_with(cause);
     while events.next().await.is_some() {}
     Ended::Stopped
 }
 
-/// Completes once `idle` expired; never without one.
-async fn expired(idle: Option<&mut Idle>) {
-    match idle {
-        Some(idle) => idle.expired().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// `work`, unless `idle` expires first: then the timeout.
-async fn within<F: Future>(
-    idle: Option<&mut Idle>,
-    work: F,
-) -> Result<F::Output, std::time::Duration> {
+/// Completes with the timeout once `idle` expired; never without one.
+pub(crate) async fn expired(idle: Option<&mut Idle>) -> std::time::Duration {
     match idle {
         Some(idle) => {
-            let timeout = idle.timeout();
-            idle.within(work).await.ok_or(timeout)
+            idle.expired().await;
+            idle.timeout()
         }
-        None => Ok(work.await),
+        None => std::future::pending().await,
     }
 }

@@ -33,9 +33,7 @@ pub trait Sink<F>: Send + Sync {
     /// reads any more ([`PeerGone::Disconnected`]), or the peer asked to stop. Never, by
     /// default.
     ///
-    /// # Cancel safety
-    ///
-    /// Must be cancel safe: the pump polls it afresh between frames.
+    /// The pump makes this future once per stream and polls it while it waits for events.
     fn closed(&self) -> impl Future<Output = BoxError> + Send {
         std::future::pending()
     }

@@ -10,7 +10,7 @@ use bidi_llm::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, exec
 use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 
-use crate::pump::{Ended, pump};
+use crate::pump::{Ended, expired, pump, stop};
 use crate::sink::Sink;
 use crate::wire::{Frames as _, Wire};
 use bidi_agent::{Refusal, RefusalKind};
@@ -215,11 +215,11 @@ async fn first(
         biased;
         next = run.next() => next,
         () = head.closed() => {
-            stop(run, PeerGone::Disconnected).await;
+            stop(run, Box::new(PeerGone::Disconnected)).await;
             return None;
         }
         timeout = expired(idle) => {
-            stop(run, PeerGone::Idle(timeout)).await;
+            stop(run, Box::new(PeerGone::Idle(timeout))).await;
             return None;
         }
     };
@@ -251,7 +251,7 @@ async fn first(
     let started = answer.is_ok();
     if head.send(answer).is_err() && started {
         // The requester went away as it started.
-        stop(run, PeerGone::Disconnected).await;
+        stop(run, Box::new(PeerGone::Disconnected)).await;
         return None;
     }
     match next {
@@ -268,21 +268,4 @@ fn refused(code: ErrorCode, error: &str) -> Refusal {
         _ => RefusalKind::Failed,
     };
     Refusal::new(kind, error)
-}
-
-/// Cancels the execution with `cause` and reads what it still sends to its end.
-async fn stop(run: &mut ExecuteStream<'_>, cause: PeerGone) {
-    run.cancel_with(cause);
-    while run.next().await.is_some() {}
-}
-
-/// Completes with the timeout once `idle` expired; never without one.
-async fn expired(idle: Option<&mut Idle>) -> Duration {
-    match idle {
-        Some(idle) => {
-            idle.expired().await;
-            idle.timeout()
-        }
-        None => std::future::pending().await,
-    }
 }
