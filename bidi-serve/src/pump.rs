@@ -1,16 +1,16 @@
 //! The pump: an execution's events through a wire to a sink, batched, until the events end or
 //! the peer goes away.
 
+use std::task::Poll;
+
+use bidi_agent::Refusal;
 use bidi_core::{BoxError, Error, PeerGone, Responses};
 use bidi_flow::idle::Idle;
 use bidi_llm::{AgentEvent, ExecuteStream};
-use std::task::Poll;
-
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 
 use crate::sink::{Closed, Sink};
 use crate::wire::{Frames, Wire};
-use bidi_agent::Refusal;
 
 /// A stream of one execution's (or one turn's) events that the pump can stop:
 /// [`ExecuteStream`] and a connection's [`Responses`].
@@ -44,9 +44,9 @@ pub enum Ended {
     Stopped,
 }
 
-/// Pumps `events` through `wire` to `sink` until they end: each event the wire writes, with
-/// those ready behind it, in one batch (up to [`Frames::is_full`]); written once the sink has
-/// room, so a slow peer slows the execution.
+/// Pumps `events` through `wire` to `sink` until they end: what the wire writes of an event,
+/// with what it writes of those ready behind it, in one batch (up to [`Frames::is_full`]);
+/// written once the sink has room, so a slow peer slows the execution.
 ///
 /// The execution is cancelled once the sink is [closed](Sink::closed) (with the cause it
 /// gives) or a write fails ([`PeerGone::Disconnected`]), or once nothing moves for `idle`'s

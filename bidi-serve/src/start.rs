@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use bidi_agent::AgentOutput;
+use bidi_agent::{AgentOutput, Refusal, RefusalKind};
 use bidi_core::{Connection, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
 use bidi_llm::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, execute};
@@ -13,7 +13,6 @@ use tokio::sync::oneshot;
 use crate::pump::{Ended, expired, pump, stop};
 use crate::sink::Sink;
 use crate::wire::{Frames as _, Wire};
-use bidi_agent::{Refusal, RefusalKind};
 
 /// A connection of an [`LlmAgent`](bidi_llm::LlmAgent): what [`Execution`] runs on.
 pub type AgentConnection = Connection<TurnInput, Output, AgentEvent>;
