@@ -54,6 +54,7 @@ impl Activity {
     }
 
     /// Something moved.
+    #[inline]
     pub fn touch(&self) {
         let since = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last.store(since, Ordering::Relaxed);
@@ -85,6 +86,7 @@ impl Idle {
     }
 
     /// Something moved.
+    #[inline]
     pub fn touch(&self) {
         self.activity.touch();
     }
