@@ -58,9 +58,8 @@ mod wire;
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
@@ -73,8 +72,7 @@ use serde_json::Value;
 
 use crate::agent;
 use crate::codec::{Code, Failure};
-use crate::extract::Served;
-use crate::flow::body;
+use crate::extract::{Limited, Served};
 use crate::genkit::StreamKey;
 use crate::tee::{Budget, Tees};
 use crate::{Identity, Shared};
@@ -149,10 +147,9 @@ async fn rpc(
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
-    bytes: Result<Bytes, BytesRejection>,
+    Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let agent = &agent;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let (id, method, params) = match request(&bytes, &headers) {
         Ok(request) => request,
         Err((id, error)) => return Ok(error_response(&id, &error)),

@@ -61,6 +61,23 @@ impl FromRequestParts<std::sync::Arc<crate::Shared>> for Served {
     }
 }
 
+/// A request body within the server's body limit; refused (413, or the error reading it) in
+/// the JSON error body.
+#[derive(Debug)]
+pub(crate) struct Limited(pub(crate) axum::body::Bytes);
+
+impl axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for Limited {
+    type Rejection = Failure;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        shared: &std::sync::Arc<crate::Shared>,
+    ) -> Result<Self, Failure> {
+        let bytes = axum::body::Bytes::from_request(request, shared).await;
+        body(bytes, shared.limits.max_body_bytes).map(Self)
+    }
+}
+
 /// A request body that is a JSON object of type `T`, within the server's body limit; refused
 /// (413, or 400 naming where it is wrong) in the JSON error body. `bytes` is the body as sent.
 #[cfg(feature = "agents")]
@@ -85,9 +102,26 @@ where
         request: axum::extract::Request,
         shared: &std::sync::Arc<crate::Shared>,
     ) -> Result<Self, Failure> {
-        let bytes = axum::body::Bytes::from_request(request, shared).await;
-        let bytes = crate::flow::body(bytes, shared.limits.max_body_bytes)?;
+        let Limited(bytes) = Limited::from_request(request, shared).await?;
         let value = crate::codec::decode_object(&bytes)?;
         Ok(Self { value, bytes })
     }
+}
+
+/// The body, or 413 / 400 as JSON.
+fn body(
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+    limit: usize,
+) -> Result<axum::body::Bytes, Failure> {
+    body.map_err(|rejection| {
+        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            crate::flow::too_large(limit)
+        } else {
+            Failure::new(
+                rejection.status(),
+                Code::MalformedFrame,
+                rejection.body_text(),
+            )
+        }
+    })
 }

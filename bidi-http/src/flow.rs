@@ -7,7 +7,6 @@ use axum::Extension;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure, FlowRequest};
-use crate::extract::Segments;
+use crate::extract::{Limited, Segments};
 use bidi_core::PeerGone;
 use bidi_flow::idle::{Activity, Idle};
 
@@ -73,21 +72,6 @@ pub(crate) fn too_large(limit: usize) -> Failure {
     )
 }
 
-/// The body, or 413 / 400 as JSON.
-pub(crate) fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, Failure> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large(limit)
-        } else {
-            Failure::new(
-                rejection.status(),
-                Code::MalformedFrame,
-                rejection.body_text(),
-            )
-        }
-    })
-}
-
 /// Whether the client asked for SSE: `Accept: text/event-stream` or `?stream=true`.
 pub(crate) fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
     let accepts = headers
@@ -110,9 +94,8 @@ pub(crate) async fn run(
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
-    bytes: Result<Bytes, BytesRejection>,
+    Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let key = format!("/{kind}/{name}");
     let request: FlowRequest = codec::decode_object(&bytes)?;
     // No `data` is a `null` input, as Genkit's servers run a flow with no input: an action

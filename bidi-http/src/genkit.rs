@@ -46,8 +46,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -63,8 +62,8 @@ use bidi_serve::{Detached, Wire};
 
 use crate::agent;
 use crate::codec::{self, Code, Failure};
-use crate::extract::{Segments, Served};
-use crate::flow::{body, wants_stream};
+use crate::extract::{Limited, Segments, Served};
+use crate::flow::wants_stream;
 use crate::{Identity, Shared};
 
 /// Genkit's agent wire: `POST /agent/{name}/genkit` (a turn), `.../genkit/getSnapshot` and
@@ -180,10 +179,9 @@ async fn run(
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
-    bytes: Result<Bytes, BytesRejection>,
+    Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let agent = &agent;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     if let Some(id) = stream::requested(&headers)? {
         // What the client sends along (its first request again, or nothing) is not read: the
@@ -567,12 +565,11 @@ fn lookup(
     kind: &str,
     name: &str,
     identity: Option<&Identity>,
-    bytes: Result<Bytes, BytesRejection>,
+    bytes: &[u8],
 ) -> Result<(LookupData, Scoped), Failure> {
     let agent = agent::agent(shared, kind, name)?;
     keeps_sessions(agent, name)?;
-    let bytes = body(bytes, shared.limits.max_body_bytes)?;
-    let Lookup { data } = codec::decode_object(&bytes)?;
+    let Lookup { data } = codec::decode_object(bytes)?;
     Ok((data, agent::sessions_of(agent, identity)))
 }
 
@@ -581,10 +578,10 @@ async fn get_snapshot(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
-    bytes: Result<Bytes, BytesRejection>,
+    Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let (data, store) = lookup(&shared, &kind, &name, identity, bytes)?;
+    let (data, store) = lookup(&shared, &kind, &name, identity, &bytes)?;
     let found = match (&data.snapshot_id, &data.session_id) {
         (Some(id), session) => store.load_snapshot(id).await.map(|found| {
             found.filter(|s| session.as_ref().is_none_or(|sid| sid == s.session_id()))
@@ -650,10 +647,10 @@ async fn abort(
     State(shared): State<Arc<Shared>>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
-    bytes: Result<Bytes, BytesRejection>,
+    Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let (data, store) = lookup(&shared, &kind, &name, identity, bytes)?;
+    let (data, store) = lookup(&shared, &kind, &name, identity, &bytes)?;
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };
