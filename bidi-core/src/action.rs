@@ -304,7 +304,9 @@ pub type ActionTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// Where a connection opened with [`ConnectOptions::driver`] leaves its action's task instead
 /// of spawning it, for the caller to run in a task of its own: a transport that serves one
 /// connection from one task (a WebSocket) then polls the action beside its reads and writes,
-/// and a turn crosses no task boundary.
+/// and a turn crosses no task boundary. Wrap that task's future in [`InPlace`](crate::InPlace):
+/// the action and the connection's ends wake one another from inside its poll, and it polls
+/// again at once rather than hand each of those wakes to the runtime.
 ///
 /// The task must be polled for the action to run: until it is, inputs wait and nothing streams.
 /// Dropping it drops the action wherever it waits and reports the connection done (as a

@@ -91,6 +91,7 @@ mod context;
 mod endpoint;
 mod error;
 mod extensions;
+mod in_place;
 mod link;
 mod observer;
 
@@ -102,6 +103,7 @@ pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
 pub use error::{BoxError, Cause, CauseKind, Error, NotFound, PeerGone, SendError};
 pub use extensions::Extensions;
+pub use in_place::InPlace;
 pub use observer::Observer;
 
 /// The channel underneath connections, for the benchmarks' raw baselines. Not a public API.

@@ -1,7 +1,9 @@
 //! Full duplex over WebSocket: one socket is one connection, served from the socket's own task.
 //! That task runs the action (its connection is opened with a `Driver`, so the action's task is
 //! polled here rather than spawned), reads the socket, hands inputs to the action and writes its
-//! chunks, turn ends and output, all in one `select!`: a round trip crosses no task boundary.
+//! chunks, turn ends and output, all in one `select!`: a round trip crosses no task boundary,
+//! and the wakes between the action and the socket's side are answered in place (`InPlace`),
+//! not by the runtime's queue.
 //! When the socket's serving ends first, the action goes on in a task of its own for what it
 //! has left (its grace period after a cancel). The frames are `bidi_flow::frame`'s socket wire.
 
@@ -15,7 +17,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use bidi_core::{ActionTask, Driver, PeerGone};
+use bidi_core::{ActionTask, Driver, InPlace, PeerGone};
 use bidi_flow::frame::{self, Frame, FrameError, Op};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
@@ -62,7 +64,7 @@ pub(crate) async fn upgrade(
     upgrade
         .max_message_size(hard)
         .max_frame_size(hard)
-        .on_upgrade(move |socket| serve(shared, key, identity, socket))
+        .on_upgrade(move |socket| InPlace::new(serve(shared, key, identity, socket)))
 }
 
 /// The writing side of a socket.

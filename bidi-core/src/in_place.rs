@@ -1,0 +1,227 @@
+//! A future polled again in place when it wakes itself: for a task that drives an action
+//! beside the connection's ends.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures_util::task::AtomicWaker;
+
+/// Polls in a row before the future yields to the runtime anyway.
+const BUDGET: usize = 32;
+
+/// Not being polled: a wake goes to the runtime.
+const IDLE: u8 = 0;
+/// Being polled: a wake is noted, and answered with another poll at once.
+const POLLING: u8 = 1;
+/// Being polled, and woken meanwhile.
+const WOKEN: u8 = 2;
+
+/// A future polled again at once, in the same poll, when it wakes itself.
+///
+/// A task that polls a connection's action (taken from a [`Driver`](crate::Driver)) beside
+/// the connection's two ends wakes itself several times a turn, from inside its own poll: the
+/// input handed over wakes the action, the action's chunk wakes the reader, and so on. A tokio
+/// runtime answers a task that woke itself as it answers `yield_now`: to the back of the run
+/// queue, and on a multi-thread runtime it unparks an idle worker to steal it, so each of
+/// those wakes costs a system call and often a move to another core. `InPlace` polls the
+/// future again at once instead, and hands the runtime only the wakes that come from
+/// elsewhere (a socket, a timer, another task). After 32 polls in a row it yields to the
+/// runtime anyway, so that a future that keeps waking itself cannot hold its worker.
+///
+/// Wrap the whole future that polls the action's task and the connection's ends, once.
+///
+/// ```
+/// use bidi_core::{BidiAction, BoxError, ConnectOptions, Driver, InPlace, Inbound, Outbound};
+/// use futures_util::StreamExt as _;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), BoxError> {
+/// let echo = BidiAction::new("echo", |_ctx, (), mut inbound: Inbound<String>, out: Outbound<String>| async move {
+///     while let Some(text) = inbound.recv().await {
+///         out.send(text).await?;
+///     }
+///     Ok::<_, BoxError>(())
+/// });
+/// let driver = Driver::new();
+/// let mut conn = echo.connect_with((), ConnectOptions::new().driver(&driver));
+/// let task = driver.take().expect("the connection's task");
+/// let serve = InPlace::new(async move {
+///     let (_, echoed) = tokio::join!(task, async move {
+///         conn.send("hi".into()).await?;
+///         let echoed = conn.responses().next().await.transpose()?;
+///         conn.close();
+///         Ok::<_, BoxError>(echoed)
+///     });
+///     echoed
+/// });
+/// // The action, its input and its chunk: one task, woken only by what happens elsewhere.
+/// assert_eq!(tokio::spawn(serve).await??, Some("hi".to_owned()));
+/// # Ok(())
+/// # }
+/// ```
+pub struct InPlace<F> {
+    inner: Pin<Box<F>>,
+    state: Arc<State>,
+    waker: Waker,
+}
+
+struct State {
+    polling: AtomicU8,
+    task: AtomicWaker,
+}
+
+impl Wake for State {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        match self
+            .polling
+            .compare_exchange(POLLING, WOKEN, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // The poll under way sees it and polls again.
+            Ok(_) | Err(WOKEN) => {}
+            _ => self.task.wake(),
+        }
+    }
+}
+
+impl<F: Future> InPlace<F> {
+    /// Wraps `inner`.
+    #[must_use]
+    pub fn new(inner: F) -> Self {
+        let state = Arc::new(State {
+            polling: AtomicU8::new(IDLE),
+            task: AtomicWaker::new(),
+        });
+        let waker = Waker::from(Arc::clone(&state));
+        Self {
+            inner: Box::pin(inner),
+            state,
+            waker,
+        }
+    }
+}
+
+impl<F: Future> Future for InPlace<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        this.state.task.register(cx.waker());
+        for _ in 0..BUDGET {
+            this.state.polling.store(POLLING, Ordering::Release);
+            let polled = this
+                .inner
+                .as_mut()
+                .poll(&mut Context::from_waker(&this.waker));
+            if polled.is_ready() {
+                this.state.polling.store(IDLE, Ordering::Release);
+                return polled;
+            }
+            let settled = this.state.polling.compare_exchange(
+                POLLING,
+                IDLE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            if settled.is_ok() {
+                return Poll::Pending;
+            }
+            // Woken while polled: again, here.
+        }
+        this.state.polling.store(IDLE, Ordering::Release);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<F> std::fmt::Debug for InPlace<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlace").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Counts the wakes it gets.
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Counter>, Waker) {
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        (Arc::clone(&counter), Waker::from(counter))
+    }
+
+    #[test]
+    fn a_future_that_wakes_itself_is_polled_again_in_the_same_poll() {
+        let mut polls = 0;
+        let mut fut = InPlace::new(std::future::poll_fn(|cx| {
+            polls += 1;
+            if polls < 5 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(polls)
+        }));
+        let (wakes, waker) = counter();
+        let polled = Pin::new(&mut fut).poll(&mut Context::from_waker(&waker));
+        assert_eq!(polled, Poll::Ready(5));
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "the runtime was not woken");
+    }
+
+    #[test]
+    fn a_wake_from_elsewhere_reaches_the_runtime() {
+        let inner_waker = Arc::new(std::sync::Mutex::new(None::<Waker>));
+        let mut fut = InPlace::new(std::future::poll_fn({
+            let inner_waker = Arc::clone(&inner_waker);
+            move |cx| {
+                *inner_waker.lock().unwrap() = Some(cx.waker().clone());
+                Poll::<()>::Pending
+            }
+        }));
+        let (wakes, waker) = counter();
+        assert!(
+            Pin::new(&mut fut)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        let later = inner_waker.lock().unwrap().take().unwrap();
+        later.wake();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_future_that_keeps_waking_itself_yields_after_the_budget() {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let mut fut = InPlace::new(std::future::poll_fn({
+            let polls = Arc::clone(&polls);
+            move |cx| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                cx.waker().wake_by_ref();
+                Poll::<()>::Pending
+            }
+        }));
+        let (wakes, waker) = counter();
+        assert!(
+            Pin::new(&mut fut)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert_eq!(polls.load(Ordering::SeqCst), BUDGET);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "woken to be polled again later");
+    }
+}
