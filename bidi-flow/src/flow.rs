@@ -10,6 +10,7 @@ use bidi_core::{
 };
 use opentelemetry::KeyValue;
 use opentelemetry::global::BoxedTracer;
+use opentelemetry::trace::{SpanContext, TraceContextExt as _};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -289,15 +290,26 @@ where
     ///
     /// Panics if called outside a tokio runtime.
     pub fn connect_with(&self, init: Init, options: ConnectOptions) -> Connection<In, Out, Stream> {
+        self.connect_traced(init, options).0
+    }
+
+    /// As [`connect_with`](Self::connect_with), with the context of the connection's span
+    /// (`None` when its tracer records nothing).
+    pub(crate) fn connect_traced(
+        &self,
+        init: Init,
+        options: ConnectOptions,
+    ) -> (Connection<In, Out, Stream>, Option<SpanContext>) {
         let Some(trace) = ConnectionTrace::start(&self.info.tracer, self.name(), &init) else {
-            return self.plain.connect_with(init, options);
+            return (self.plain.connect_with(init, options), None);
         };
         let options = options
             .observer(trace.clone())
             .extension(Arc::clone(&trace));
         let conn = self.traced.connect_with(init, options);
         trace.set_attribute(KeyValue::new("bidi.connection_id", conn.id().to_string()));
-        conn
+        let span = trace.context().span().span_context().clone();
+        (conn, Some(span))
     }
 
     /// As [`BidiAction::run`], traced.

@@ -12,6 +12,7 @@ use bidi_core::{
 use futures_core::{FusedStream, Stream};
 use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
+use opentelemetry::trace::SpanContext;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -141,6 +142,7 @@ pub struct JsonConnection {
     // at once and the sending half's drop then cancels it.
     recv: JsonRecvHalf,
     send: JsonSendHalf,
+    span: Option<SpanContext>,
 }
 
 impl JsonConnection {
@@ -183,7 +185,7 @@ impl JsonConnection {
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn output(self) -> Result<Value, JsonError> {
-        let Self { recv, send } = self;
+        let Self { recv, send, .. } = self;
         drop(send);
         recv.output().await
     }
@@ -220,6 +222,33 @@ impl JsonConnection {
     #[must_use]
     pub fn id(&self) -> Uuid {
         self.send.id()
+    }
+
+    /// The OpenTelemetry context of the connection's span: its trace id and span id, to
+    /// find the connection's trace (the connection span is its root unless the caller's
+    /// context had a span). `None` when the connection is not traced: its flow's tracer
+    /// records nothing (no tracer provider is installed, or it samples the span out).
+    ///
+    /// ```
+    /// use bidi_core::{BoxError, Inbound, Outbound};
+    /// use bidi_flow::{BidiFlow, Registry};
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let registry = Registry::new();
+    /// registry.register(BidiFlow::new("quiet", |_ctx, (), _: Inbound<()>, _: Outbound<()>| async {
+    ///     Ok::<_, BoxError>(())
+    /// }))?;
+    /// // No tracer provider is installed here: nothing is traced.
+    /// let conn = registry.connect_json("/bidi-flow/quiet", json!(null))?;
+    /// assert!(conn.span_context().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn span_context(&self) -> Option<&SpanContext> {
+        self.span.as_ref()
     }
 
     /// Splits the connection into an owned, cloneable input half and an owned output half, for
@@ -273,7 +302,7 @@ impl JsonConnection {
     /// ```
     #[must_use]
     pub fn into_split(self) -> (JsonSendHalf, JsonRecvHalf) {
-        let Self { recv, send } = self;
+        let Self { recv, send, .. } = self;
         (send, recv)
     }
 }
@@ -542,8 +571,10 @@ where
     ) -> Result<JsonConnection, JsonError> {
         let init: Init =
             from_value(&init).map_err(|(path, reason)| JsonError::InvalidInit { path, reason })?;
-        let (tx, rx) = self.connect_with(init, options).into_split();
+        let (conn, span) = self.connect_traced(init, options);
+        let (tx, rx) = conn.into_split();
         Ok(JsonConnection {
+            span,
             recv: JsonRecvHalf {
                 inner: Box::new(TypedRecv { rx, poisoned: None }),
             },

@@ -106,4 +106,4 @@ mod trace;
 pub use flow::{ActionType, BidiFlow};
 pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use registry::{ActionDesc, Registry, RegistryError};
-pub use trace::{JSON_ATTRIBUTE_LIMIT, run};
+pub use trace::{JSON_ATTRIBUTE_LIMIT, json_attribute, run};

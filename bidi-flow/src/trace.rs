@@ -49,8 +49,17 @@ impl fmt::Debug for FlowTracer {
 #[derive(Clone)]
 struct ActiveTracer(Arc<BoxedTracer>);
 
-/// `value` as JSON, capped at [`JSON_ATTRIBUTE_LIMIT`] bytes with a truncation marker.
-pub(crate) fn json_attribute<T: Serialize + ?Sized>(value: &T) -> String {
+/// `value` as JSON, capped at [`JSON_ATTRIBUTE_LIMIT`] bytes with a truncation marker: how a
+/// flow's spans record their init and output (`bidi.init`, `bidi.output`), for a transport
+/// that records other values beside them the same way.
+///
+/// ```
+/// assert_eq!(bidi_flow::json_attribute(&serde_json::json!({"n": 1})), r#"{"n":1}"#);
+/// let long = bidi_flow::json_attribute(&"x".repeat(10_000));
+/// assert!(long.len() <= bidi_flow::JSON_ATTRIBUTE_LIMIT);
+/// assert!(long.ends_with("…[truncated, 10002 bytes]"));
+/// ```
+pub fn json_attribute<T: Serialize + ?Sized>(value: &T) -> String {
     match serde_json::to_string(value) {
         Ok(json) if json.len() <= JSON_ATTRIBUTE_LIMIT => json,
         Ok(json) => {

@@ -244,3 +244,33 @@ async fn untraced_flow_is_a_plain_action() {
     conn.close();
     assert_eq!(conn.output().await.unwrap(), 1);
 }
+
+#[tokio::test]
+async fn a_json_connection_names_its_span() {
+    let spans = Spans::new();
+    let registry = bidi_flow::Registry::new();
+    registry
+        .register(words().with_tracer(spans.tracer()))
+        .unwrap();
+    let conn = registry
+        .connect_json("/bidi-flow/words", serde_json::json!({"prefix": ""}))
+        .unwrap();
+    let span = conn.span_context().cloned().expect("traced");
+    conn.close();
+    conn.output().await.unwrap();
+    let finished = spans.finished();
+    let [connection] = by_name(&finished, "words")[..] else {
+        panic!("one connection span")
+    };
+    assert_eq!(span.trace_id(), connection.span_context.trace_id());
+    assert_eq!(span.span_id(), connection.span_context.span_id());
+
+    // Untraced: no span to name.
+    registry
+        .register(words().with_action_type(bidi_flow::ActionType::AGENT))
+        .unwrap();
+    let conn = registry
+        .connect_json("/agent/words", serde_json::json!({"prefix": ""}))
+        .unwrap();
+    assert!(conn.span_context().is_none());
+}
