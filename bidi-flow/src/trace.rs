@@ -99,9 +99,12 @@ impl ConnectionTrace {
     ) -> Option<Arc<Self>> {
         let tracer = tracer.get();
         let parent = Context::current();
+        // The flow's name is there from the start, for span processors that show running
+        // spans (`on_start`); the init is serialized only for a span that records.
         let span = tracer
             .span_builder(flow.to_owned())
             .with_kind(SpanKind::Internal)
+            .with_attributes([KeyValue::new("bidi.flow", flow.to_owned())])
             .start_with_context(&*tracer, &parent);
         if !span.is_recording() {
             return None;
@@ -109,10 +112,8 @@ impl ConnectionTrace {
         let cx = parent
             .with_span(span)
             .with_value(ActiveTracer(Arc::clone(&tracer)));
-        cx.span().set_attributes([
-            KeyValue::new("bidi.flow", flow.to_owned()),
-            KeyValue::new("bidi.init", json_attribute(init)),
-        ]);
+        cx.span()
+            .set_attribute(KeyValue::new("bidi.init", json_attribute(init)));
         Some(Arc::new(Self {
             cx,
             tracer,

@@ -274,3 +274,54 @@ async fn a_json_connection_names_its_span() {
         .unwrap();
     assert!(conn.span_context().is_none());
 }
+
+/// Records the attributes each span has when it starts.
+#[derive(Debug, Clone, Default)]
+struct Starts(std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<opentelemetry::KeyValue>)>>>);
+
+impl opentelemetry_sdk::trace::SpanProcessor for Starts {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, _: &opentelemetry::Context) {
+        if let Some(data) = span.exported_data() {
+            self.0
+                .lock()
+                .unwrap()
+                .push((data.name.to_string(), data.attributes));
+        }
+    }
+
+    fn on_end(&self, _: SpanData) {}
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        _: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_connection_span_names_its_flow_from_the_start() {
+    let starts = Starts::default();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_span_processor(starts.clone())
+        .build();
+    let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("starts")));
+    let conn = words().with_tracer(tracer).connect(Prefix {
+        prefix: String::new(),
+    });
+    conn.close();
+    conn.output().await.unwrap();
+    let starts = starts.0.lock().unwrap();
+    let (name, attributes) = &starts[0];
+    assert_eq!(name, "words");
+    assert!(
+        attributes
+            .iter()
+            .any(|kv| kv.key.as_str() == "bidi.flow" && kv.value.as_str() == "words"),
+        "{attributes:?}"
+    );
+}
