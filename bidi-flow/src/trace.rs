@@ -238,19 +238,22 @@ where
     Out: Serialize,
     F: Future<Output = Result<Out, BoxError>>,
 {
-    /// Finishes the span if the future is dropped (a panic unwinding, or the runtime shutting down).
-    struct Guard(Arc<ConnectionTrace>);
+    /// Finishes the span if the future is dropped (a panic unwinding, a cancel whose grace ran
+    /// out, or the runtime shutting down).
+    struct Guard(Arc<ConnectionTrace>, ActionContext);
     impl Drop for Guard {
         fn drop(&mut self) {
             let message = if std::thread::panicking() {
-                "action panicked"
+                "action panicked".to_owned()
+            } else if let Some(cause) = self.1.cause() {
+                format!("connection cancelled: {cause}")
             } else {
-                "action dropped"
+                "action dropped".to_owned()
             };
-            self.0.finish(Outcome::Failed(message.to_owned()));
+            self.0.finish(Outcome::Failed(message));
         }
     }
-    let guard = Guard(trace);
+    let guard = Guard(trace, ctx.clone());
     let result = fut.with_context(guard.0.context().clone()).await;
     let outcome = match (&result, ctx.cause()) {
         (_, Some(cause)) => Outcome::Failed(format!("connection cancelled: {cause}")),

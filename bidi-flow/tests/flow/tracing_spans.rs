@@ -325,3 +325,31 @@ async fn a_connection_span_names_its_flow_from_the_start() {
         "{attributes:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_action_dropped_after_its_grace_says_it_was_cancelled() {
+    let spans = Spans::new();
+    let deaf = BidiFlow::new(
+        "deaf",
+        |_: ActionContext, (), _: Inbound<()>, _: Outbound<()>| async move {
+            std::future::pending::<()>().await;
+            Ok::<_, BoxError>(())
+        },
+    )
+    .with_tracer(spans.tracer());
+    let conn = deaf.connect(());
+    conn.cancel_with("enough");
+    // The action never looks: it is dropped when the grace runs out.
+    assert!(conn.output().await.unwrap_err().is_cancelled());
+    for _ in 0..1000 {
+        if spans.finished().iter().any(|s| s.name == "deaf") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let finished = spans.finished();
+    assert_eq!(
+        by_name(&finished, "deaf")[0].status,
+        Status::error("connection cancelled: enough")
+    );
+}
