@@ -817,6 +817,10 @@ impl Server {
     /// # Errors
     ///
     /// The address cannot be bound (taken, or not this machine's).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling it drops the server and any socket it bound; nothing was served yet.
     pub async fn bind(self) -> io::Result<Bound> {
         let listener = TcpListener::bind(self.addr).await?;
         let limits = self.limits;
