@@ -13,7 +13,6 @@
 //! names (else the last one offered) and reports the result. The first line on stdout is
 //! `listening on http://{addr}`; commands to try follow.
 
-use std::ffi::OsString;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,72 +23,24 @@ use bidi_http::Server;
 use bidi_llm::LlmAgent;
 use bidi_llm::testing::DemoModel;
 use bidi_session::{SessionStore, SqliteStore};
+use clap::Parser;
 
-const USAGE: &str = "\
-Serves bidi's flows and agents over HTTP, sessions in a SQLite file.
-
-Usage: bidi-demo [--addr ADDR] [--db FILE] [--notes FILE]
-
-Options:
-  --addr ADDR    the address to listen on [default: 127.0.0.1:8080]; anything but loopback
-                 serves other machines
-  --db FILE      the SQLite file sessions are kept in [default: bidi-demo.sqlite3 in the
-                 temporary directory]
-  --notes FILE   the file the assistant's save_note tool appends to [default:
-                 bidi-demo-notes.txt in the temporary directory]
-  -h, --help     prints this
-
-Environment: OPENAI_BASE_URL and OPENAI_API_KEY (and OPENAI_MODEL, default gpt-4o-mini) make
-the assistant an OpenAI-compatible model instead of the demo model.";
-
-/// What the command line asks for.
-#[derive(Debug)]
+/// Serves bidi's flows and agents over HTTP, sessions in a SQLite file.
+///
+/// OPENAI_BASE_URL and OPENAI_API_KEY (and OPENAI_MODEL, default gpt-4o-mini) make the
+/// assistant an OpenAI-compatible model instead of the demo model.
+#[derive(Debug, Parser)]
+#[command(name = "bidi-demo")]
 struct Args {
+    /// The address to listen on; anything but loopback serves other machines.
+    #[arg(long, default_value_t = bidi_http::DEFAULT_ADDR)]
     addr: SocketAddr,
+    /// The SQLite file sessions are kept in.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("bidi-demo.sqlite3"))]
     db: PathBuf,
+    /// The file the assistant's save_note tool appends to.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("bidi-demo-notes.txt"))]
     notes: PathBuf,
-}
-
-/// Reads the arguments after the program's name: `Ok(None)` for `--help`.
-fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, String> {
-    let mut parsed = Args {
-        addr: bidi_http::DEFAULT_ADDR,
-        db: std::env::temp_dir().join("bidi-demo.sqlite3"),
-        notes: std::env::temp_dir().join("bidi-demo-notes.txt"),
-    };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let arg = arg
-            .into_string()
-            .map_err(|arg| format!("unexpected argument `{}`", arg.to_string_lossy()))?;
-        if arg == "-h" || arg == "--help" {
-            return Ok(None);
-        }
-        // `--name value` or `--name=value`.
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) => (name.to_owned(), Some(OsString::from(value))),
-            None => (arg.clone(), None),
-        };
-        if !["--addr", "--db", "--notes"].contains(&name.as_str()) {
-            return Err(format!("unexpected argument `{arg}`"));
-        }
-        let value = inline
-            .or_else(|| args.next())
-            .ok_or_else(|| format!("`{name}` needs a value"))?;
-        match name.as_str() {
-            "--addr" => {
-                parsed.addr = value.to_str().and_then(|v| v.parse().ok()).ok_or_else(|| {
-                    format!(
-                        "`--addr {}` is not an address like 127.0.0.1:8080",
-                        value.to_string_lossy()
-                    )
-                })?;
-            }
-            "--db" => parsed.db = value.into(),
-            _ => parsed.notes = value.into(),
-        }
-    }
-    Ok(Some(parsed))
 }
 
 /// The assistant: on an OpenAI-compatible model when the environment names one, else on the
@@ -116,19 +67,8 @@ fn assistant(store: Arc<dyn SessionStore>, notes: PathBuf) -> LlmAgent {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse(std::env::args_os().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!(
-                "error: {error}\n\nUsage: bidi-demo [--addr ADDR] [--db FILE] [--notes FILE] (--help for more)"
-            );
-            return ExitCode::from(2);
-        }
-    };
+    // A wrong command line exits with 2 and the reason.
+    let args = Args::parse();
     let store: Arc<dyn SessionStore> = match SqliteStore::open(&args.db).await {
         Ok(store) => Arc::new(store),
         Err(error) => {

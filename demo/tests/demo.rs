@@ -455,16 +455,19 @@ async fn a_wrong_command_line_is_refused_with_the_reason() {
     let (status, stderr) = refused(&["--addr", "localhost"]).await;
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("`--addr localhost` is not an address like 127.0.0.1:8080"),
+        stderr.contains("invalid value 'localhost' for '--addr <ADDR>'"),
         "{stderr}"
     );
     let (status, stderr) = refused(&["--db"]).await;
     assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("`--db` needs a value"), "{stderr}");
+    assert!(
+        stderr.contains("a value is required for '--db <DB>'"),
+        "{stderr}"
+    );
     let (status, stderr) = refused(&["--verbose"]).await;
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("unexpected argument `--verbose`"),
+        stderr.contains("unexpected argument '--verbose'"),
         "{stderr}"
     );
 }
