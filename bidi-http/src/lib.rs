@@ -397,7 +397,7 @@
 //! | `ag-ui` | AG-UI at `/agent/{name}/ag-ui` (implies `agents`) |
 //! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
 //! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
-//! | `traces` | nothing by itself: [`traces::Traces`], spans kept in memory as they start and end, for development tools (off by default) |
+//! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
