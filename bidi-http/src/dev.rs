@@ -77,6 +77,8 @@
 mod agents;
 mod assets;
 mod sessions;
+#[cfg(test)]
+mod tests;
 mod traces;
 
 use std::fmt;

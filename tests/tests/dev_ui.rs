@@ -120,13 +120,12 @@ struct Path {
     path: String,
 }
 
-/// The server under test, on `addr` (port 0: a free one), and the count of `delete_file`'s
-/// runs.
-async fn serve(
-    addr: std::net::SocketAddr,
-    sessions: &std::path::Path,
-) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
-    let store = SqliteStore::open(sessions).await.unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("sessions.db"))
+        .await
+        .unwrap();
     let deleted = Arc::new(AtomicUsize::new(0));
     let runs = Arc::clone(&deleted);
     let delete = simple_tool(
@@ -150,36 +149,12 @@ async fn serve(
     registry
         .register(assistant.agent().clone().into_flow())
         .unwrap();
+    // Flows trace into the global provider: this one keeps their spans for the page.
     let traces = Traces::new();
-    // Leaked on purpose: the global provider lives as long as the test process.
-    std::mem::forget(traces.install());
-    let server = Server::new(registry)
-        .agent(&assistant)
-        .dev_ui(traces)
-        .addr(addr);
-    let bound = server.bind().await.unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    (addr, deleted)
-}
+    let provider = traces.install();
+    let server = Server::new(registry).agent(&assistant).dev_ui(traces);
+    let addr = tests::http::serve(server).await;
 
-#[tokio::test]
-#[ignore = "development aid: serves the page on 127.0.0.1:7878 for an hour"]
-async fn hold() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, _) = serve("127.0.0.1:7878".parse().unwrap(), &dir.path().join("s.db")).await;
-    println!("http://{addr}/dev/");
-    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, deleted) = serve(
-        "127.0.0.1:0".parse().unwrap(),
-        &dir.path().join("sessions.db"),
-    )
-    .await;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dev-ui");
     std::fs::create_dir_all(&shots).unwrap();
     println!("screenshots: {}", shots.display());
@@ -192,6 +167,7 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
     summary.assert_passed(CHECKS);
     // The approved call ran once; the denied one never did.
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    provider.shutdown().unwrap();
 }
 
 /// How many checks `dev_ui.mjs` runs.

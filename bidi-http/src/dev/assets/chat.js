@@ -283,6 +283,7 @@ export function chatView(agent) {
       if (approvals.length) waitFor(approvals, 'approval');
     }
     messages.dataset.restored = String(session.messages.length);
+    scroll();
   };
   const forget = () => {
     sessionId = null;

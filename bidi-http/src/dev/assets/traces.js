@@ -87,7 +87,18 @@ export function tracesView() {
     for (const kind of ['span_start', 'span_end']) {
       source.addEventListener(kind, (event) => onSpan(JSON.parse(event.data)));
     }
-    source.addEventListener('lagged', () => {
+    // Updates were missed: the list and the trace shown are read again whole.
+    source.addEventListener('lagged', async () => {
+      try {
+        const { traces: kept } = await getJson('api/traces');
+        for (const summary of kept) {
+          const trace = entry(summary.traceId);
+          trace.summary = { ...summary, spans: Math.max(summary.spans, trace.spans.size) };
+        }
+        redrawList();
+      } catch {
+        // The stream's own errors say it: it reconnects.
+      }
       if (selected) load(selected);
     });
   };
