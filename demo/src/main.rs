@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bidi_http::Server;
+use bidi_http::traces::Traces;
 use bidi_llm::LlmAgent;
 use bidi_llm::testing::DemoModel;
 use bidi_session::{SessionStore, SqliteStore};
@@ -87,8 +88,13 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let server = Server::new(registry).agent(&assistant).addr(args.addr);
-    // Dev UI: mounted here, at /dev/, once bidi-http's `dev` feature lands.
+    // The Dev UI at /dev/, with the spans of every connection kept for its traces.
+    let traces = Traces::new();
+    let provider = traces.install();
+    let server = Server::new(registry)
+        .agent(&assistant)
+        .dev_ui(traces)
+        .addr(args.addr);
     let bound = match server.bind().await {
         Ok(bound) => bound,
         Err(error) => {
@@ -115,6 +121,8 @@ async fn main() -> ExitCode {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await;
+    // The spans still buffered go nowhere else: nothing to wait for.
+    let _ = provider.shutdown();
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

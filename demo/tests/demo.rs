@@ -270,6 +270,21 @@ async fn echo(demo: &Demo) {
     );
 }
 
+/// The Dev UI is served, and its traces hold the echo runs just made.
+async fn dev_ui(demo: &Demo) {
+    let page = demo.client.get(demo.url("/dev/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.text().await.unwrap().contains("Dev UI"));
+    let traces = demo.get("/dev/api/traces").await;
+    let echoes = traces["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|trace| trace["name"] == "echo")
+        .count();
+    assert_eq!(echoes, 2, "{traces}");
+}
+
 /// The assistant's `save_note` waits for the user's decision: approved, it runs and the
 /// answer reports it; denied, it does not run and the model reads why.
 async fn approvals(demo: &Demo, id: &str, path: &Path) {
@@ -396,6 +411,7 @@ async fn a_conversation_is_served_and_read_back_after_a_restart() {
     assert_eq!(keys, ["/agent/assistant", "/agent/chat", "/bidi-flow/echo"]);
 
     echo(&demo).await;
+    dev_ui(&demo).await;
     approvals(&demo, "trip", &path).await;
     client_tool(&demo, "trip").await;
     let output = demo.chat("c", "hi").await;
