@@ -179,7 +179,11 @@ mod tests {
         let (wakes, waker) = counter();
         let polled = Pin::new(&mut fut).poll(&mut Context::from_waker(&waker));
         assert_eq!(polled, Poll::Ready(5));
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "the runtime was not woken");
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            0,
+            "the runtime was not woken"
+        );
     }
 
     #[test]
@@ -222,6 +226,10 @@ mod tests {
                 .is_pending()
         );
         assert_eq!(polls.load(Ordering::SeqCst), BUDGET);
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "woken to be polled again later");
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            1,
+            "woken to be polled again later"
+        );
     }
 }

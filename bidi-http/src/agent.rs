@@ -304,12 +304,7 @@ impl Wire for Records {
 
 /// `event: {kind}\ndata: {json}\n\n`.
 fn event_record(event: &AgentEvent, buf: &mut Vec<u8>) {
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(event.kind().as_bytes());
-    buf.extend_from_slice(b"\ndata: ");
-    // Events are plain data: they always serialize.
-    let _ = serde_json::to_writer(&mut *buf, event);
-    buf.extend_from_slice(b"\n\n");
+    crate::sse::event(buf, event.kind(), event);
 }
 
 /// The `error` event of an execution the connection's end cut short.

@@ -59,6 +59,7 @@
 //! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
 //! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
 //! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
+//! | `GET /dev/` | the [Dev UI](#dev-ui), with its JSON under `/dev/api/` (feature `dev-ui`, served with `Server::dev_ui`) |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -294,6 +295,23 @@
 //! an agent built `client_managed()` (it answers `SendMessage` and `SendStreamingMessage`
 //! only), -32009 another `A2A-Version` than 1.0 or a method of A2A 0.3 (`message/send`).
 //!
+//! # Dev UI
+//!
+//! With the feature `dev-ui`, `Server::dev_ui` serves a page at `/dev/` for the time you build
+//! a server: every action with its schemas and forms made from them, run turn by turn over the
+//! WebSocket; chats with the agents (tool calls, approvals, the page's own tools, a reload that
+//! keeps the conversation); each connection's spans live as they run; each agent's sessions, their
+//! snapshots and the difference between two of them. Flows trace into OpenTelemetry's global
+//! tracer provider: `Traces::install` (module `traces`) sets one that keeps their spans for the
+//! page (or add the `Traces` to your own provider as a span processor).
+//!
+//! `Server::new(registry).dev_ui(traces)` serves it; the module `dev` has the whole example.
+//!
+//! The page is compiled into the crate and loads nothing from elsewhere. Its routes are the
+//! server's, behind its `auth`: an identity sees its own sessions only, and the traces (every
+//! caller's connections) only if `DevUi::trace_readers` lets it. It is for development: the
+//! module `dev` lists its routes and who sees what.
+//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -397,6 +415,8 @@
 //! | `ag-ui` | AG-UI at `/agent/{name}/ag-ui` (implies `agents`) |
 //! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
 //! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
+//! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
+//! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces` and `agents`) |
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
@@ -413,6 +433,8 @@ pub mod agui;
 mod auth;
 mod codec;
 mod cors;
+#[cfg(feature = "dev-ui")]
+pub mod dev;
 mod extract;
 mod flow;
 #[cfg(feature = "agents")]
@@ -421,6 +443,8 @@ mod serve;
 mod sse;
 #[cfg(feature = "agents")]
 mod tee;
+#[cfg(feature = "traces")]
+pub mod traces;
 #[cfg(feature = "ui-stream")]
 mod vercel;
 mod ws;
@@ -464,6 +488,8 @@ pub struct Server {
     cors: Option<Cors>,
     #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
     waiting_calls: Option<WaitingCalls>,
+    #[cfg(feature = "dev-ui")]
+    dev: Option<dev::DevUi>,
     routes: Router,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
@@ -476,6 +502,8 @@ impl fmt::Debug for Server {
         debug.field("registry", &self.registry);
         #[cfg(feature = "agents")]
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
+        #[cfg(feature = "dev-ui")]
+        debug.field("dev_ui", &self.dev);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -534,6 +562,9 @@ pub(crate) struct Shared {
     /// The Genkit streams being answered, for clients that reconnect to them.
     #[cfg(feature = "agents")]
     pub(crate) genkit: Arc<tee::Tees<genkit::StreamKey>>,
+    /// The Dev UI, if the server serves it.
+    #[cfg(feature = "dev-ui")]
+    pub(crate) dev: Option<dev::DevUi>,
 }
 
 impl Shared {
@@ -565,6 +596,8 @@ impl Server {
             cors: None,
             #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
             waiting_calls: None,
+            #[cfg(feature = "dev-ui")]
+            dev: None,
             routes: Router::new(),
             layers: Vec::new(),
             limits: Limits::default(),
@@ -634,6 +667,27 @@ impl Server {
     #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
     pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
         self.waiting_calls = Some(waiting);
+        self
+    }
+
+    /// Serves the [Dev UI](dev) at `/dev/`: a page to run the actions, chat with the agents,
+    /// watch the traces `dev` keeps and browse the sessions, for development. A
+    /// [`Traces`](traces::Traces) is enough; a [`DevUi`](dev::DevUi) also says who may read
+    /// the traces when requests have identities.
+    ///
+    /// ```
+    /// use bidi_http::Server;
+    /// use bidi_http::traces::Traces;
+    ///
+    /// let traces = Traces::new();
+    /// // Flows trace into the global provider: this one keeps their spans for the page.
+    /// let _provider = traces.install();
+    /// let server = Server::new(bidi_flow::Registry::new()).dev_ui(traces);
+    /// # drop(server);
+    /// ```
+    #[cfg(feature = "dev-ui")]
+    pub fn dev_ui(mut self, dev: impl Into<dev::DevUi>) -> Self {
+        self.dev = Some(dev.into());
         self
     }
 
@@ -771,6 +825,8 @@ impl Server {
             chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
             #[cfg(feature = "agents")]
             genkit: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            #[cfg(feature = "dev-ui")]
+            dev: self.dev,
         });
         // Each concern's routes, one line each.
         let router = flow::routes();
@@ -782,6 +838,11 @@ impl Server {
         let router = router.merge(agui::routes());
         #[cfg(feature = "a2a")]
         let router = router.merge(a2a::routes(kept));
+        #[cfg(feature = "dev-ui")]
+        let router = match shared.dev {
+            Some(_) => router.merge(dev::routes()),
+            None => router,
+        };
         let router = router
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
@@ -814,6 +875,10 @@ impl Server {
     /// # Errors
     ///
     /// The address cannot be bound (taken, or not this machine's).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling it drops the server and any socket it bound; nothing was served yet.
     pub async fn bind(self) -> io::Result<Bound> {
         let listener = TcpListener::bind(self.addr).await?;
         let limits = self.limits;

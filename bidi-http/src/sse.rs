@@ -1,4 +1,5 @@
-//! Server-sent event responses: one home for the headers every SSE answer carries.
+//! Server-sent event responses: one home for the headers every SSE answer carries, and for
+//! named events (`event: {name}` and a JSON `data:` line).
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, header};
@@ -21,4 +22,15 @@ pub(crate) const HEADERS: [(HeaderName, HeaderValue); 3] = [
 /// An SSE answer of `body`.
 pub(crate) fn response(body: Body) -> Response {
     (HEADERS, body).into_response()
+}
+
+/// Appends a named event: `event: {name}\ndata: {json}\n\n`.
+#[cfg(any(feature = "agents", feature = "dev-ui"))]
+pub(crate) fn event(buf: &mut Vec<u8>, name: &str, data: &impl serde::Serialize) {
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    // What is written is plain data (events, spans): it always serializes.
+    let _ = serde_json::to_writer(&mut *buf, data);
+    buf.extend_from_slice(b"\n\n");
 }

@@ -21,7 +21,10 @@ pub fn chromium() -> &'static str {
                 .output()
                 .is_ok_and(|output| output.status.success())
         })
-        .expect("a headless Chromium is needed: `apt-get install chromium` (.ci/run installs it)")
+        .expect(
+            "a headless Chromium is needed: `apt-get install chromium` (the README's set-up \
+             names every package the tests need; .ci/run installs it)",
+        )
 }
 
 /// Loads `url` in headless Chromium; with `screenshot`, saves one there and returns nothing,

@@ -1,0 +1,149 @@
+//! `bidi-demo`: serves bidi's flows and agents over HTTP, sessions in a SQLite file.
+//!
+//! ```sh
+//! cargo run -p bidi-demo                                # 127.0.0.1:8080
+//! cargo run -p bidi-demo -- --addr 127.0.0.1:9000 --db demo.sqlite3
+//! ```
+//!
+//! It serves `echo` (a streaming flow), `chat` (a multi-turn agent) and `assistant`, an LLM
+//! agent with a tool that runs once the user approves it (`save_note`), one that just runs
+//! (`word_count`), and any tools its client declares and runs itself. The model is an
+//! OpenAI-compatible one when `OPENAI_BASE_URL` and `OPENAI_API_KEY` are set (`OPENAI_MODEL`,
+//! default `gpt-4o-mini`), else a demo model that needs no service: it calls the tool a message
+//! names (else the last one offered) and reports the result. The first line on stdout is
+//! `listening on http://{addr}`; commands to try follow.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use bidi_http::Server;
+use bidi_http::traces::Traces;
+use bidi_llm::LlmAgent;
+use bidi_llm::testing::DemoModel;
+use bidi_session::{SessionStore, SqliteStore};
+use clap::Parser;
+
+/// Serves bidi's flows and agents over HTTP, sessions in a SQLite file.
+///
+/// OPENAI_BASE_URL and OPENAI_API_KEY (and OPENAI_MODEL, default gpt-4o-mini) make the
+/// assistant an OpenAI-compatible model instead of the demo model.
+#[derive(Debug, Parser)]
+#[command(name = "bidi-demo")]
+struct Args {
+    /// The address to listen on; anything but loopback serves other machines.
+    #[arg(long, default_value_t = bidi_http::DEFAULT_ADDR)]
+    addr: SocketAddr,
+    /// The SQLite file sessions are kept in.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("bidi-demo.sqlite3"))]
+    db: PathBuf,
+    /// The file the assistant's save_note tool appends to.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("bidi-demo-notes.txt"))]
+    notes: PathBuf,
+}
+
+/// The assistant: on an OpenAI-compatible model when the environment names one, else on the
+/// demo model.
+fn assistant(store: Arc<dyn SessionStore>, notes: PathBuf) -> LlmAgent {
+    let named = std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .zip(std::env::var("OPENAI_API_KEY").ok());
+    #[cfg(feature = "openai")]
+    if let Some((base, key)) = named {
+        let name = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
+        eprintln!("model: {name} at {base}");
+        let model = bidi_llm::OpenAiModel::new(base, name).api_key(key);
+        return bidi_demo::assistant(model, store, notes);
+    }
+    #[cfg(not(feature = "openai"))]
+    if named.is_some() {
+        eprintln!("model: demo (this build has no OpenAI support: build with feature `openai`)");
+        return bidi_demo::assistant(DemoModel, store, notes);
+    }
+    eprintln!("model: demo (set OPENAI_BASE_URL and OPENAI_API_KEY for a real one)");
+    bidi_demo::assistant(DemoModel, store, notes)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // A wrong command line exits with 2 and the reason.
+    let args = Args::parse();
+    let store: Arc<dyn SessionStore> = match SqliteStore::open(&args.db).await {
+        Ok(store) => Arc::new(store),
+        Err(error) => {
+            eprintln!(
+                "error: cannot open the sessions in {}: {error}",
+                args.db.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let assistant = assistant(Arc::clone(&store), args.notes.clone());
+    let registry = match bidi_demo::registry(store, &assistant) {
+        Ok(registry) => registry,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The Dev UI at /dev/, with the spans of every connection kept for its traces.
+    let traces = Traces::new();
+    let provider = traces.install();
+    let server = Server::new(registry)
+        .agent(&assistant)
+        .dev_ui(traces)
+        .addr(args.addr);
+    let bound = match server.bind().await {
+        Ok(bound) => bound,
+        Err(error) => {
+            eprintln!(
+                "error: cannot listen on {}: {error} (another address: --addr)",
+                args.addr
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = match bound.local_addr() {
+        Ok(addr) => addr,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("listening on http://{addr}");
+    eprintln!("sessions: {}", args.db.display());
+    eprintln!("notes: {}", args.notes.display());
+    hints(addr);
+    let served = bound
+        .serve_with_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    // The spans still buffered go nowhere else: nothing to wait for.
+    let _ = provider.shutdown();
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: serving stopped: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What to try, for a person at a terminal: not worth dying for if nobody reads stdout.
+fn hints(addr: SocketAddr) {
+    let _ = writeln!(
+        std::io::stdout(),
+        r#"
+Open http://{addr}/dev/ in a browser to run the flows and agents, or try:
+
+# a flow, streamed word by word
+curl -sN 'http://{addr}/bidi-flow/echo?stream=true' -d '{{"data":"hello there","init":"> "}}'
+# the assistant asks before it saves a note...
+curl -sN http://{addr}/agent/assistant/execute -d '{{"sessionId":"notes","input":{{"content":"save_note buy milk"}},"context":{{}}}}'
+# ...and saves it once approved (the call's id is in the awaiting_approval event)
+curl -sN http://{addr}/agent/assistant/execute -d '{{"sessionId":"notes","input":{{"approvals":[{{"toolCallId":"call-1","approved":true}}]}}}}'"#
+    );
+}
