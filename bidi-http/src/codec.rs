@@ -261,6 +261,29 @@ fn status_name(status: StatusCode, code: Code) -> &'static str {
     }
 }
 
+/// The numeric gRPC code of a failure, as Genkit's reflection API answers it: its status name's
+/// number (`INVALID_ARGUMENT` 3, `INTERNAL` 13, ...).
+#[cfg_attr(
+    not(feature = "reflection"),
+    expect(dead_code, reason = "only the reflection API answers numbers")
+)]
+pub(crate) fn grpc_code(failure: &Failure) -> u16 {
+    match status_name(failure.status, failure.code) {
+        "CANCELLED" => 1,
+        "INVALID_ARGUMENT" => 3,
+        "DEADLINE_EXCEEDED" => 4,
+        "NOT_FOUND" => 5,
+        "PERMISSION_DENIED" => 7,
+        "RESOURCE_EXHAUSTED" => 8,
+        "FAILED_PRECONDITION" => 9,
+        "ABORTED" => 10,
+        "UNIMPLEMENTED" => 12,
+        "UNAVAILABLE" => 14,
+        "UNAUTHENTICATED" => 16,
+        _ => 13,
+    }
+}
+
 #[derive(Serialize)]
 pub(crate) struct ErrorBody<'a> {
     error: Status<'a>,

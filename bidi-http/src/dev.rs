@@ -140,6 +140,12 @@ impl DevUi {
         self
     }
 
+    /// The store it shows: the one Genkit's reflection API forwards from too, when both are on.
+    #[cfg(feature = "reflection")]
+    pub(crate) fn traces(&self) -> &Traces {
+        &self.traces
+    }
+
     /// Whether `identity` may read the traces: 403 if not.
     fn reads_traces(&self, identity: Option<&Identity>) -> Result<&Traces, Failure> {
         let allowed = match identity {

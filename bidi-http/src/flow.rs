@@ -218,12 +218,47 @@ const WRITE_BATCH: usize = 16 * 1024;
 /// chunked-encoding frame per chunk.
 const OUTPUT_BUFFER: usize = 64;
 
-/// The SSE answer: a writer task reads the connection and hands records to the body through a
-/// channel of one write, so a slow client slows the action (which runs at most
-/// [`OUTPUT_BUFFER`] chunks and one write ahead of the socket).
+/// The SSE answer, written as [`records_body`] writes.
 fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
+    crate::sse::response(records_body(output, idle, guard, Sse))
+}
+
+/// How a streamed answer writes a connection: a record per chunk, then the last record.
+pub(crate) trait Records: Send + 'static {
+    /// Appends the record of one chunk (or nothing, for an answer without chunks).
+    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>);
+    /// Appends the last record: the output, or why there is none.
+    fn end(self, output: Result<Value, JsonError>, buf: &mut Vec<u8>);
+}
+
+/// Genkit's flow wire over SSE: `message` records, then the `result` or `error` record.
+struct Sse;
+
+impl Records for Sse {
+    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>) {
+        codec::message_record(chunk, buf);
+    }
+
+    fn end(self, output: Result<Value, JsonError>, buf: &mut Vec<u8>) {
+        match output {
+            Ok(value) => codec::result_record(&value, buf),
+            Err(error) => codec::error_record(&Failure::from_json(&error), buf),
+        }
+    }
+}
+
+/// The body of a streamed answer: a writer task reads the connection and hands `records` to
+/// the body through a channel of one write, so a slow client slows the action (which runs at
+/// most [`OUTPUT_BUFFER`] chunks and one write ahead of the socket). The body ends with the
+/// last record; a client that goes away cancels the connection.
+pub(crate) fn records_body(
+    output: JsonRecvHalf,
+    idle: Idle,
+    guard: CancelOnDrop,
+    records: impl Records,
+) -> Body {
     let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
-    tokio::spawn(write_records(output, idle, writes, guard));
+    tokio::spawn(write_records(output, idle, writes, guard, records));
     // The body ends with the last write, without waiting for the writer to go.
     let body = futures_util::stream::unfold(Some(body), |body| async move {
         let mut body = body?;
@@ -233,15 +268,16 @@ fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
             (!last).then_some(body),
         ))
     });
-    crate::sse::response(Body::from_stream(body))
+    Body::from_stream(body)
 }
 
-/// Every chunk as a `message` record, then the `result` or `error` record.
+/// Every chunk's record, then the last record.
 async fn write_records(
     mut output: JsonRecvHalf,
     mut idle: Idle,
     writes: mpsc::Sender<(Bytes, bool)>,
     guard: CancelOnDrop,
+    records: impl Records,
 ) {
     let mut buf = Vec::with_capacity(256);
     let mut stopped = false;
@@ -263,12 +299,12 @@ async fn write_records(
                 }
             };
             let Some(Ok(chunk)) = next else { break };
-            codec::message_record(&chunk, &mut buf);
+            records.chunk(&chunk, &mut buf);
             // What else is ready now goes in the same write.
             let mut ended = false;
             while buf.len() < WRITE_BATCH {
                 match turn.next().now_or_never() {
-                    Some(Some(Ok(chunk))) => codec::message_record(&chunk, &mut buf),
+                    Some(Some(Ok(chunk))) => records.chunk(&chunk, &mut buf),
                     Some(_) => {
                         ended = true;
                         break;
@@ -281,17 +317,19 @@ async fn write_records(
                 // The connection is ending: these records go out in one write with the last.
                 break;
             }
-            let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-            match idle.within(writes.send((write, false))).await {
-                Some(Ok(())) => {}
-                Some(Err(_)) => {
-                    turn.cancel_with(PeerGone::Disconnected);
-                    break 'turns;
-                }
-                None => {
-                    // The client stopped reading: it is as gone as a silent one.
-                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
-                    break 'turns;
+            if !buf.is_empty() {
+                let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
+                match idle.within(writes.send((write, false))).await {
+                    Some(Ok(())) => {}
+                    Some(Err(_)) => {
+                        turn.cancel_with(PeerGone::Disconnected);
+                        break 'turns;
+                    }
+                    None => {
+                        // The client stopped reading: it is as gone as a silent one.
+                        turn.cancel_with(PeerGone::Idle(idle.timeout()));
+                        break 'turns;
+                    }
                 }
             }
             if ended {
@@ -303,9 +341,6 @@ async fn write_records(
         }
     }
     guard.disarm();
-    match output.output().await {
-        Ok(value) => codec::result_record(&value, &mut buf),
-        Err(error) => codec::error_record(&Failure::from_json(&error), &mut buf),
-    }
+    records.end(output.output().await, &mut buf);
     let _ = idle.within(writes.send((Bytes::from(buf), true))).await;
 }

@@ -312,6 +312,24 @@
 //! caller's connections) only if `DevUi::trace_readers` lets it. It is for development: the
 //! module `dev` lists its routes and who sees what.
 //!
+//! # Genkit's tools
+//!
+//! With the feature `reflection`, a server is also a Genkit runtime that Genkit's own CLI and
+//! Developer UI drive: `Server::genkit_reflection`, or `GENKIT_ENV=dev` (which `genkit start`
+//! sets), serves Genkit's reflection API beside the server, on a listener of its own (port
+//! 3100 or the next free one, `GENKIT_REFLECTION_PORT` to choose), and writes the runtime
+//! file the tools find it by, under the project root (the nearest directory with a
+//! `package.json` or another of Genkit's markers; not `Cargo.toml`):
+//!
+//! ```sh
+//! npx genkit start -- cargo run        # the tools list the registry's actions, run, cancel, trace them
+//! npx genkit flow:run countdown 3      # /flow/countdown: a flow registered as ActionType::new("flow")
+//! ```
+//!
+//! A run through the tools is a connection with one input, streamed or not; its connection
+//! span's trace, with its turns and `run` steps, goes to the tools' telemetry server as it
+//! runs. The module `reflection` has the API, its errors and its environment.
+//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -417,6 +435,7 @@
 //! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
 //! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
 //! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces` and `agents`) |
+//! | `reflection` | [Genkit's reflection API](#genkits-tools) beside the server, for `genkit start` and `genkit flow:run` (implies `traces`; off by default) |
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
@@ -439,6 +458,8 @@ mod extract;
 mod flow;
 #[cfg(feature = "agents")]
 mod genkit;
+#[cfg(feature = "reflection")]
+pub mod reflection;
 mod serve;
 mod sse;
 #[cfg(feature = "agents")]
@@ -494,6 +515,9 @@ pub struct Server {
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
     addr: SocketAddr,
+    /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
+    #[cfg(feature = "reflection")]
+    reflection: bool,
 }
 
 impl fmt::Debug for Server {
@@ -504,6 +528,8 @@ impl fmt::Debug for Server {
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
         #[cfg(feature = "dev-ui")]
         debug.field("dev_ui", &self.dev);
+        #[cfg(feature = "reflection")]
+        debug.field("genkit_reflection", &self.reflection);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -602,7 +628,38 @@ impl Server {
             layers: Vec::new(),
             limits: Limits::default(),
             addr: DEFAULT_ADDR,
+            #[cfg(feature = "reflection")]
+            reflection: false,
         }
+    }
+
+    /// Serves [Genkit's reflection API](reflection) beside the server when it is
+    /// [bound](Self::bind), so that Genkit's tools (`genkit start -- <this program>`, then
+    /// `genkit flow:run` or the Developer UI) list the registry's actions, run them, cancel
+    /// them and show their traces. [`bind`](Self::bind) does it too when `GENKIT_ENV=dev`,
+    /// which `genkit start` sets.
+    ///
+    /// Spans are forwarded to the tools' telemetry server from the [`Traces`](traces::Traces)
+    /// store of the Dev UI (`Server::dev_ui`) when the server has one; else from a store
+    /// installed as the global tracer provider, once per process. A program with a tracer
+    /// provider of its own adds a store to it and binds a [`reflection::Runtime`] itself.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let bound = bidi_http::Server::new(bidi_flow::Registry::new())
+    ///     .genkit_reflection()
+    ///     .bind()
+    ///     .await?;
+    /// let runtime = bound.genkit_runtime().expect("asked for");
+    /// println!("reflection API at {}, announced in {}", runtime.local_addr()?, runtime.file().display());
+    /// bound.serve().await
+    /// # }
+    /// ```
+    #[cfg(feature = "reflection")]
+    pub fn genkit_reflection(mut self) -> Self {
+        self.reflection = true;
+        self
     }
 
     #[cfg(feature = "agents")]
@@ -870,11 +927,24 @@ impl Server {
         }
     }
 
-    /// Binds the server's address.
+    /// The spans the reflection API forwards: the Dev UI's store when it has one, else the
+    /// store installed once per process.
+    #[cfg(feature = "reflection")]
+    fn reflection_traces(&self) -> traces::Traces {
+        #[cfg(feature = "dev-ui")]
+        if let Some(dev) = &self.dev {
+            return dev.traces().clone();
+        }
+        reflection::installed_traces()
+    }
+
+    /// Binds the server's address (and, with `genkit_reflection` or `GENKIT_ENV=dev` under
+    /// the feature `reflection`, Genkit's reflection API, whose runtime file it writes).
     ///
     /// # Errors
     ///
-    /// The address cannot be bound (taken, or not this machine's).
+    /// The address cannot be bound (taken, or not this machine's); or, with the reflection
+    /// API, its listener or runtime file (see `reflection::Runtime::bind`).
     ///
     /// # Cancel safety
     ///
@@ -882,10 +952,20 @@ impl Server {
     pub async fn bind(self) -> io::Result<Bound> {
         let listener = TcpListener::bind(self.addr).await?;
         let limits = self.limits;
+        #[cfg(feature = "reflection")]
+        let reflection = if self.reflection || reflection::dev_env() {
+            let traces = self.reflection_traces();
+            let registry = self.registry.clone();
+            Some(reflection::Runtime::bind_with(registry, &traces, limits).await?)
+        } else {
+            None
+        };
         Ok(Bound {
             listener,
             router: self.router(),
             limits,
+            #[cfg(feature = "reflection")]
+            reflection,
         })
     }
 }

@@ -31,6 +31,9 @@ pub struct Bound {
     pub(crate) listener: TcpListener,
     pub(crate) router: Router,
     pub(crate) limits: Limits,
+    /// Genkit's reflection API, served beside the server.
+    #[cfg(feature = "reflection")]
+    pub(crate) reflection: Option<crate::reflection::Runtime>,
 }
 
 impl Bound {
@@ -41,6 +44,15 @@ impl Bound {
     /// The socket's address cannot be read.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The Genkit runtime served beside the server, when
+    /// [`genkit_reflection`](crate::Server::genkit_reflection) (or `GENKIT_ENV=dev`) asked for
+    /// one: its reflection API's address, its runtime file.
+    #[cfg(feature = "reflection")]
+    #[must_use]
+    pub fn genkit_runtime(&self) -> Option<&crate::reflection::Runtime> {
+        self.reflection.as_ref()
     }
 
     /// Serves until the process ends, with `TCP_NODELAY` on every accepted socket.
@@ -62,7 +74,8 @@ impl Bound {
     }
 
     /// Serves until `signal` completes, then stops accepting and waits for the requests being
-    /// served (idle connections are closed at once).
+    /// served (idle connections are closed at once). A Genkit runtime served beside it stops
+    /// with it, and its runtime file is removed.
     ///
     /// # Errors
     ///
@@ -75,34 +88,54 @@ impl Bound {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let Self {
-            listener,
-            router,
-            limits,
-        } = self;
-        // Told when to shut down; every connection holds a receiver, so the sender also says
-        // when the last connection is over.
-        let (stop, stopped) = watch::channel(false);
-        let mut signal = pin!(signal);
-        loop {
-            let tcp = tokio::select! {
-                tcp = accept(&listener) => tcp,
-                () = &mut signal => break,
-            };
-            let service = TowerToHyperService::new(router.clone());
-            tokio::spawn(connection(
-                WriteDeadline::new(tcp, limits.idle_timeout + WRITE_GRACE),
-                service,
-                limits.header_timeout,
-                stopped.clone(),
-            ));
+        #[cfg(feature = "reflection")]
+        if let Some(runtime) = self.reflection {
+            // Stops when the server does, or when this future is dropped.
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let reflection = tokio::spawn(runtime.serve_with_shutdown(async move {
+                let _ = stopped.await;
+            }));
+            let served = serve(self.listener, self.router, self.limits, signal).await;
+            drop(stop);
+            let _ = reflection.await;
+            return served;
         }
-        drop(listener);
-        let _ = stop.send(true);
-        drop(stopped);
-        stop.closed().await;
-        Ok(())
+        serve(self.listener, self.router, self.limits, signal).await
     }
+}
+
+/// Serves `router` on `listener` until `signal` completes: see [`Bound::serve_with_shutdown`].
+pub(crate) async fn serve<F>(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    signal: F,
+) -> io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    // Told when to shut down; every connection holds a receiver, so the sender also says
+    // when the last connection is over.
+    let (stop, stopped) = watch::channel(false);
+    let mut signal = pin!(signal);
+    loop {
+        let tcp = tokio::select! {
+            tcp = accept(&listener) => tcp,
+            () = &mut signal => break,
+        };
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(connection(
+            WriteDeadline::new(tcp, limits.idle_timeout + WRITE_GRACE),
+            service,
+            limits.header_timeout,
+            stopped.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    drop(stopped);
+    stop.closed().await;
+    Ok(())
 }
 
 /// The next connection, with `TCP_NODELAY` set: a record goes out as soon as it is written

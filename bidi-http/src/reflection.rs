@@ -1,0 +1,397 @@
+//! Genkit's reflection API (version 1), so that Genkit's own tools drive a bidi program:
+//! `genkit start -- <program>` lists its actions, runs them (streaming), cancels them and shows
+//! their traces, and `genkit flow:run` runs a flow from the command line.
+//!
+//! A [`Runtime`] serves the API on a listener of its own, announces itself with a runtime file
+//! under `<projectRoot>/.genkit/runtimes/` (the project root is the nearest directory, from
+//! the working directory up, with a `package.json`, `go.mod`, `pyproject.toml`,
+//! `requirements.txt`, `pom.xml`, `build.gradle[.kts]` or `pubspec.yaml`: the tools' own
+//! markers; `Cargo.toml` is not one), and forwards every span of a [`Traces`] store to the
+//! tools' telemetry server. [`Server::genkit_reflection`](crate::Server::genkit_reflection)
+//! (or `GENKIT_ENV=dev`, which `genkit start` sets) runs one beside the server:
+//!
+//! ```no_run
+//! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+//! use bidi_flow::{ActionType, BidiFlow, Registry};
+//! use bidi_http::Server;
+//!
+//! async fn countdown(_: ActionContext, _: (), mut n: Inbound<u32>, out: Outbound<u32>)
+//!     -> Result<String, BoxError>
+//! {
+//!     let n = n.recv().await.unwrap_or(0);
+//!     for left in (1..=n).rev() {
+//!         out.send(left).await?;
+//!     }
+//!     Ok(format!("done after {n}"))
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> std::io::Result<()> {
+//! let registry = Registry::new();
+//! // `genkit flow:run countdown 3` runs `/flow/countdown`: register it as a flow.
+//! let flow = BidiFlow::new("countdown", countdown).with_action_type(ActionType::new("flow").expect("a valid type"));
+//! registry.register(flow).expect("a new key");
+//! Server::new(registry).genkit_reflection().bind().await?.serve().await
+//! # }
+//! ```
+//!
+//! ```sh
+//! npx genkit start -- cargo run       # the tools on :4000, this program's actions listed
+//! npx genkit flow:run countdown 3     # from another shell: "done after 3"
+//! ```
+//!
+//! # The API
+//!
+//! | call | answer |
+//! |---|---|
+//! | `GET /api/__health?id=` | 200; 503 when `id` is another runtime's |
+//! | `POST /api/notify {"telemetryServerUrl"}` | 200: spans go there from now on (unless `GENKIT_TELEMETRY_SERVER` is set) |
+//! | `GET /api/actions` | the registry's descriptors by key (`GET /actions`'s, schemas included) |
+//! | `GET /api/values?type=defaultModel\|middleware` | `{}` |
+//! | `POST /api/runAction[?stream=true] {"key","input","init"?}` | see below |
+//! | `POST /api/cancelAction {"traceId"}` | 200 `{"message":"Action cancelled"}`; 404 when no run of that trace goes on |
+//!
+//! `runAction` opens a connection to `key` with `init`, sends `input`, closes the input, and
+//! answers at once with the headers `X-Genkit-Trace-Id` and `X-Genkit-Span-Id` (the
+//! connection span's, so the tools can cancel the run and follow its trace while it runs) and
+//! `X-Genkit-Version`. With `stream=true` each chunk follows as a line of JSON. The last line
+//! is `{"result": output, "telemetry": {"traceId"}}`, or, still with status 200 as Genkit
+//! answers, `{"error": {"code", "message", "details": {"traceId"}}}` with a numeric gRPC code:
+//! 3 for an init or input that does not fit the action's schema, 1 for a cancelled run (4
+//! for one idle past the idle timeout), 13 for an action that failed. An unknown key is 404
+//! `action K not found`. `context` and `telemetryLabels` are accepted and left: a bidi action
+//! has no use for them. One input per run: the tools' version 1 sends no input stream.
+//!
+//! # Spans
+//!
+//! Each span start and end of the [`Traces`] store is posted to
+//! `{telemetryServerUrl}/api/traces` as Genkit's `TraceData`, with bidi's attributes and
+//! Genkit's: a connection span is an `action` (`genkit:metadata:subtype` its action's type,
+//! `genkit:input` the run's input when the reflection API ran it, `genkit:init`,
+//! `genkit:output`), a turn or `run` step a `flowStep`, each with `genkit:name`,
+//! `genkit:path`, `genkit:state` and `genkit:isRoot` on a root. A telemetry server that is
+//! down or slow never holds a run back: posts wait at most two seconds each, updates queue
+//! in the store's bounded channel, and what is missed is counted
+//! ([`Runtime::dropped_spans`]).
+//!
+//! # Environment
+//!
+//! | variable | what it does |
+//! |---|---|
+//! | `GENKIT_ENV=dev` | [`Server::bind`](crate::Server::bind) runs a runtime beside the server |
+//! | `GENKIT_REFLECTION_PORT` | the port to serve on; else the first free from 3100 to 3199 |
+//! | `GENKIT_REFLECTION_HOST` | the address to serve on (default `127.0.0.1`) |
+//! | `GENKIT_REFLECTION_SECRET_TOKEN` | when set, every call carries it in `x-genkit-reflection-secret`, or is refused with 401 |
+//! | `GENKIT_TELEMETRY_SERVER` | the telemetry server's URL, over the tools' notice |
+//! | `GENKIT_RUNTIME_ID` | the runtime's id (default `<pid>-<port>`) |
+
+mod runtime_file;
+mod server;
+mod telemetry;
+
+use std::env;
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use axum::Router;
+use bidi_flow::Registry;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::traces::{Traces, Updates};
+use crate::{Limits, serve};
+use runtime_file::{Info, RuntimeFile};
+use server::Reflection;
+use telemetry::Telemetry;
+
+/// What a runtime says it is, in its runtime file and `X-Genkit-Version`.
+pub(crate) const GENKIT_VERSION: &str = concat!("bidi-http/", env!("CARGO_PKG_VERSION"));
+
+/// The reflection API's version.
+const SPEC_VERSION: u32 = 1;
+
+/// The ports tried, in order, when `GENKIT_REFLECTION_PORT` is not set.
+const PORTS: std::ops::RangeInclusive<u16> = 3100..=3199;
+
+/// A Genkit runtime: the reflection API bound on its own listener, its runtime file written.
+/// [`serve`](Self::serve) it; the file is removed when serving ends, or when the runtime is
+/// dropped.
+///
+/// ```no_run
+/// use bidi_flow::Registry;
+/// use bidi_http::reflection::Runtime;
+/// use bidi_http::traces::Traces;
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let traces = Traces::new();
+/// let _provider = traces.install();
+/// let runtime = Runtime::bind(Registry::new(), &traces).await?;
+/// println!("reflection API at {}", runtime.local_addr()?);
+/// runtime.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
+/// # }
+/// ```
+pub struct Runtime {
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    reflection: Arc<Reflection>,
+    updates: Updates,
+    file: RuntimeFile,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("id", &self.reflection.id)
+            .field("addr", &self.listener.local_addr().ok())
+            .field("file", &self.file.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Binds the reflection API for `registry`'s actions (on `GENKIT_REFLECTION_HOST` and
+    /// `GENKIT_REFLECTION_PORT`, else 127.0.0.1 and the first free port from 3100), and writes
+    /// the runtime file. Spans are forwarded from `traces`: the store flows trace into (see
+    /// [`Traces::install`]).
+    ///
+    /// # Errors
+    ///
+    /// A variable of the environment that does not parse (a port that is not one, a telemetry
+    /// server that is no http URL), no free port, or the runtime file cannot be written.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes binds nothing and writes no file.
+    pub async fn bind(registry: Registry, traces: &Traces) -> io::Result<Self> {
+        Self::bind_with(registry, traces, Limits::default()).await
+    }
+
+    pub(crate) async fn bind_with(
+        registry: Registry,
+        traces: &Traces,
+        limits: Limits,
+    ) -> io::Result<Self> {
+        let telemetry = match env::var("GENKIT_TELEMETRY_SERVER") {
+            Ok(url) if !url.is_empty() => Some(
+                telemetry::traces_uri(&url)
+                    .map_err(|reason| invalid(format!("GENKIT_TELEMETRY_SERVER: {reason}")))?,
+            ),
+            _ => None,
+        };
+        let listener = listen().await?;
+        let addr = listener.local_addr()?;
+        let id = env::var("GENKIT_RUNTIME_ID")
+            .ok()
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| format!("{}-{}", std::process::id(), addr.port()));
+        let url = format!("http://{}", reachable(addr));
+        let name = env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.file_stem()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| id.clone());
+        let root = runtime_file::project_root(&env::current_dir()?);
+        let now = SystemTime::now();
+        let info = Info {
+            id: &id,
+            pid: std::process::id(),
+            name: &name,
+            reflection_server_url: &url,
+            timestamp: runtime_file::iso8601(now),
+            genkit_version: GENKIT_VERSION,
+            reflection_api_spec_version: SPEC_VERSION,
+        };
+        let file = RuntimeFile::write(&root, &info, now)?;
+        let secret = env::var("GENKIT_REFLECTION_SECRET_TOKEN")
+            .ok()
+            .filter(|secret| !secret.is_empty());
+        let reflection = Arc::new(Reflection {
+            registry,
+            id,
+            limits,
+            secret,
+            telemetry: Arc::new(Telemetry::new(telemetry)),
+            running: Mutex::default(),
+        });
+        Ok(Self {
+            listener,
+            router: server::router(Arc::clone(&reflection)),
+            limits,
+            reflection,
+            updates: traces.subscribe(),
+            file,
+        })
+    }
+
+    /// The runtime's id, as its runtime file says (`<pid>-<port>` unless `GENKIT_RUNTIME_ID`
+    /// sets it).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.reflection.id
+    }
+
+    /// The address the reflection API is bound to.
+    ///
+    /// # Errors
+    ///
+    /// The socket's address cannot be read.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The runtime file: `<projectRoot>/.genkit/runtimes/<id>-<ms>.json`.
+    #[must_use]
+    pub fn file(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The count of span updates that did not reach the telemetry server: missed while the
+    /// forwarder was behind, refused, or not answered within two seconds. Updates made before
+    /// the tools named their telemetry server are not counted: there was nowhere to send
+    /// them. The handle outlives [`serve`](Self::serve).
+    #[must_use]
+    pub fn dropped_spans(&self) -> DroppedSpans {
+        DroppedSpans(Arc::clone(&self.reflection.telemetry))
+    }
+
+    /// Serves until the process ends.
+    ///
+    /// # Errors
+    ///
+    /// Accepting connections failed for good.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops accepting and forwarding spans, and removes the runtime
+    /// file; runs going on go on in their tasks.
+    pub async fn serve(self) -> io::Result<()> {
+        self.serve_with_shutdown(std::future::pending()).await
+    }
+
+    /// Serves until `signal` completes, then stops accepting, waits for the calls being
+    /// answered (a run streaming its answer is one), and removes the runtime file.
+    ///
+    /// # Errors
+    ///
+    /// Accepting connections failed for good.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`serve`](Self::serve).
+    pub async fn serve_with_shutdown<F>(self, signal: F) -> io::Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let Self {
+            listener,
+            router,
+            limits,
+            reflection,
+            updates,
+            file,
+        } = self;
+        let telemetry = Arc::clone(&reflection.telemetry);
+        let _forwarder = AbortOnDrop(tokio::spawn(
+            telemetry.forward(updates, reflection.registry.clone()),
+        ));
+        let served = serve::serve(listener, router, limits, signal).await;
+        drop(file);
+        served
+    }
+}
+
+/// How many span updates a [`Runtime`] could not forward: see [`Runtime::dropped_spans`].
+#[derive(Debug, Clone)]
+pub struct DroppedSpans(Arc<Telemetry>);
+
+impl DroppedSpans {
+    /// The count so far.
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.0.dropped()
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// The listener: on `GENKIT_REFLECTION_PORT` if set, else the first free port from 3100.
+async fn listen() -> io::Result<TcpListener> {
+    let host = env::var("GENKIT_REFLECTION_HOST")
+        .ok()
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| Ipv4Addr::LOCALHOST.to_string());
+    match env::var("GENKIT_REFLECTION_PORT") {
+        Ok(port) if !port.is_empty() => {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| invalid(format!("GENKIT_REFLECTION_PORT is not a port: {port}")))?;
+            TcpListener::bind((host.as_str(), port)).await
+        }
+        _ => {
+            for port in PORTS {
+                match TcpListener::bind((host.as_str(), port)).await {
+                    Ok(listener) => return Ok(listener),
+                    Err(error) if error.kind() == io::ErrorKind::AddrInUse => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "no free port from {} to {} for Genkit's reflection API: set \
+                     GENKIT_REFLECTION_PORT",
+                    PORTS.start(),
+                    PORTS.end()
+                ),
+            ))
+        }
+    }
+}
+
+/// `addr` as the tools on this machine reach it: a wildcard address is reached on loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// The store [`Server::genkit_reflection`](crate::Server::genkit_reflection) forwards spans
+/// from: made and installed as the global tracer provider on first use, once per process.
+pub(crate) fn installed_traces() -> Traces {
+    static INSTALLED: OnceLock<Traces> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let traces = Traces::new();
+            // The provider stays installed for the process: the global one holds it.
+            drop(traces.install());
+            traces
+        })
+        .clone()
+}
+
+/// Whether `GENKIT_ENV` says the program runs under Genkit's tools.
+pub(crate) fn dev_env() -> bool {
+    env::var("GENKIT_ENV").is_ok_and(|env| env == "dev")
+}

@@ -1,0 +1,133 @@
+//! A bidi program for Genkit's tools to start: `genkit start -- reflection-runtime`. It serves
+//! three actions with `bidi-http`, and Genkit's reflection API beside them when `GENKIT_ENV=dev`
+//! (which `genkit start` sets):
+//!
+//! - `/flow/countdown`: input `n` (at most 100), streams `{"left": n}` down to 1 and returns
+//!   `"done after n"`; a larger `n` fails.
+//! - `/bidi-flow/slow`: streams `"started"`, then runs until it is cancelled.
+//! - `/agent/notes`: a multi-turn agent that remembers the lines of its session (init
+//!   `{"sessionId": ".."}`) and answers each word by word.
+//!
+//! Its first lines on stdout are `listening on http://{addr}` and, with the reflection API,
+//! `reflection on http://{addr} ({runtime file})`. It serves until SIGINT, then removes its
+//! runtime file.
+
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use bidi_agent::{Agent, AgentResult, Responder, Session};
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{ActionType, BidiFlow, Registry};
+use bidi_http::Server;
+use bidi_session::MemoryStore;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One step of the countdown.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Left {
+    /// How many are left.
+    left: u32,
+}
+
+/// Streams `n` down to 1, in a `run` step.
+async fn countdown(
+    _: ActionContext,
+    (): (),
+    mut inbound: Inbound<u32>,
+    out: Outbound<Left>,
+) -> Result<String, BoxError> {
+    let n = inbound.recv().await.unwrap_or(0);
+    if n > 100 {
+        return Err(format!("{n} is too far to count down from (100 at most)").into());
+    }
+    bidi_flow::run("count down", async {
+        for left in (1..=n).rev() {
+            out.send(Left { left }).await?;
+        }
+        Ok::<_, BoxError>(())
+    })
+    .await?;
+    Ok(format!("done after {n}"))
+}
+
+/// Says it started, then runs until cancelled.
+async fn slow(
+    ctx: ActionContext,
+    (): (),
+    _: Inbound<String>,
+    out: Outbound<String>,
+) -> Result<(), BoxError> {
+    out.send("started".to_owned()).await?;
+    let cause = ctx.cancelled().await;
+    Err(format!("stopped: {cause}").into())
+}
+
+/// What the notes agent remembers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+struct Notes {
+    /// Every line heard, in order.
+    heard: Vec<String>,
+}
+
+/// Answers each line with what it heard before, word by word; returns the turns.
+async fn notes(
+    _: ActionContext,
+    session: Session<Notes>,
+    mut inbound: Inbound<String>,
+    out: Responder<String>,
+) -> Result<AgentResult<u32>, BoxError> {
+    let mut turns = 0;
+    while let Some(line) = inbound.recv().await {
+        let heard = session.state().heard.len();
+        let reply = format!("noted \"{line}\" after {heard} lines");
+        for word in reply.split_inclusive(' ') {
+            out.send(word.to_owned()).await?;
+        }
+        session
+            .update(|notes| notes.heard.push(line.clone()))
+            .await?;
+        out.end_turn().await?;
+        turns += 1;
+    }
+    Ok(AgentResult::new(turns))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let registry = Registry::new();
+    registry.register(
+        BidiFlow::new("countdown", countdown)
+            .with_action_type(ActionType::new("flow")?)
+            .with_description("Counts down from n"),
+    )?;
+    registry.register(BidiFlow::new("slow", slow).with_description("Runs until cancelled"))?;
+    registry.register(
+        Agent::builder("notes")
+            .description("Remembers the lines of its session")
+            .store(MemoryStore::new())
+            .build(notes)
+            .into_flow(),
+    )?;
+    let bound = Server::new(registry)
+        .addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0))
+        .bind()
+        .await?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
+    if let Some(runtime) = bound.genkit_runtime() {
+        writeln!(
+            stdout,
+            "reflection on http://{} ({})",
+            runtime.local_addr()?,
+            runtime.file().display()
+        )?;
+    }
+    stdout.flush()?;
+    bound
+        .serve_with_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

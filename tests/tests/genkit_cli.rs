@@ -1,0 +1,342 @@
+//! Genkit's own CLI (`genkit-cli` 1.43.0, pinned in `tests/genkit-cli`) drives a bidi program
+//! (`src/bin/reflection-runtime.rs`) through the reflection API, offline: `genkit start` finds
+//! it, and its tools API (what the Developer UI calls) lists the program's actions, runs them,
+//! streams them, cancels a run and shows their traces; `genkit flow:run` prints a flow's
+//! output. The Developer UI's page itself is downloaded by the CLI at start, which fails
+//! offline: its API is what is tested.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tests::genkit::{Group, cli, free_port, project};
+
+/// The CLI's tools API (tRPC procedures and streaming routes) on `port`.
+struct Tools {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Tools {
+    /// A tRPC query: `GET /api/{procedure}?input=<json>`; its `result.data`.
+    async fn query(&self, procedure: &str, input: &Value) -> Value {
+        let url = format!(
+            "{}/api/{procedure}?input={}",
+            self.base,
+            encode(&input.to_string())
+        );
+        let answer: Value = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["result"]["data"].clone()
+    }
+
+    /// A tRPC mutation: `POST /api/{procedure}` with `input`; the whole answer.
+    async fn mutate(&self, procedure: &str, input: &Value) -> Value {
+        let url = format!("{}/api/{procedure}", self.base);
+        let answer = self.client.post(url).json(input).send().await.unwrap();
+        answer.json().await.unwrap()
+    }
+
+    /// `POST /api/runAction` or `/api/streamAction`: the response, once its headers came.
+    async fn run(&self, route: &str, request: &Value) -> reqwest::Response {
+        let url = format!("{}/api/{route}", self.base);
+        let response = self.client.post(url).json(request).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{route}");
+        response
+    }
+
+    /// Waits until `query` of `procedure` answers what `done` accepts; that answer.
+    async fn until(&self, procedure: &str, input: &Value, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let data = self.query(procedure, input).await;
+            if done(&data) {
+                return data;
+            }
+            assert!(Instant::now() < deadline, "{procedure} {input}: {data:#}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// `text` percent-encoded for a query string.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+                char::from(byte).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Lines of JSON, the last without a newline, as the tools stream them.
+fn lines(body: &str) -> Vec<Value> {
+    body.lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// `genkit <args>` in `dir`, with `home` as its HOME; its output, after it succeeded.
+fn genkit(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let output = Command::new(cli().unwrap())
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("GENKIT_ENV")
+        .env_remove("GENKIT_TELEMETRY_SERVER")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "genkit {args:?}: {text}");
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_start_drives_a_bidi_program() {
+    tokio::task::spawn_blocking(|| cli().unwrap())
+        .await
+        .unwrap();
+    let project = project();
+    let (dir, home) = (project.path().to_path_buf(), project.path().join("home"));
+    // Nothing phones home: no analytics, no update check.
+    genkit(&dir, &home, &["config", "set", "analyticsOptOut", "true"]);
+    genkit(
+        &dir,
+        &home,
+        &["config", "set", "updateNotificationsOptOut", "true"],
+    );
+
+    let port = free_port();
+    let mut command = Command::new(cli().unwrap());
+    command
+        .args([
+            "start",
+            "--non-interactive",
+            "--no-update-notification",
+            "-p",
+        ])
+        .arg(port.to_string())
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_reflection-runtime"))
+        .env("HOME", &home);
+    for variable in [
+        "GENKIT_ENV",
+        "GENKIT_TELEMETRY_SERVER",
+        "GENKIT_REFLECTION_PORT",
+        "GENKIT_REFLECTION_HOST",
+        "GENKIT_REFLECTION_SECRET_TOKEN",
+        "GENKIT_RUNTIME_ID",
+    ] {
+        command.env_remove(variable);
+    }
+    let mut start = Group::spawn(command, &dir).unwrap();
+    start
+        .wait_for(Duration::from_secs(120), |out| {
+            out.contains("reflection on") && out.contains("Genkit Developer UI")
+        })
+        .unwrap();
+    let tools = Tools {
+        base: format!("http://127.0.0.1:{port}"),
+        client: reqwest::Client::new(),
+    };
+
+    // Found: the runtime file, its health, the notice.
+    let runtimes = tools
+        .until("getActiveRuntimes", &Value::Null, |data| {
+            data.as_array().is_some_and(|runtimes| !runtimes.is_empty())
+        })
+        .await;
+    let runtime = &runtimes[0];
+    assert_eq!(runtime["name"], "reflection-runtime", "{runtimes:#}");
+    assert!(
+        runtime["genkitVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("bidi-http/")
+    );
+    assert_eq!(runtime["reflectionApiSpecVersion"], 1);
+
+    let actions = tools.query("listActions", &json!({})).await;
+    let countdown = &actions["/flow/countdown"];
+    assert_eq!(countdown["inputSchema"]["type"], "integer", "{actions:#}");
+    assert_eq!(countdown["outputSchema"]["type"], "string");
+    assert!(countdown["streamSchema"].is_object());
+    assert!(actions["/agent/notes"]["initSchema"].is_object());
+    assert_eq!(
+        actions["/bidi-flow/slow"]["description"],
+        "Runs until cancelled"
+    );
+
+    // A run, then the same streamed, then an agent's turn.
+    let answer: Value = tools
+        .run("runAction", &json!({"key": "/flow/countdown", "input": 3}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"], "done after 3", "{answer}");
+    let trace_id = answer["telemetry"]["traceId"].as_str().unwrap().to_owned();
+    let streamed = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/flow/countdown", "input": 2}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let streamed = lines(&streamed);
+    assert_eq!(streamed[..2], [json!({"left": 2}), json!({"left": 1})]);
+    assert_eq!(streamed[2]["result"], "done after 2", "{streamed:?}");
+    let turn = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/agent/notes", "input": "hello", "init": {"sessionId": "cli"}}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let turn = lines(&turn);
+    let said: String = turn[..turn.len() - 1]
+        .iter()
+        .map(|chunk| chunk.as_str().unwrap())
+        .collect();
+    assert_eq!(said, "noted \"hello\" after 0 lines");
+    assert_eq!(turn.last().unwrap()["result"]["output"], 1);
+
+    // Errors come through in Genkit's shape.
+    let refused: Value = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/flow/countdown", "input": "x"}),
+        )
+        .await
+        .text()
+        .await
+        .map(|body| lines(&body).pop().unwrap())
+        .unwrap();
+    assert_eq!(refused["error"]["code"], 3, "{refused}");
+
+    cancel(&tools).await;
+    traces(&tools, &trace_id).await;
+
+    // `genkit flow:run` finds the running program and prints the flow's output.
+    let printed = genkit(&dir, &home, &["flow:run", "countdown", "3"]);
+    assert!(printed.contains("done after 3"), "{printed}");
+    let printed = genkit(&dir, &home, &["flow:run", "countdown", "2", "--stream"]);
+    assert!(
+        printed.contains("\"left\": 1") && printed.contains("done after 2"),
+        "{printed}"
+    );
+
+    let file_dir = dir.join(".genkit").join("runtimes");
+    start.interrupt().unwrap();
+    let left: Vec<_> = std::fs::read_dir(&file_dir).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "the runtime file is removed: {left:?}\n{}",
+        start.output()
+    );
+}
+
+/// Cancels a streamed run of the slow flow through the tools, by its trace id.
+async fn cancel(tools: &Tools) {
+    let mut response = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/bidi-flow/slow", "input": "go"}),
+        )
+        .await;
+    let trace_id = response
+        .headers()
+        .get("x-genkit-trace-id")
+        .expect("the trace id before the body")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = String::new();
+    while !body.contains('\n') {
+        let chunk = response.chunk().await.unwrap().expect("the first chunk");
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert_eq!(body, "\"started\"\n");
+    let cancelled = tools
+        .mutate("cancelAction", &json!({"traceId": trace_id}))
+        .await;
+    assert_eq!(
+        cancelled["result"]["data"],
+        json!({"message": "Action cancelled"}),
+        "{cancelled}"
+    );
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let end = lines(&body).pop().unwrap();
+    assert_eq!(end["error"]["code"], 1, "{body}");
+    let again = tools
+        .mutate("cancelAction", &json!({"traceId": trace_id}))
+        .await;
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("not found or already completed")),
+        "{again}"
+    );
+}
+
+/// The countdown's trace, as the tools list and show it.
+async fn traces(tools: &Tools, trace_id: &str) {
+    let listed = tools
+        .until("listTraces", &json!({"limit": 50}), |data| {
+            data["traces"]
+                .as_array()
+                .is_some_and(|traces| traces.iter().any(|trace| trace["traceId"] == trace_id))
+        })
+        .await;
+    let summary = listed["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|trace| trace["traceId"] == trace_id)
+        .unwrap();
+    assert_eq!(summary["displayName"], "countdown", "{summary:#}");
+    let trace = tools
+        .until("getTrace", &json!({"traceId": trace_id}), |trace| {
+            trace["spans"].as_object().is_some_and(|spans| {
+                spans.len() == 3 && spans.values().all(|span| span["endTime"] != 0)
+            })
+        })
+        .await;
+    let spans: Vec<&Value> = trace["spans"].as_object().unwrap().values().collect();
+    let root = spans
+        .iter()
+        .find(|span| span.get("parentSpanId").is_none())
+        .expect("a root");
+    assert_eq!(root["attributes"]["genkit:type"], "action");
+    assert_eq!(root["attributes"]["genkit:input"], "3");
+    assert_eq!(root["attributes"]["genkit:state"], "success");
+    let turn = spans
+        .iter()
+        .find(|span| span["displayName"] == "turn 1")
+        .unwrap_or_else(|| panic!("a turn in {trace:#}"));
+    assert_eq!(turn["parentSpanId"], root["spanId"]);
+    assert_eq!(turn["attributes"]["genkit:type"], "flowStep");
+}
