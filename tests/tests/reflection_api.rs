@@ -239,6 +239,11 @@ async fn genkit_tools_discover_run_cancel_and_trace_a_bidi_program() {
     let status = runtime.group.interrupt().unwrap();
     assert!(status.success(), "{status}: {}", runtime.group.output());
     assert!(!file.exists(), "the runtime file is removed at the end");
+    assert!(
+        runtime.group.output().contains("spans dropped: 0"),
+        "{}",
+        runtime.group.output()
+    );
 }
 
 async fn secret_and_health(runtime: &Runtime, id: &str) {
@@ -533,7 +538,7 @@ async fn a_dead_or_hanging_telemetry_server_holds_no_run_back() {
             held.push(socket);
         }
     });
-    for telemetry in [dead, hanging_url] {
+    for (telemetry, refused) in [(dead, true), (hanging_url, false)] {
         let project = project();
         let mut runtime = Runtime::start(project.path(), &telemetry, None);
         for n in 1..=20 {
@@ -547,6 +552,15 @@ async fn a_dead_or_hanging_telemetry_server_holds_no_run_back() {
             );
         }
         let status = runtime.group.interrupt().unwrap();
-        assert!(status.success(), "{telemetry}: {}", runtime.group.output());
+        let output = runtime.group.output();
+        assert!(status.success(), "{telemetry}: {output}");
+        // What the dead server refused was counted (the hanging one's posts may still wait).
+        let dropped: u64 = output
+            .lines()
+            .find_map(|line| line.strip_prefix("spans dropped: "))
+            .unwrap_or_else(|| panic!("the count: {output}"))
+            .parse()
+            .unwrap();
+        assert!(!refused || dropped > 0, "{telemetry}: {output}");
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! Its first lines on stdout are `listening on http://{addr}` and, with the reflection API,
 //! `reflection on http://{addr} ({runtime file})`. It serves until SIGINT, then removes its
-//! runtime file.
+//! runtime file and says how many span updates did not reach the telemetry server
+//! (`spans dropped: N`).
 
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,6 +20,7 @@ use bidi_agent::{Agent, AgentResult, Responder, Session};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
 use bidi_http::Server;
+use bidi_http::reflection::Runtime;
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -115,6 +117,7 @@ async fn main() -> Result<(), BoxError> {
         .await?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
+    let dropped = bound.genkit_runtime().map(Runtime::dropped_spans);
     if let Some(runtime) = bound.genkit_runtime() {
         writeln!(
             stdout,
@@ -129,5 +132,8 @@ async fn main() -> Result<(), BoxError> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    if let Some(dropped) = dropped {
+        writeln!(stdout, "spans dropped: {}", dropped.count())?;
+    }
     Ok(())
 }
