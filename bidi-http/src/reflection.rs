@@ -132,7 +132,8 @@ const PORTS: std::ops::RangeInclusive<u16> = 3100..=3199;
 /// let _provider = traces.install();
 /// let runtime = Runtime::bind(Registry::new(), &traces).await?;
 /// println!("reflection API at {}", runtime.local_addr()?);
-/// runtime.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
+/// // Serves until the process ends; `serve_with_shutdown` stops on a signal and removes the file.
+/// runtime.serve().await
 /// # }
 /// ```
 pub struct Runtime {
