@@ -42,7 +42,6 @@ pub(crate) use stream::start_in;
 pub(crate) use stream::{STREAM_ID, StreamKey};
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::Router;
@@ -600,8 +599,8 @@ fn view(snapshot: &Snapshot) -> Value {
     let mut view = json!({
         "snapshotId": entry.id,
         "sessionId": entry.session_id,
-        "createdAt": rfc3339(entry.created_at),
-        "updatedAt": rfc3339(entry.updated_at),
+        "createdAt": crate::time::rfc3339(entry.created_at),
+        "updatedAt": crate::time::rfc3339(entry.updated_at),
         "status": entry.status.as_str(),
     });
     if let Some(parent) = &entry.parent_id {
@@ -678,39 +677,4 @@ pub(crate) async fn abort_turn(
         .abort(id)
         .await
         .map_err(|error| agent::store_failed(&error))
-}
-
-/// `time` as RFC 3339 in UTC, to the millisecond (`2026-11-26T14:54:41.123Z`).
-pub(crate) fn rfc3339(time: SystemTime) -> String {
-    let millis = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis());
-    let (secs, ms) = (millis / 1000, millis % 1000);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap_or(0) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{ms:03}Z")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_rfc3339() {
-        let at = UNIX_EPOCH + std::time::Duration::from_millis(1_795_704_881_123);
-        assert_eq!(rfc3339(at), "2026-11-26T14:54:41.123Z");
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
-    }
 }

@@ -464,6 +464,8 @@ mod serve;
 mod sse;
 #[cfg(feature = "agents")]
 mod tee;
+#[cfg(any(feature = "agents", feature = "traces"))]
+mod time;
 #[cfg(feature = "traces")]
 pub mod traces;
 #[cfg(feature = "ui-stream")]

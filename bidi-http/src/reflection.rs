@@ -203,7 +203,7 @@ impl Runtime {
             pid: std::process::id(),
             name: &name,
             reflection_server_url: &url,
-            timestamp: runtime_file::iso8601(now),
+            timestamp: crate::time::rfc3339(now),
             genkit_version: GENKIT_VERSION,
             reflection_api_spec_version: SPEC_VERSION,
         };

@@ -46,7 +46,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, SpanKind, TraceId};
 use opentelemetry::{Array, Context, KeyValue, Value as OtelValue};
@@ -301,8 +301,8 @@ impl Span {
             parent_span_id: (data.parent_span_id != SpanId::INVALID)
                 .then(|| data.parent_span_id.to_string()),
             name: data.name.to_string(),
-            start_time: millis(data.start_time),
-            end_time: Some(millis(data.end_time)),
+            start_time: crate::time::unix_millis(data.start_time),
+            end_time: Some(crate::time::unix_millis(data.end_time)),
             attributes: attributes(&data.attributes),
             status: Status::from(&data.status),
             events: data
@@ -310,7 +310,7 @@ impl Span {
                 .iter()
                 .map(|event| Event {
                     name: event.name.to_string(),
-                    time: millis(event.timestamp),
+                    time: crate::time::unix_millis(event.timestamp),
                     attributes: attributes(&event.attributes),
                 })
                 .collect(),
@@ -432,12 +432,6 @@ impl Updates {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("missed {0} span updates")]
 pub struct Lagged(pub u64);
-
-fn millis(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-    })
-}
 
 fn kind(kind: &SpanKind) -> &'static str {
     match kind {

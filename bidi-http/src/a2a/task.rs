@@ -64,7 +64,7 @@ pub(crate) fn status(
     TaskStatus {
         state,
         message: parts.map(|parts| Message::agent(format!("{}-status", ids.task), ids, parts)),
-        timestamp: crate::genkit::rfc3339(at),
+        timestamp: crate::time::rfc3339(at),
     }
 }
 

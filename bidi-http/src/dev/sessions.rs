@@ -3,7 +3,6 @@
 //! sessions only, through the same scope as the agent endpoints.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -47,16 +46,10 @@ impl SnapshotView {
             version: entry.version,
             status: entry.status.as_str(),
             error: entry.error,
-            created_at: millis(entry.created_at),
-            updated_at: millis(entry.updated_at),
+            created_at: crate::time::unix_millis(entry.created_at),
+            updated_at: crate::time::unix_millis(entry.updated_at),
         }
     }
-}
-
-fn millis(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-    })
 }
 
 /// `GET /dev/api/agents/{name}/sessions/{id}/snapshots`.

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -57,7 +57,11 @@ impl RuntimeFile {
     pub(crate) fn write(root: &Path, info: &Info<'_>, now: SystemTime) -> io::Result<Self> {
         let dir = root.join(".genkit").join("runtimes");
         fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{}-{}.json", info.id, unix_millis(now)));
+        let path = dir.join(format!(
+            "{}-{}.json",
+            info.id,
+            crate::time::unix_millis(now)
+        ));
         let json = serde_json::to_vec_pretty(info).map_err(io::Error::other)?;
         // One write of a few hundred bytes: the tools read it again if they catch it half
         // written.
@@ -84,42 +88,6 @@ impl Drop for RuntimeFile {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn unix_millis(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-    })
-}
-
-/// `time` in ISO 8601 with milliseconds, in UTC, as JavaScript's `Date.toISOString` writes it:
-/// `2026-11-23T01:03:44.521Z`.
-pub(crate) fn iso8601(time: SystemTime) -> String {
-    let millis = unix_millis(time);
-    let (days, rest) = (millis / 86_400_000, millis % 86_400_000);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -127,17 +95,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn timestamps_are_javascripts_iso_strings() {
-        let at = |ms: u64| iso8601(UNIX_EPOCH + Duration::from_millis(ms));
-        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
-        // Date.UTC(2026, 10, 23, 1, 3, 44, 521)
-        assert_eq!(at(1_795_395_824_521), "2026-11-23T01:03:44.521Z");
-        // A leap day, and the last millisecond of a century year that is a leap year.
-        assert_eq!(at(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(at(978_307_199_999), "2000-12-31T23:59:59.999Z");
-    }
 
     #[test]
     fn the_project_root_is_the_nearest_marked_ancestor() {
@@ -165,13 +122,13 @@ mod tests {
     #[test]
     fn the_file_is_written_under_the_root_and_removed_on_drop() {
         let temp = tempfile::tempdir().unwrap();
-        let now = UNIX_EPOCH + Duration::from_millis(1_795_395_824_521);
+        let now = std::time::UNIX_EPOCH + Duration::from_millis(1_795_395_824_521);
         let info = Info {
             id: "42-3100",
             pid: std::process::id(),
             name: "demo",
             reflection_server_url: "http://127.0.0.1:3100",
-            timestamp: iso8601(now),
+            timestamp: crate::time::rfc3339(now),
             genkit_version: "bidi-http/0.1.0",
             reflection_api_spec_version: 1,
         };

@@ -570,9 +570,12 @@ mod tests {
         );
         // Not streaming: no chunks, only the end.
         let failed = JsonError::Connection(Error::action("boom"));
+        let last = written(ndjson(false), &chunks, Err(failed));
+        assert!(!last.contains('\n'), "{last}");
+        // The keys' order is serde_json's (insertion order with `preserve_order`).
         assert_eq!(
-            written(ndjson(false), &chunks, Err(failed)),
-            "{\"error\":{\"code\":13,\"details\":{\"traceId\":\"ab\"},\"message\":\"action failed: boom\"}}"
+            serde_json::from_str::<serde_json::Value>(&last).unwrap(),
+            json!({"error": {"code": 13, "message": "action failed: boom", "details": {"traceId": "ab"}}})
         );
     }
 }
