@@ -36,7 +36,11 @@ pub fn chromium() -> &'static str {
 /// When Chromium cannot run or fails.
 #[must_use]
 pub fn browse(url: &str, budget_ms: u32, screenshot: Option<&Path>) -> String {
+    // A profile of its own, removed afterwards: without one, headless Chromium leaves a
+    // scoped profile with its cache (tens of MB) under ~/.cache/chromium-headless per run.
+    let profile = tempfile::tempdir().expect("a temporary directory");
     let mut command = Command::new(chromium());
+    command.arg(format!("--user-data-dir={}", profile.path().display()));
     command.args([
         "--headless",
         "--no-sandbox",
