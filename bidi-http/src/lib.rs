@@ -458,6 +458,8 @@ mod extract;
 mod flow;
 #[cfg(feature = "agents")]
 mod genkit;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "reflection")]
 pub mod reflection;
 mod serve;
@@ -520,6 +522,9 @@ pub struct Server {
     /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
     #[cfg(feature = "reflection")]
     reflection: bool,
+    /// Whether the router serves MCP at `/mcp`.
+    #[cfg(feature = "mcp")]
+    mcp: bool,
 }
 
 impl fmt::Debug for Server {
@@ -532,6 +537,8 @@ impl fmt::Debug for Server {
         debug.field("dev_ui", &self.dev);
         #[cfg(feature = "reflection")]
         debug.field("genkit_reflection", &self.reflection);
+        #[cfg(feature = "mcp")]
+        debug.field("mcp", &self.mcp);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -632,7 +639,31 @@ impl Server {
             addr: DEFAULT_ADDR,
             #[cfg(feature = "reflection")]
             reflection: false,
+            #[cfg(feature = "mcp")]
+            mcp: false,
         }
+    }
+
+    /// Serves the registry's flows and the server's agents as MCP tools at `/mcp`, over MCP's
+    /// streamable HTTP (see [`mcp`]), behind the server's auth and layers. It answers
+    /// requests whose `Host` is a loopback name; to serve others, mount
+    /// [`mcp::McpServer::http_with`] on a route of your own.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// bidi_http::Server::new(bidi_flow::Registry::new())
+    ///     .mcp()
+    ///     .bind()
+    ///     .await?
+    ///     .serve()
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self) -> Self {
+        self.mcp = true;
+        self
     }
 
     /// Serves [Genkit's reflection API](reflection) beside the server when it is
@@ -873,6 +904,12 @@ impl Server {
         // What the answers of every wire keep for the clients that come back to them.
         #[cfg(feature = "agents")]
         let kept = Arc::new(tee::Budget::default());
+        #[cfg(all(feature = "mcp", feature = "agents"))]
+        let mcp = self
+            .mcp
+            .then(|| mcp::McpServer::with_agents(self.registry.clone(), self.agents.clone()));
+        #[cfg(all(feature = "mcp", not(feature = "agents")))]
+        let mcp = self.mcp.then(|| mcp::McpServer::new(self.registry.clone()));
         let shared = Arc::new(Shared {
             registry: self.registry,
             #[cfg(feature = "agents")]
@@ -907,11 +944,16 @@ impl Server {
             .method_not_allowed_fallback(flow::no_method)
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
             .with_state(shared)
-            .merge(self.routes)
-            .layer(axum::middleware::from_fn_with_state(
-                Arc::new(self.limits),
-                serve::body_deadline,
-            ));
+            .merge(self.routes);
+        #[cfg(feature = "mcp")]
+        let router = match mcp {
+            Some(mcp) => router.route_service("/mcp", mcp.http()),
+            None => router,
+        };
+        let router = router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(self.limits),
+            serve::body_deadline,
+        ));
         let mut router = match self.auth {
             Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
                 authenticate,

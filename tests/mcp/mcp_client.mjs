@@ -1,0 +1,157 @@
+// The MCP TypeScript SDK's Client against bidi's MCP server (tests/src/bin/mcp-server.rs),
+// over stdio (the script starts `$MCP_SERVER_BIN stdio` itself) and over streamable HTTP (the
+// URL on the command line). Each transport: tools listed with their schemas, a streaming flow
+// called with a progress token, an agent called twice in one session, a slow flow cancelled
+// (the server records the cancel's cause in `$MCP_MARKER_DIR/{transport}`, which the script
+// waits for), and bad arguments answered with -32602 naming the argument.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { assert, assertJson, check, describe, run } from '../node/harness.mjs';
+
+const bin = process.env.MCP_SERVER_BIN;
+const markers = process.env.MCP_MARKER_DIR;
+
+/** The MCP error a promise rejects with. */
+async function mcpError(promise) {
+  try {
+    const result = await promise;
+    throw new Error(`expected an error, got ${JSON.stringify(result)}`);
+  } catch (error) {
+    if (error?.code === undefined) throw error;
+    return error;
+  }
+}
+
+async function checks(transportName, client) {
+  await check(`${transportName}: tools/list lists the flows and the agent with schemas`, async () => {
+    const { tools } = await client.listTools();
+    const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
+    assertJson(Object.keys(byName).sort(), ['chat', 'count', 'greet', 'slow'], 'tool names');
+    assert(byName.count.description === 'Counts up to a number', 'count has its description');
+    assert(byName.count.inputSchema.properties.upTo, () => `count's schema: ${JSON.stringify(byName.count.inputSchema)}`);
+    const greet = byName.greet.inputSchema;
+    assert(greet.properties.input?.type === 'string', () => `greet's input: ${JSON.stringify(greet)}`);
+    assert(greet.properties.init, () => `greet's init: ${JSON.stringify(greet)}`);
+    assert(byName.slow.inputSchema.properties.input, 'slow takes a wrapped input');
+    assertJson(byName.chat.inputSchema.required, ['message'], 'chat requires a message');
+  });
+
+  await check(`${transportName}: a flow's chunks arrive as progress, then its output`, async () => {
+    // What arrives, in order, as the transport hands it over. The SDK runs notification
+    // handlers a microtask after a response it reads in the same chunk, and drops the progress
+    // of a request it has answered: over a pipe, `onprogress` may miss progress that arrived
+    // in time. So the order on the wire is checked here, and `onprogress` only for what it got.
+    const seen = [];
+    const inner = client.transport.onmessage;
+    client.transport.onmessage = (message, extra) => {
+      seen.push(message);
+      inner(message, extra);
+    };
+    const progress = [];
+    let result;
+    try {
+      result = await client.callTool(
+        { name: 'count', arguments: { upTo: 3 } },
+        undefined,
+        { onprogress: (p) => progress.push(p) },
+      );
+    } finally {
+      client.transport.onmessage = inner;
+    }
+    const answered = seen.findIndex((message) => message.result?.structuredContent);
+    const notified = seen.slice(0, answered).filter((message) => message.method === 'notifications/progress');
+    assertJson(notified.map((n) => n.params.message), ['1', '2', '3'], 'progress messages before the result');
+    assertJson(notified.map((n) => n.params.progress), [1, 2, 3], 'progress counts');
+    assert(progress.every((p, i) => p.message === String(i + 1)), () => `onprogress: ${JSON.stringify(progress)}`);
+    assert(!result.isError, () => `not an error: ${JSON.stringify(result)}`);
+    assertJson(result.structuredContent, { total: 3 }, 'structured output');
+    assertJson(result.content, [{ type: 'text', text: '{"total":3}' }], 'text output');
+  });
+
+  await check(`${transportName}: a flow with an init takes it as an argument`, async () => {
+    const result = await client.callTool({ name: 'greet', arguments: { input: 'Ada', init: { greeting: 'Hi' } } });
+    assertJson(result.content, [{ type: 'text', text: '"Hi, Ada"' }], 'greeting');
+    assert(result.structuredContent === undefined, 'a string output has no structured content');
+  });
+
+  await check(`${transportName}: a failing flow is a tool error with its message`, async () => {
+    const result = await client.callTool({ name: 'count', arguments: { upTo: 5000 } });
+    assert(result.isError === true, () => `an error result: ${JSON.stringify(result)}`);
+    assert(result.content[0].text.includes('counting past 1000 takes too long'), () => result.content[0].text);
+  });
+
+  await check(`${transportName}: an agent goes on with its session`, async () => {
+    const deltas = [];
+    const first = await client.callTool(
+      { name: 'chat', arguments: { message: 'hello there' } },
+      undefined,
+      { onprogress: (p) => deltas.push(p.message) },
+    );
+    assert(!first.isError, () => JSON.stringify(first));
+    assert(first.content[0].text === 'You said: hello there', () => first.content[0].text);
+    assert(deltas.join('') === 'You said: hello there', () => `deltas: ${JSON.stringify(deltas)}`);
+    const { sessionId } = first.structuredContent;
+    assert(typeof sessionId === 'string' && sessionId.length > 0, 'a sessionId');
+    const second = await client.callTool({ name: 'chat', arguments: { message: 'again', sessionId } });
+    assertJson(second.structuredContent, { text: 'You said: again (before: hello there)', sessionId }, 'second answer');
+  });
+
+  await check(`${transportName}: an unknown session is -32602 naming sessionId`, async () => {
+    const error = await mcpError(client.callTool({ name: 'chat', arguments: { message: 'hi', sessionId: 'nope' } }));
+    assert(error.code === -32602, () => `code ${error.code}: ${error.message}`);
+    assert(error.message.includes('/sessionId'), error.message);
+  });
+
+  await check(`${transportName}: bad arguments are -32602 naming the field`, async () => {
+    const error = await mcpError(client.callTool({ name: 'count', arguments: { upTo: 'three' } }));
+    assert(error.code === -32602, () => `code ${error.code}: ${error.message}`);
+    assert(error.message.includes('/upTo'), error.message);
+    const init = await mcpError(client.callTool({ name: 'greet', arguments: { input: 'Ada', init: { greting: 'Hi' } } }));
+    assert(init.code === -32602 && init.message.includes('/init'), init.message);
+    const unknown = await mcpError(client.callTool({ name: 'nope', arguments: {} }));
+    assert(unknown.code === -32602 && unknown.message.includes('nope'), unknown.message);
+  });
+
+  await check(`${transportName}: an aborted call cancels the flow's connection`, async () => {
+    const controller = new AbortController();
+    const call = client.callTool(
+      { name: 'slow', arguments: { input: 'x' } },
+      undefined,
+      { signal: controller.signal, onprogress: () => controller.abort('enough') },
+    );
+    const error = await call.then(
+      (result) => { throw new Error(`expected an abort, got ${JSON.stringify(result)}`); },
+      (error) => error,
+    );
+    assert(/enough|abort/i.test(describe(error)), describe(error));
+    const marker = join(markers, transportName);
+    while (!existsSync(marker)) await sleep(20);
+    const cause = readFileSync(marker, 'utf8');
+    assert(cause.includes('the MCP client cancelled the call'), `the cause: ${cause}`);
+  });
+}
+
+await run(async (url) => {
+  assert(bin && markers, 'MCP_SERVER_BIN and MCP_MARKER_DIR are set');
+  const stdio = new Client({ name: 'bidi-tests', version: '0.0.0' });
+  await stdio.connect(new StdioClientTransport({
+    command: bin,
+    args: ['stdio'],
+    env: { ...process.env, MCP_MARKER: join(markers, 'stdio') },
+    stderr: 'inherit',
+  }));
+  await checks('stdio', stdio);
+  await stdio.close();
+
+  const http = new Client({ name: 'bidi-tests', version: '0.0.0' });
+  await http.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+  await checks('http', http);
+  await http.close();
+});

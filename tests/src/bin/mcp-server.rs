@@ -1,0 +1,149 @@
+//! A registry served as an MCP server, for `tests/mcp`'s clients: `mcp-server stdio` serves it
+//! on stdin and stdout, `mcp-server http` on a free port of 127.0.0.1 at `/mcp` (printing
+//! `http://127.0.0.1:{port}` as its first line).
+//!
+//! Its tools: `count` streams the numbers up to `upTo` and answers `{"total": upTo}`; `greet`
+//! takes a name and an init with a greeting; `slow` waits until it is cancelled, then writes
+//! the file `$MCP_MARKER` (when set) with the cancel's cause; `chat` is an `LlmAgent` whose
+//! model says what it heard, and what it heard before in the session.
+
+use std::time::Duration;
+
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{BidiFlow, Registry};
+use bidi_llm::{LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Usage};
+use futures_util::stream::{self, BoxStream, StreamExt as _};
+use serde::{Deserialize, Serialize};
+
+/// What `count` takes.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Count {
+    /// How far to count.
+    up_to: u32,
+}
+
+/// What `count` answers.
+#[derive(Serialize, schemars::JsonSchema)]
+struct Total {
+    total: u32,
+}
+
+/// Streams 1 to `upTo`, then answers the total.
+async fn count(
+    _ctx: ActionContext,
+    _init: (),
+    mut inbound: Inbound<Count>,
+    out: Outbound<u32>,
+) -> Result<Total, BoxError> {
+    let Count { up_to } = inbound.recv().await.ok_or("no input")?;
+    if up_to > 1000 {
+        return Err("counting past 1000 takes too long".into());
+    }
+    for n in 1..=up_to {
+        out.send(n).await?;
+    }
+    Ok(Total { total: up_to })
+}
+
+/// `greet`'s init.
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Greeting {
+    /// The greeting word.
+    greeting: String,
+}
+
+/// `{greeting}, {name}`.
+async fn greet(
+    _ctx: ActionContext,
+    init: Greeting,
+    mut inbound: Inbound<String>,
+    _out: Outbound<String>,
+) -> Result<String, BoxError> {
+    let name = inbound.recv().await.ok_or("no input")?;
+    Ok(format!("{}, {name}", init.greeting))
+}
+
+/// Waits for its cancellation and records its cause in `$MCP_MARKER`.
+async fn slow(
+    ctx: ActionContext,
+    _init: (),
+    _inbound: Inbound<String>,
+    out: Outbound<String>,
+) -> Result<String, BoxError> {
+    out.send("started".to_owned()).await?;
+    let cause = tokio::select! {
+        cause = ctx.cancelled() => cause,
+        () = tokio::time::sleep(Duration::from_secs(120)) => return Ok("slept".to_owned()),
+    };
+    if let Some(path) = std::env::var_os("MCP_MARKER") {
+        std::fs::write(path, cause.to_string())?;
+    }
+    Err("cancelled".into())
+}
+
+/// Says what it heard last, and the user message before it in the session.
+struct Echoing;
+
+impl Model for Echoing {
+    fn name(&self) -> &str {
+        "echoing"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let heard: Vec<&str> = request
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::User(user) => Some(user.content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let text = match heard.as_slice() {
+            [.., before, last] => format!("You said: {last} (before: {before})"),
+            [last] => format!("You said: {last}"),
+            [] => "Hello!".to_owned(),
+        };
+        let mut events = vec![ModelEvent::TextStart];
+        events.extend(
+            text.split_inclusive(' ')
+                .map(|word| ModelEvent::TextDelta(word.to_owned())),
+        );
+        events.push(ModelEvent::TextEnd);
+        events.push(ModelEvent::Done {
+            stop_reason: StopReason::Stop,
+            usage: Usage::default(),
+        });
+        stream::iter(events).boxed()
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), BoxError> {
+    let registry = Registry::new();
+    registry.register(BidiFlow::new("count", count).with_description("Counts up to a number"))?;
+    registry.register(BidiFlow::new("greet", greet))?;
+    registry.register(BidiFlow::new("slow", slow).with_description("Waits to be cancelled"))?;
+    let agent = LlmAgent::builder("chat", Echoing).build();
+    match std::env::args().nth(1).as_deref() {
+        Some("stdio") => {
+            bidi_http::mcp::McpServer::new(registry)
+                .agent(&agent)
+                .serve_stdio()
+                .await?;
+        }
+        Some("http") => {
+            let bound = bidi_http::Server::new(registry)
+                .agent(&agent)
+                .mcp()
+                .addr(([127, 0, 0, 1], 0).into())
+                .bind()
+                .await?;
+            println!("http://{}", bound.local_addr()?);
+            bound.serve().await?;
+        }
+        _ => return Err("usage: mcp-server stdio|http".into()),
+    }
+    Ok(())
+}
