@@ -44,29 +44,7 @@ async function checks(transportName, client) {
   });
 
   await check(`${transportName}: a flow's chunks arrive as progress, then its output`, async () => {
-    // What arrives, in order, as the transport hands it over. The SDK runs notification
-    // handlers a microtask after a response it reads in the same chunk, and drops the progress
-    // of a request it has answered: over a pipe, `onprogress` may miss progress that arrived
-    // in time. So the order on the wire is checked here, and `onprogress` only for what it got.
-    const seen = [];
-    const inner = client.transport.onmessage;
-    client.transport.onmessage = (message, extra) => {
-      seen.push(message);
-      inner(message, extra);
-    };
-    const progress = [];
-    let result;
-    try {
-      result = await client.callTool(
-        { name: 'count', arguments: { upTo: 3 } },
-        undefined,
-        { onprogress: (p) => progress.push(p) },
-      );
-    } finally {
-      client.transport.onmessage = inner;
-    }
-    const answered = seen.findIndex((message) => message.result?.structuredContent);
-    const notified = seen.slice(0, answered).filter((message) => message.method === 'notifications/progress');
+    const { result, notified, progress } = await watched(client, { name: 'count', arguments: { upTo: 3 } });
     assertJson(notified.map((n) => n.params.message), ['1', '2', '3'], 'progress messages before the result');
     assertJson(notified.map((n) => n.params.progress), [1, 2, 3], 'progress counts');
     assert(progress.every((p, i) => p.message === String(i + 1)), () => `onprogress: ${JSON.stringify(progress)}`);
@@ -88,14 +66,10 @@ async function checks(transportName, client) {
   });
 
   await check(`${transportName}: an agent goes on with its session`, async () => {
-    const deltas = [];
-    const first = await client.callTool(
-      { name: 'chat', arguments: { message: 'hello there' } },
-      undefined,
-      { onprogress: (p) => deltas.push(p.message) },
-    );
+    const { result: first, notified } = await watched(client, { name: 'chat', arguments: { message: 'hello there' } });
     assert(!first.isError, () => JSON.stringify(first));
     assert(first.content[0].text === 'You said: hello there', () => first.content[0].text);
+    const deltas = notified.map((n) => n.params.message);
     assert(deltas.join('') === 'You said: hello there', () => `deltas: ${JSON.stringify(deltas)}`);
     const { sessionId } = first.structuredContent;
     assert(typeof sessionId === 'string' && sessionId.length > 0, 'a sessionId');
@@ -155,3 +129,29 @@ await run(async (url) => {
   await checks('http', http);
   await http.close();
 });
+
+// Calls a tool with a progress token and watches what arrives, in order, as the transport
+// hands it over: the progress notifications before the result, and what `onprogress` got. The
+// SDK runs notification handlers a microtask after a response it reads in the same chunk, and
+// drops the progress of a request it has answered: over a pipe (or under load), `onprogress`
+// may miss progress that arrived in time. So the order on the wire is what is checked.
+async function watched(client, params) {
+  const seen = [];
+  const inner = client.transport.onmessage;
+  client.transport.onmessage = (message, extra) => {
+    seen.push(message);
+    inner(message, extra);
+  };
+  const progress = [];
+  let result;
+  try {
+    result = await client.callTool(params, undefined, { onprogress: (p) => progress.push(p) });
+  } finally {
+    client.transport.onmessage = inner;
+  }
+  const answered = seen.findIndex((message) => message.result !== undefined || message.error !== undefined);
+  const notified = seen
+    .slice(0, answered)
+    .filter((message) => message.method === 'notifications/progress');
+  return { result, notified, progress };
+}
