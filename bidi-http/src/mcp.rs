@@ -60,6 +60,7 @@
 mod agent;
 mod tools;
 
+#[cfg(feature = "agents")]
 use std::collections::HashMap;
 use std::fmt;
 use std::io;

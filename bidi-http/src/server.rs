@@ -1,0 +1,477 @@
+//! [`Server`]: the builder of the router that serves a registry, and its options.
+
+#[cfg(feature = "agents")]
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use bidi_flow::Registry;
+#[cfg(feature = "agents")]
+use bidi_llm::LlmAgent;
+use tokio::net::TcpListener;
+
+#[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+use crate::WaitingCalls;
+#[cfg(feature = "a2a")]
+use crate::a2a;
+#[cfg(feature = "ag-ui")]
+use crate::agui;
+use crate::auth::Authenticate;
+#[cfg(feature = "dev-ui")]
+use crate::dev;
+#[cfg(feature = "mcp")]
+use crate::mcp;
+#[cfg(feature = "ui-stream")]
+use crate::vercel;
+use crate::{Bound, Cors, DEFAULT_ADDR, Identity, Limits, Shared, Unauthorized, auth, flow, serve};
+#[cfg(feature = "agents")]
+use crate::{agent, genkit, tee};
+#[cfg(feature = "reflection")]
+use crate::{reflection, traces};
+
+/// Builds the [`axum::Router`] that serves a [`Registry`] (and [`LlmAgent`]s) over HTTP, and
+/// serves it.
+#[must_use]
+pub struct Server {
+    registry: Registry,
+    #[cfg(feature = "agents")]
+    agents: HashMap<String, LlmAgent>,
+    auth: Option<Arc<dyn Authenticate>>,
+    cors: Option<Cors>,
+    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+    waiting_calls: Option<WaitingCalls>,
+    #[cfg(feature = "dev-ui")]
+    dev: Option<dev::DevUi>,
+    routes: Router,
+    layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
+    limits: Limits,
+    addr: SocketAddr,
+    /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
+    #[cfg(feature = "reflection")]
+    reflection: bool,
+    /// Whether the router serves MCP at `/mcp`.
+    #[cfg(feature = "mcp")]
+    mcp: bool,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("Server");
+        debug.field("registry", &self.registry);
+        #[cfg(feature = "agents")]
+        debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
+        #[cfg(feature = "dev-ui")]
+        debug.field("dev_ui", &self.dev);
+        #[cfg(feature = "reflection")]
+        debug.field("genkit_reflection", &self.reflection);
+        #[cfg(feature = "mcp")]
+        debug.field("mcp", &self.mcp);
+        debug
+            .field("auth", &self.auth.is_some())
+            .field("cors", &self.cors)
+            .field("routes", &self.routes)
+            .field("layers", &self.layers.len())
+            .field("limits", &self.limits)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Server {
+    /// A server for every action of `registry`.
+    pub fn new(registry: Registry) -> Self {
+        Self {
+            registry,
+            #[cfg(feature = "agents")]
+            agents: HashMap::new(),
+            auth: None,
+            cors: None,
+            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+            waiting_calls: None,
+            #[cfg(feature = "dev-ui")]
+            dev: None,
+            routes: Router::new(),
+            layers: Vec::new(),
+            limits: Limits::default(),
+            addr: DEFAULT_ADDR,
+            #[cfg(feature = "reflection")]
+            reflection: false,
+            #[cfg(feature = "mcp")]
+            mcp: false,
+        }
+    }
+
+    /// Serves the registry's flows and the server's agents as MCP tools at `/mcp`, over MCP's
+    /// streamable HTTP (see [`mcp`]), behind the server's auth and layers. It answers
+    /// requests whose `Host` is a loopback name; to serve others, mount
+    /// [`mcp::McpServer::http_with`] on a route of your own.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// bidi_http::Server::new(bidi_flow::Registry::new())
+    ///     .mcp()
+    ///     .bind()
+    ///     .await?
+    ///     .serve()
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self) -> Self {
+        self.mcp = true;
+        self
+    }
+
+    /// Serves [Genkit's reflection API](reflection) beside the server when it is
+    /// [bound](Self::bind), so that Genkit's tools (`genkit start -- <this program>`, then
+    /// `genkit flow:run` or the Developer UI) list the registry's actions, run them, cancel
+    /// them and show their traces. [`bind`](Self::bind) does it too when `GENKIT_ENV=dev`,
+    /// which `genkit start` sets.
+    ///
+    /// Spans are forwarded to the tools' telemetry server from the [`Traces`](crate::traces::Traces)
+    /// store of the Dev UI (`Server::dev_ui`) when the server has one; else from a store
+    /// installed as the global tracer provider, once per process. A program with a tracer
+    /// provider of its own adds a store to it and binds a [`reflection::Runtime`] itself.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let bound = bidi_http::Server::new(bidi_flow::Registry::new())
+    ///     .genkit_reflection()
+    ///     .bind()
+    ///     .await?;
+    /// let runtime = bound.genkit_runtime().expect("asked for");
+    /// println!("reflection API at {}, announced in {}", runtime.local_addr()?, runtime.file().display());
+    /// bound.serve().await
+    /// # }
+    /// ```
+    #[cfg(feature = "reflection")]
+    pub fn genkit_reflection(mut self) -> Self {
+        self.reflection = true;
+        self
+    }
+
+    #[cfg(feature = "agents")]
+    /// Serves `agent`'s execute and session endpoints under `/agent/{name}/`. Register it in the
+    /// registry too (`registry.register(agent.agent().clone().into_flow())`) to serve it on the
+    /// flow wire and WebSocket as well.
+    pub fn agent(mut self, agent: &LlmAgent) -> Self {
+        self.agents
+            .insert(agent.agent().name().to_owned(), agent.clone());
+        self
+    }
+
+    /// Authenticates every request: `authenticate` gets the request's headers and returns its
+    /// [`Identity`], or refuses it with [`Unauthorized`] (answered with 401). Without it, a
+    /// request has the identity a layer of yours put in its extensions, or none.
+    ///
+    /// ```
+    /// use bidi_http::{Identity, Server, Unauthorized};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new()).auth(|headers| async move {
+    ///     match headers.get("authorization").and_then(|value| value.to_str().ok()) {
+    ///         Some("Bearer alice-token") => Ok(Identity::new("alice")),
+    ///         _ => Err(Unauthorized::new("a bearer token is required")),
+    ///     }
+    /// });
+    /// # drop(server);
+    /// ```
+    pub fn auth<F, Fut>(mut self, authenticate: F) -> Self
+    where
+        F: Fn(axum::http::HeaderMap) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Identity, Unauthorized>> + Send + 'static,
+    {
+        self.auth = Some(Arc::new(auth::FnAuth(authenticate)));
+        self
+    }
+
+    /// Lets pages of other origins call the server from a browser (CORS): preflight requests
+    /// are answered, and the agent routes' headers are readable. Without it, a browser refuses
+    /// a page's call to another origin, and a preflight (`OPTIONS`) is answered with 405.
+    ///
+    /// ```
+    /// use bidi_http::{Cors, Server};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new())
+    ///     .cors(Cors::origins(["http://localhost:3000"])?);
+    /// # drop(server);
+    /// # Ok::<(), bidi_http::InvalidOrigin>(())
+    /// ```
+    pub fn cors(mut self, cors: Cors) -> Self {
+        self.cors = Some(cors);
+        self
+    }
+
+    /// What a user message does while client tool calls (or calls waiting for approval) of
+    /// its session are still open, in AG-UI and the UI message stream: refused (400, the calls
+    /// must be answered first), or the open calls are set aside (each answered as an error
+    /// saying the user moved on, which the model reads before the message). By default each
+    /// front end does what its ecosystem does: AG-UI sets them aside (as AG-UI runtimes cancel
+    /// a pending frontend tool when the user sends a new message), the UI message stream
+    /// refuses (as the AI SDK's own `convertToModelMessages` refuses a call without a result).
+    /// Interrupts (AG-UI approvals) always need their `resume`, which AG-UI clients enforce.
+    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+    pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
+        self.waiting_calls = Some(waiting);
+        self
+    }
+
+    /// Serves the [Dev UI](dev) at `/dev/`: a page to run the actions, chat with the agents,
+    /// watch the traces `dev` keeps and browse the sessions, for development. A
+    /// [`Traces`](crate::traces::Traces) is enough; a [`DevUi`](dev::DevUi) also says who may read
+    /// the traces when requests have identities.
+    ///
+    /// ```
+    /// use bidi_http::Server;
+    /// use bidi_http::traces::Traces;
+    ///
+    /// let traces = Traces::new();
+    /// // Flows trace into the global provider: this one keeps their spans for the page.
+    /// let _provider = traces.install();
+    /// let server = Server::new(bidi_flow::Registry::new()).dev_ui(traces);
+    /// # drop(server);
+    /// ```
+    #[cfg(feature = "dev-ui")]
+    pub fn dev_ui(mut self, dev: impl Into<dev::DevUi>) -> Self {
+        self.dev = Some(dev.into());
+        self
+    }
+
+    /// Serves `routes` (routes of your own: a page, a health check) beside the server's, under
+    /// the same [`layer`](Self::layer)s, [`cors`](Self::cors) and [`auth`](Self::auth).
+    ///
+    /// ```
+    /// use bidi_http::Server;
+    /// use bidi_http::axum::{Router, routing::get};
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new())
+    ///     .routes(Router::new().route("/health", get(|| async { "ok" })));
+    /// # drop(server);
+    /// ```
+    pub fn routes(mut self, routes: Router) -> Self {
+        self.routes = self.routes.merge(routes);
+        self
+    }
+
+    /// Wraps every route in `layer` (a tower layer: compression, tracing, rate limits), as
+    /// [`Router::layer`] does, so that [`bind`](Self::bind) and [`serve`](Bound::serve) still
+    /// serve it. Layers run in the order they were added, the last outermost, inside
+    /// [`cors`](Self::cors) and around [`auth`](Self::auth).
+    ///
+    /// ```
+    /// use bidi_http::Server;
+    /// use bidi_http::axum::http::{HeaderValue, header};
+    /// use bidi_http::axum::middleware::{self, Next};
+    /// use bidi_http::axum::{extract::Request, response::Response};
+    ///
+    /// async fn no_store(request: Request, next: Next) -> Response {
+    ///     let mut response = next.run(request).await;
+    ///     response
+    ///         .headers_mut()
+    ///         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    ///     response
+    /// }
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new()).layer(middleware::from_fn(no_store));
+    /// # drop(server);
+    /// ```
+    pub fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: tower_layer::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
+        L::Service: tower_service::Service<axum::extract::Request> + Clone + Send + Sync + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Response:
+            axum::response::IntoResponse + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Error:
+            Into<std::convert::Infallible> + 'static,
+        <L::Service as tower_service::Service<axum::extract::Request>>::Future: Send + 'static,
+    {
+        self.layers
+            .push(Box::new(move |router: Router| router.layer(layer)));
+        self
+    }
+
+    /// The largest request body accepted, in bytes (default 1 MiB); a larger one is answered
+    /// with 413.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_body_bytes = bytes;
+        self
+    }
+
+    /// The largest WebSocket message accepted, in bytes (default 1 MiB).
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_message_bytes = bytes;
+        self
+    }
+
+    /// How long a connection may see nothing move, either way, before it is cancelled (default
+    /// five minutes). A write its client does not take counts as nothing moving; served with
+    /// [`Bound::serve`], a connection whose write has waited one second longer is closed.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's head, and to start the next request on a
+    /// connection it keeps alive (default 15 s); then the connection is closed. Applies when
+    /// the server is served with [`Bound::serve`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's whole body (default 30 s); a body that
+    /// stalls or trickles is answered with 408.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
+        self
+    }
+
+    /// The address [`bind`](Self::bind) binds (default [`DEFAULT_ADDR`], `127.0.0.1:8080`).
+    /// Anything but a loopback address serves other machines: put authentication in front.
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// The router, to serve yourself or to [`merge`](axum::Router::merge) or
+    /// [`nest`](axum::Router::nest) into your app.
+    ///
+    /// Serving it yourself, set `TCP_NODELAY` on the accepted sockets and a header read
+    /// timeout, as [`Bound::serve`] does: without the first, a write that follows another
+    /// before the client acknowledged it (a `turn_end` frame after its chunk, the next SSE
+    /// record) waits for the client's delayed acknowledgement, up to 40 ms on Linux; without
+    /// the second, a client that never finishes its request head holds its connection for
+    /// good. [`layer`](Self::layer) adds your layers to what [`bind`](Self::bind) serves.
+    ///
+    /// ```no_run
+    /// use bidi_http::axum::{self, serve::ListenerExt as _};
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let app = bidi_http::Server::new(bidi_flow::Registry::new()).router();
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    /// let listener = listener.tap_io(|tcp| {
+    ///     let _ = tcp.set_nodelay(true);
+    /// });
+    /// axum::serve(listener, app).await
+    /// # }
+    /// ```
+    pub fn router(self) -> Router {
+        // What the answers of every wire keep for the clients that come back to them.
+        #[cfg(feature = "agents")]
+        let kept = Arc::new(tee::Budget::default());
+        #[cfg(all(feature = "mcp", feature = "agents"))]
+        let mcp = self
+            .mcp
+            .then(|| mcp::McpServer::with_agents(self.registry.clone(), self.agents.clone()));
+        #[cfg(all(feature = "mcp", not(feature = "agents")))]
+        let mcp = self.mcp.then(|| mcp::McpServer::new(self.registry.clone()));
+        let shared = Arc::new(Shared {
+            registry: self.registry,
+            #[cfg(feature = "agents")]
+            agents: self.agents,
+            limits: self.limits,
+            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+            waiting_calls: self.waiting_calls,
+            #[cfg(feature = "ui-stream")]
+            chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            #[cfg(feature = "agents")]
+            genkit: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            #[cfg(feature = "dev-ui")]
+            dev: self.dev,
+        });
+        // Each concern's routes, one line each.
+        let router = flow::routes();
+        #[cfg(feature = "agents")]
+        let router = router.merge(agent::routes()).merge(genkit::routes());
+        #[cfg(feature = "ui-stream")]
+        let router = router.merge(vercel::routes());
+        #[cfg(feature = "ag-ui")]
+        let router = router.merge(agui::routes());
+        #[cfg(feature = "a2a")]
+        let router = router.merge(a2a::routes(kept));
+        #[cfg(feature = "dev-ui")]
+        let router = match shared.dev {
+            Some(_) => router.merge(dev::routes()),
+            None => router,
+        };
+        let router = router
+            .fallback(flow::no_route)
+            .method_not_allowed_fallback(flow::no_method)
+            .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
+            .with_state(shared)
+            .merge(self.routes);
+        #[cfg(feature = "mcp")]
+        let router = match mcp {
+            Some(mcp) => router.route_service("/mcp", mcp.http()),
+            None => router,
+        };
+        let router = router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(self.limits),
+            serve::body_deadline,
+        ));
+        let mut router = match self.auth {
+            Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
+                authenticate,
+                auth::layer,
+            )),
+            None => router,
+        };
+        for layer in self.layers {
+            router = layer(router);
+        }
+        match &self.cors {
+            // Outermost: a preflight carries no credentials, so it is answered before auth.
+            Some(cors) => router.layer(cors.layer()),
+            None => router,
+        }
+    }
+
+    /// The spans the reflection API forwards: the Dev UI's store when it has one, else the
+    /// store installed once per process.
+    #[cfg(feature = "reflection")]
+    fn reflection_traces(&self) -> traces::Traces {
+        #[cfg(feature = "dev-ui")]
+        if let Some(dev) = &self.dev {
+            return dev.traces().clone();
+        }
+        reflection::installed_traces()
+    }
+
+    /// Binds the server's address (and, with `genkit_reflection` or `GENKIT_ENV=dev` under
+    /// the feature `reflection`, Genkit's reflection API, whose runtime file it writes).
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound (taken, or not this machine's); or, with the reflection
+    /// API, its listener or runtime file (see `reflection::Runtime::bind`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling it drops the server and any socket it bound; nothing was served yet.
+    pub async fn bind(self) -> io::Result<Bound> {
+        let listener = TcpListener::bind(self.addr).await?;
+        let limits = self.limits;
+        #[cfg(feature = "reflection")]
+        let reflection = if self.reflection || reflection::dev_env() {
+            let traces = self.reflection_traces();
+            let registry = self.registry.clone();
+            Some(reflection::Runtime::bind_with(registry, &traces, limits).await?)
+        } else {
+            None
+        };
+        Ok(Bound {
+            listener,
+            router: self.router(),
+            limits,
+            #[cfg(feature = "reflection")]
+            reflection,
+        })
+    }
+}
