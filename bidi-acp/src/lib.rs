@@ -85,7 +85,8 @@
 //! | `tool_call` | a tool starts: its kind (from its name, or [`Server::tool_kind`]), the files its arguments name as `locations`, `rawInput` |
 //! | `tool_call_update` | its output so far as it streams, then `completed` or `failed` with its output (and the images, audio and resources its result carries) and `rawOutput` |
 //! | `plan` | the agent calls [`plan_tool`] |
-//! | `session/request_permission` | a tool that [`Server::require_permission`] names is about to run |
+//! | `session/request_permission` | a tool that [`Server::require_permission`] names (or an editor tool that changes something) is about to run |
+//! | `fs/read_text_file`, `fs/write_text_file`, `terminal/*` | the agent runs one of [the editor's tools](#the-editors-files-and-terminals) |
 //!
 //! # MCP servers
 //!
@@ -121,6 +122,35 @@
 //! too) is refused with invalid params (`-32602`) naming `mcpServers`, saying the agent was
 //! built without MCP support, rather than served without its tools. An empty `mcpServers` is
 //! served as with the feature.
+//!
+//! # The editor's files and terminals
+//!
+//! When the client advertises them in `initialize` (`clientCapabilities.fs.readTextFile`,
+//! `fs.writeTextFile`, `terminal`), an [`LlmAgent`](bidi_llm::LlmAgent)'s prompt turns are
+//! offered tools that work through the editor, so that the user sees what the agent does
+//! where they work:
+//!
+//! | tool | arguments | what it does |
+//! |---|---|---|
+//! | `read_text_file` | `path`, `line` (from 1), `limit` | `fs/read_text_file`: the file as the editor has it, unsaved changes included |
+//! | `write_text_file` | `path`, `content` | `fs/write_text_file`: the whole file's new text; the call shows the edit as a `diff` (the old text read through the editor first, when it offers reads) |
+//! | `run_command` | `command`, `args`, `cwd`, `timeout_seconds` | `terminal/create` (no shell: `sh -c` for a pipeline), the terminal embedded in the call while it runs, `terminal/wait_for_exit`, `terminal/output` (the last 64 KiB), `terminal/release`; the model reads the output and the exit status, and a command that does not exit with 0 fails |
+//!
+//! Relative paths are against the session's `cwd`. They run like the agent's own tools: a
+//! `tool_call` with their kind (`read`, `edit`, `execute`) and the file as its `location`, the
+//! mode's tool list, and permissions: `write_text_file` and `run_command` need the user's
+//! permission unless the mode allows or refuses without asking, so a rejected write or
+//! command never reaches the editor. A command that runs longer than its `timeout_seconds`
+//! (300 by default, at most 3,600) is killed (`terminal/kill`); a turn cancelled while one runs
+//! kills it and releases its terminal. An error the editor answers is the tool's error
+//! result, which the model reads. An agent tool of the same name hides the editor's, and
+//! [`Server::editor_tools`]`(false)` offers none. Agents served through a [`Bridge`] are not
+//! offered them.
+//!
+//! A tool of your own can show content in its tool call the same way: a
+//! [`ToolEvent::Data`](bidi_llm::ToolEvent::Data) named `acp.content` whose data is a
+//! [`ToolCallContent`](schema::ToolCallContent) (a `diff`, a `terminal`) is kept before the
+//! call's output in every update of the call.
 //!
 //! # Content
 //!
@@ -260,6 +290,7 @@ macro_rules! log {
 mod bridge;
 mod codec;
 mod content;
+mod editor;
 #[cfg(feature = "mcp")]
 mod mcp;
 #[cfg(not(feature = "mcp"))]

@@ -183,6 +183,9 @@ pub(crate) struct Rules {
     pub(crate) max_sessions: usize,
     /// How many sessions keep their agent connection between prompt turns.
     pub(crate) max_idle_agents: usize,
+    /// Whether the editor's files and terminals are offered as tools when the client offers
+    /// them.
+    pub(crate) editor: bool,
 }
 
 /// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
@@ -210,6 +213,7 @@ impl Default for Rules {
             mcp_call_timeout: DEFAULT_MCP_CALL_TIMEOUT,
             max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
             max_idle_agents: crate::server::DEFAULT_MAX_IDLE_AGENT_CONNECTIONS,
+            editor: true,
         }
     }
 }

@@ -171,6 +171,14 @@ impl Server {
         self
     }
 
+    /// Whether an [`LlmAgent`]'s prompt turns are offered the editor's files and terminals as
+    /// tools, when the client advertises them in `initialize` (default: yes): see
+    /// [the editor's files and terminals](crate#the-editors-files-and-terminals).
+    pub fn editor_tools(mut self, offer: bool) -> Self {
+        self.rules.editor = offer;
+        self
+    }
+
     /// Shows the calls of the tool `name` with `kind`, rather than the kind its name suggests
     /// (`read_file` reads, `run_command` executes, a name that suggests nothing is `other`).
     pub fn tool_kind(mut self, name: impl Into<String>, kind: ToolKind) -> Self {

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol_schema::v1::{
     CLIENT_METHOD_NAMES, ContentBlock, Error, PermissionOptionKind, PromptRequest, PromptResponse,
     RequestId, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SessionId, SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields,
+    SessionId, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
 use bidi_core::{BoxError, PeerGone};
 use bidi_flow::text::cap;
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Turns, Workspace};
 use crate::content::{self, chunk};
+use crate::editor;
 use crate::plan::{PLAN_TOOL, plan};
 use crate::policy::{Mode, Permission, Rules, locations};
 use crate::server::{Backend, Cancelled, Shared, busy, no_session, tool_done};
@@ -213,7 +214,7 @@ fn connection(
     session_id: &SessionId,
     mut live: Option<Live>,
 ) -> Option<Live> {
-    let (mode, cwd, tools) = {
+    let (mode, cwd, mcp) = {
         let sessions = shared.sessions();
         let slot = sessions.get(&session_id.0)?;
         if let Some(live) = live.take_if(|live| live.fits(slot.mode)) {
@@ -223,6 +224,10 @@ fn connection(
     };
     // One that does not fit ends here, out of the lock.
     drop(live);
+    // The agent's own tools hide the editor's of the same name, as they hide the MCP ones.
+    let hidden = |name: &str| agent.tools().iter().any(|tool| tool.name() == name);
+    let mut tools = editor::tools(shared.offers(), shared, session_id, &cwd, hidden);
+    tools.tools.extend(mcp);
     Some(Live::open(shared, agent, session_id, mode, cwd, tools))
 }
 
@@ -310,7 +315,7 @@ fn policy(gate: Gate, mode: Option<&Mode>) -> Policy {
             let Some(asker) = asker else {
                 return Err("the client went away".to_owned());
             };
-            if !asker.shared.rules.needs_permission(&call.name) {
+            if !asker.needs_permission(&call.name) {
                 return Ok(());
             }
             match asker.permission {
@@ -334,6 +339,8 @@ struct Asker {
     open: Arc<Open>,
     /// The connection's mode's way with the tools that need permission.
     permission: Permission,
+    /// The connection's own tools that need permission.
+    asks: Arc<[&'static str]>,
 }
 
 /// The tool calls of a turn: those the turn reached (everything the agent streamed before
@@ -429,6 +436,12 @@ fn tool_call(
 }
 
 impl Asker {
+    /// Whether tool `name` needs permission: the server's rules name it, or it is one of the
+    /// connection's own that do (the editor's that change things).
+    fn needs_permission(&self, name: &str) -> bool {
+        self.shared.rules.needs_permission(name) || self.asks.contains(&name)
+    }
+
     /// The answer that holds for tool `name` for the rest of the session, if any.
     fn always(&self, name: &str) -> Option<bool> {
         self.shared
@@ -440,7 +453,7 @@ impl Asker {
     /// Whether a call of tool `name` will ask the client: the turn shows it as waiting for
     /// permission.
     fn will_ask(&self, name: &str) -> bool {
-        self.shared.rules.needs_permission(name)
+        self.needs_permission(name)
             && !matches!(self.permission, Permission::Allow | Permission::Reject)
             && self.always(name).is_none()
     }
@@ -552,6 +565,8 @@ struct Updates<'a> {
     rules: &'a Rules,
     asker: &'a Asker,
     output: HashMap<String, String>,
+    /// What calls showed besides their output (an editor's terminal, a diff), shown before it.
+    shown: HashMap<String, Vec<ToolCallContent>>,
     open: Arc<Open>,
     /// The plan calls not ended: shown as `plan` updates, not as tool calls.
     plans: Vec<String>,
@@ -563,6 +578,7 @@ impl<'a> Updates<'a> {
             rules,
             asker,
             output: HashMap::new(),
+            shown: HashMap::new(),
             open,
             plans: Vec::new(),
         }
@@ -583,6 +599,14 @@ impl<'a> Updates<'a> {
                 )
             })
             .collect()
+    }
+
+    /// `content` after what call `id` showed besides its output.
+    fn before(&self, id: &str, content: Vec<ToolCallContent>) -> Vec<ToolCallContent> {
+        match self.shown.get(id) {
+            Some(shown) => shown.iter().cloned().chain(content).collect(),
+            None => content,
+        }
     }
 
     /// A loop event as the update that shows it, if one does; a call that `asks` for
@@ -624,9 +648,30 @@ impl<'a> Updates<'a> {
                 // An update's content replaces the call's: it is all the output so far.
                 let output = self.output.entry(tool_call_id.clone()).or_default();
                 output.push_str(&delta);
+                let content = content::tool_content(output, &[]);
                 SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    tool_call_id,
-                    ToolCallUpdateFields::new().content(content::tool_content(output, &[])),
+                    tool_call_id.clone(),
+                    ToolCallUpdateFields::new().content(self.before(&tool_call_id, content)),
+                ))
+            }
+            AgentEvent::ToolExecutionData {
+                tool_call_id,
+                name,
+                data,
+            } if name == editor::CONTENT => {
+                let Ok(shown) = serde_json::from_value::<ToolCallContent>(data) else {
+                    return None;
+                };
+                self.shown
+                    .entry(tool_call_id.clone())
+                    .or_default()
+                    .push(shown);
+                let output = self.output.get(&tool_call_id);
+                let content =
+                    output.map_or_else(Vec::new, |output| content::tool_content(output, &[]));
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    tool_call_id.clone(),
+                    ToolCallUpdateFields::new().content(self.before(&tool_call_id, content)),
                 ))
             }
             AgentEvent::ToolExecutionEnd {
@@ -643,7 +688,14 @@ impl<'a> Updates<'a> {
                     return None; // Its plan update showed it.
                 }
                 self.open.end(&tool_call_id);
-                tool_done(&tool_call_id, &output, &attachments, details, is_error)
+                let mut done = tool_done(&tool_call_id, &output, &attachments, details, is_error);
+                if let Some(shown) = self.shown.remove(&tool_call_id)
+                    && let SessionUpdate::ToolCallUpdate(update) = &mut done
+                {
+                    let content = update.fields.content.take().unwrap_or_default();
+                    update.fields.content = Some(shown.into_iter().chain(content).collect());
+                }
+                done
             }
             _ => return None,
         })

@@ -48,10 +48,20 @@ fn typescript_sdk_client_prompts_loads_and_gets_invalid_params() {
 }
 
 #[test]
+fn typescript_sdk_editor_serves_files_and_terminals_to_the_agent() {
+    // An editor implementing fs/* and terminal/*: a read of an unsaved buffer, an allowed write
+    // (on disk, shown as a diff), an allowed command (a real process, its terminal embedded in
+    // the call), a rejected write and command (no request reaches the editor), a cancelled
+    // command (killed, its terminal released).
+    assert_all_passed(&node_peer("editor_client.mjs"), 5);
+}
+
+#[test]
 fn acpx_runs_a_prompt_to_end_turn() {
     // acpx's exit code, then its JSON-RPC transcript: initialize, session/new, the prompt's
-    // message chunks and its end_turn.
-    assert_all_passed(&node_peer("acpx_check.mjs"), 6);
+    // message chunks and its end_turn; then, through acpx's own fs/* and terminal/*, an
+    // allowed write, an allowed command, and a write --deny-all refuses.
+    assert_all_passed(&node_peer("acpx_check.mjs"), 9);
 }
 
 #[test]
@@ -81,6 +91,9 @@ fn a_failing_agent_fails_the_peers() {
     let summary = run_node(&peers().join("acpx_check.mjs"), &["/bin/false", dir]);
     assert!(!summary.succeeded(), "{summary}");
     assert!(summary.failed.is_some_and(|n| n > 0), "{summary}");
+    let summary = run_node(&peers().join("editor_client.mjs"), &["/bin/false", dir]);
+    assert!(!summary.succeeded(), "{summary}");
+    assert_eq!(summary.passed, Some(0), "{summary}");
 
     // An agent sending an update the SDKs' schemas reject: the SDKs drop it, the checks see it.
     let bad = peers().join("bad_agent.py");

@@ -2,9 +2,12 @@
 // `node acpx_check.mjs <agent-binary> <scratch-dir>`. It runs
 // `acpx --agent <bin> --cwd <dir> --approve-all --format json exec "hello from acpx"` with HOME
 // set to a fresh directory, then checks its exit code and the JSON-RPC transcript it prints.
+// Then, as an editor that offers its files and terminals (acpx advertises `fs` and `terminal`),
+// it has the agent write a file through `fs/write_text_file` and run a command through
+// `terminal/create`, and, with `--deny-all`, checks that a refused write never happens.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { assert, assertJson, check, run } from './harness.mjs';
@@ -13,9 +16,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, 'node_modules', 'acpx', 'dist', 'cli.js');
 
 /** Runs acpx to its end; resolves with its exit code and output. */
-function acpx(agent, dir) {
+function acpx(agent, dir, prompt = 'hello from acpx', permissions = '--approve-all', cwd = dir) {
   const home = mkdtempSync(path.join(dir, 'acpx-home-'));
-  const args = [cli, '--agent', agent, '--cwd', dir, '--approve-all', '--format', 'json', 'exec', 'hello from acpx'];
+  const args = [cli, '--agent', agent, '--cwd', cwd, permissions, '--format', 'json', 'exec', prompt];
   const child = spawn(process.execPath, args, {
     // The agent inherits acpx's environment: its sessions go to a file of the scratch directory.
     env: { ...process.env, HOME: home, BIDI_ACP_DB: path.join(dir, 'acpx-sessions.sqlite3') },
@@ -92,5 +95,41 @@ await run(async (agent, dir) => {
     assertJson(answer('session/prompt').stopReason, 'end_turn', 'stopReason');
     const responses = messages.filter((m) => m.method === undefined && (m.result !== undefined || m.error !== undefined));
     assertJson(responses.at(-1).result?.stopReason, 'end_turn', 'the last response');
+  });
+
+  const project = path.join(dir, 'project');
+  mkdirSync(project, { recursive: true });
+  /** The methods of the requests the agent sent acpx, in a run's transcript. */
+  const requests = (result) => result.stdout.split('\n').filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line))
+    .filter((m) => m.id !== undefined && typeof m.method === 'string')
+    .map((m) => m.method);
+
+  await check('an allowed write lands through acpx\'s fs/write_text_file', async () => {
+    const prompt = 'write_text_file {"path": "from-acpx.txt", "content": "written through acpx\\n"}';
+    const result = await acpx(agent, dir, prompt, '--approve-all', project);
+    assert(result.code === 0, () => `exit ${result.code ?? result.signal}; stderr: ${result.stderr.trim()}`);
+    assert(requests(result).includes('fs/write_text_file'), () => `no fs/write_text_file: ${requests(result)}`);
+    const file = path.join(project, 'from-acpx.txt');
+    assert(existsSync(file), 'the file was not written');
+    assertJson(readFileSync(file, 'utf8'), 'written through acpx\n', 'the file');
+  });
+
+  await check('an allowed command runs in acpx\'s terminal/create', async () => {
+    const prompt = 'run_command {"command": "sh", "args": ["-c", "echo ran > ran-by-acpx.txt"]}';
+    const result = await acpx(agent, dir, prompt, '--approve-all', project);
+    assert(result.code === 0, () => `exit ${result.code ?? result.signal}; stderr: ${result.stderr.trim()}`);
+    const methods = requests(result);
+    assert(methods.includes('terminal/create') && methods.includes('terminal/release'), () => `the requests: ${methods}`);
+    assertJson(readFileSync(path.join(project, 'ran-by-acpx.txt'), 'utf8'), 'ran\n', 'what the command wrote');
+  });
+
+  await check('with --deny-all, the write is refused and never reaches acpx', async () => {
+    const prompt = 'write_text_file {"path": "denied.txt", "content": "no"}';
+    const result = await acpx(agent, dir, prompt, '--deny-all', project);
+    const methods = requests(result);
+    assert(methods.includes('session/request_permission'), () => `not asked: ${methods}`);
+    assert(!methods.includes('fs/write_text_file'), () => `written anyway: ${methods}`);
+    assert(!existsSync(path.join(project, 'denied.txt')), 'the file exists');
   });
 });

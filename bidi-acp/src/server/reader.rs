@@ -80,7 +80,10 @@ async fn dispatch(
         Err(error) => return shared.respond::<Value>(id, Err(error)).await,
     };
     match request {
-        ClientRequest::InitializeRequest(_) => shared.respond(id, Ok(initialize(shared))).await,
+        ClientRequest::InitializeRequest(request) => {
+            shared.initialized(&request.client_capabilities);
+            shared.respond(id, Ok(initialize(shared))).await;
+        }
         ClientRequest::AuthenticateRequest(request) => {
             shared
                 .respond::<Value>(id, Err(authenticate(&request)))

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol_schema::v1::{
-    CLIENT_METHOD_NAMES, Error, Implementation, RequestId, SessionId, SessionNotification,
-    SessionUpdate,
+    CLIENT_METHOD_NAMES, ClientCapabilities, Error, Implementation, RequestId, SessionId,
+    SessionNotification, SessionUpdate,
 };
 use futures_util::future::join_all;
 use serde::Serialize;
@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Backend, MAX_REQUESTS};
 use crate::codec;
+use crate::editor::Offers;
 use crate::mcp::Servers;
 use crate::policy::Rules;
 use crate::turn::{Idle, Live};
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) stop: CancellationToken,
     /// The sessions whose slot keeps their agent connection; locked after `sessions`.
     pub(crate) idle: Mutex<Idle>,
+    /// What the client offers of its files and terminals, as `initialize` said.
+    offers: Mutex<Offers>,
 }
 
 /// A session open on this connection.
@@ -109,6 +112,7 @@ impl Shared {
             requests: Arc::new(Semaphore::new(MAX_REQUESTS)),
             stop: stop.clone(),
             idle: Mutex::default(),
+            offers: Mutex::default(),
         });
         (shared, stop)
     }
@@ -132,6 +136,19 @@ impl Shared {
 
     pub(crate) fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Slot>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the client offers of its files and terminals: what it advertised in `initialize`,
+    /// if the server offers the agent editor tools at all.
+    pub(crate) fn offers(&self) -> Offers {
+        *self.offers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes note of the client's capabilities, from its `initialize`.
+    pub(super) fn initialized(&self, capabilities: &ClientCapabilities) {
+        if self.rules.editor {
+            *self.offers.lock().unwrap_or_else(PoisonError::into_inner) = Offers::of(capabilities);
+        }
     }
 
     /// Whether the client is gone.

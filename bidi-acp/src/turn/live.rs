@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use agent_client_protocol_schema::v1::SessionId;
 use bidi_agent::{AgentInit, AgentOutput, Scope};
 use bidi_core::{ConnectOptions, Connection};
-use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Tool, TurnInput};
+use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput};
 use tokio_util::sync::CancellationToken;
 
 use super::{Asker, Open, policy};
+use crate::editor::Offered;
 use crate::policy::Permission;
 use crate::server::{SESSION_SCOPE, Shared, Slot};
 
@@ -41,8 +42,8 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// Opens session `session_id`'s connection, in the mode `mode` with `tools` (its MCP
-    /// servers'), relative paths against `cwd`.
+    /// Opens session `session_id`'s connection, in the mode `mode` with `tools` (the
+    /// editor's and its MCP servers'), relative paths against `cwd`.
     ///
     /// # Panics
     ///
@@ -53,7 +54,7 @@ impl Live {
         session_id: &SessionId,
         mode: usize,
         cwd: PathBuf,
-        tools: Vec<Tool>,
+        tools: Offered,
     ) -> Self {
         let rules = shared.rules.modes.get(mode);
         let gate = Gate {
@@ -61,10 +62,11 @@ impl Live {
             session_id: session_id.clone(),
             cwd,
             permission: rules.map_or(Permission::Ask, |mode| mode.permission),
+            asks: tools.asks.into(),
             current: Arc::default(),
         };
         let mut policy = policy(gate.clone(), rules);
-        for tool in tools {
+        for tool in tools.tools {
             policy = policy.tool(tool);
         }
         let options = ConnectOptions::new()
@@ -121,6 +123,8 @@ pub(super) struct Gate {
     cwd: PathBuf,
     /// The connection's mode's way with the tools that need permission.
     permission: Permission,
+    /// The connection's own tools that need permission (the editor's that change things).
+    asks: Arc<[&'static str]>,
     /// The turn running on the connection.
     current: Arc<Mutex<Current>>,
 }
@@ -153,6 +157,7 @@ impl Gate {
             cwd: self.cwd.clone(),
             open,
             permission: self.permission,
+            asks: Arc::clone(&self.asks),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod editor;
 mod live;
 #[cfg(feature = "mcp")]
 mod mcp;

@@ -4,12 +4,12 @@ use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 
 use crate::message::{Message, StopReason, Usage};
-use crate::model::{Model, ModelEvent, ModelRequest};
+use crate::model::{Model, ModelEvent, ModelRequest, ToolSpec};
 
 /// A model that needs no service and never runs out, for demos, examples and tests of what
 /// surrounds an agent: it answers a user message by calling the tool the message names, else
-/// the last tool it is offered (the client's own tools come last), with `{"request": <the
-/// message>}` (or, when what follows the tool's name in the message is a JSON
+/// the last tool it is offered that `{"request": <the message>}` fills (one that requires no
+/// other argument), else the last one (the client's own tools come last), with that (or, when what follows the tool's name in the message is a JSON
 /// object, with that object: `fs__read_text_file {"path": "/tmp/a.txt"}`), or, without tools,
 /// by saying what it heard; a tool result by reporting it. A message containing "slowly" makes
 /// it think for three seconds first.
@@ -62,7 +62,13 @@ impl Model for DemoModel {
             .tools
             .iter()
             .find(|tool| text.contains(tool.name.as_str()));
-        let stop_reason = match (last, named.or(request.tools.last())) {
+        let fits = |tool: &&ToolSpec| {
+            tool.parameters["required"]
+                .as_array()
+                .is_none_or(|required| required.iter().all(|name| name == "request"))
+        };
+        let fallback = request.tools.iter().rev().find(fits);
+        let stop_reason = match (last, named.or(fallback).or(request.tools.last())) {
             (Some(Message::User(_)), Some(tool)) => {
                 say(&format!("Let me use {}.", tool.name));
                 let given = text
@@ -103,5 +109,51 @@ impl Model for DemoModel {
         futures_util::stream::once(thinking)
             .flat_map(move |()| futures_util::stream::iter(events.clone()))
             .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt as _;
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::UserMessage;
+
+    fn spec(name: &str, required: &[&str]) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: String::new(),
+            parameters: json!({"type": "object", "required": required}),
+        }
+    }
+
+    async fn called(tools: Vec<ToolSpec>, text: &str) -> Option<String> {
+        let messages = vec![Message::User(UserMessage::new(text))];
+        let events: Vec<ModelEvent> = DemoModel
+            .stream(ModelRequest::new(messages, tools))
+            .collect()
+            .await;
+        events.into_iter().find_map(|event| match event {
+            ModelEvent::ToolCallStart { name, .. } => Some(name),
+            _ => None,
+        })
+    }
+
+    #[tokio::test]
+    async fn it_calls_the_named_tool_else_the_last_one_its_request_fills() {
+        let tools = || {
+            vec![
+                spec("word_count", &["request"]),
+                spec("lookup", &[]),
+                spec("run_command", &["command"]),
+            ]
+        };
+        assert_eq!(called(tools(), "hello").await.as_deref(), Some("lookup"));
+        let named = called(tools(), r#"run_command {"command": "ls"}"#).await;
+        assert_eq!(named.as_deref(), Some("run_command"));
+        // None fits: the last one.
+        let only = called(vec![spec("a", &["x"]), spec("b", &["y"])], "hi").await;
+        assert_eq!(only.as_deref(), Some("b"));
     }
 }

@@ -26,6 +26,9 @@
 //! connected to (http) for the session; their tools are offered as `{server}__{tool}` (a
 //! prompt naming one makes the demo model call it), and `--ask fs__write*` makes the ones a
 //! pattern names ask for permission first.
+//! An editor that offers its files and terminals gives the agent `read_text_file`,
+//! `write_text_file` and `run_command` (`run_command {"command": "ls"}` makes the demo model
+//! call it); writes and commands ask for permission in the `ask` mode.
 //! Sessions live in SQLite (`--db`), so `session/load` replays a conversation after a restart.
 //! Logs go to stderr; stdout carries protocol lines only.
 //!
