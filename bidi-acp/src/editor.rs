@@ -94,6 +94,7 @@ pub(crate) fn tools(
         shared: Arc::downgrade(shared),
         session_id: session_id.clone(),
         cwd: cwd.to_owned(),
+        offers,
     };
     let mut offered = Offered::default();
     for (name, asks) in offers.names().filter(|(name, _)| !hidden(name)) {
@@ -149,6 +150,7 @@ struct Editor {
     shared: Weak<Shared>,
     session_id: SessionId,
     cwd: PathBuf,
+    offers: Offers,
 }
 
 impl Editor {
@@ -234,15 +236,18 @@ impl Editor {
     async fn write(self, args: Write, out: Events) {
         let path = self.path(&args.path);
         // The text before, for the diff the call shows: none for a new file (or one the editor
-        // cannot read).
-        let old = self
-            .request::<ReadTextFileResponse>(
+        // cannot or does not read).
+        let old = if self.offers.read {
+            self.request::<ReadTextFileResponse>(
                 CLIENT_METHOD_NAMES.fs_read_text_file,
                 ReadTextFileRequest::new(self.session_id.clone(), path.clone()),
             )
             .await
             .ok()
-            .map(|answer| answer.content);
+            .map(|answer| answer.content)
+        } else {
+            None
+        };
         let request =
             WriteTextFileRequest::new(self.session_id.clone(), path.clone(), args.content.clone());
         if let Err(why) = self

@@ -222,6 +222,23 @@ async fn an_allowed_write_lands_through_the_editor_and_shows_its_diff() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_only_writes_is_not_asked_to_read() {
+    let model = calls("write_text_file", &json!({"path": "a.txt", "content": "x"}));
+    let agent = LlmAgent::builder("a", model.clone()).build();
+    let server = Server::new(agent).mode(Mode::new("auto", "Auto").permission(Permission::Allow));
+    let (mut client, session) = editor(server, json!({"fs": {"writeTextFile": true}})).await;
+    client.prompt(1, &session, "go").await;
+    let seen = drive(&mut client, 1, |method, _| match method {
+        "fs/write_text_file" => Ok(Value::Null),
+        other => panic!("unexpected {other}"),
+    })
+    .await;
+    assert_eq!(asked(&seen), ["fs/write_text_file"]);
+    assert_eq!(last_update(&seen, "c1")["status"], "completed");
+    client.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_write_or_command_never_reaches_the_editor() {
     for (tool, args) in [
         ("write_text_file", json!({"path": "a.txt", "content": "x"})),
