@@ -9,6 +9,7 @@ use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, PermissionOption, PermissionOptionKind, SessionMode,
     ToolCallLocation, ToolKind, UnstructuredCommandInput,
 };
+use bidi_agent::Scope;
 use serde_json::Value;
 
 /// How a [`Mode`] treats the tools that need the user's permission.
@@ -183,6 +184,8 @@ pub(crate) struct Rules {
     pub(crate) max_sessions: usize,
     /// How many sessions keep their agent connection between prompt turns.
     pub(crate) max_idle_agents: usize,
+    /// The scope the clients' sessions are in, in the agent's store.
+    pub(crate) scope: Scope,
 }
 
 /// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
@@ -210,6 +213,7 @@ impl Default for Rules {
             mcp_call_timeout: DEFAULT_MCP_CALL_TIMEOUT,
             max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
             max_idle_agents: crate::server::DEFAULT_MAX_IDLE_AGENT_CONNECTIONS,
+            scope: Scope::new(crate::server::SESSION_SCOPE),
         }
     }
 }
