@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{SESSION_SCOPE, Shared, sessions};
+use crate::server::{Shared, sessions};
 use crate::turn::{Client, Shown};
 
 /// What turns a bidi [`Agent`] of yours into an ACP agent: the input a prompt makes, and the
@@ -136,11 +136,14 @@ impl Workspace {
 pub(crate) trait Turns: Send + Sync {
     fn name(&self) -> &str;
     fn store(&self) -> &Arc<dyn SessionStore>;
-    /// Creates the session `id` with the default state.
-    fn create(&self, id: Arc<str>) -> BoxFuture<'_, Result<(), StoreError>>;
-    /// The updates that replay session `id`; `None` if there is no such session.
-    fn replay(&self, id: Arc<str>)
-    -> BoxFuture<'_, Result<Option<Vec<SessionUpdate>>, StoreError>>;
+    /// Creates the session `id` of `scope` with the default state.
+    fn create<'a>(&'a self, scope: &Scope, id: Arc<str>) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// The updates that replay session `id` of `scope`; `None` if there is no such session.
+    fn replay<'a>(
+        &'a self,
+        scope: &Scope,
+        id: Arc<str>,
+    ) -> BoxFuture<'a, Result<Option<Vec<SessionUpdate>>, StoreError>>;
     /// Runs one prompt turn, sending its updates, until it ends or `token` is cancelled.
     fn turn(
         &self,
@@ -179,26 +182,23 @@ where
         self.agent.store()
     }
 
-    fn create(&self, id: Arc<str>) -> BoxFuture<'_, Result<(), StoreError>> {
+    fn create<'a>(&'a self, scope: &Scope, id: Arc<str>) -> BoxFuture<'a, Result<(), StoreError>> {
+        let store = sessions(scope, self.agent.name(), self.agent.store());
         Box::pin(async move {
-            Session::create(
-                sessions(self.agent.name(), self.agent.store()),
-                &id,
-                B::State::default(),
-            )
-            .await
-            .map(drop)
+            Session::create(store, &id, B::State::default())
+                .await
+                .map(drop)
         })
     }
 
-    fn replay(
-        &self,
+    fn replay<'a>(
+        &'a self,
+        scope: &Scope,
         id: Arc<str>,
-    ) -> BoxFuture<'_, Result<Option<Vec<SessionUpdate>>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Option<Vec<SessionUpdate>>, StoreError>> {
+        let store = sessions(scope, self.agent.name(), self.agent.store());
         Box::pin(async move {
-            let session =
-                Session::<B::State>::load(sessions(self.agent.name(), self.agent.store()), &id)
-                    .await?;
+            let session = Session::<B::State>::load(store, &id).await?;
             Ok(session.map(|session| self.bridge.replay(&session.state())))
         })
     }
@@ -217,7 +217,7 @@ where
             let input = bridge.input(prompt)?;
             let options = ConnectOptions::new()
                 .extension(workspace)
-                .extension(Scope::new(SESSION_SCOPE));
+                .extension(shared.rules.scope.clone());
             let conn =
                 agent.connect_with(AgentInit::new().resume(session_id.0.to_string()), options);
             let failed = |error: &dyn std::fmt::Display| {

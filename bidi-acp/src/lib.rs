@@ -8,9 +8,10 @@
 //! `tool_call` and `tool_call_update`, and the turn is answered with its real stop reason.
 //! Sessions live in the agent's session store, so `session/load` replays a conversation after
 //! the agent process restarted (keep them in SQLite, say). They are kept in a scope of their
-//! own, [`Scoped::new(store, "acp")`](bidi_session::Scoped): a session id a client names is a
-//! session of that scope only, so no id reaches the agent's other sessions or the server's own
-//! records, whatever it spells.
+//! own, [`Scope::new("acp")`](bidi_agent::Scope): a session id a client names is a session of
+//! that scope only, so no id reaches the agent's other sessions or the server's own records,
+//! whatever it spells. [`Server::scope`] puts them in another front end's scope instead, to
+//! share them: an editor then loads and goes on with a conversation a web client started.
 //!
 //! A session keeps its agent connection from one prompt turn to the next: the agent reads the
 //! session from the store when the session's first prompt comes, and each prompt is one more

@@ -9,6 +9,7 @@ use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, PermissionOption, PermissionOptionKind, SessionMode,
     ToolCallLocation, ToolKind, UnstructuredCommandInput,
 };
+use bidi_agent::Scope;
 use serde_json::Value;
 
 /// How a [`Mode`] treats the tools that need the user's permission.
@@ -186,6 +187,8 @@ pub(crate) struct Rules {
     /// Whether the editor's files and terminals are offered as tools when the client offers
     /// them.
     pub(crate) editor: bool,
+    /// The scope the clients' sessions are in, in the agent's store.
+    pub(crate) scope: Scope,
 }
 
 /// How long an MCP server may take to start (or answer, over HTTP) and list its tools, by
@@ -214,6 +217,7 @@ impl Default for Rules {
             max_sessions: crate::server::DEFAULT_MAX_SESSIONS,
             max_idle_agents: crate::server::DEFAULT_MAX_IDLE_AGENT_CONNECTIONS,
             editor: true,
+            scope: Scope::new(crate::server::SESSION_SCOPE),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{Implementation, PermissionOptionKind, ToolKind};
-use bidi_agent::Agent;
+use bidi_agent::{Agent, Scope};
 use bidi_llm::LlmAgent;
 use bidi_session::SessionStore;
 use serde::Serialize;
@@ -98,6 +98,7 @@ impl fmt::Debug for Server {
             .field("drain", &self.drain)
             .field("max_sessions", &self.rules.max_sessions)
             .field("max_idle_agents", &self.rules.max_idle_agents)
+            .field("scope", &self.rules.scope.as_str())
             .finish_non_exhaustive()
     }
 }
@@ -271,6 +272,34 @@ impl Server {
     /// again, reading the session from the store. 0 keeps none: every prompt reads its session.
     pub fn max_idle_agent_connections(mut self, max: usize) -> Self {
         self.rules.max_idle_agents = max;
+        self
+    }
+
+    /// The scope of the agent's store the sessions of the server's clients are in (default
+    /// `acp`, a scope of their own): a session id a client names, in `session/new`,
+    /// `session/load` or `session/prompt`, is a session of this scope only.
+    ///
+    /// Give it the scope another front end keeps the agent's sessions in to share them:
+    /// `Scope::new("")`, the scope of bidi-http's anonymous requests, lets an editor load and
+    /// go on with a conversation a web client started on the same store (and the web client
+    /// with what the editor added), in this process or another. Every client of the server
+    /// then reaches every session of that scope: give it a scope only its user's sessions are
+    /// in. The server's own records of the sessions (their mode, the answers that hold for the
+    /// rest of them) are kept apart for each scope.
+    ///
+    /// ```
+    /// use bidi_acp::Server;
+    /// use bidi_agent::Scope;
+    /// use bidi_llm::LlmAgent;
+    /// use bidi_llm::testing::DemoModel;
+    ///
+    /// let agent = LlmAgent::builder("assistant", DemoModel).build();
+    /// // The sessions bidi-http's anonymous requests open.
+    /// let server = Server::new(agent).scope(Scope::new(""));
+    /// # drop(server);
+    /// ```
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.rules.scope = scope;
         self
     }
 

@@ -1,7 +1,8 @@
 //! The main command of bidi, `cargo run -p bidi-demo`: a server on 127.0.0.1:8080 with a
 //! streaming flow ([`echo`]), a multi-turn agent ([`chat`]) and an LLM agent with tools
-//! ([`assistant`]), sessions in a SQLite file. This library is what the binary serves, for the
-//! examples and tests that serve the same things.
+//! ([`assistant`]) over every wire bidi-http serves, sessions in a SQLite file; with `--acp`,
+//! the assistant over ACP on stdio ([`acp`]), for editors, on the same sessions. This library
+//! is what the binary serves, for the examples and tests that serve the same things.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -24,7 +25,8 @@ mod tools;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bidi_agent::Agent;
+use bidi_acp::{Command, ToolKind};
+use bidi_agent::{Agent, Scope};
 use bidi_flow::{BidiFlow, Registry, RegistryError};
 use bidi_llm::{LlmAgent, Model};
 use bidi_session::SessionStore;
@@ -43,6 +45,35 @@ pub fn assistant(model: impl Model, store: impl SessionStore, notes: PathBuf) ->
         .tool(word_count())
         .store(store)
         .build()
+}
+
+/// `assistant` served over ACP (the Agent Client Protocol, on stdio: what editors such as Zed
+/// run), on the sessions the HTTP server serves it on: those of bidi-http's anonymous scope,
+/// `""`, in which every request without an identity opens its sessions. An editor thus loads
+/// (`session/load`) and goes on with a conversation a web client started on any wire, and the
+/// web client goes on with what the editor added. [`save_note`] asks the editor's user before
+/// it runs (its calls need approval); `/save_note` and `/word_count` are announced as commands.
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use bidi_llm::testing::DemoModel;
+/// use bidi_session::{SessionStore, SqliteStore};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open("demo.sqlite3").await?);
+/// let notes = std::env::temp_dir().join("notes.txt");
+/// bidi_demo::acp(bidi_demo::assistant(DemoModel, store, notes)).serve_stdio().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn acp(assistant: LlmAgent) -> bidi_acp::Server {
+    bidi_acp::Server::new(assistant)
+        .scope(Scope::new(""))
+        .tool_kind("save_note", ToolKind::Edit)
+        .command(Command::new("save_note", "Save a note").hint("the note"))
+        .command(Command::new("word_count", "Count the words of a text").hint("the text"))
 }
 
 /// A registry of the flows and agents the server serves: `echo` (a flow: init a prefix, input

@@ -1,21 +1,27 @@
-//! `bidi-demo`: serves bidi's flows and agents over HTTP, sessions in a SQLite file.
+//! `bidi-demo`: serves bidi's flows and agents over every wire bidi-http speaks, sessions in a
+//! SQLite file; with `--acp`, the assistant over ACP on stdio, for editors, on the same file.
 //!
 //! ```sh
 //! cargo run -p bidi-demo                                # 127.0.0.1:8080
 //! cargo run -p bidi-demo -- --addr 127.0.0.1:9000 --db demo.sqlite3
+//! cargo run -p bidi-demo -- --acp --db demo.sqlite3     # ACP on stdin and stdout
 //! ```
 //!
 //! It serves `echo` (a streaming flow), `chat` (a multi-turn agent) and `assistant`, an LLM
 //! agent with a tool that runs once the user approves it (`save_note`), one that just runs
-//! (`word_count`), and any tools its client declares and runs itself. The model is an
+//! (`word_count`), and any tools its client declares and runs itself. The assistant's sessions
+//! are one whichever wire takes their turns: execute (SSE), Genkit's agent and flow wires,
+//! WebSocket, the AI SDK's UI message stream, AG-UI, A2A, MCP, and ACP from another process on
+//! the same file. The model is an
 //! OpenAI-compatible one when `OPENAI_BASE_URL` and `OPENAI_API_KEY` are set (`OPENAI_MODEL`,
 //! default `gpt-4o-mini`), else a demo model that needs no service: it calls the tool a message
 //! names (else the last one offered) and reports the result. The first line on stdout is
-//! `listening on http://{addr}`; commands to try follow.
+//! `listening on http://{addr}`; the address of each wire and commands to try follow. With
+//! `--acp`, stdout carries protocol lines only, and what it serves is said on stderr.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -26,7 +32,8 @@ use bidi_llm::testing::DemoModel;
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
 
-/// Serves bidi's flows and agents over HTTP, sessions in a SQLite file.
+/// Serves bidi's flows and agents over HTTP, sessions in a SQLite file; or, with --acp, the
+/// assistant over ACP on stdin and stdout, on the same sessions.
 ///
 /// OPENAI_BASE_URL and OPENAI_API_KEY (and OPENAI_MODEL, default gpt-4o-mini) make the
 /// assistant an OpenAI-compatible model instead of the demo model.
@@ -42,6 +49,10 @@ struct Args {
     /// The file the assistant's save_note tool appends to.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("bidi-demo-notes.txt"))]
     notes: PathBuf,
+    /// Serve the assistant over ACP (the Agent Client Protocol) on stdin and stdout instead,
+    /// for an editor that starts it: its sessions are the HTTP server's (same --db).
+    #[arg(long, conflicts_with = "addr")]
+    acp: bool,
 }
 
 /// The assistant: on an OpenAI-compatible model when the environment names one, else on the
@@ -81,6 +92,30 @@ async fn main() -> ExitCode {
         }
     };
     let assistant = assistant(Arc::clone(&store), args.notes.clone());
+    if args.acp {
+        return acp(assistant, &args.db).await;
+    }
+    http(&args, store, assistant).await
+}
+
+/// Serves the assistant over ACP on stdin and stdout until stdin ends.
+async fn acp(assistant: LlmAgent, db: &Path) -> ExitCode {
+    eprintln!(
+        "serving the assistant over ACP on stdin and stdout; sessions: {} (bidi-demo --db {0} \
+         serves them over HTTP)",
+        db.display()
+    );
+    match bidi_demo::acp(assistant).serve_stdio().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: reading stdin failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves the flows and agents over HTTP until Ctrl-C.
+async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) -> ExitCode {
     let registry = match bidi_demo::registry(store, &assistant) {
         Ok(registry) => registry,
         Err(error) => {
@@ -94,6 +129,7 @@ async fn main() -> ExitCode {
     let server = Server::new(registry)
         .agent(&assistant)
         .dev_ui(traces)
+        .mcp()
         .addr(args.addr);
     let bound = match server.bind().await {
         Ok(bound) => bound,
@@ -115,7 +151,7 @@ async fn main() -> ExitCode {
     println!("listening on http://{addr}");
     eprintln!("sessions: {}", args.db.display());
     eprintln!("notes: {}", args.notes.display());
-    hints(addr);
+    hints(addr, &args.db);
     let served = bound
         .serve_with_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -132,11 +168,26 @@ async fn main() -> ExitCode {
     }
 }
 
-/// What to try, for a person at a terminal: not worth dying for if nobody reads stdout.
-fn hints(addr: SocketAddr) {
+/// Where each wire is, and what to try, for a person at a terminal: not worth dying for if
+/// nobody reads stdout.
+fn hints(addr: SocketAddr, db: &Path) {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bidi-demo"));
+    let (exe, db) = (exe.display(), db.display());
     let _ = writeln!(
         std::io::stdout(),
         r#"
+The assistant over every wire, one conversation per session whichever wire takes its turns:
+  Dev UI               http://{addr}/dev/
+  execute (SSE)        POST http://{addr}/agent/assistant/execute
+  Genkit agent wire    POST http://{addr}/agent/assistant/genkit   (remoteAgent, genkit/beta/client)
+  Genkit flow wire     POST http://{addr}/agent/assistant          (runFlow, streamFlow; also /bidi-flow/echo, /agent/chat)
+  WebSocket            ws://{addr}/agent/assistant                 (also /bidi-flow/echo, /agent/chat)
+  AI SDK UI messages   POST http://{addr}/agent/assistant/chat     (useChat's DefaultChatTransport)
+  AG-UI                POST http://{addr}/agent/assistant/ag-ui    (HttpAgent, CopilotKit)
+  A2A                  http://{addr}/agent/assistant/a2a           (ClientFactory.createFromUrl)
+  MCP                  http://{addr}/mcp                           (streamable HTTP: the flows and agents as tools)
+  ACP                  {exe} --acp --db {db}   (stdio, for editors)
+
 Open http://{addr}/dev/ in a browser to run the flows and agents, or try:
 
 # a flow, streamed word by word

@@ -1,7 +1,10 @@
 //! The main command run as a real process on a free port with its own SQLite file: one
 //! conversation over HTTP (a flow, the assistant's tool that waits for approval, a client's
-//! tool, the chat agent), then the same file read back by a second process; and the command
-//! lines and places it refuses, with the reason.
+//! tool, the chat agent), then the same file read back by a second process; one conversation
+//! across the wires, the real clients of each taking its turns (the AI SDK's on the UI message
+//! stream, the ACP TypeScript SDK's on `bidi-demo --acp`, another process on the file), read
+//! back over AG-UI and the session endpoint; and the command lines and places it refuses, with
+//! the reason.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,6 +14,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tests::node::{Summary, npm_ci, run_node};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
@@ -457,6 +461,103 @@ async fn a_conversation_is_served_and_read_back_after_a_restart() {
     demo.stop().await;
 }
 
+/// The ACP TypeScript SDK's script `tests/acp/{script}` run with `args`, after `npm ci` there.
+async fn editor(script: &str, args: Vec<String>) -> Summary {
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/acp");
+    let script = peers.join(script);
+    tokio::task::spawn_blocking(move || {
+        npm_ci(&peers).unwrap();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_node(&script, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// What a message of the demo model's turn on `said` is: the user's words, its call of
+/// `word_count`, the count, and the answer telling it.
+fn turn(said: &str) -> [(String, String); 4] {
+    let words = said.split_whitespace().count();
+    [
+        ("user", said.to_owned()),
+        ("assistant", "Let me use word_count.".to_owned()),
+        ("toolResult", format!("{words} words")),
+        ("assistant", format!("Done: {words} words")),
+    ]
+    .map(|(role, text)| (role.to_owned(), text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_conversation_crosses_the_wires_and_the_processes() {
+    const CHAT: &str = "one-conversation";
+    let dir = tempfile::tempdir().unwrap();
+    let (db, notes) = (
+        dir.path().join("demo.sqlite3"),
+        dir.path().join("notes.txt"),
+    );
+    let demo = Demo::start(&db, &notes).await;
+    let base = demo.url("");
+    let said = [
+        "hello from the web",
+        "hello from the editor",
+        "the web again",
+        "the editor again",
+    ];
+
+    // The arguments of the scripts.
+    let strings = |args: &[&str]| args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+    let web = |step: &str, said: &[&str]| strings(&[&[base.as_str(), step, CHAT], said].concat());
+
+    // The AI SDK's client starts it on the UI message stream.
+    let started = tests::node::client("one_conversation.mjs", web("start", &[])).await;
+    started.assert_passed(1);
+
+    // An editor loads it over ACP, from `bidi-demo --acp` on the same file, and prompts; the
+    // web takes a turn (execute SSE) while the editor keeps it open; the editor prompts again.
+    let bin = env!("CARGO_BIN_EXE_bidi-demo");
+    let (scratch, db) = (dir.path().to_str().unwrap(), db.to_str().unwrap());
+    let loaded = editor(
+        "one_conversation.mjs",
+        strings(&[bin, scratch, db, CHAT, &base]),
+    )
+    .await;
+    loaded.assert_passed(6);
+
+    // The AI SDK's client reloads it, finds every turn in order, and goes on.
+    let resumed = tests::node::client("one_conversation.mjs", web("resume", &said)).await;
+    resumed.assert_passed(1);
+
+    // Read over the session endpoint and AG-UI: one conversation, every turn in order.
+    let session = demo.get(&format!("/agent/assistant/session/{CHAT}")).await;
+    assert_eq!(session["status"], "completed", "{session}");
+    let all: Vec<_> = said
+        .iter()
+        .chain(&["back on the web"])
+        .flat_map(|said| turn(said))
+        .collect();
+    assert_eq!(conversation(&session), all);
+    let thread = demo.get(&format!("/agent/assistant/ag-ui/{CHAT}")).await;
+    let asked_and_answered: Vec<(String, String)> = thread
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let role = message["role"].as_str().unwrap().to_owned();
+            (
+                role,
+                message["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .filter(|(role, text)| role == "user" || text.starts_with("Done: "))
+        .collect();
+    let expected: Vec<_> = all
+        .into_iter()
+        .filter(|(role, text)| role == "user" || text.starts_with("Done: "))
+        .collect();
+    assert_eq!(asked_and_answered, expected, "{thread}");
+    demo.stop().await;
+}
+
 /// Runs `bidi-demo` with `args` to its end: its exit status and stderr.
 async fn refused(args: &[&str]) -> (ExitStatus, String) {
     let (mut child, stderr, reading) = spawn(args);
@@ -478,6 +579,12 @@ async fn a_wrong_command_line_is_refused_with_the_reason() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("a value is required for '--db <DB>'"),
+        "{stderr}"
+    );
+    let (status, stderr) = refused(&["--acp", "--addr", "127.0.0.1:0"]).await;
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the argument '--acp' cannot be used with '--addr <ADDR>'"),
         "{stderr}"
     );
     let (status, stderr) = refused(&["--verbose"]).await;

@@ -26,18 +26,34 @@ use crate::codec;
 use crate::mcp::Servers;
 use crate::policy::{Command, Mode};
 
-/// The scope of the agent's store the server keeps its own records of sessions in.
+/// The scope of the agent's store the server keeps its own records of sessions in (those of
+/// the sessions in the default scope; see [`kept_scope`]).
 const KEPT_SCOPE: &str = "bidi-acp";
 
-/// The scope of the agent's store the sessions of ACP clients are in: an id a client names is
-/// a session of this scope only, never a key of another scope's (the server's own records, say)
-/// nor of the agent's unscoped sessions.
+/// The scope of the agent's store the sessions of ACP clients are in unless the server says
+/// otherwise (`Server::scope`): an id a client names is a session of this scope only, never a
+/// key of another scope's (the server's own records, say) nor of the agent's unscoped sessions.
 pub(crate) const SESSION_SCOPE: &str = "acp";
 
-/// The sessions of ACP clients of agent `agent` in its `store`: where its connections, which
-/// carry the scope, open them.
-pub(crate) fn sessions(agent: &str, store: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
-    Arc::new(Scope::new(SESSION_SCOPE).sessions(agent, Arc::clone(store)))
+/// The sessions of ACP clients of agent `agent` in its `store`, in `scope`: where its
+/// connections, which carry the scope, open them.
+pub(crate) fn sessions(
+    scope: &Scope,
+    agent: &str,
+    store: &Arc<dyn SessionStore>,
+) -> Arc<dyn SessionStore> {
+    Arc::new(scope.sessions(agent, Arc::clone(store)))
+}
+
+/// The scope of the server's own records of the sessions in `scope`: [`KEPT_SCOPE`] for the
+/// default scope's, one of their own for each other scope's (the same id in two scopes is two
+/// sessions, whose modes and answers are not one record). Every name is distinct: `Scoped`
+/// prefixes it with its length, and the scope's length precedes the scope.
+fn kept_scope(scope: &Scope) -> String {
+    match scope.as_str() {
+        SESSION_SCOPE => KEPT_SCOPE.to_owned(),
+        other => format!("{KEPT_SCOPE}:{}:{other}", other.len()),
+    }
 }
 
 /// The error of a valid request on a session that cannot take it now (a prompt turn or a
@@ -64,9 +80,10 @@ struct Kept {
 
 impl Shared {
     /// Where the server keeps what it knows of a session besides the agent's state: the
-    /// agent's store, in a scope of the server's own.
+    /// agent's store, in a scope of the server's own (one per scope of the clients' sessions).
     fn kept_store(&self) -> Arc<dyn SessionStore> {
-        Arc::new(Scoped::new(Arc::clone(self.agent.store()), KEPT_SCOPE))
+        let scope = kept_scope(&self.rules.scope);
+        Arc::new(Scoped::new(Arc::clone(self.agent.store()), scope))
     }
 
     /// What the server keeps of session `id`, if anything.
@@ -141,13 +158,17 @@ pub(super) async fn new_session(
     let id: Arc<str> = Arc::from(bidi_session::new_id());
     let created = match &shared.agent {
         Backend::Llm(agent) => Session::create(
-            sessions(agent.agent().name(), agent.agent().store()),
+            sessions(
+                &shared.rules.scope,
+                agent.agent().name(),
+                agent.agent().store(),
+            ),
             &id,
             LlmSession::default(),
         )
         .await
         .map(drop),
-        Backend::Bridged(turns) => turns.create(Arc::clone(&id)).await,
+        Backend::Bridged(turns) => turns.create(&shared.rules.scope, Arc::clone(&id)).await,
     };
     if let Err(error) = created {
         mcp.close().await;
@@ -229,14 +250,18 @@ async fn load(
     let id = Arc::clone(&session_id.0);
     let replay = match &shared.agent {
         Backend::Llm(agent) => {
-            let store = sessions(agent.agent().name(), agent.agent().store());
+            let store = sessions(
+                &shared.rules.scope,
+                agent.agent().name(),
+                agent.agent().store(),
+            );
             Session::<LlmSession>::load(store, &id)
                 .await
                 .map(|session| {
                     session.map(|session| history(&session.state().messages, &shared.rules))
                 })
         }
-        Backend::Bridged(turns) => turns.replay(Arc::clone(&id)).await,
+        Backend::Bridged(turns) => turns.replay(&shared.rules.scope, Arc::clone(&id)).await,
     };
     let updates = replay
         .map_err(|error| store_failed(&error))?

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use agent_client_protocol_schema::v1::SessionId;
-use bidi_agent::{AgentInit, AgentOutput, Scope};
+use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::{ConnectOptions, Connection};
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput};
 use tokio_util::sync::CancellationToken;
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Asker, Open, policy};
 use crate::editor::Offered;
 use crate::policy::Permission;
-use crate::server::{SESSION_SCOPE, Shared, Slot};
+use crate::server::{Shared, Slot};
 
 /// A connection of the served [`LlmAgent`].
 pub(super) type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, u32>, AgentEvent>;
@@ -71,7 +71,7 @@ impl Live {
         }
         let options = ConnectOptions::new()
             .extension(policy)
-            .extension(Scope::new(SESSION_SCOPE));
+            .extension(shared.rules.scope.clone());
         let init = AgentInit::new().resume(session_id.0.to_string());
         Self {
             conn: agent.connect_with(init, options),

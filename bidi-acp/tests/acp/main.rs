@@ -1,5 +1,6 @@
 //! bidi-acp's server on in-memory pipes: stop reasons, cancellation, errors, the end of input;
-//! permissions, modes and richer tool calls; what sessions keep; agents of one's own.
+//! permissions, modes and richer tool calls; what sessions keep; agents of one's own; the
+//! scope of the clients' sessions.
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,6 +9,7 @@ mod live;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod permissions;
+mod scope;
 mod server;
 mod sessions;
 mod support;
