@@ -197,7 +197,7 @@ fn flow_tool(name: String, desc: &ActionDesc) -> Tool {
 enum Source {
     #[cfg(feature = "agents")]
     Agent(LlmAgent),
-    Flow(ActionDesc),
+    Flow(Box<ActionDesc>),
 }
 
 impl McpServer {
@@ -234,7 +234,7 @@ impl McpServer {
             }
             let fallback = tool_name(&format!("{}_{}", desc.action_type, desc.name));
             let name = unique(&mut taken, tool_name(&desc.name), &fallback);
-            sources.push((name, Source::Flow(desc)));
+            sources.push((name, Source::Flow(Box::new(desc))));
         }
         sources
     }
@@ -352,13 +352,13 @@ mod tests {
         );
     }
 
-    /// The descriptor of a flow `f` with these schemas.
-    fn desc(input: Value, output: Value) -> ActionDesc {
+    /// The descriptor of a flow `f` taking an object and answering by `output`.
+    fn desc(output: &Value) -> ActionDesc {
         serde_json::from_value(json!({
             "key": "/bidi-flow/f",
             "name": "f",
             "type": "bidi-flow",
-            "inputSchema": input,
+            "inputSchema": {"type": "object"},
             "outputSchema": output,
             "metadata": {}
         }))
@@ -374,7 +374,7 @@ mod tests {
             "properties": {"total": {"type": "integer"}},
             "required": ["total"]
         });
-        let desc = desc(json!({"type": "object"}), output.clone());
+        let desc = desc(&output);
         let tool = flow_tool("f".into(), &desc);
         let advertised = tool
             .output_schema
@@ -392,7 +392,7 @@ mod tests {
             json!(true),
         ];
         for output in others {
-            let desc = desc(json!({"type": "object"}), output.clone());
+            let desc = desc(&output);
             assert!(
                 flow_tool("f".into(), &desc).output_schema.is_none(),
                 "{output}"
@@ -400,8 +400,7 @@ mod tests {
             assert!(output_schema(&desc).is_none(), "{output}");
         }
         // A flow without an output (`()`) has no schema at all.
-        let mut desc = desc(json!({"type": "object"}), Value::Null);
-        desc.output_schema = None;
+        let desc = desc(&Value::Null);
         assert!(flow_tool("f".into(), &desc).output_schema.is_none());
     }
 
