@@ -6,16 +6,27 @@
 //!   flows share a name; characters MCP does not allow in a tool name become `_`). Its
 //!   description is the flow's; its input schema is the flow's input schema when that is an
 //!   object and the flow takes no init, else `{"input": <input schema>, "init": <init
-//!   schema>}`. A call opens a connection, sends the input, closes it and answers the output
-//!   as text (its JSON), with `structuredContent` when the output is an object. Each chunk
-//!   the flow streams goes to the caller as a progress notification (when the call carries a
-//!   `progressToken`), the chunk's JSON as its message.
+//!   schema>}`. A call opens a connection, sends the input, closes it and answers the output.
+//!   Each chunk the flow streams goes to the caller as a progress notification (when the call
+//!   carries a `progressToken`), the chunk's JSON as its message.
+//! - **Outputs.** A flow whose output schema is an object's (`"type": "object"` at its root,
+//!   as MCP's `outputSchema` must be: a Rust struct, a map) advertises it as its tool's
+//!   `outputSchema`, and every successful call answers the output as `structuredContent`, with
+//!   its JSON as text for clients that read only the content (an output that is not an object
+//!   after all, from a `Serialize` that disagrees with its schema, is the call's error). A flow with another output (a
+//!   string, a number, a list, an `Option` of a struct, `()`) has no `outputSchema`: its
+//!   result is the output's JSON as text, and `structuredContent` only when the output is an
+//!   object all the same (a `serde_json::Value` output, say).
 //! - An **agent** (added with [`McpServer::agent`], or with
 //!   [`Server::agent`](crate::Server::agent) for [`Server::mcp`](crate::Server::mcp)) is a tool
-//!   taking `{"message": string, "sessionId"?: string}`: it answers the agent's text and the
-//!   `sessionId` to send with the next message to go on with the conversation; the text
-//!   streams as progress notifications. The registry's flow of an agent served so is not
-//!   listed a second time.
+//!   taking `{"message": string, "sessionId"?: string}`: it answers `{"text": string,
+//!   "sessionId": string}` as `structuredContent` (its `outputSchema`), the agent's text as
+//!   the content, and the `sessionId` is to be sent with the next message to go on with the
+//!   conversation; the text streams as progress notifications. The registry's flow of an
+//!   agent served so is not listed a second time.
+//! - A session calls its tools by the names its last `tools/list` gave them (a clone of an
+//!   [`McpServer`] serves a session of its own); a flow registered since has its name, or
+//!   `{type}_{name}` when the session's tools have that name already.
 //! - MCP's cancellation (`notifications/cancelled`) cancels the call's connection, and so does
 //!   a client that goes away.
 //! - A flow or agent that fails answers a tool result with `isError: true` and its message;
@@ -58,6 +69,7 @@
 
 #[cfg(feature = "agents")]
 mod agent;
+mod flow;
 mod tools;
 
 #[cfg(feature = "agents")]
@@ -66,40 +78,49 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use bidi_flow::{JsonError, Registry};
+use bidi_flow::Registry;
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
-use futures_util::StreamExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
-use serde_json::{Map, Value};
 
 pub use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
 
-use crate::flow::CancelOnDrop;
-use crate::{Identity, Shared};
-use tools::{Shape, Target};
+use crate::Identity;
+use flow::FlowCall;
+use tools::{Named, Target};
 
 /// The cancel cause of a call its MCP client cancelled.
 const CANCELLED: &str = "the MCP client cancelled the call";
 
-/// How many chunks a flow may stream ahead of the progress notifications.
-const OUTPUT_BUFFER: usize = 16;
-
 /// An MCP server over a [`Registry`] (and agents): see the [module](self).
-#[derive(Clone)]
+///
+/// A clone serves a session of its own: it starts with no tool named.
 pub struct McpServer {
     registry: Registry,
     #[cfg(feature = "agents")]
     agents: Arc<HashMap<String, LlmAgent>>,
+    /// The session's tools by name.
+    named: Named,
+}
+
+impl Clone for McpServer {
+    fn clone(&self) -> Self {
+        Self {
+            registry: self.registry.clone(),
+            #[cfg(feature = "agents")]
+            agents: Arc::clone(&self.agents),
+            named: Named::default(),
+        }
+    }
 }
 
 impl fmt::Debug for McpServer {
@@ -120,6 +141,7 @@ impl McpServer {
             registry,
             #[cfg(feature = "agents")]
             agents: Arc::default(),
+            named: Named::default(),
         }
     }
 
@@ -136,6 +158,7 @@ impl McpServer {
         Self {
             registry,
             agents: Arc::new(agents),
+            named: Named::default(),
         }
     }
 
@@ -175,63 +198,6 @@ impl McpServer {
     ) -> StreamableHttpService<Self, LocalSessionManager> {
         StreamableHttpService::new(move || Ok(self.clone()), Arc::default(), config)
     }
-
-    /// Runs the flow `key` on the arguments of a call.
-    async fn call_flow(
-        &self,
-        key: &str,
-        shape: Shape,
-        arguments: Map<String, Value>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let (init, input) = shape.split(arguments)?;
-        let options = Shared::options(identity(&ctx).as_ref())
-            .input_buffer(1)
-            .output_buffer(OUTPUT_BUFFER);
-        let conn = self
-            .registry
-            .connect_json_with(key, init, options)
-            .map_err(|error| refused(&error, shape))?;
-        let (input_half, mut output) = conn.into_split();
-        // Dropped with the call: a client that goes away cancels the connection.
-        let guard = CancelOnDrop(Some(input_half.clone()));
-        if let Err(error @ JsonError::InvalidInput { .. }) = input_half.send(input).await {
-            input_half.cancel_with("the call's input was refused");
-            guard.disarm();
-            return Err(refused(&error, shape));
-        }
-        // Any other failure to send: the flow ended without taking it, and its output says how.
-        input_half.close();
-        drop(input_half);
-        let mut progress = Progress::new(&ctx);
-        let mut stopped = false;
-        loop {
-            let mut turn = output.responses();
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = ctx.ct.cancelled(), if !stopped => {
-                        turn.cancel_with(CANCELLED);
-                        stopped = true;
-                        continue;
-                    }
-                    next = turn.next() => next,
-                };
-                match next {
-                    Some(Ok(chunk)) => progress.send(chunk.to_string()).await,
-                    Some(Err(_)) | None => break,
-                }
-            }
-            if !turn.turn_ended() {
-                break;
-            }
-        }
-        guard.disarm();
-        Ok(match output.output().await {
-            Ok(value) => answer(value),
-            Err(error) => failed(&error),
-        })
-    }
 }
 
 /// The identity the HTTP request of a call carries (set by [`Server::auth`](crate::Server::auth)
@@ -241,43 +207,6 @@ fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Identity>())
         .cloned()
-}
-
-/// A flow's output as a tool result: its JSON as text, and as `structuredContent` when it is
-/// an object.
-fn answer(value: Value) -> CallToolResult {
-    let text = ContentBlock::text(value.to_string());
-    let mut result = CallToolResult::success(vec![text]);
-    if value.is_object() {
-        result.structured_content = Some(value);
-    }
-    result
-}
-
-/// A flow that failed, as a tool result with `isError` and the failure's message.
-fn failed(error: &JsonError) -> CallToolResult {
-    let message = match error {
-        JsonError::Connection(error) => bidi_agent::Refusal::of(error).into_message(),
-        JsonError::Send(send) => match send.error() {
-            Some(error) => bidi_agent::Refusal::of(error).into_message(),
-            None => error.to_string(),
-        },
-        _ => error.to_string(),
-    };
-    CallToolResult::error(vec![ContentBlock::text(message)])
-}
-
-/// The registry's refusal of a call's arguments, as `-32602` naming the argument.
-fn refused(error: &JsonError, shape: Shape) -> ErrorData {
-    let (path, reason, prefix) = match error {
-        JsonError::InvalidInit { path, reason } => (path, reason, "/init"),
-        JsonError::InvalidInput { path, reason, .. } => (path, reason, shape.input_prefix()),
-        JsonError::NotFound(missing) => {
-            return ErrorData::invalid_params(format!("no such tool: {missing}"), None);
-        }
-        other => return ErrorData::internal_error(other.to_string(), None),
-    };
-    tools::invalid_argument(&format!("{prefix}{path}"), reason)
 }
 
 /// The progress notifications of one call: none unless the call carries a `progressToken`.
@@ -321,8 +250,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.tools().into_iter().map(|(tool, _)| tool).collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(self.list()))
     }
 
     async fn call_tool(
@@ -341,7 +269,18 @@ impl ServerHandler for McpServer {
         };
         let arguments = request.arguments.unwrap_or_default();
         let result = match target {
-            Target::Flow { key, shape } => self.call_flow(&key, shape, arguments, ctx).await,
+            Target::Flow {
+                key,
+                shape,
+                structured,
+            } => {
+                let call = FlowCall {
+                    key: &key,
+                    shape,
+                    structured,
+                };
+                self.call_flow(call, arguments, ctx).await
+            }
             #[cfg(feature = "agents")]
             Target::Agent(agent) => agent::call(&agent, arguments, ctx).await,
         };

@@ -1,6 +1,7 @@
 // The MCP TypeScript SDK's Client against bidi's MCP server (tests/src/bin/mcp-server.rs),
 // over stdio (the script starts `$MCP_SERVER_BIN stdio` itself) and over streamable HTTP (the
-// URL on the command line). Each transport: tools listed with their schemas, a streaming flow
+// URL on the command line). Each transport: tools listed with their input and output schemas
+// (the SDK validates each result's structuredContent against its tool's outputSchema), a streaming flow
 // called with a progress token, an agent called twice in one session, a slow flow cancelled
 // (the server records the cancel's cause in `$MCP_MARKER_DIR/{transport}`, which the script
 // waits for), and bad arguments answered with -32602 naming the argument.
@@ -43,14 +44,36 @@ async function checks(transportName, client) {
     assertJson(byName.chat.inputSchema.required, ['message'], 'chat requires a message');
   });
 
+  await check(`${transportName}: object outputs have an outputSchema, which the SDK validates with`, async () => {
+    const { tools } = await client.listTools();
+    const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
+    const count = byName.count.outputSchema;
+    assert(count?.type === 'object', () => `count's output schema: ${JSON.stringify(count)}`);
+    assertJson(count.required?.slice().sort(), ['parity', 'total'], "count's required fields");
+    assert(count.properties.parity?.$ref?.startsWith('#/$defs/'), () => `parity by $ref: ${JSON.stringify(count)}`);
+    const chat = byName.chat.outputSchema;
+    assertJson(chat?.required, ['text', 'sessionId'], "chat's output: the answer and its session");
+    assert(byName.greet.outputSchema === undefined, 'a string output has no outputSchema');
+    assert(byName.slow.outputSchema === undefined, 'nor has slow');
+    // The validators the SDK compiled from them, used on every callTool of these tools.
+    const counted = client.getToolOutputValidator('count');
+    const chatted = client.getToolOutputValidator('chat');
+    assert(typeof counted === 'function' && typeof chatted === 'function', 'validators for count and chat');
+    assert(client.getToolOutputValidator('greet') === undefined, 'no validator for greet');
+    assert(counted({ total: 3, parity: 'odd' }).valid, 'a total validates');
+    assert(!counted({ total: 3, parity: 'three' }).valid, 'a parity outside its $defs enum does not');
+    assert(!counted({ total: 3 }).valid, 'nor does a total without its parity');
+    assert(!chatted({ text: 'hi' }).valid, 'nor an answer without its sessionId');
+  });
+
   await check(`${transportName}: a flow's chunks arrive as progress, then its output`, async () => {
     const { result, notified, progress } = await watched(client, { name: 'count', arguments: { upTo: 3 } });
     assertJson(notified.map((n) => n.params.message), ['1', '2', '3'], 'progress messages before the result');
     assertJson(notified.map((n) => n.params.progress), [1, 2, 3], 'progress counts');
     assert(progress.every((p, i) => p.message === String(i + 1)), () => `onprogress: ${JSON.stringify(progress)}`);
     assert(!result.isError, () => `not an error: ${JSON.stringify(result)}`);
-    assertJson(result.structuredContent, { total: 3 }, 'structured output');
-    assertJson(result.content, [{ type: 'text', text: '{"total":3}' }], 'text output');
+    assertJson(result.structuredContent, { total: 3, parity: 'odd' }, 'structured output');
+    assertJson(result.content, [{ type: 'text', text: '{"total":3,"parity":"odd"}' }], 'text output');
   });
 
   await check(`${transportName}: a flow with an init takes it as an argument`, async () => {

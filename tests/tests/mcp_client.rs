@@ -104,6 +104,14 @@ fn the_inspector_cli_lists_and_calls_tools_over_stdio_and_http() -> Result<(), S
             .collect();
         names.sort_unstable();
         assert_eq!(names, ["chat", "count", "greet", "slow"], "{target:?}");
+        // An object output is the tool's outputSchema; a string output has none.
+        for tool in listed["tools"].as_array().into_iter().flatten() {
+            let (name, schema) = (&tool["name"], &tool["outputSchema"]);
+            match name.as_str() {
+                Some("count" | "chat") => assert_eq!(schema["type"], "object", "{name}"),
+                _ => assert!(schema.is_null(), "{name}: {schema}"),
+            }
+        }
 
         let call = [
             "--method",
@@ -116,7 +124,7 @@ fn the_inspector_cli_lists_and_calls_tools_over_stdio_and_http() -> Result<(), S
         let counted = inspector(&clients, target, &call)?;
         assert_eq!(
             counted["structuredContent"],
-            serde_json::json!({"total": 3}),
+            serde_json::json!({"total": 3, "parity": "odd"}),
             "{target:?}"
         );
         assert_eq!(counted["isError"], false, "{target:?}");

@@ -36,15 +36,31 @@ pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
         "required": ["message"],
         "additionalProperties": false
     });
-    let Value::Object(schema) = schema else {
-        unreachable!("a JSON object")
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "text": {
+                "type": "string",
+                "description": "The agent's answer."
+            },
+            "sessionId": {
+                "type": "string",
+                "description": "The session of the conversation: send it with the next message \
+                                to go on with it."
+            }
+        },
+        "required": ["text", "sessionId"],
+        "additionalProperties": false
+    });
+    let (Value::Object(schema), Value::Object(output)) = (schema, output) else {
+        unreachable!("JSON objects")
     };
     let description = format!(
         "Talks with the agent {}: answers a message; send the answer's sessionId with the \
          next message to go on with the conversation.",
         agent.agent().name()
     );
-    Tool::new(name, description, Arc::new(schema))
+    Tool::new(name, description, Arc::new(schema)).with_raw_output_schema(Arc::new(output))
 }
 
 /// What a call of an agent tool takes.
@@ -145,6 +161,8 @@ pub(super) async fn call(
     if let Some(message) = failure {
         return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
     }
+    // What the tool's outputSchema says; the text once more as the content, for clients that
+    // read no structuredContent.
     let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
     result.structured_content = Some(json!({ "text": text, "sessionId": started.session_id }));
     Ok(result)

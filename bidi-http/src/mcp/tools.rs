@@ -1,7 +1,7 @@
 //! The tools an [`McpServer`] lists: their names, schemas, and what each runs.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bidi_flow::ActionDesc;
 #[cfg(feature = "agents")]
@@ -12,9 +12,15 @@ use serde_json::{Map, Value, json};
 use super::McpServer;
 
 /// What a tool runs.
+#[derive(Clone)]
 pub(super) enum Target {
-    /// The flow under `key`, its arguments shaped so.
-    Flow { key: String, shape: Shape },
+    /// The flow under `key`, its arguments shaped so; `structured`: its tool has an
+    /// `outputSchema`.
+    Flow {
+        key: String,
+        shape: Shape,
+        structured: bool,
+    },
     /// An agent.
     #[cfg(feature = "agents")]
     Agent(LlmAgent),
@@ -29,7 +35,29 @@ pub(super) enum Shape {
     Wrapped,
 }
 
+impl Target {
+    /// What it runs, as no other target: a flow's key (`/{type}/{name}`), an agent's name.
+    fn id(&self) -> &str {
+        match self {
+            Self::Flow { key, .. } => key,
+            #[cfg(feature = "agents")]
+            Self::Agent(agent) => agent.agent().name(),
+        }
+    }
+}
+
 impl Shape {
+    /// How the arguments of `desc`'s tool carry its init and input: as they are when its input
+    /// is an object and it takes no init.
+    fn of(desc: &ActionDesc) -> Self {
+        let object = desc.input_schema.as_ref().is_some_and(is_object);
+        if object && desc.init_schema.is_none() {
+            Self::Input
+        } else {
+            Self::Wrapped
+        }
+    }
+
     /// Where the input sits in the arguments, as a JSON Pointer prefix.
     pub(super) fn input_prefix(self) -> &'static str {
         match self {
@@ -116,20 +144,29 @@ fn nested(mut schema: Value, defs: &mut Map<String, Value>) -> Value {
     schema
 }
 
+/// Whether `schema` is of objects: `"type": "object"` at its root.
+fn is_object(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
+/// A flow's output schema as its tool's `outputSchema`: when it is of objects, as MCP's
+/// `outputSchema` is; a flow with another output has none.
+fn output_schema(desc: &ActionDesc) -> Option<&Map<String, Value>> {
+    desc.output_schema
+        .as_ref()
+        .filter(|schema| is_object(schema))
+        .and_then(Value::as_object)
+}
+
 /// A flow's tool: its input schema as is when that is an object and the flow takes no init,
-/// else wrapped as the `input` and `init` properties.
-fn flow_tool(name: String, desc: &ActionDesc) -> (Tool, Shape) {
+/// else wrapped as the `input` and `init` properties; its output schema when that is an object.
+fn flow_tool(name: String, desc: &ActionDesc) -> Tool {
     let description = desc
         .description
         .clone()
         .unwrap_or_else(|| format!("Runs the flow {}", desc.key));
-    let direct = desc.init_schema.is_none()
-        && desc
-            .input_schema
-            .as_ref()
-            .is_some_and(|schema| schema.get("type") == Some(&json!("object")));
-    let (schema, shape) = match (&desc.input_schema, direct) {
-        (Some(Value::Object(schema)), true) => (schema.clone(), Shape::Input),
+    let schema = match (Shape::of(desc), &desc.input_schema) {
+        (Shape::Input, Some(Value::Object(schema))) => schema.clone(),
         _ => {
             let mut defs = Map::new();
             let mut properties = Map::new();
@@ -146,31 +183,44 @@ fn flow_tool(name: String, desc: &ActionDesc) -> (Tool, Shape) {
             if !defs.is_empty() {
                 schema.insert("$defs".to_owned(), Value::Object(defs));
             }
-            (schema, Shape::Wrapped)
+            schema
         }
     };
-    (Tool::new(name, description, Arc::new(schema)), shape)
+    let tool = Tool::new(name, description, Arc::new(schema));
+    match output_schema(desc) {
+        Some(output) => tool.with_raw_output_schema(Arc::new(output.clone())),
+        None => tool,
+    }
+}
+
+/// Where a tool comes from.
+enum Source {
+    #[cfg(feature = "agents")]
+    Agent(LlmAgent),
+    Flow(Box<ActionDesc>),
 }
 
 impl McpServer {
-    /// Every tool, in a stable order (agents by name, then flows by key), with what it runs.
-    pub(super) fn tools(&self) -> Vec<(Tool, Target)> {
-        let mut taken = HashSet::new();
-        let mut tools = Vec::new();
+    /// The name and source of every tool `named` does not have, in a stable order (agents by
+    /// name, then flows by key), each named so as not to take a name of `named`'s.
+    fn sources(&self, named: &HashMap<String, Target>) -> Vec<(String, Source)> {
+        let mut taken: HashSet<String> = named.keys().cloned().collect();
+        let known: HashSet<&str> = named.values().map(Target::id).collect();
+        let mut sources = Vec::new();
         #[cfg(feature = "agents")]
         {
             let mut agents: Vec<_> = self.agents.iter().collect();
             agents.sort_by(|a, b| a.0.cmp(b.0));
             for (name, agent) in agents {
+                if known.contains(name.as_str()) {
+                    continue;
+                }
                 let name = unique(
                     &mut taken,
                     tool_name(name),
                     &tool_name(&format!("agent_{name}")),
                 );
-                tools.push((
-                    super::agent::tool(name, agent),
-                    Target::Agent(agent.clone()),
-                ));
+                sources.push((name, Source::Agent(agent.clone())));
             }
         }
         for desc in self.registry.actions() {
@@ -179,26 +229,78 @@ impl McpServer {
                 // Served as its agent tool.
                 continue;
             }
+            if known.contains(desc.key.as_str()) {
+                continue;
+            }
             let fallback = tool_name(&format!("{}_{}", desc.action_type, desc.name));
             let name = unique(&mut taken, tool_name(&desc.name), &fallback);
-            let (tool, shape) = flow_tool(name, &desc);
-            tools.push((
-                tool,
-                Target::Flow {
-                    key: desc.key,
-                    shape,
-                },
-            ));
+            sources.push((name, Source::Flow(Box::new(desc))));
         }
+        sources
+    }
+
+    /// Every tool, in a stable order (agents by name, then flows by key); the session calls
+    /// its tools by these names from now on.
+    pub(super) fn list(&self) -> Vec<Tool> {
+        let sources = self.sources(&HashMap::new());
+        let mut named = HashMap::with_capacity(sources.len());
+        let tools = sources.into_iter().map(|(name, source)| {
+            let tool = source.tool(name.clone());
+            named.insert(name, source.into_target());
+            tool
+        });
+        let tools = tools.collect();
+        *self.named.lock() = named;
         tools
     }
 
-    /// What the tool `name` runs, if there is one.
+    /// What the tool `name` runs, if there is one: the session's tool of that name. Tools the
+    /// session has no name for yet (all of them before its first listing, flows registered
+    /// since) are named first, with names the session's other tools do not have.
     pub(super) fn target(&self, name: &str) -> Option<Target> {
-        self.tools()
-            .into_iter()
-            .find(|(tool, _)| tool.name == name)
-            .map(|(_, target)| target)
+        let mut named = self.named.lock();
+        if let Some(target) = named.get(name) {
+            return Some(target.clone());
+        }
+        for (tool, source) in self.sources(&named) {
+            named.insert(tool, source.into_target());
+        }
+        named.get(name).cloned()
+    }
+}
+
+impl Source {
+    /// The tool named `name`.
+    fn tool(&self, name: String) -> Tool {
+        match self {
+            #[cfg(feature = "agents")]
+            Self::Agent(agent) => super::agent::tool(name, agent),
+            Self::Flow(desc) => flow_tool(name, desc),
+        }
+    }
+
+    /// What its tool runs.
+    fn into_target(self) -> Target {
+        match self {
+            #[cfg(feature = "agents")]
+            Self::Agent(agent) => Target::Agent(agent),
+            Self::Flow(desc) => Target::Flow {
+                shape: Shape::of(&desc),
+                structured: output_schema(&desc).is_some(),
+                key: desc.key,
+            },
+        }
+    }
+}
+
+/// The tools of one session by name: as its last `tools/list` named them, with those a call
+/// found since. Looked up on every call, so that a call does not list the registry.
+#[derive(Default)]
+pub(super) struct Named(Mutex<HashMap<String, Target>>);
+
+impl Named {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Target>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -238,8 +340,8 @@ mod tests {
             "metadata": {}
         }))
         .unwrap_or_else(|error| panic!("{error}"));
-        let (tool, shape) = flow_tool("greet".into(), &desc);
-        assert_eq!(shape, Shape::Wrapped);
+        assert_eq!(Shape::of(&desc), Shape::Wrapped);
+        let tool = flow_tool("greet".into(), &desc);
         let schema = Value::Object((*tool.input_schema).clone());
         assert_eq!(schema["properties"]["input"], json!({"type": "string"}));
         assert_eq!(schema["properties"]["init"], json!({"$ref": "#/$defs/Cfg"}));
@@ -247,6 +349,104 @@ mod tests {
         assert_eq!(
             tool.description.as_deref(),
             Some("Runs the flow /bidi-flow/greet")
+        );
+    }
+
+    /// The descriptor of a flow `f` taking an object and answering by `output`.
+    fn desc(output: &Value) -> ActionDesc {
+        serde_json::from_value(json!({
+            "key": "/bidi-flow/f",
+            "name": "f",
+            "type": "bidi-flow",
+            "inputSchema": {"type": "object"},
+            "outputSchema": output,
+            "metadata": {}
+        }))
+        .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    #[test]
+    fn an_object_output_schema_is_the_tools_output_schema() {
+        let output = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "Total",
+            "type": "object",
+            "properties": {"total": {"type": "integer"}},
+            "required": ["total"]
+        });
+        let desc = desc(&output);
+        let tool = flow_tool("f".into(), &desc);
+        let advertised = tool
+            .output_schema
+            .map(|schema| Value::Object((*schema).clone()));
+        assert_eq!(advertised, Some(output));
+        assert!(output_schema(&desc).is_some());
+    }
+
+    #[test]
+    fn other_output_schemas_are_not_advertised() {
+        let others = [
+            json!({"type": "string"}),
+            json!({"type": ["object", "null"]}),
+            json!({"anyOf": [{"type": "object"}, {"type": "null"}]}),
+            json!(true),
+        ];
+        for output in others {
+            let desc = desc(&output);
+            assert!(
+                flow_tool("f".into(), &desc).output_schema.is_none(),
+                "{output}"
+            );
+            assert!(output_schema(&desc).is_none(), "{output}");
+        }
+        // A flow without an output (`()`) has no schema at all.
+        let desc = desc(&Value::Null);
+        assert!(flow_tool("f".into(), &desc).output_schema.is_none());
+    }
+
+    async fn echo(
+        _ctx: bidi_core::ActionContext,
+        _init: (),
+        mut inbound: bidi_core::Inbound<String>,
+        _out: bidi_core::Outbound<String>,
+    ) -> Result<String, bidi_core::BoxError> {
+        Ok(inbound.recv().await.unwrap_or_default())
+    }
+
+    /// The key of the flow tool `name` runs for `server`'s session.
+    fn key_of(server: &McpServer, name: &str) -> Option<String> {
+        match server.target(name)? {
+            Target::Flow { key, .. } => Some(key),
+            #[cfg(feature = "agents")]
+            Target::Agent(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_session_keeps_its_names_and_finds_flows_registered_since() {
+        use bidi_flow::{ActionType, BidiFlow, Registry};
+
+        let registry = Registry::new();
+        let register = |flow| registry.register(flow).unwrap_or_else(|e| panic!("{e}"));
+        register(BidiFlow::new("echo", echo));
+        let server = McpServer::new(registry.clone());
+        let listed: Vec<_> = server.list().into_iter().map(|tool| tool.name).collect();
+        assert_eq!(listed, ["echo"]);
+        // Another `echo` whose key sorts first: a listing now names it `echo`, and the first
+        // `bidi-flow_echo`. The session calls by the names it was given, and finds the new one.
+        register(BidiFlow::new("echo", echo).with_action_type(ActionType::from_static("a")));
+        assert_eq!(key_of(&server, "echo").as_deref(), Some("/bidi-flow/echo"));
+        assert_eq!(key_of(&server, "a_echo").as_deref(), Some("/a/echo"));
+        assert_eq!(key_of(&server, "nope"), None);
+        // A new session (a clone) and a new listing name them as the registry does now.
+        let fresh = server.clone();
+        assert_eq!(key_of(&fresh, "echo").as_deref(), Some("/a/echo"));
+        let listed: Vec<_> = server.list().into_iter().map(|tool| tool.name).collect();
+        assert_eq!(listed, ["echo", "bidi-flow_echo"]);
+        assert_eq!(key_of(&server, "echo").as_deref(), Some("/a/echo"));
+        assert_eq!(
+            key_of(&server, "bidi-flow_echo").as_deref(),
+            Some("/bidi-flow/echo")
         );
     }
 

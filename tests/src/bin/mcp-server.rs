@@ -2,10 +2,12 @@
 //! on stdin and stdout, `mcp-server http` on a free port of 127.0.0.1 at `/mcp` (printing
 //! `http://127.0.0.1:{port}` as its first line).
 //!
-//! Its tools: `count` streams the numbers up to `upTo` and answers `{"total": upTo}`; `greet`
-//! takes a name and an init with a greeting; `slow` waits until it is cancelled, then writes
-//! the file `$MCP_MARKER` (when set) with the cancel's cause; `chat` is an `LlmAgent` whose
-//! model says what it heard, and what it heard before in the session.
+//! Its tools: `count` streams the numbers up to `upTo` and answers `{"total": upTo, "parity":
+//! "even" | "odd"}` (an object, so its tool has an `outputSchema`, the parity's schema in its
+//! `$defs`); `greet` takes a name and an init with a greeting, and answers a string (no
+//! `outputSchema`); `slow` waits until it is cancelled, then writes the file `$MCP_MARKER`
+//! (when set) with the cancel's cause; `chat` is an `LlmAgent` whose model says what it heard,
+//! and what it heard before in the session.
 
 use std::time::Duration;
 
@@ -27,6 +29,15 @@ struct Count {
 #[derive(Serialize, schemars::JsonSchema)]
 struct Total {
     total: u32,
+    parity: Parity,
+}
+
+/// Whether a number is even.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Parity {
+    Even,
+    Odd,
 }
 
 /// Streams 1 to `upTo`, then answers the total.
@@ -43,7 +54,15 @@ async fn count(
     for n in 1..=up_to {
         out.send(n).await?;
     }
-    Ok(Total { total: up_to })
+    let parity = if up_to % 2 == 0 {
+        Parity::Even
+    } else {
+        Parity::Odd
+    };
+    Ok(Total {
+        total: up_to,
+        parity,
+    })
 }
 
 /// `greet`'s init.
