@@ -13,10 +13,13 @@
 //!   as MCP's `outputSchema` must be: a Rust struct, a map) advertises it as its tool's
 //!   `outputSchema`, and every successful call answers the output as `structuredContent`, with
 //!   its JSON as text for clients that read only the content (an output that is not an object
-//!   after all, from a `Serialize` that disagrees with its schema, is the call's error). A flow with another output (a
-//!   string, a number, a list, an `Option` of a struct, `()`) has no `outputSchema`: its
-//!   result is the output's JSON as text, and `structuredContent` only when the output is an
-//!   object all the same (a `serde_json::Value` output, say).
+//!   after all, from a `Serialize` that disagrees with its schema, is the call's error). A flow
+//!   with another output (a string, a number, a list, an `Option` of a struct, `()`) has no
+//!   `outputSchema`: its result is the output's JSON as text, and `structuredContent` only when
+//!   the output is an object all the same (a `serde_json::Value` output, say). Both schemas
+//!   leave out the integer formats of Rust's types (`uint32`, `int8`: no JSON Schema format,
+//!   which a strict validator such as the MCP SDKs' Ajv refuses), an unsigned one's
+//!   `minimum: 0` kept.
 //! - An **agent** (added with [`McpServer::agent`], or with
 //!   [`Server::agent`](crate::Server::agent) for [`Server::mcp`](crate::Server::mcp)) is a tool
 //!   taking `{"message": string, "sessionId"?: string}`: it answers `{"text": string,

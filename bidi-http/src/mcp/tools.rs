@@ -158,6 +158,43 @@ fn output_schema(desc: &ActionDesc) -> Option<&Map<String, Value>> {
         .and_then(Value::as_object)
 }
 
+/// `schema` as the hosts' validators read it: without the integer formats Rust's schemas carry
+/// (`uint32`, `int8`, `uint`: no JSON Schema format, which a strict validator such as Ajv's
+/// refuses), an unsigned one's `minimum: 0` kept or added. The formats every validator knows
+/// (`int32`, `int64`, `date-time`, ...) stay.
+fn portable(mut schema: Map<String, Value>) -> Map<String, Value> {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(object) => strip(object),
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    fn strip(object: &mut Map<String, Value>) {
+        let rust = object
+            .get("format")
+            .and_then(Value::as_str)
+            .and_then(|format| {
+                let (unsigned, bits) = match format.strip_prefix('u') {
+                    Some(rest) => (true, rest.strip_prefix("int")?),
+                    None => (false, format.strip_prefix("int")?),
+                };
+                let rust = bits.is_empty() || bits.parse::<u8>().is_ok();
+                let standard = !unsigned && matches!(bits, "32" | "64");
+                (rust && !standard).then_some(unsigned)
+            });
+        if let Some(unsigned) = rust {
+            object.remove("format");
+            if unsigned && !object.contains_key("minimum") {
+                object.insert("minimum".to_owned(), json!(0));
+            }
+        }
+        object.values_mut().for_each(walk);
+    }
+    strip(&mut schema);
+    schema
+}
+
 /// A flow's tool: its input schema as is when that is an object and the flow takes no init,
 /// else wrapped as the `input` and `init` properties; its output schema when that is an object.
 fn flow_tool(name: String, desc: &ActionDesc) -> Tool {
@@ -186,9 +223,9 @@ fn flow_tool(name: String, desc: &ActionDesc) -> Tool {
             schema
         }
     };
-    let tool = Tool::new(name, description, Arc::new(schema));
+    let tool = Tool::new(name, description, Arc::new(portable(schema)));
     match output_schema(desc) {
-        Some(output) => tool.with_raw_output_schema(Arc::new(output.clone())),
+        Some(output) => tool.with_raw_output_schema(Arc::new(portable(output.clone()))),
         None => tool,
     }
 }
@@ -363,6 +400,46 @@ mod tests {
             "metadata": {}
         }))
         .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    #[test]
+    fn rust_integer_formats_are_left_out_of_the_schemas_hosts_read() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "count": {"type": "integer", "format": "uint32", "minimum": 0},
+                "small": {"type": "integer", "format": "uint8"},
+                "delta": {"type": "integer", "format": "int8"},
+                "big": {"type": "integer", "format": "int64"},
+                "list": {"type": "array", "items": {"type": "integer", "format": "uint"}},
+                "when": {"type": "string", "format": "date-time"},
+                "maybe": {"anyOf": [{"type": "integer", "format": "uint16"}, {"type": "null"}]},
+            },
+        });
+        let Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let portable = Value::Object(portable(schema));
+        let properties = &portable["properties"];
+        assert_eq!(
+            properties["count"],
+            json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(
+            properties["small"],
+            json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(properties["delta"], json!({"type": "integer"}));
+        assert_eq!(properties["big"]["format"], "int64");
+        assert_eq!(
+            properties["list"]["items"],
+            json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(properties["when"]["format"], "date-time");
+        assert_eq!(
+            properties["maybe"]["anyOf"][0],
+            json!({"type": "integer", "minimum": 0})
+        );
     }
 
     #[test]
