@@ -10,11 +10,15 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 
+// The arguments are optional in the schemas, and `request` is another name for them: the demo
+// model, which needs no service, calls a tool that requires nothing but a `request` with the
+// user's message, rather than the tools an editor offers (`run_command`, which requires more).
+
 /// What `word_count` counts.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Text {
-    /// The text.
-    #[serde(alias = "request")]
+    /// The text to count the words of.
+    #[serde(default, alias = "request")]
     text: String,
 }
 
@@ -22,7 +26,7 @@ struct Text {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Note {
     /// The note, one line.
-    #[serde(alias = "request")]
+    #[serde(default, alias = "request")]
     note: String,
 }
 
@@ -56,7 +60,7 @@ pub fn word_count() -> Tool {
 
 /// A local tool that changes something, so its calls wait for the user's approval: appends a
 /// note (`{"note": ..}`, one line: line breaks become spaces) to the file `notes`. It fails,
-/// for the model to read, when the file cannot be written.
+/// for the model to read, when there is no note or the file cannot be written.
 ///
 /// ```
 /// use futures_util::StreamExt as _;
@@ -70,6 +74,10 @@ pub fn word_count() -> Tool {
 /// assert!(save.requires_approval());
 /// let _: Vec<_> = save.run("c1".into(), json!({"note": "buy milk"})).collect().await;
 /// assert_eq!(std::fs::read_to_string(&notes).unwrap(), "buy milk\n");
+/// // No note: nothing is saved, and the model reads why.
+/// let events: Vec<_> = save.run("c2".into(), json!({})).collect().await;
+/// assert!(matches!(&events[..], [bidi_llm::ToolEvent::Failed(_)]));
+/// assert_eq!(std::fs::read_to_string(&notes).unwrap(), "buy milk\n");
 /// # }
 /// ```
 #[must_use]
@@ -82,6 +90,9 @@ pub fn save_note(notes: PathBuf) -> Tool {
             let notes = notes.clone();
             async move {
                 let line = note.note.lines().collect::<Vec<_>>().join(" ");
+                if line.trim().is_empty() {
+                    return Err("there is no note to save: give it as `note`".to_owned());
+                }
                 let mut file = tokio::fs::OpenOptions::new()
                     .create(true)
                     .append(true)

@@ -80,7 +80,9 @@ await run(async (demo, dir) => {
     const loaded = await check('session/load replays what the web client said, and its answer', async () => {
       await ctx.request(acp.methods.agent.initialize, {
         protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        // As Zed does: the agent is offered the editor's files and terminals too, and still
+        // counts the words of a message that names no tool.
+        clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
         clientInfo: { name: 'bidi-one-conversation', version: '0.0.0' },
       });
       await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
