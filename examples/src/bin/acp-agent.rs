@@ -16,6 +16,7 @@
 //! containing "slowly" makes it think for three seconds first, long enough to cancel it; a
 //! prompt naming `save_note` calls that tool instead).
 //!
+//! Its tools are the main command's (`bidi_demo::save_note` and `bidi_demo::word_count`).
 //! `save_note` appends the prompt to a notes file (`--notes`): it changes something, so it
 //! needs the user's permission, which the editor asks for. Three session modes: `ask` (the
 //! default: permission is asked), `read-only` (only `word_count` is offered, and `save_note`
@@ -48,13 +49,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bidi_acp::{Command, Mode, Permission, Server, ToolKind};
-use bidi_llm::{LlmAgent, OpenAiModel, Tool, simple_tool};
+use bidi_llm::{LlmAgent, OpenAiModel};
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
 use examples::DemoModel;
-use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
 
 /// Serves an LLM agent over ACP on stdin and stdout.
 #[derive(Debug, Parser)]
@@ -83,57 +81,6 @@ struct Args {
     ask: Vec<String>,
 }
 
-/// What `word_count` counts.
-#[derive(Debug, Deserialize, JsonSchema)]
-struct Text {
-    /// The text.
-    request: String,
-}
-
-/// A local tool: the number of words in a text.
-fn word_count() -> Tool {
-    simple_tool(
-        "word_count",
-        "Word count",
-        "Counts the words of a text",
-        |_id, text: Text| async move {
-            let words = text.request.split_whitespace().count();
-            Ok::<_, std::convert::Infallible>((
-                format!("{words} words"),
-                Some(json!({ "words": words })),
-            ))
-        },
-    )
-}
-
-/// A local tool that changes something, so it needs permission: appends a line to `notes`.
-fn save_note(notes: PathBuf) -> Tool {
-    simple_tool(
-        "save_note",
-        "Save a note",
-        "Appends a note to the notes file",
-        move |_id, note: Text| {
-            let notes = notes.clone();
-            async move {
-                use tokio::io::AsyncWriteExt as _;
-                let mut file = tokio::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&notes)
-                    .await
-                    .map_err(|error| format!("cannot open {}: {error}", notes.display()))?;
-                file.write_all(format!("{}\n", note.request).as_bytes())
-                    .await
-                    .map_err(|error| format!("cannot write {}: {error}", notes.display()))?;
-                Ok::<_, String>((
-                    format!("saved to {}", notes.display()),
-                    Some(json!({ "path": notes })),
-                ))
-            }
-        },
-    )
-}
-
 /// The agent: a real model when the environment names one, else the demo model.
 fn agent(store: Arc<dyn SessionStore>, max_turns: u32, notes: PathBuf) -> LlmAgent {
     if let (Ok(base), Ok(key)) = (
@@ -144,16 +91,16 @@ fn agent(store: Arc<dyn SessionStore>, max_turns: u32, notes: PathBuf) -> LlmAge
         eprintln!("[acp-agent] model: {name} at {base}");
         let model = OpenAiModel::new(base, name).api_key(key);
         return LlmAgent::builder("acp-agent", model)
-            .tool(save_note(notes))
-            .tool(word_count())
+            .tool(bidi_demo::save_note(notes))
+            .tool(bidi_demo::word_count())
             .max_turns(max_turns)
             .store(store)
             .build();
     }
     eprintln!("[acp-agent] model: demo (set OPENAI_BASE_URL and OPENAI_API_KEY for a real one)");
     LlmAgent::builder("acp-agent", DemoModel)
-        .tool(save_note(notes))
-        .tool(word_count())
+        .tool(bidi_demo::save_note(notes))
+        .tool(bidi_demo::word_count())
         .max_turns(max_turns)
         .store(store)
         .build()
@@ -174,7 +121,6 @@ async fn main() -> ExitCode {
         .max_line_bytes(args.max_line_bytes)
         .max_sessions(args.max_sessions)
         .mcp_call_timeout(std::time::Duration::from_secs(args.mcp_call_timeout))
-        .require_permission("save_note")
         .tool_kind("save_note", ToolKind::Edit)
         .command(Command::new("save_note", "Save a note").hint("the note"))
         .command(Command::new("word_count", "Count the words of a text").hint("the text"))
