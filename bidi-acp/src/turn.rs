@@ -649,9 +649,10 @@ impl<'a> Updates<'a> {
                 let output = self.output.entry(tool_call_id.clone()).or_default();
                 output.push_str(&delta);
                 let content = content::tool_content(output, &[]);
+                let content = self.before(&tool_call_id, content);
                 SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    tool_call_id.clone(),
-                    ToolCallUpdateFields::new().content(self.before(&tool_call_id, content)),
+                    tool_call_id,
+                    ToolCallUpdateFields::new().content(content),
                 ))
             }
             AgentEvent::ToolExecutionData {
