@@ -25,9 +25,12 @@ pub enum RefusalKind {
     IdleTimeout,
     /// The peer went away.
     PeerGone,
+    /// The connection was cancelled on purpose (its client's cancel, or the server's) before
+    /// the agent completed: not a failure of the agent.
+    Cancelled,
     /// The input was not taken: the connection no longer takes inputs.
     SendFailed,
-    /// Anything else: the agent failed, panicked or was cancelled.
+    /// Anything else: the agent failed or panicked.
     Failed,
 }
 
@@ -86,7 +89,7 @@ impl Refusal {
             Error::Cancelled(cause) => match cause.peer_gone() {
                 Some(PeerGone::Idle(_)) => RefusalKind::IdleTimeout,
                 Some(PeerGone::Disconnected) => RefusalKind::PeerGone,
-                _ => RefusalKind::Failed,
+                _ => RefusalKind::Cancelled,
             },
             _ => RefusalKind::Failed,
         };

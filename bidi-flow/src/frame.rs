@@ -40,6 +40,10 @@ use crate::text::{cap, pointer, reason};
 /// [`FrameError::TooLarge`] (code `frame_too_large`), and the stream goes on.
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 
+/// The longest connection `id` a multiplexed frame may carry, in bytes: an id is echoed in every
+/// frame about its connection, so a longer one is refused (`malformed_frame`, naming no id).
+pub const MAX_ID_BYTES: usize = 256;
+
 /// What was wrong, in an `error` frame's `code`: a lowercase name with `_`. Codes are open, like
 /// action kinds: a transport adds its own (bidi-http's `idle_timeout`, `session_running`, ...)
 /// with [`Code::from_static`].
@@ -75,8 +79,11 @@ impl Code {
     pub const INVALID_INPUT: Self = Self::from_static("invalid_input");
     /// The input was not taken: the input is closed or the connection is over.
     pub const SEND_FAILED: Self = Self::from_static("send_failed");
-    /// The action failed, panicked or was cancelled: the connection's last frame.
+    /// The action failed or panicked: the connection's last frame.
     pub const CONNECTION_FAILED: Self = Self::from_static("connection_failed");
+    /// The connection was cancelled (by a `cancel` of its client, or by the server) before the
+    /// action completed: the connection's last frame, its `message` the cancel's reason.
+    pub const CANCELLED: Self = Self::from_static("cancelled");
     /// Nothing moved on the connection for the transport's idle timeout.
     pub const IDLE_TIMEOUT: Self = Self::from_static("idle_timeout");
 
@@ -289,8 +296,8 @@ pub enum Frame<'a> {
         /// The output.
         output: &'a Value,
     },
-    /// A refused frame (the stream goes on), or with [`Code::CONNECTION_FAILED`] the
-    /// connection's last frame: `{"type":"error","code","message","path"?,"suggestion"?}`.
+    /// A refused frame (the stream goes on), or with [`Code::CONNECTION_FAILED`] or
+    /// [`Code::CANCELLED`] the connection's last frame: `{"type":"error","code","message","path"?,"suggestion"?}`.
     Error {
         /// The connection the refused frame named, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -311,8 +318,9 @@ pub enum Frame<'a> {
 impl<'a> Frame<'a> {
     /// The error frame of a refused `connect`, `init` or `send`, or of a connection's end:
     /// `message` is the error's `Display`, which the caller keeps; codes `not_found` (with the
-    /// suggestion), `invalid_init` / `invalid_input` (with the path), `connection_failed` for
-    /// the connection's own end, `send_failed` for the rest.
+    /// suggestion), `invalid_init` / `invalid_input` (with the path), `cancelled` for a
+    /// connection cancelled on purpose, `connection_failed` for its other ends, `send_failed`
+    /// for the rest.
     ///
     /// ```
     /// use bidi_flow::frame::{Code, Frame};
@@ -337,6 +345,11 @@ impl<'a> Frame<'a> {
             JsonError::InvalidInit { path, .. } => (Code::INVALID_INIT, Some(path.as_str()), None),
             JsonError::InvalidInput { path, .. } => {
                 (Code::INVALID_INPUT, Some(path.as_str()), None)
+            }
+            JsonError::Connection(bidi_core::Error::Cancelled(cause))
+                if cause.peer_gone().is_none() =>
+            {
+                (Code::CANCELLED, None, None)
             }
             JsonError::Connection(_) => (Code::CONNECTION_FAILED, None, None),
             _ => (Code::SEND_FAILED, None, None),
@@ -463,9 +476,10 @@ pub fn decode(frame: &[u8]) -> Result<Op, FrameError> {
 /// # Errors
 ///
 /// [`FrameError::Malformed`] for what is not a JSON object, or lacks a `type`, an `id` or a
-/// `connect`'s `key`, or has a field of the wrong type; [`FrameError::UnknownType`] for any
-/// other `type`. Each names the frame's `id` when it could be read. The size is the caller's to
-/// check, before it buffers the frame (`bidi_flow::lines::read_line` does).
+/// `connect`'s `key`, or has an `id` over [`MAX_ID_BYTES`] (the error names no id then), or
+/// has a field of the wrong type; [`FrameError::UnknownType`] for any other `type`. Each
+/// names the frame's `id` when it could be read. The size is the caller's to check, before it
+/// buffers the frame (`bidi_flow::lines::read_line` does).
 ///
 /// ```
 /// use bidi_flow::frame::{self, Op};
@@ -488,6 +502,16 @@ pub fn decode_addressed(frame: &[u8]) -> Result<Addressed, FrameError> {
         input,
         reason,
     } = fields;
+    if let Some(long) = id.as_ref().filter(|id| id.len() > MAX_ID_BYTES) {
+        // Not echoed: a peer's megabyte of id would come back in every answer.
+        return Err(malformed(
+            None,
+            format!(
+                "an `id` is at most {MAX_ID_BYTES} bytes long, not {}",
+                long.len()
+            ),
+        ));
+    }
     let Some(kind) = kind else {
         return Err(malformed(id, "a frame needs a `type`"));
     };
@@ -645,6 +669,23 @@ mod tests {
                 .starts_with("bad frame: invalid type: integer `7`")
         );
         assert!(matches!(error, FrameError::Malformed { path: None, .. }));
+    }
+
+    #[test]
+    fn a_long_id_is_refused_without_being_echoed() {
+        let at_most = "i".repeat(MAX_ID_BYTES);
+        let frame = format!(r#"{{"type":"close","id":"{at_most}"}}"#);
+        assert!(decode_addressed(frame.as_bytes()).is_ok());
+        let long = "i".repeat(100_000);
+        for kind in ["connect", "send", "jump"] {
+            let frame = format!(r#"{{"type":"{kind}","id":"{long}"}}"#);
+            let error = decode_addressed(frame.as_bytes()).unwrap_err();
+            assert_eq!((error.id(), error.code()), (None, Code::MALFORMED_FRAME));
+            assert_eq!(
+                error.to_string(),
+                "an `id` is at most 256 bytes long, not 100000"
+            );
+        }
     }
 
     #[test]

@@ -339,9 +339,10 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     let (init, pending) = open(call, &message).await?;
     let input = input::decode(&message, &pending)?;
     let limit = configuration.history_length;
+    // A task answered at once streams for those who subscribe to it.
     let wire = TaskWire::new(
         call.id.clone(),
-        stream,
+        stream || detach,
         message.clone(),
         call.locals(),
         limit,

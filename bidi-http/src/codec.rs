@@ -45,8 +45,10 @@ pub(crate) enum Code {
     SessionIncompatible,
     /// The input was not taken: the input is closed or the connection is over.
     SendFailed,
-    /// The action failed, panicked or was cancelled.
+    /// The action failed or panicked.
     ConnectionFailed,
+    /// The connection was cancelled on purpose (the client's `cancel`, or the server's).
+    Cancelled,
     /// Nothing moved on the connection for the idle timeout.
     IdleTimeout,
     /// The request has no identity the server accepts.
@@ -74,6 +76,7 @@ impl Code {
             Self::InvalidInput => frame::Code::INVALID_INPUT.as_str(),
             Self::SendFailed => frame::Code::SEND_FAILED.as_str(),
             Self::ConnectionFailed => frame::Code::CONNECTION_FAILED.as_str(),
+            Self::Cancelled => frame::Code::CANCELLED.as_str(),
             Self::IdleTimeout => frame::Code::IDLE_TIMEOUT.as_str(),
             Self::ContextRequired => "context_required",
             Self::SessionRunning => "session_running",
@@ -209,6 +212,7 @@ impl From<Refusal> for Failure {
             RefusalKind::IdleTimeout => (StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout),
             // Nobody reads this answer; 499 is what proxies log for it.
             RefusalKind::PeerGone => (client_closed(), Code::ConnectionFailed),
+            RefusalKind::Cancelled => (client_closed(), Code::Cancelled),
             RefusalKind::SendFailed => (StatusCode::CONFLICT, Code::SendFailed),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::ConnectionFailed),
         };

@@ -108,7 +108,7 @@
 //! | `{"type":"chunk","chunk":..}` | one chunk of the current turn |
 //! | `{"type":"turn_end"}` | the action ended the turn |
 //! | `{"type":"output","output":..}` | the output: the last frame, then the server closes the socket |
-//! | `{"type":"error","code":"..","message":"..","path":".."}` | a refused frame; the socket goes on. With code `connection_failed` or `idle_timeout`, the last frame |
+//! | `{"type":"error","code":"..","message":"..","path":".."}` | a refused frame; the socket goes on. With code `connection_failed` (the action failed), `cancelled` (a `cancel`, its `message` the reason) or `idle_timeout`, the last frame |
 //!
 //! As a JSON Schema, the client's frames are:
 //!
@@ -144,7 +144,7 @@
 //!        "code": {"enum": ["frame_too_large", "malformed_frame", "unknown_frame_type",
 //!                          "duplicate_connection", "unknown_connection", "not_found",
 //!                          "invalid_init", "invalid_input", "send_failed",
-//!                          "connection_failed", "idle_timeout"]},
+//!                          "connection_failed", "cancelled", "idle_timeout"]},
 //!        "message": {"type": "string"},
 //!        "path": {"type": "string", "description": "a JSON Pointer into the refused value"},
 //!        "suggestion": {"type": "string", "description": "a registered key like the one asked for"}},
@@ -170,7 +170,22 @@
 //!              "tools": [{"name": "book", "description": "..", "parameters": {"type": "object"}}]}}
 //! ```
 //!
-//! `input` is a user message or the results of the pending tool calls. `context` (and `options`:
+//! `input` is a user message, the results of the pending tool calls, or the decisions on the
+//! calls waiting for approval (with the results of any remote calls pending beside them):
+//!
+//! ```json
+//! {"sessionId": "s-1", "input": {"approvals": [{"toolCallId": "call-1", "approved": true},
+//!                                             {"toolCallId": "call-2", "approved": false,
+//!                                              "reason": "not this file"}],
+//!                                "message": {"role": "user", "content": ".."}}}
+//! ```
+//!
+//! Every waiting call needs a decision (400 `invalid_input` otherwise, the session unchanged);
+//! an approved call runs, a denied one answers the model with the denial (and its `reason`);
+//! `results` answers remote calls pending beside them, and `message`, optional, is what the user
+//! says next, which the model reads after them ([`Resume`](bidi_llm::Resume)).
+//!
+//! `context` (and `options`:
 //! `temperature`, `maxTokens`) are read when the request creates the session: a request without
 //! `sessionId` creates one with a fresh id, one whose `sessionId` names no session yet creates
 //! that one, and either needs a `context` (400 `context_required` without one). Tools in
@@ -180,7 +195,10 @@
 //!
 //! The answer is SSE, one event per [`AgentEvent`](bidi_llm::AgentEvent) named by its kind
 //! (`event: text_delta`), with the session's id in the `X-Session-Id` header; the last event is
-//! `execute_complete` with `status` and `pendingToolCalls` (empty unless it awaits them). A session another execution runs
+//! `execute_complete` with `status`, `pendingToolCalls` (the remote calls the client runs;
+//! empty unless it awaits them) and, when calls of the agent's own tools wait for approval,
+//! `pendingApprovals` (those calls, also in the `awaiting_approval` event before it): `status`
+//! is `awaiting_tool_execution` while either waits. A session another execution runs
 //! (in this process or another) answers **409** `session_running` at once instead of waiting: an
 //! HTTP request that waits on another execution of unknown length would hold a connection and a
 //! client that can retry knows better when. Results that do not answer the pending calls are 400

@@ -369,6 +369,7 @@ async fn refuse(out: &Responder<AgentEvent>, error: &Error) -> Result<(), BoxErr
         AgentEvent::ExecuteComplete {
             status: Status::Error,
             pending_tool_calls: Vec::new(),
+            pending_approvals: Vec::new(),
             cost: 0.0,
         },
     ])

@@ -189,6 +189,10 @@ pub enum AgentEvent {
         /// wire, as clients read it).
         #[serde(default)]
         pending_tool_calls: Vec<ToolCall>,
+        /// The calls of the agent's own tools waiting for the client's approval (those of its
+        /// `awaiting_approval` event); on the wire only when some wait.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pending_approvals: Vec<ToolCall>,
         /// What the execution's model calls cost, in the provider's currency.
         #[serde(default)]
         cost: f64,

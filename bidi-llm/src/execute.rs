@@ -169,6 +169,7 @@ impl ExecuteStream<'_> {
                 status,
                 pending_tool_calls,
                 cost,
+                ..
             } => self.complete = Some((*status, pending_tool_calls.clone(), *cost)),
             _ => {}
         }

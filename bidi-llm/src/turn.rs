@@ -233,13 +233,12 @@ impl<'a> Turn<'a> {
         }
         debug_assert_ne!(state.status, Status::Running);
         let messages = state.messages[first..].to_vec();
-        // The remote calls: those waiting for approval are in `awaiting_approval`.
-        let pending_tool_calls = state
+        // The remote calls, and apart from them the local ones waiting for approval.
+        let (pending_approvals, pending_tool_calls): (Vec<_>, Vec<_>) = state
             .pending_tool_calls
             .iter()
-            .filter(|call| !self.tool(&call.name).is_some_and(Tool::is_local))
             .cloned()
-            .collect();
+            .partition(|call| self.tool(&call.name).is_some_and(Tool::is_local));
         let mut status = state.status;
         let change = session::change(&before, &mut state, first);
         let (ended, error) = match status {
@@ -270,6 +269,7 @@ impl<'a> Turn<'a> {
         self.emit(AgentEvent::ExecuteComplete {
             status,
             pending_tool_calls,
+            pending_approvals,
             cost: self.cost,
         });
         // An abort ends the execution, not the connection: its client reads the end as usual.

@@ -243,7 +243,7 @@ fn every_bad_frame_is_answered_and_the_rest_goes_on() {
         (Some("t"), "send_failed", "send failed"),
         (
             Some("t"),
-            "connection_failed",
+            "cancelled",
             "connection cancelled: enough ticks",
         ),
     ];
@@ -523,4 +523,30 @@ fn a_peer_that_does_not_read_stderr_still_gets_every_answer() {
     assert_eq!(answered, frames, "every frame answered");
     flood.finish().expect("every frame written");
     assert!(child.wait().expect("exit").success());
+}
+
+#[test]
+fn a_long_id_is_refused_and_not_echoed() {
+    let long = "i".repeat(100_000);
+    let run = run(
+        &[],
+        lines(&[
+            json!({"type": "connect", "id": long, "key": "/bidi-flow/echo", "init": ""}),
+            json!({"type": "send", "id": long, "input": "x"}),
+            json!({"type": "connect", "id": "a", "key": "/bidi-flow/echo", "init": ""}),
+            json!({"type": "send", "id": "a", "input": "still here"}),
+            json!({"type": "close", "id": "a"}),
+        ]),
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    let errors = run.errors();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    for error in errors {
+        assert_eq!(error["code"], "malformed_frame");
+        assert!(error.get("id").is_none(), "{error}");
+        assert!(error.to_string().len() < 200, "{error}");
+    }
+    // The other connection went on.
+    let (turns, output) = turns(&run.of("a"));
+    assert_eq!((turns, output), (vec!["stillhere".to_owned()], json!(1)));
 }

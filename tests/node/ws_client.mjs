@@ -188,13 +188,13 @@ await run(async (base) => {
     s.ws.close();
   });
 
-  await check('cancel ends the connection with connection_failed naming the reason', async () => {
+  await check('cancel ends the connection with cancelled (not a failure) naming the reason', async () => {
     const s = await Socket.open(echo);
     s.send({ type: 'init', init: '> ' });
     s.send({ type: 'send', input: 'one' });
     assertJson(await s.turn(), ['> one'], 'turn');
     s.send({ type: 'cancel', reason: 'enough of this' });
-    const error = await s.error('connection_failed');
+    const error = await s.error('cancelled');
     assert(error.message.includes('enough of this'), () => `no reason in: ${error.message}`);
     const after = await s.next();
     assert(after.type === 'closed', () => `expected the close, got ${JSON.stringify(after)}`);

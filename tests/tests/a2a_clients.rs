@@ -343,3 +343,87 @@ async fn the_a2a_python_sdk_client_drives_agents() {
         }),
     );
 }
+
+/// One JSON-RPC call to agent `name`'s A2A endpoint.
+async fn rpc(http: &reqwest::Client, base: &str, name: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let response = http
+        .post(format!("{base}/agent/{name}/a2a"))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
+/// A user message saying `text`, answered at once with the working task.
+fn at_once(text: &str) -> Value {
+    json!({
+        "message": {"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]},
+        "configuration": {"returnImmediately": true},
+    })
+}
+
+/// `SubscribeToTask` on a task answered at once streams its events to the end, and
+/// `CancelTask` cancels a running task once: a second cancel, like a cancel of a finished
+/// task, is `TaskNotCancelableError`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
+    use futures_util::StreamExt as _;
+
+    let base = serve(&helper_script(), &tools_script(), &[]).await;
+    let http = reqwest::Client::new();
+    let sent = rpc(&http, &base, "slow", "SendMessage", at_once("wait")).await;
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_WORKING");
+
+    let subscribed = http
+        .post(format!("{base}/agent/slow/a2a"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask",
+                      "params": {"id": task}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(subscribed.status(), 200);
+    let mut body = subscribed.bytes_stream();
+    let mut text = String::new();
+    let mut finished = false;
+    let mut events = Vec::<Value>::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !events.iter().any(|event| event["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED") {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("the task's events in time")
+            .expect("the stream goes on to the task's end")
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = text.find("\n\n") {
+            let record: String = text.drain(..end + 2).collect();
+            let data = record.trim().strip_prefix("data: ").unwrap();
+            events.push(serde_json::from_str(data).unwrap());
+        }
+        // The subscriber has what was written so far: let the model answer.
+        if !events.is_empty() && !finished {
+            finished = true;
+            http.post(format!("{base}/finish")).send().await.unwrap();
+        }
+    }
+    assert!(events.iter().all(|event| event["id"] == "sub"), "{events:#?}");
+    let answer: String = events
+        .iter()
+        .filter_map(|event| event["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(answer, "slow answer", "{events:#?}");
+
+    let over = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
+    assert_eq!(over["error"]["code"], -32002, "{over}");
+
+    let sent = rpc(&http, &base, "slow", "SendMessage", at_once("wait again")).await;
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let canceled = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let again = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+}

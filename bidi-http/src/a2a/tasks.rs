@@ -146,7 +146,7 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
     let had = crate::genkit::abort_turn(&store, &id).await;
     match had.map_err(|failure| RpcError::internal(failure.message))? {
         None => Err(RpcError::task_not_found(&id)),
-        Some(Snapshot::Pending | Snapshot::Aborted) => {
+        Some(Snapshot::Pending) => {
             let stored = load(&store, &id, &call.locals(), None).await?;
             let stored = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
             Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()))
@@ -154,8 +154,8 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
         Some(_) => Err(RpcError::new(
             TASK_NOT_CANCELABLE,
             format!(
-                "task `{}` is not running (it is over, or waits for input): there is nothing \
-                 to cancel",
+                "task `{}` is not running (it is over, canceled already, or waits for input): \
+                 there is nothing to cancel",
                 cap(&id)
             ),
         )),

@@ -298,6 +298,7 @@ mod tests {
         AgentEvent::ExecuteComplete {
             status,
             pending_tool_calls: Vec::new(),
+            pending_approvals: Vec::new(),
             cost: 0.0,
         }
     }

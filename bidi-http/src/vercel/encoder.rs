@@ -611,6 +611,7 @@ mod tests {
         AgentEvent::ExecuteComplete {
             status,
             pending_tool_calls: vec![],
+            pending_approvals: Vec::new(),
             cost: 0.0,
         }
     }

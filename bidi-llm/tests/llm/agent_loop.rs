@@ -239,6 +239,7 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
         Some(&AgentEvent::ExecuteComplete {
             status: Status::AwaitingToolExecution,
             pending_tool_calls: result.pending_tool_calls.clone(),
+            pending_approvals: Vec::new(),
             cost: 0.0,
         })
     );

@@ -10,7 +10,7 @@ use bidi_core::ConnectOptions;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
     AgentEvent, Approval, Error, ErrorCode, LlmAgent, Message, Policy, Resume, Status, Tool,
-    TurnInput, simple_tool,
+    ToolCall, TurnInput, simple_tool,
 };
 use bidi_session::SqliteStore;
 use serde_json::json;
@@ -83,6 +83,22 @@ async fn calls_wait_for_a_decision_across_connections_then_run_or_are_denied() {
     let approval = kinds.iter().position(|k| *k == "awaiting_approval");
     assert!(remote.unwrap() < approval.unwrap(), "{kinds:?}");
     assert!(!kinds.contains(&"tool_execution_start"), "{kinds:?}");
+    // `execute_complete` names both: what the client runs, what it approves.
+    let Some(AgentEvent::ExecuteComplete {
+        pending_tool_calls,
+        pending_approvals,
+        ..
+    }) = events.last()
+    else {
+        panic!("the last event completes: {kinds:?}")
+    };
+    let ids = |calls: &[ToolCall]| calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        (ids(pending_tool_calls), ids(pending_approvals)),
+        (vec!["c1".to_owned()], vec!["d1".to_owned(), "d2".to_owned()])
+    );
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    assert_eq!(wire["pendingApprovals"][1]["id"], "d2", "{wire}");
     conn.close();
     conn.output().await.unwrap();
 

@@ -140,6 +140,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             AgentEvent::ExecuteComplete {
                 status: Status::AwaitingToolExecution,
                 pending_tool_calls: vec![call()],
+                pending_approvals: Vec::new(),
                 cost: 0.25,
             },
             json!({"type": "execute_complete", "status": "awaiting_tool_execution",
@@ -150,6 +151,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             AgentEvent::ExecuteComplete {
                 status: Status::Completed,
                 pending_tool_calls: vec![],
+                pending_approvals: Vec::new(),
                 cost: 0.0,
             },
             json!({"type": "execute_complete", "status": "completed", "pendingToolCalls": [], "cost": 0.0}),

@@ -31,14 +31,15 @@
 //! | `{"type":"chunk","id":"a","chunk":"> hello"}` | one chunk of the current turn |
 //! | `{"type":"turn_end","id":"a"}` | the action ended the turn |
 //! | `{"type":"output","id":"a","output":1}` | the connection's output: its last frame; the id is free again |
-//! | `{"type":"error","id":"a","code":"invalid_input","message":"..","path":"/text"}` | a refused frame: everything else goes on. With code `connection_failed`, the connection's last frame |
+//! | `{"type":"error","id":"a","code":"invalid_input","message":"..","path":"/text"}` | a refused frame: everything else goes on. With code `connection_failed` or `cancelled`, the connection's last frame |
 //!
 //! Error codes: `frame_too_large`, `malformed_frame` (not a JSON object, or a field missing or
 //! of the wrong type), `unknown_frame_type`, `unknown_connection`, `duplicate_connection`,
 //! `not_found` (with a `suggestion` when a registered key resembles the one asked for),
 //! `invalid_init` and `invalid_input` (with the JSON Pointer `path` of the problem),
 //! `send_failed` (the input is closed or the connection over), `too_many_connections` (see
-//! below), and `connection_failed` (the action failed, panicked or was cancelled). An error
+//! below), `cancelled` (the connection was cancelled: by the peer's `cancel`, its `message` the
+//! reason) and `connection_failed` (the action failed or panicked, or the peer went away). An error
 //! frame has an `id` when the refused frame named one.
 //!
 //! # Rules
@@ -457,7 +458,8 @@ async fn write_connection<W: AsyncWrite + Unpin + Send + 'static>(
         Err(error) => {
             let message = error.to_string();
             log!("{id:?}: failed: {}", escaped(&message));
-            let frame = Frame::error(Some(&id), Code::CONNECTION_FAILED, &message);
+            // `cancelled` for a cancel, `connection_failed` for the other ends.
+            let frame = Frame::refusal(Some(&id), &error, &message);
             encode(&frame, &mut line);
             (line, "error".to_owned())
         }

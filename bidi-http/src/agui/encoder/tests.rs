@@ -37,6 +37,7 @@ fn complete(status: Status, pending: Vec<ToolCall>) -> AgentEvent {
     AgentEvent::ExecuteComplete {
         status,
         pending_tool_calls: pending,
+        pending_approvals: Vec::new(),
         cost: 0.0,
     }
 }

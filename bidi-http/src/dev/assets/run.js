@@ -99,7 +99,10 @@ export function runView(action) {
       case 'error': {
         const entry = log(errorBox(frame));
         entry.classList.add('refused');
-        if (frame.code === 'connection_failed' || frame.code === 'idle_timeout') {
+        if (frame.code === 'cancelled') {
+          over = true;
+          setState('cancelled', 'bad');
+        } else if (frame.code === 'connection_failed' || frame.code === 'idle_timeout') {
           over = true;
           setState('failed', 'bad');
         }
