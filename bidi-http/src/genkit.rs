@@ -16,17 +16,41 @@
 //!   `artifact` and `customPatch` (a custom agent's changes: the first patch of a turn
 //!   replaces the whole custom state, the next ones are RFC 6902 diffs) and one
 //!   `turnEnd {snapshotId, finishReason}`; the output is `{sessionId, snapshotId, message,
-//!   finishReason, error, artifacts}`, with `state` for a client-managed agent. A resume the
-//!   agent refuses is a failed turn (`finishReason: "failed"`, an `INVALID_ARGUMENT` error).
+//!   finishReason, error, artifacts}`, with `state` for a client-managed agent.
+//! - Errors, as Genkit's servers give them: a streamed request that is refused is answered
+//!   200, its failure in the stream's `error:` record (`{"error": {status, message,
+//!   details}}`), which is where Genkit's client reads the status; a request that is not
+//!   streamed gets the HTTP status and the same `{status, message}` in its body. An init that
+//!   does not fit the agent is `FAILED_PRECONDITION` (a `state` sent to an agent that keeps its
+//!   sessions, a `sessionId` or `snapshotId` sent to a client-managed one); a `snapshotId` of
+//!   another session than the init's `sessionId`, or one that is not resumable, is
+//!   `INVALID_ARGUMENT`; so is an id (`snapshotId`, `sessionId`, here and in `getSnapshot` and
+//!   `abort`) that is empty or longer than 256 bytes. Messages never quote an id whole: past
+//!   256 bytes they show its start and end. A resume the agent refuses (answers that do not
+//!   fit the calls the session waits for) is a failed turn, not a failed request:
+//!   `{finishReason: "failed", error: {status: "INVALID_ARGUMENT"}, sessionId, snapshotId}`,
+//!   naming the session and the snapshot it stays at.
+//! - Snapshots, as Genkit resumes them: only a `completed` snapshot is resumable; a
+//!   `snapshotId` naming a failed, aborted, pending or expired one is refused
+//!   (`INVALID_ARGUMENT`). A turn that fails writes a `failed` snapshot (its `turnEnd` names
+//!   it), but the output's `snapshotId` is the last completed snapshot before it (none if the
+//!   session's first turn failed), so that the client's next turn goes on from there. A
+//!   `sessionId` goes on from the session's latest snapshot if it completed, else from the
+//!   last completed one before it (a branch: the failed or aborted turn's messages are not in
+//!   the history); a session whose latest turn still runs is busy. A session's first snapshot
+//!   has no `parentId`: the empty snapshot the session was created with is not shown.
 //! - Durable streams, as Genkit's stream manager keeps them: a streamed answer carries the
 //!   header `x-genkit-stream-id`, the turn's snapshot id (for a client-managed agent, an id of
 //!   its own), and the turn runs to its end when its client goes away. The same POST with
 //!   that header (`streamFlow({url, streamId})`; the body is not read) answers the stream from
 //!   its first chunk, then the rest and the output (or the `error:` record), while the turn
-//!   runs in this process, or from another process sharing a store that keeps streams
-//!   (`PostgresStore`; then also for a minute after the turn), within the caller's identity
-//!   only; else 204, which Genkit's client reports as `NOT_FOUND: Stream not found.`. A stream
-//!   over 8 MiB is read by its first client only: a reconnection gets 410.
+//!   runs in this process and for five minutes after it ended (in at most 16 MiB for all the
+//!   streams that ended, the oldest forgotten first; see
+//!   [`Server::genkit_stream_retention`](crate::Server::genkit_stream_retention)),
+//!   or from another process sharing a store that keeps streams (`PostgresStore`; then also
+//!   for a minute after the turn), within the caller's identity only; else 204, which Genkit's
+//!   client reports as `NOT_FOUND: Stream not found.`. A stream over 8 MiB is read by its
+//!   first client only: a reconnection gets 410, and it is not kept after its end.
 //! - `POST /agent/{name}/genkit/getSnapshot`: `{"data": {"snapshotId"} | {"sessionId"}}` →
 //!   the snapshot (`{snapshotId, sessionId, parentId, createdAt, updatedAt, status,
 //!   finishReason, error, state: {sessionId, messages}}`), or `null`.
@@ -34,6 +58,7 @@
 //!   the status the snapshot had (none for a snapshot that does not exist); a pending one is
 //!   aborted, and its turn stops at its next lease renewal, in whichever process runs it.
 
+mod init;
 mod message;
 mod stream;
 
@@ -50,7 +75,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use bidi_agent::{AgentInit, AgentOutput};
+use bidi_agent::AgentOutput;
 use bidi_flow::text::cap;
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput};
 use bidi_session::{self as snapshot, Change, Scoped, SessionStore, Snapshot};
@@ -80,7 +105,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 struct Request {
     data: Input,
     #[serde(default)]
-    init: Option<Init>,
+    init: Option<init::Init>,
 }
 
 /// Genkit's `AgentInput`.
@@ -102,32 +127,6 @@ struct ResumeInput {
     respond: Option<Vec<Value>>,
     #[serde(default)]
     restart: Option<Vec<Value>>,
-}
-
-/// Genkit's `AgentInit`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Init {
-    #[serde(default)]
-    snapshot_id: Option<String>,
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    state: Option<Value>,
-}
-
-/// Genkit's `SessionState`, as a client that keeps it sends it back.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClientState {
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    messages: Vec<Value>,
-    #[serde(default)]
-    custom: Option<Value>,
-    #[serde(default)]
-    artifacts: Vec<Value>,
 }
 
 /// `{"data": {"snapshotId"} | {"sessionId"}}` and `{"data": {"snapshotId"}}`.
@@ -171,7 +170,8 @@ fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
 }
 
 /// `POST /agent/{name}/genkit`: one turn; or, with the header naming a stream, that stream
-/// again.
+/// again. A streamed turn that is refused is answered as Genkit's servers answer it: 200, and
+/// the failure as the stream's `error:` record.
 async fn run(
     State(shared): State<Arc<Shared>>,
     Served { agent, name }: Served,
@@ -187,25 +187,51 @@ async fn run(
         // stream is that request's answer.
         return stream::reconnect(&shared, agent, &name, identity, &id).await;
     }
-    let request: Request = codec::decode_object(&bytes)?;
+    let stream = wants_stream(&headers, query.as_deref());
+    match turn(&shared, (agent, &name), identity, stream, &bytes).await {
+        Err(failure) if stream => {
+            let mut buf = Vec::new();
+            codec::error_record(&failure, &mut buf);
+            Ok(crate::sse::response(Body::from(buf)))
+        }
+        answered => answered,
+    }
+}
+
+/// One turn of `agent` (served as `name`) for the request `bytes`, streamed or not.
+async fn turn(
+    shared: &Arc<Shared>,
+    (agent, name): (&LlmAgent, &str),
+    identity: Option<&Identity>,
+    stream: bool,
+    bytes: &[u8],
+) -> Result<Response, Failure> {
+    let request: Request = codec::decode_object(bytes)?;
     let client = agent.agent().is_client_managed();
-    let init = init(&name, client, request.init.unwrap_or_default())?;
+    let opened = init::open(agent, name, identity, request.init.unwrap_or_default()).await?;
     let detach = request.data.detach;
     if detach && client {
         return Err(precondition(
             format!(
                 "Cannot detach from agent `{}`: it keeps no sessions for a turn to finish in",
-                cap(&name)
+                cap(name)
             ),
             "/data/detach",
         ));
     }
     let input = input(request.data)?;
-    let stream = wants_stream(&headers, query.as_deref());
     if detach {
-        let encoder = Genkit::new(false, false);
-        let started =
-            agent::spawn(&shared, agent, init, input, identity, encoder, Detached).await?;
+        let encoder = Genkit::new(false, false, None);
+        let started = agent::spawn(
+            shared,
+            agent,
+            opened.init,
+            input,
+            identity,
+            encoder,
+            Detached,
+        )
+        .await?;
         let output = json!({
             "sessionId": started.session_id,
             "snapshotId": started.snapshot_id,
@@ -213,101 +239,36 @@ async fn run(
         });
         return Ok(answer(&output, stream));
     }
-    let encoder = Genkit::new(stream, client);
+    let encoder = Genkit::new(stream, client, opened.last_good.clone());
     let started = if stream {
-        let started = stream::start(&shared, agent, &name, (init, input), identity, encoder);
+        let turn = (opened.init, input);
+        let started = stream::start(shared, agent, name, turn, identity, encoder);
         started.await.map(|(id, body)| (Some(id), body))
     } else {
-        let started = agent::start(&shared, agent, init, input, identity, encoder);
+        let started = agent::start(shared, agent, opened.init, input, identity, encoder);
         started.await.map(|(_, body)| (None, body))
     };
     match started {
         Ok((Some(id), body)) => Ok(stream::response(&id, body)),
         Ok((None, body)) => Ok(json_response(body)),
         // The agent refused the input (answers that do not fit the calls the session waits
-        // for): a failed turn, as Genkit reports one, not a failed request.
+        // for): a failed turn, as Genkit reports one, not a failed request. The session stays
+        // where it was: the output names it, and the snapshot the client goes on from.
         Err(failure) if failure.code == Code::InvalidInput => {
-            let output = json!({
+            let mut output = json!({
                 "finishReason": "failed",
                 "error": { "status": "INVALID_ARGUMENT", "message": failure.message },
             });
+            if let Some(id) = opened.session_id {
+                output["sessionId"] = json!(id);
+            }
+            if let Some(id) = opened.last_good {
+                output["snapshotId"] = json!(id);
+            }
             Ok(answer(&output, stream))
         }
         Err(failure) => Err(failure),
     }
-}
-
-/// What the request's init opens: for an agent that keeps its sessions, a snapshot or a
-/// session by id; for one whose client keeps them (`client`), the client's state.
-fn init(name: &str, client: bool, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
-    if client {
-        return client_init(name, init);
-    }
-    if init.state.is_some() {
-        return Err(precondition(
-            format!(
-                "Cannot send 'state' to agent `{}`: it keeps its sessions; send a snapshotId or \
-                 a sessionId",
-                cap(name)
-            ),
-            "/init/state",
-        ));
-    }
-    let mut opened = AgentInit::new();
-    if let Some(id) = init.session_id {
-        opened = opened.session_id(id);
-    }
-    if let Some(id) = init.snapshot_id {
-        opened = opened.snapshot(id);
-    }
-    Ok(opened)
-}
-
-/// The init of an agent whose client keeps its state: that state, under its session id.
-fn client_init(name: &str, init: Init) -> Result<AgentInit<LlmSession>, Failure> {
-    let misuse = |field: &str| {
-        precondition(
-            format!(
-                "Cannot use '{field}' with agent `{}`: its client keeps its state; send the \
-                 `state` of its last output",
-                cap(name)
-            ),
-            &format!("/init/{field}"),
-        )
-    };
-    if init.session_id.is_some() {
-        return Err(misuse("sessionId"));
-    }
-    if init.snapshot_id.is_some() {
-        return Err(misuse("snapshotId"));
-    }
-    let Some(state) = init.state else {
-        return Ok(AgentInit::new());
-    };
-    let invalid = |message: String, path: &str| {
-        Failure::new(StatusCode::BAD_REQUEST, Code::InvalidInit, message).at(path)
-    };
-    let state: ClientState = serde_json::from_value(state)
-        .map_err(|error| invalid(format!("invalid state: {error}"), "/init/state"))?;
-    let artifacts = serde_json::from_value(Value::Array(state.artifacts)).map_err(|error| {
-        invalid(
-            format!("invalid artifacts: {error}"),
-            "/init/state/artifacts",
-        )
-    })?;
-    let messages = message::from_conversation(&state.messages)
-        .map_err(|reason| invalid(reason, "/init/state/messages"))?;
-    let session = LlmSession {
-        messages: messages.into(),
-        custom: state.custom.unwrap_or_default(),
-        artifacts,
-        ..LlmSession::default()
-    };
-    let opened = AgentInit::new().init(session);
-    Ok(match state.session_id {
-        Some(id) => opened.session_id(id),
-        None => opened,
-    })
 }
 
 /// The turn's input: a user message, or the responses to the calls the last turn stopped for.
@@ -379,10 +340,13 @@ struct Genkit {
     artifacts: Vec<bidi_agent::Artifact>,
     /// The custom state the last `customPatch` left the client with.
     custom: Option<Value>,
+    /// The completed snapshot the turn goes on from, if the client has seen it: a failed
+    /// turn's output names it, as the snapshot to go on from.
+    last_good: Option<String>,
 }
 
 impl Genkit {
-    fn new(stream: bool, client: bool) -> Self {
+    fn new(stream: bool, client: bool, last_good: Option<String>) -> Self {
         Self {
             stream,
             client,
@@ -396,6 +360,7 @@ impl Genkit {
             state: None,
             artifacts: Vec::new(),
             custom: None,
+            last_good,
         }
     }
 
@@ -424,7 +389,13 @@ impl Genkit {
             "sessionId": self.session_id,
             "finishReason": self.finish_reason(),
         });
-        if let Some(id) = self.snapshot_id.as_ref().filter(|_| !self.client) {
+        // A failed turn's snapshot is not resumable: the output names the one before it, the
+        // last completed, if the client has seen it.
+        let snapshot = match self.finish_reason() {
+            "failed" => self.last_good.as_ref(),
+            _ => self.snapshot_id.as_ref(),
+        };
+        if let Some(id) = snapshot.filter(|_| !self.client) {
             output["snapshotId"] = json!(id);
         }
         if let Some(state) = &self.state {
@@ -569,6 +540,14 @@ fn lookup(
     let agent = agent::agent(shared, kind, name)?;
     keeps_sessions(agent, name)?;
     let Lookup { data } = codec::decode_object(bytes)?;
+    let data = LookupData {
+        snapshot_id: (data.snapshot_id)
+            .map(|id| init::checked(id, "snapshotId", "/data/snapshotId"))
+            .transpose()?,
+        session_id: (data.session_id)
+            .map(|id| init::checked(id, "sessionId", "/data/sessionId"))
+            .transpose()?,
+    };
     Ok((data, agent::sessions_of(agent, identity)))
 }
 
@@ -603,7 +582,9 @@ fn view(snapshot: &Snapshot) -> Value {
         "updatedAt": crate::time::rfc3339(entry.updated_at),
         "status": entry.status.as_str(),
     });
-    if let Some(parent) = &entry.parent_id {
+    // A session's first turn follows the empty snapshot the session was created with, which
+    // no client saw: as in Genkit, a session's first snapshot has no parent.
+    if let Some(parent) = entry.parent_id.as_ref().filter(|_| entry.version > 2) {
         view["parentId"] = json!(parent);
     }
     if let Some(error) = &entry.error {

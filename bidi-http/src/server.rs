@@ -57,6 +57,9 @@ pub struct Server {
     /// Whether the router serves MCP at `/mcp`.
     #[cfg(feature = "mcp")]
     mcp: bool,
+    /// How Genkit streams that ended are kept for the clients that reconnect to them.
+    #[cfg(feature = "agents")]
+    genkit_retention: tee::Retention,
 }
 
 impl fmt::Debug for Server {
@@ -71,6 +74,8 @@ impl fmt::Debug for Server {
         debug.field("genkit_reflection", &self.reflection);
         #[cfg(feature = "mcp")]
         debug.field("mcp", &self.mcp);
+        #[cfg(feature = "agents")]
+        debug.field("genkit_stream_retention", &self.genkit_retention);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -103,6 +108,8 @@ impl Server {
             reflection: false,
             #[cfg(feature = "mcp")]
             mcp: false,
+            #[cfg(feature = "agents")]
+            genkit_retention: tee::Retention::GENKIT,
         }
     }
 
@@ -332,6 +339,18 @@ impl Server {
         self
     }
 
+    /// How long a Genkit stream that ended (a streamed turn on `/agent/{name}/genkit`) can
+    /// still be read again with its `x-genkit-stream-id`, and how many bytes such streams
+    /// hold at most, in all (default five minutes, as Genkit's stream manager keeps them, and
+    /// 16 MiB). Past its time a stream is forgotten; past the bytes, the oldest are forgotten
+    /// first. A reconnection then gets 204 (`NOT_FOUND: Stream not found.` to Genkit's
+    /// client). A zero time or size keeps none: a stream is forgotten when its turn ends.
+    #[cfg(feature = "agents")]
+    pub fn genkit_stream_retention(mut self, time: Duration, bytes: usize) -> Self {
+        self.genkit_retention = tee::Retention { time, bytes };
+        self
+    }
+
     /// The address [`bind`](Self::bind) binds (default [`DEFAULT_ADDR`], `127.0.0.1:8080`).
     /// Anything but a loopback address serves other machines: put authentication in front.
     pub fn addr(mut self, addr: SocketAddr) -> Self {
@@ -382,7 +401,10 @@ impl Server {
             #[cfg(feature = "ui-stream")]
             chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
             #[cfg(feature = "agents")]
-            genkit: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+            genkit: Arc::new(tee::Tees::with_retention(
+                Arc::clone(&kept),
+                self.genkit_retention,
+            )),
             #[cfg(feature = "dev-ui")]
             dev: self.dev,
         });

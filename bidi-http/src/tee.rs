@@ -1,19 +1,23 @@
 //! A running answer written to every client reading it, and kept for the clients that come
 //! back to it while it streams: the UI message stream's chat answers (keyed by chat) and
 //! Genkit's durable streams (keyed by stream id) are both a [`Tee`] registered in a [`Tees`]
-//! of their wire's key. [`relay`] carries an answer to the clients of other processes.
+//! of their wire's key. Tees with a [`Retention`] (Genkit's) also keep an answer that ended,
+//! for a while and within a bound of bytes, for the clients that come back a moment late.
+//! [`relay`] carries an answer to the clients of other processes.
 
 pub(crate) mod relay;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use futures_util::future::select_all;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use bidi_serve::{Closed, Sink};
 use relay::Publisher;
@@ -70,11 +74,49 @@ impl Budget {
     }
 }
 
+/// How long, and within how many bytes in all, the answers that ended are kept for the
+/// clients that come back to them: past either, the oldest are forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retention {
+    /// How long after its end an answer is kept.
+    pub(crate) time: Duration,
+    /// How many bytes the answers kept after their end hold at most, in all.
+    pub(crate) bytes: usize,
+}
+
+impl Retention {
+    /// Genkit's stream manager keeps a finished stream five minutes; in at most 16 MiB.
+    pub(crate) const GENKIT: Self = Self {
+        time: Duration::from_secs(300),
+        bytes: 16 << 20,
+    };
+}
+
 /// The answers of one wire streaming in this process, by key.
 #[derive(Debug)]
 pub(crate) struct Tees<K> {
     streams: Mutex<HashMap<K, Arc<Stream<K>>>>,
     budget: Arc<Budget>,
+    /// How the answers that ended are kept; `None`: they are forgotten at their end.
+    retention: Option<Retention>,
+    /// The answers that ended and are kept, oldest first.
+    ended: Mutex<Ended<K>>,
+}
+
+/// The answers kept after their end, in the order they ended, and the bytes they hold.
+#[derive(Debug)]
+struct Ended<K> {
+    answers: VecDeque<(K, Arc<Stream<K>>)>,
+    bytes: usize,
+}
+
+impl<K> Default for Ended<K> {
+    fn default() -> Self {
+        Self {
+            answers: VecDeque::new(),
+            bytes: 0,
+        }
+    }
 }
 
 /// One answer being streamed, and its readers.
@@ -95,8 +137,10 @@ struct Tally {
     len: usize,
     /// Where the writes go, one sender per reader.
     readers: Vec<mpsc::Sender<Bytes>>,
-    /// The answer ended: nobody new attaches.
+    /// The answer ended: nobody new attaches, unless it is kept (`ended`).
     over: bool,
+    /// When the answer ended, if its writes are kept after its end.
+    ended: Option<Instant>,
 }
 
 /// What a client coming back to an answer finds.
@@ -136,6 +180,12 @@ impl Reader {
         Self { writes }
     }
 
+    /// The reader of an answer that ended: nothing more comes.
+    fn ended() -> Self {
+        let (_, writes) = mpsc::channel(1);
+        Self { writes }
+    }
+
     async fn recv(&mut self) -> Option<Bytes> {
         self.writes.recv().await
     }
@@ -155,34 +205,63 @@ impl Reader {
 }
 
 impl<K: Key> Tees<K> {
-    /// No answers yet; what they keep counts in `budget`.
+    /// No answers yet; what they keep counts in `budget`. An answer is forgotten at its end.
     pub(crate) fn new(budget: Arc<Budget>) -> Self {
         Self {
             streams: Mutex::default(),
             budget,
+            retention: None,
+            ended: Mutex::default(),
         }
     }
 
-    /// Registers `tee`'s answer under `key`, unless it is over already. An answer registered
-    /// under `key` before is over (a chat's session runs one answer at a time): it is replaced.
+    /// [`new`](Self::new), keeping the answers that ended as `retention` says (none if its
+    /// time or its bytes are zero).
+    pub(crate) fn with_retention(budget: Arc<Budget>, retention: Retention) -> Self {
+        let kept = !retention.time.is_zero() && retention.bytes > 0;
+        Self {
+            retention: kept.then_some(retention),
+            ..Self::new(budget)
+        }
+    }
+
+    /// Registers `tee`'s answer under `key`, unless it is over already (and not kept). An
+    /// answer registered under `key` before is over (a chat's session runs one answer at a
+    /// time): it is replaced.
     pub(crate) fn insert(&self, key: K, tee: &Arc<Stream<K>>) {
-        let mut streams = lock(&self.streams);
-        if !lock(&tee.state).over {
+        let kept = {
+            let mut streams = lock(&self.streams);
+            let state = lock(&tee.state);
+            if state.over && state.ended.is_none() {
+                return;
+            }
             // Set under the answer's lock, so that its end (which reads it after setting
             // `over`) finds it.
             let _ = tee.key.set(key.clone());
-            streams.insert(key, Arc::clone(tee));
+            streams.insert(key.clone(), Arc::clone(tee));
+            state.over
+        };
+        if kept {
+            // It ended before it was registered: kept from now.
+            self.keep(key, tee);
         }
     }
 
-    /// A new reader of the answer `key` names.
+    /// A new reader of the answer `key` names: while it streams, or, once it ended, while it
+    /// is kept.
     pub(crate) fn attach(&self, key: &K) -> Attached {
+        self.forget_expired();
         let Some(stream) = lock(&self.streams).get(key).cloned() else {
             return Attached::Nothing;
         };
         let mut state = lock(&stream.state);
         if state.over {
-            return Attached::Nothing;
+            return match (&state.written, state.ended) {
+                (Some(written), Some(_)) => {
+                    Attached::Reader(Bytes::copy_from_slice(written), Reader::ended())
+                }
+                _ => Attached::Nothing,
+            };
         }
         let Some(written) = state.written.as_deref().map(Bytes::copy_from_slice) else {
             return Attached::TooLong;
@@ -200,6 +279,57 @@ impl<K: Key> Tees<K> {
         {
             streams.remove(key);
         }
+    }
+
+    /// Keeps `stream`, the answer of `key` that ended with its writes, for the retention's
+    /// time: the oldest answers kept are forgotten while the kept ones hold more than its
+    /// bytes.
+    fn keep(&self, key: K, stream: &Arc<Stream<K>>) {
+        let Some(retention) = self.retention else {
+            self.remove(&key, stream);
+            return;
+        };
+        let len = lock(&stream.state).written.as_ref().map_or(0, Vec::len);
+        // Those whose time is up first, then the oldest while they hold too much. No task
+        // watches the time: what expired is forgotten here and when a client asks, and holds
+        // at most the retention's bytes meanwhile.
+        self.forget_expired();
+        let mut ended = lock(&self.ended);
+        ended.bytes += len;
+        ended.answers.push_back((key, Arc::clone(stream)));
+        while ended.bytes > retention.bytes {
+            let Some((key, oldest)) = ended.answers.pop_front() else {
+                break;
+            };
+            ended.bytes -= self.forget(&key, &oldest);
+        }
+    }
+
+    /// Forgets the kept answers whose time is up.
+    fn forget_expired(&self) {
+        let Some(retention) = self.retention else {
+            return;
+        };
+        let mut ended = lock(&self.ended);
+        while let Some((key, oldest)) = ended.answers.front() {
+            let expired = lock(&oldest.state)
+                .ended
+                .is_none_or(|at| at.elapsed() >= retention.time);
+            if !expired {
+                break;
+            }
+            let (key, oldest) = (key.clone(), Arc::clone(oldest));
+            ended.answers.pop_front();
+            ended.bytes -= self.forget(&key, &oldest);
+        }
+    }
+
+    /// Forgets `stream`, a kept answer of `key`: the bytes it held.
+    fn forget(&self, key: &K, stream: &Arc<Stream<K>>) -> usize {
+        self.remove(key, stream);
+        let mut state = lock(&stream.state);
+        state.ended = None;
+        state.written.take().map_or(0, |written| written.len())
     }
 
     /// How many answers are registered.
@@ -356,16 +486,32 @@ impl<K: Key> Sink<Vec<u8>> for Tee<K> {
 
 impl<K: Key> Drop for Tee<K> {
     fn drop(&mut self) {
-        {
+        let (kept, key) = {
             let mut state = lock(&self.stream.state);
             state.over = true;
-            if let Some(written) = state.written.take() {
+            // Read under the answer's lock, as `insert` sets it: either it was registered
+            // before, or `insert` finds it over.
+            let key = self.stream.key.get().cloned();
+            state.readers.clear();
+            let written = state.written.take();
+            if let Some(written) = &written {
                 self.tees.budget.release(written.len());
             }
-            state.readers.clear();
-        }
-        if let Some(key) = self.stream.key.get() {
-            self.tees.remove(key, &self.stream);
+            // Kept after its end, out of the budget of the answers that stream.
+            match (written, self.tees.retention) {
+                (Some(written), Some(retention)) if written.len() <= retention.bytes => {
+                    state.written = Some(written);
+                    state.ended = Some(Instant::now());
+                    (true, key)
+                }
+                _ => (false, key),
+            }
+        };
+        match key {
+            Some(key) if kept => self.tees.keep(key, &self.stream),
+            Some(key) => self.tees.remove(&key, &self.stream),
+            // Not registered yet: `insert` keeps it, or nobody does.
+            None => {}
         }
     }
 }
@@ -712,5 +858,106 @@ mod tests {
         assert_eq!(shared.genkit.budget.kept.load(Ordering::Acquire), 0);
         assert_eq!(one.await.unwrap(), b"123456");
         assert_eq!(two.await.unwrap(), b"abcdef");
+    }
+
+    /// Genkit streams with a retention of `time` and `bytes`, under a roomy budget.
+    fn retained(time: Duration, bytes: usize) -> Arc<Tees<StreamKey>> {
+        let retention = Retention { time, bytes };
+        Arc::new(Tees::with_retention(
+            Arc::new(Budget::new(KEPT_BYTES)),
+            retention,
+        ))
+    }
+
+    /// A registered Genkit stream `id` of `tees` that wrote `bytes` and ended.
+    async fn ended(tees: &Arc<Tees<StreamKey>>, id: &str, bytes: &'static [u8]) {
+        let (tee, first) = Tee::new(Arc::clone(tees), None);
+        tees.insert(StreamKey::new(None, "helper", id), &tee.stream);
+        let first = read_all(first);
+        tee.send(Bytes::from_static(bytes)).await.unwrap();
+        drop(tee);
+        assert_eq!(first.await.unwrap(), bytes);
+    }
+
+    /// What a client coming back to stream `id` reads: all of it, and its end, or `None`.
+    async fn replayed(tees: &Tees<StreamKey>, id: &str) -> Option<Vec<u8>> {
+        match tees.attach(&StreamKey::new(None, "helper", id)) {
+            Attached::Reader(written, rest) => {
+                let mut all = written.to_vec();
+                all.extend(read_all(rest).await.unwrap());
+                Some(all)
+            }
+            Attached::Nothing => None,
+            Attached::TooLong => panic!("too long"),
+        }
+    }
+
+    /// A stream that ended is read again whole, for its retention's time; then it is
+    /// forgotten.
+    #[tokio::test(start_paused = true)]
+    async fn an_ended_stream_is_replayed_for_its_time_then_forgotten() {
+        let tees = retained(Duration::from_secs(60), 1024);
+        ended(&tees, "s-1", b"data: 1\n\n").await;
+        assert_eq!(replayed(&tees, "s-1").await.unwrap(), b"data: 1\n\n");
+        assert_eq!(replayed(&tees, "s-1").await.unwrap(), b"data: 1\n\n");
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(
+            replayed(&tees, "s-1").await,
+            None,
+            "forgotten past its time"
+        );
+        assert_eq!(tees.len(), 0);
+        assert_eq!(lock(&tees.ended).bytes, 0);
+    }
+
+    /// The streams kept after their end hold at most the retention's bytes: the oldest are
+    /// forgotten first. A stream larger than that is not kept at all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ended_streams_keep_at_most_the_retention_bytes_the_oldest_forgotten_first() {
+        let tees = retained(Duration::from_secs(3600), 10);
+        ended(&tees, "one", b"1234").await;
+        ended(&tees, "two", b"5678").await;
+        assert_eq!(lock(&tees.ended).bytes, 8);
+        ended(&tees, "three", b"90").await;
+        assert_eq!(lock(&tees.ended).bytes, 10);
+        ended(&tees, "four", b"ab").await;
+        assert_eq!(
+            replayed(&tees, "one").await,
+            None,
+            "the oldest is forgotten"
+        );
+        assert_eq!(replayed(&tees, "two").await.unwrap(), b"5678");
+        assert_eq!(replayed(&tees, "four").await.unwrap(), b"ab");
+        assert_eq!(lock(&tees.ended).bytes, 8);
+        ended(&tees, "huge", b"01234567890").await;
+        assert_eq!(
+            replayed(&tees, "huge").await,
+            None,
+            "over the bytes: not kept"
+        );
+        assert_eq!(replayed(&tees, "two").await.unwrap(), b"5678");
+    }
+
+    /// A stream that ended before it was registered (a turn over at once) is kept too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_over_before_it_is_registered_is_kept() {
+        let tees = retained(Duration::from_secs(3600), 1024);
+        let (tee, first) = Tee::new(Arc::clone(&tees), None);
+        let first = read_all(first);
+        tee.send(Bytes::from_static(b"all")).await.unwrap();
+        let stream = Arc::clone(&tee.stream);
+        drop(tee);
+        assert_eq!(first.await.unwrap(), b"all");
+        tees.insert(StreamKey::new(None, "helper", "late"), &stream);
+        assert_eq!(replayed(&tees, "late").await.unwrap(), b"all");
+    }
+
+    /// Without a retention (the chats'), or with a zero one, a stream is forgotten at its end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_a_retention_an_ended_stream_is_forgotten() {
+        let tees = retained(Duration::ZERO, 1024);
+        ended(&tees, "s", b"x").await;
+        assert_eq!(replayed(&tees, "s").await, None);
+        assert_eq!(tees.len(), 0);
     }
 }

@@ -10,13 +10,16 @@
 // Each check names the cases of Genkit's agent conformance spec (tests/specs/agent.yaml in the
 // genkit repository) it covers, in brackets.
 //
+// Refusals reach the client as Genkit's servers send them (a streamed request answered 200, its
+// failure in an `error:` record), so that its `AgentError` carries the spec's status.
+//
 // What the client does (node_modules/@genkit-ai/ai/lib/agent-core.js, genkit/lib/client):
 // `chat.send` streams a turn with `{data: {message}, init: {snapshotId} | {}}` and keeps the
 // output's `snapshotId` for the next turn; `detach` sends `detach: true` and expects a
 // `snapshotId` at once; `getSnapshot` and `abort` POST `{data: {...}}` to `${url}/getSnapshot`
 // and `${url}/abort` and read `result`.
 
-import { remoteAgent } from 'genkit/beta/client';
+import { remoteAgent, streamFlow } from 'genkit/beta/client';
 import { assert, assertJson, check, rejects, run } from './harness.mjs';
 
 const roles = (snapshot) => snapshot.state.messages.map((m) => m.role);
@@ -36,6 +39,8 @@ await run(async (base) => {
     assert(response.snapshotId, () => `no snapshotId: ${JSON.stringify(response.raw)}`);
     assert(response.sessionId, () => `no sessionId: ${JSON.stringify(response.raw)}`);
     first = { chat, snapshotId: response.snapshotId, sessionId: response.sessionId };
+    const snapshot = await agent.getSnapshot(response.snapshotId);
+    assertJson(snapshot.parentId, undefined, 'the first snapshot has no parent');
   });
 
   await check('[spec: streaming model chunks] stream: the answer streams in chunks, then the next snapshot follows the first', async () => {
@@ -93,18 +98,16 @@ await run(async (base) => {
     const aborted = await task.wait({ intervalMs: 100 });
     assertJson(aborted.status, 'aborted', 'status after the abort');
     assertJson(await agent.abort(task.snapshotId), 'aborted', 'aborting again changes nothing');
-    // The turn winds down at its next lease renewal; then the session takes the next turn.
-    let response;
-    for (let attempt = 0; attempt < 100; attempt += 1) {
-      try {
-        response = await chat.send('after');
-        break;
-      } catch (error) {
-        assert(/busy|running/.test(error.message), () => `unexpected: ${error.message}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
-    assertJson(response?.text, 'echo: after', 'the next turn');
+    // An aborted snapshot is not resumable; the session goes on from its last completed one.
+    assertJson(chat.snapshotId, task.snapshotId, 'the chat is at the aborted snapshot');
+    const refused = await rejects(chat.send('after'), 'resuming an aborted snapshot');
+    assertJson(refused.status, 'INVALID_ARGUMENT', 'status');
+    assert(/not resumable/.test(refused.message), () => refused.message);
+    const response = await agent.chat({ sessionId: aborted.sessionId }).send('after');
+    assertJson(response.text, 'echo: after', 'the next turn');
+    const after = await agent.getSnapshot(response.snapshotId);
+    assertJson(texts(after), ['after', 'echo: after'], 'the aborted turn is not in the history');
+    assertJson(after.parentId, undefined, 'it follows no snapshot the client saw');
   });
 
   await check('[spec: detach and background completion] detach: the turn finishes in the background and its snapshot completes', async () => {
@@ -121,6 +124,38 @@ await run(async (base) => {
     assertJson(failed.status, 'failed', 'status');
     assertJson(failed.finishReason, 'failed', 'finishReason');
     assert(/intentional failure/.test(failed.error?.message), () => JSON.stringify(failed.error));
+    const error = await rejects(agent.chat({ snapshotId: task.snapshotId }).send('again'), 'resume');
+    assertJson(error.status, 'INVALID_ARGUMENT', 'a failed snapshot is not resumable');
+    assert(/not resumable/.test(error.message), () => error.message);
+  });
+
+  await check('[spec: failed turn returns the last good snapshot; resume by sessionId after a failure] a failed turn: the chat and the session go on from the last completed snapshot', async () => {
+    const chat = agent.chat();
+    const good = await chat.send('hello');
+    const error = await rejects(chat.send('fail'), 'a failed turn');
+    assertJson(error.response.finishReason, 'failed', 'finishReason');
+    assertJson(error.snapshotId, good.snapshotId, 'the output names the last completed snapshot');
+    const failed = await agent.getSnapshot({ sessionId: good.sessionId });
+    assertJson(failed.status, 'failed', 'the failed turn has its snapshot');
+    assertJson(failed.parentId, good.snapshotId, 'after the last completed one');
+    const bySession = await agent.chat({ sessionId: good.sessionId }).send('by session');
+    const resumed = await agent.getSnapshot(bySession.snapshotId);
+    assertJson(resumed.parentId, good.snapshotId, 'the session goes on from the completed snapshot');
+    assertJson(texts(resumed), ['hello', 'echo: hello', 'by session', 'echo: by session'], 'texts');
+    const next = await chat.send('next');
+    assertJson(texts(await agent.getSnapshot(next.snapshotId)), ['hello', 'echo: hello', 'next', 'echo: next'], 'the chat goes on from there too');
+  });
+
+  await check('[spec: respond referencing non-existent tool rejected] a resume that does not fit fails the turn, naming the session and the snapshot it stays at', async () => {
+    const chat = agent.chat();
+    const good = await chat.send('hello');
+    const forged = { toolResponse: { name: 'fakeTool', ref: 'fake-ref', output: 'hacked' } };
+    const error = await rejects(chat.resume({ respond: [forged] }), 'a forged resume');
+    assertJson(error.status, 'INVALID_ARGUMENT', 'status');
+    assertJson(error.response.finishReason, 'failed', 'finishReason');
+    assertJson(error.response.sessionId, good.sessionId, 'sessionId');
+    assertJson(error.snapshotId, good.snapshotId, 'snapshotId');
+    assertJson((await chat.send('still here')).text, 'echo: still here', 'the chat goes on');
   });
 
   await check('[spec: abort completed agent; abort non-existent snapshot] abort of a completed snapshot leaves it completed; of an unknown one, no status', async () => {
@@ -156,6 +191,28 @@ await run(async (base) => {
   await check('[spec: server-managed agent rejects init state] a client-managed state sent to this server-managed agent is refused', async () => {
     const chat = agent.chat({ state: { messages: [], custom: { x: 1 } } });
     const error = await rejects(chat.send('hi'), 'init state');
+    assertJson(error.status, 'FAILED_PRECONDITION', 'status');
     assert(/Cannot send 'state'/.test(error.message), () => error.message);
+  });
+
+  await check('[spec: client-managed agent rejects sessionId] a session id sent to a client-managed agent is refused', async () => {
+    const tally = remoteAgent({ url: `${base}/agent/tally/genkit` });
+    const chat = tally.chat({ sessionId: '44444444-4444-4444-8444-444444444444' });
+    const error = await rejects(chat.send('hi'), 'init sessionId');
+    assertJson(error.status, 'FAILED_PRECONDITION', 'status');
+    assert(/Cannot use 'sessionId'/.test(error.message), () => error.message);
+  });
+
+  await check('[spec: snapshotId with mismatched sessionId rejected] a snapshot of another session is refused', async () => {
+    // A chat sends a snapshotId or a sessionId, never both: this is the transport remoteAgent
+    // runs a turn with (streamFlow), and the status as its chat reads it from the error.
+    const turn = streamFlow({
+      url: `${base}/agent/echo/genkit`,
+      input: { message: { role: 'user', content: [{ text: 'hi' }] } },
+      init: { snapshotId: first.snapshotId, sessionId: '99999999-9999-4999-8999-999999999999' },
+    });
+    const error = await rejects(turn.output, 'a snapshot of another session');
+    assertJson(/^([A-Z_]+):/.exec(error.message)?.[1], 'INVALID_ARGUMENT', 'status');
+    assert(/does not belong to session/.test(error.message), () => error.message);
   });
 });

@@ -2,7 +2,8 @@
 // (`streamFlow` from `genkit/beta/client` 1.42.0): a streamed turn's answer carries
 // `x-genkit-stream-id`; a client that lost its connection sends the id back
 // (`streamFlow({url, streamId})`) and reads the stream again from its first chunk, then the
-// rest and the output; an id the server does not know is `NOT_FOUND: Stream not found.` (204).
+// rest and the output, while the turn runs and for a while after it ended; an id the server
+// does not know is `NOT_FOUND: Stream not found.` (204).
 // Usage: node genkit_stream.mjs <baseUrl>
 //
 // The server serves /agent/gated/genkit (its sessions in the server's store) and
@@ -74,7 +75,7 @@ await run(async (base) => {
     assertJson(output.snapshotId, lost.streamId, 'the output of that turn, not a new one');
   });
 
-  await check('an unknown stream id, or that of a stream over in a process whose store keeps no streams: NOT_FOUND: Stream not found.', async () => {
+  await check('an unknown stream id: NOT_FOUND: Stream not found.; a stream that ended is read again whole, as Genkit\'s stream manager keeps it', async () => {
     const url = `${base}/agent/gated/genkit`;
     const unknown = streamFlow({ url, streamId: 'no-such-stream', headers: { 'x-user': 'alice' } });
     assertJson(await unknown.streamId, null, 'no stream id on a 204');
@@ -82,8 +83,16 @@ await run(async (base) => {
     assertJson(error.message, 'NOT_FOUND: Stream not found.', 'the client\'s error');
     assert(finished, 'the first check ran');
     const over = streamFlow({ url, streamId: finished.streamId, headers: finished.headers });
-    const gone = await rejects(over.output, 'a stream that is over');
-    assertJson(gone.message, 'NOT_FOUND: Stream not found.', 'the client\'s error');
+    assertJson(await over.streamId, finished.streamId, 'the stream id of the replayed answer');
+    const chunks = [];
+    for await (const chunk of over.stream) chunks.push(chunk);
+    const output = await over.output;
+    assertJson(chunks[0], finished.head, 'from its first chunk');
+    assertJson(chunks.map(text).join(''), 'first second', 'the streamed text');
+    assertJson(output.snapshotId, finished.streamId, 'its output');
+    const bob = streamFlow({ url, streamId: finished.streamId, headers: { 'x-user': 'bob' } });
+    const hidden = await rejects(bob.output, 'another identity');
+    assertJson(hidden.message, 'NOT_FOUND: Stream not found.', 'never to another identity');
   });
 
   await check('another identity never reads a stream: NOT_FOUND; its own identity does', async () => {

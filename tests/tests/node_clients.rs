@@ -142,7 +142,7 @@ async fn genkit_remote_agent_drives_an_agent() {
     let addr = tests::http::serve(Server::new(Registry::new()).agent(&echo).agent(&tally)).await;
     client("genkit_agent.mjs", vec![format!("http://{addr}")])
         .await
-        .assert_passed(11);
+        .assert_passed(15);
 }
 
 /// Answers "first ", then waits for the gate to open, then "second".
