@@ -15,11 +15,11 @@
 //!   its JSON as text for clients that read only the content (an output that is not an object
 //!   after all, from a `Serialize` that disagrees with its schema, is the call's error). A flow
 //!   with another output (a string, a number, a list, an `Option` of a struct, `()`) has no
-//!   `outputSchema`: its result is the output's JSON as text, and `structuredContent` only when
-//!   the output is an object all the same (a `serde_json::Value` output, say). Both schemas
-//!   leave out the integer formats of Rust's types (`uint32`, `int8`: no JSON Schema format,
-//!   which a strict validator such as the MCP SDKs' Ajv refuses), an unsigned one's
-//!   `minimum: 0` kept.
+//!   `outputSchema`: its result is text, a string output as it is (no JSON quotes), any other
+//!   as its JSON, and `structuredContent` only when the output is an object all the same (a
+//!   `serde_json::Value` output, say). Both schemas leave out the integer formats of Rust's
+//!   types (`uint32`, `int8`: no JSON Schema format, which a strict validator such as the MCP
+//!   SDKs' Ajv refuses), an unsigned one's `minimum: 0` kept.
 //! - An **agent** (added with [`McpServer::agent`], or with
 //!   [`Server::agent`](crate::Server::agent) for [`Server::mcp`](crate::Server::mcp)) is a tool
 //!   taking `{"message": string, "sessionId"?: string}`: it answers `{"text": string,
@@ -34,7 +34,10 @@
 //!   a client that goes away.
 //! - A flow or agent that fails answers a tool result with `isError: true` and its message;
 //!   arguments the flow refuses are the JSON-RPC error `-32602` (invalid params) naming where,
-//!   and so is an unknown tool.
+//!   and so is an unknown tool, and so are params that do not fit `tools/call` or `tools/list`
+//!   (`arguments` that are not an object, say: the error names `/arguments`). The server
+//!   serves tools only: any other method (`resources/list`, `prompts/list`,
+//!   `completion/complete`...) is `-32601` (method not found).
 //!
 //! Over stdio, as a program an MCP host starts:
 //!
@@ -69,10 +72,37 @@
 //! `127.0.0.1`, `::1`), which keeps web pages from reaching a local server by DNS rebinding;
 //! a server others reach by its own name mounts [`McpServer::http_with`] with a
 //! [`StreamableHttpServerConfig`] listing its hosts.
+//!
+//! ## Sessions over HTTP
+//!
+//! An `initialize` opens a session (its `Mcp-Session-Id`), kept in the server's memory:
+//!
+//! - **It belongs to the identity that opened it** (the request's [`Identity`], set by
+//!   [`Server::auth`](crate::Server::auth) or a layer; none on a server without identities).
+//!   A request naming a session of another identity is answered as one naming a session the
+//!   server does not know: HTTP 404 with the JSON-RPC error `-32001` (`session not found`),
+//!   whatever it is (a call, a cancellation, the SSE stream of a `GET`, a `DELETE`). It is
+//!   never served, cancels nothing and deletes nothing; the calls of a session run as its
+//!   identity.
+//! - **They are capped**: a server keeps at most [`McpServer::max_sessions`] open (default
+//!   [`DEFAULT_MAX_SESSIONS`]; each holds about 60 KiB). Past it, an `initialize` is answered
+//!   HTTP 503 with a `Retry-After` (seconds) and the JSON-RPC error `-32000` saying so, until
+//!   a session ends.
+//! - **A session ends** when its client deletes it (an HTTP `DELETE` naming it), or when no
+//!   message has gone either way for [`McpServer::session_idle_timeout`] (default
+//!   [`DEFAULT_SESSION_IDLE_TIMEOUT`], five minutes; an open SSE stream alone does not keep it
+//!   alive). A request naming it after that is answered 404, and the client initializes
+//!   again.
+//!
+//! Requests it cannot read are answered in JSON-RPC's terms, HTTP 400 with an error body: a
+//! body that is not JSON is `-32700` (parse error), JSON that is not a JSON-RPC message (an
+//! object without `jsonrpc` and `method`, a batch) is `-32600` (invalid request). A body
+//! larger than the endpoint takes is answered 413.
 
 #[cfg(feature = "agents")]
 mod agent;
 mod flow;
+mod http;
 mod tools;
 
 #[cfg(feature = "agents")]
@@ -80,17 +110,18 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bidi_flow::Registry;
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{Peer, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 
 pub use rmcp::transport::streamable_http_server::{
@@ -99,10 +130,19 @@ pub use rmcp::transport::streamable_http_server::{
 
 use crate::Identity;
 use flow::FlowCall;
+pub use http::McpHttpService;
 use tools::{Named, Target};
 
 /// The cancel cause of a call its MCP client cancelled.
 const CANCELLED: &str = "the MCP client cancelled the call";
+
+/// How many MCP sessions a server keeps open at once, unless told otherwise
+/// ([`McpServer::max_sessions`]).
+pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
+
+/// How long an MCP session lives with no message either way, unless told otherwise
+/// ([`McpServer::session_idle_timeout`]): five minutes.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// An MCP server over a [`Registry`] (and agents): see the [module](self).
 ///
@@ -113,6 +153,24 @@ pub struct McpServer {
     agents: Arc<HashMap<String, LlmAgent>>,
     /// The session's tools by name.
     named: Named,
+    /// The cap and the idle lifetime of the HTTP endpoint's sessions.
+    sessions: SessionLimits,
+}
+
+/// The cap and the idle lifetime of an HTTP endpoint's sessions.
+#[derive(Debug, Clone, Copy)]
+struct SessionLimits {
+    max: usize,
+    idle_timeout: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max: DEFAULT_MAX_SESSIONS,
+            idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+        }
+    }
 }
 
 impl Clone for McpServer {
@@ -122,6 +180,7 @@ impl Clone for McpServer {
             #[cfg(feature = "agents")]
             agents: Arc::clone(&self.agents),
             named: Named::default(),
+            sessions: self.sessions,
         }
     }
 }
@@ -132,7 +191,10 @@ impl fmt::Debug for McpServer {
         debug.field("registry", &self.registry);
         #[cfg(feature = "agents")]
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
-        debug.finish()
+        debug
+            .field("max_sessions", &self.sessions.max)
+            .field("session_idle_timeout", &self.sessions.idle_timeout)
+            .finish()
     }
 }
 
@@ -145,6 +207,7 @@ impl McpServer {
             #[cfg(feature = "agents")]
             agents: Arc::default(),
             named: Named::default(),
+            sessions: SessionLimits::default(),
         }
     }
 
@@ -156,13 +219,34 @@ impl McpServer {
         self
     }
 
+    /// Serves `agents` too, beside those it has (an agent of the same name stays).
     #[cfg(feature = "agents")]
-    pub(crate) fn with_agents(registry: Registry, agents: HashMap<String, LlmAgent>) -> Self {
-        Self {
-            registry,
-            agents: Arc::new(agents),
-            named: Named::default(),
+    pub(crate) fn with_agents(mut self, agents: &HashMap<String, LlmAgent>) -> Self {
+        let own = Arc::make_mut(&mut self.agents);
+        for (name, agent) in agents {
+            own.entry(name.clone()).or_insert_with(|| agent.clone());
         }
+        self
+    }
+
+    /// How many sessions the HTTP endpoint keeps open at once (default
+    /// [`DEFAULT_MAX_SESSIONS`]): past it, an `initialize` is refused with HTTP 503, a
+    /// `Retry-After` and a JSON-RPC error (`-32000`), until a session ends (its client deletes
+    /// it, or it stays idle for the [idle timeout](Self::session_idle_timeout)). Each open
+    /// session holds about 60 KiB.
+    #[must_use]
+    pub fn max_sessions(mut self, max: usize) -> Self {
+        self.sessions.max = max;
+        self
+    }
+
+    /// How long a session of the HTTP endpoint lives with no message either way (default
+    /// [`DEFAULT_SESSION_IDLE_TIMEOUT`], five minutes); then it ends, and a request naming it
+    /// is answered 404, as for any session the server does not know.
+    #[must_use]
+    pub fn session_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.sessions.idle_timeout = timeout;
+        self
     }
 
     /// Serves one MCP client on this process's stdin and stdout until it goes away.
@@ -188,18 +272,17 @@ impl McpServer {
     /// [`Server::mcp`](crate::Server::mcp) does at `/mcp`), with rmcp's defaults: sessions
     /// kept in memory, loopback hosts only.
     #[must_use]
-    pub fn http(self) -> StreamableHttpService<Self, LocalSessionManager> {
+    pub fn http(self) -> McpHttpService {
         self.http_with(StreamableHttpServerConfig::default())
     }
 
-    /// [`http`](Self::http) with `config`: the hosts and origins it answers, keep-alives,
-    /// sessions.
+    /// [`http`](Self::http) with `config`: the hosts and origins it answers, SSE keep-alives,
+    /// the largest body. Sessions are kept in this process's memory: a
+    /// [`session_store`](StreamableHttpServerConfig::session_store) is not used, since a
+    /// session restored from it would belong to no identity here.
     #[must_use]
-    pub fn http_with(
-        self,
-        config: StreamableHttpServerConfig,
-    ) -> StreamableHttpService<Self, LocalSessionManager> {
-        StreamableHttpService::new(move || Ok(self.clone()), Arc::default(), config)
+    pub fn http_with(self, config: StreamableHttpServerConfig) -> McpHttpService {
+        McpHttpService::new(self, config)
     }
 }
 
@@ -242,10 +325,69 @@ impl Progress {
     }
 }
 
+/// `-32601` (method not found): `method` is not one this server serves.
+fn not_served(method: &str) -> ErrorData {
+    let message = format!(
+        "method not found: `{}`; this server serves tools (`tools/list`, `tools/call`)",
+        bidi_flow::text::cap(method)
+    );
+    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("bidi", env!("CARGO_PKG_VERSION")))
+    }
+
+    // The server has tools only: the other lists are methods it does not serve.
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Err(not_served("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Err(not_served("resources/templates/list"))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Err(not_served("prompts/list"))
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Err(not_served("completion/complete"))
+    }
+
+    /// A request of no method MCP knows, or of a method MCP knows whose params do not fit
+    /// it: `tools/call` or `tools/list` with such params is `-32602` naming where; any other,
+    /// `-32601`.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let params = request.params.unwrap_or(serde_json::Value::Null);
+        Err(match request.method.as_str() {
+            "tools/call" => tools::invalid_params::<CallToolRequestParams>(params),
+            "tools/list" => tools::invalid_params::<Option<PaginatedRequestParams>>(params),
+            method => not_served(method),
+        })
     }
 
     async fn list_tools(

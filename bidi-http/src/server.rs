@@ -54,9 +54,9 @@ pub struct Server {
     /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
     #[cfg(feature = "reflection")]
     reflection: bool,
-    /// Whether the router serves MCP at `/mcp`.
+    /// What the router serves at `/mcp`, if anything.
     #[cfg(feature = "mcp")]
-    mcp: bool,
+    mcp: Option<mcp::McpServer>,
     /// How Genkit streams that ended are kept for the clients that reconnect to them.
     #[cfg(feature = "agents")]
     genkit_retention: tee::Retention,
@@ -107,16 +107,18 @@ impl Server {
             #[cfg(feature = "reflection")]
             reflection: false,
             #[cfg(feature = "mcp")]
-            mcp: false,
+            mcp: None,
             #[cfg(feature = "agents")]
             genkit_retention: tee::Retention::GENKIT,
         }
     }
 
     /// Serves the registry's flows and the server's agents as MCP tools at `/mcp`, over MCP's
-    /// streamable HTTP (see [`mcp`]), behind the server's auth and layers. It answers
-    /// requests whose `Host` is a loopback name; to serve others, mount
-    /// [`mcp::McpServer::http_with`] on a route of your own.
+    /// streamable HTTP (see [`mcp`]), behind the server's auth and layers: each MCP session
+    /// belongs to the identity that opened it. It answers requests whose `Host` is a loopback
+    /// name; to serve others, mount [`mcp::McpServer::http_with`] on a route of your own.
+    /// Its sessions have the default cap and idle lifetime; [`mcp_with`](Self::mcp_with) sets
+    /// others.
     ///
     /// ```no_run
     /// # #[tokio::main]
@@ -131,7 +133,35 @@ impl Server {
     /// ```
     #[cfg(feature = "mcp")]
     pub fn mcp(mut self) -> Self {
-        self.mcp = true;
+        self.mcp = Some(mcp::McpServer::new(self.registry.clone()));
+        self
+    }
+
+    /// [`mcp`](Self::mcp), serving `server` at `/mcp` (its registry's flows, its agents and
+    /// the server's, its sessions' cap and idle lifetime).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use bidi_http::mcp::McpServer;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let registry = bidi_flow::Registry::new();
+    /// let mcp = McpServer::new(registry.clone())
+    ///     .max_sessions(100)
+    ///     .session_idle_timeout(Duration::from_secs(60));
+    /// bidi_http::Server::new(registry)
+    ///     .mcp_with(mcp)
+    ///     .bind()
+    ///     .await?
+    ///     .serve()
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn mcp_with(mut self, server: mcp::McpServer) -> Self {
+        self.mcp = Some(server);
         self
     }
 
@@ -386,11 +416,9 @@ impl Server {
         #[cfg(feature = "agents")]
         let kept = Arc::new(tee::Budget::default());
         #[cfg(all(feature = "mcp", feature = "agents"))]
-        let mcp = self
-            .mcp
-            .then(|| mcp::McpServer::with_agents(self.registry.clone(), self.agents.clone()));
+        let mcp = self.mcp.map(|mcp| mcp.with_agents(&self.agents));
         #[cfg(all(feature = "mcp", not(feature = "agents")))]
-        let mcp = self.mcp.then(|| mcp::McpServer::new(self.registry.clone()));
+        let mcp = self.mcp;
         let shared = Arc::new(Shared {
             registry: self.registry,
             #[cfg(feature = "agents")]

@@ -155,18 +155,17 @@ async fn exchange(
     Ok(output.output().await)
 }
 
-/// A flow's output as a tool result: its JSON as text, and as `structuredContent` when it is
-/// an object. The output of a flow whose tool has an `outputSchema` (`structured`) must be an
-/// object: any other is the tool's error.
+/// A flow's output as a tool result: a string as its text, any other value as its JSON, and
+/// as `structuredContent` when it is an object. The output of a flow whose tool has an
+/// `outputSchema` (`structured`) must be an object: any other is the tool's error.
 fn answer(value: Value, structured: bool) -> CallToolResult {
-    if value.is_object() {
-        CallToolResult::structured(value)
-    } else if structured {
-        CallToolResult::error(vec![ContentBlock::text(
+    match value {
+        Value::Object(_) => CallToolResult::structured(value),
+        _ if structured => CallToolResult::error(vec![ContentBlock::text(
             "the flow's output is not an object, as its output schema says",
-        )])
-    } else {
-        CallToolResult::success(vec![ContentBlock::text(value.to_string())])
+        )]),
+        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
     }
 }
 
@@ -217,7 +216,10 @@ mod tests {
         assert_eq!(plain.is_error, Some(false));
         assert_eq!(plain.structured_content, None);
         let text = plain.content[0].as_text().map(|text| text.text.as_str());
-        assert_eq!(text, Some(r#""Hi, Ada""#));
+        assert_eq!(text, Some("Hi, Ada"));
+        let number = answer(json!([1, "two"]), false);
+        let text = number.content[0].as_text().map(|text| text.text.as_str());
+        assert_eq!(text, Some(r#"[1,"two"]"#));
         let broken = answer(json!([1, 2]), true);
         assert_eq!(broken.is_error, Some(true));
         assert_eq!(broken.structured_content, None);

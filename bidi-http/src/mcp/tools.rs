@@ -103,6 +103,24 @@ pub(super) fn invalid_argument(path: &str, reason: &str) -> ErrorData {
     ErrorData::invalid_params(message, Some(json!({ "path": path })))
 }
 
+/// `-32602` (invalid params) for the params of a request that do not fit its method's `T`,
+/// naming where (a JSON Pointer into the params) and why; the data names the path.
+pub(super) fn invalid_params<T: serde::de::DeserializeOwned>(params: Value) -> ErrorData {
+    let (path, reason) = match serde_path_to_error::deserialize::<_, T>(params) {
+        Ok(_) => (String::new(), "the params do not fit the method".to_owned()),
+        Err(error) => (
+            bidi_flow::text::pointer(error.path()),
+            bidi_flow::text::reason(&error.into_inner().to_string()),
+        ),
+    };
+    let message = if path.is_empty() {
+        format!("invalid params: {reason}")
+    } else {
+        format!("invalid params at `{path}`: {reason}")
+    };
+    ErrorData::invalid_params(message, Some(json!({ "path": path })))
+}
+
 /// An MCP tool name from `name`: what MCP allows (`A-Z a-z 0-9 _ - .`), anything else `_`.
 fn tool_name(name: &str) -> String {
     name.chars()
@@ -525,6 +543,19 @@ mod tests {
             key_of(&server, "bidi-flow_echo").as_deref(),
             Some("/bidi-flow/echo")
         );
+    }
+
+    #[test]
+    fn params_that_do_not_fit_name_where() {
+        let error = invalid_params::<rmcp::model::CallToolRequestParams>(
+            json!({"name": "count", "arguments": "three"}),
+        );
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert_eq!(
+            error.message,
+            "invalid params at `/arguments`: invalid type: string \"three\", expected a map"
+        );
+        assert_eq!(error.data, Some(json!({"path": "/arguments"})));
     }
 
     #[test]

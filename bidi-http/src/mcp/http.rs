@@ -1,0 +1,399 @@
+//! The streamable HTTP endpoint: rmcp's service, its sessions bound to the identity that
+//! opened them and capped, and the refusals of requests it cannot read in JSON-RPC's terms.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, SessionTransport,
+};
+use rmcp::transport::streamable_http_server::session::{
+    EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
+};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::McpServer;
+use crate::Identity;
+
+/// The JSON-RPC error of a session that is not found (the MCP SDKs' own).
+const SESSION_NOT_FOUND: i64 = -32001;
+/// The JSON-RPC error of a session refused because the server has as many as it allows: a
+/// server error of JSON-RPC's implementation-defined range.
+const TOO_MANY_SESSIONS: i64 = -32000;
+/// JSON-RPC's parse error: the body is not JSON.
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's invalid request: the body is JSON, but not a JSON-RPC message.
+const INVALID_REQUEST: i64 = -32600;
+/// How many seconds a client refused for the session cap is told to wait (`Retry-After`).
+const RETRY_AFTER_SECONDS: u64 = 10;
+
+/// The streamable HTTP endpoint of an [`McpServer`], a tower service to mount on a route (as
+/// [`Server::mcp`](crate::Server::mcp) does at `/mcp`): made by [`McpServer::http`] and
+/// [`McpServer::http_with`].
+///
+/// Each session belongs to the identity whose request opened it; sessions are capped and end
+/// when idle: see the [module](super).
+#[derive(Clone)]
+pub struct McpHttpService {
+    inner: StreamableHttpService<McpServer, Sessions>,
+    sessions: Arc<Sessions>,
+    max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for McpHttpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHttpService")
+            .field("config", &self.inner.config)
+            .field("max_sessions", &self.sessions.max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpHttpService {
+    pub(super) fn new(server: McpServer, config: StreamableHttpServerConfig) -> Self {
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(server.sessions.idle_timeout);
+        let sessions = Arc::new(Sessions {
+            local,
+            book: Mutex::default(),
+            max: server.sessions.max,
+        });
+        let max_body_bytes = config.max_request_body_bytes;
+        let inner =
+            StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+        Self {
+            inner,
+            sessions,
+            max_body_bytes,
+        }
+    }
+
+    /// Answers `request`.
+    async fn handle(self, request: Request) -> Response {
+        let identity = request.extensions().get::<Identity>().cloned();
+        let session = request.headers().get(HEADER_SESSION_ID);
+        if let Some(session) = session {
+            // A session of another identity is answered as one that does not exist.
+            let owned = session
+                .to_str()
+                .is_ok_and(|id| self.sessions.owned_by(id, identity.as_ref()));
+            if !owned {
+                return refusal(
+                    StatusCode::NOT_FOUND,
+                    &Value::Null,
+                    SESSION_NOT_FOUND,
+                    "session not found: it ended, or is not one of yours; open a new one with \
+                     `initialize`",
+                );
+            }
+        }
+        if request.method() != Method::POST {
+            return self.inner.handle(request).await.map(Body::new);
+        }
+        let opens = session.is_none();
+        let json_body = is_json(request.headers().get(header::CONTENT_TYPE));
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, self.max_body_bytes).await {
+            Ok(bytes) => bytes,
+            Err(error) => return unreadable(&error, self.max_body_bytes),
+        };
+        // An `initialize` takes a place among the sessions for as long as it runs.
+        let mut opening = None;
+        if opens
+            && let Ok(peek) = serde_json::from_slice::<Peek>(&bytes)
+            && peek.method.as_deref() == Some("initialize")
+        {
+            match self.sessions.reserve() {
+                Some(reserved) => opening = Some(reserved),
+                None => return self.full(&peek.id),
+            }
+        }
+        let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+        let response = self.inner.handle(request).await;
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && json_body {
+            // JSON the session manager could not read as a JSON-RPC message.
+            if let Some(refused) = not_json_rpc(&bytes) {
+                return refused;
+            }
+        }
+        if opening.is_some()
+            && let Some(id) = response
+                .headers()
+                .get(HEADER_SESSION_ID)
+                .and_then(|id| id.to_str().ok())
+        {
+            self.sessions.bind(id, identity);
+        }
+        drop(opening);
+        response.map(Body::new)
+    }
+
+    /// The refusal of an `initialize` (whose JSON-RPC id is `id`) past the session cap.
+    fn full(&self, id: &Value) -> Response {
+        let message = format!(
+            "the server has as many MCP sessions open as it allows ({}): end one (an HTTP \
+             DELETE of its session), or try again later",
+            self.sessions.max
+        );
+        let mut response = refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            TOO_MANY_SESSIONS,
+            &message,
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        response
+    }
+}
+
+impl tower_service::Service<Request> for McpHttpService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = self.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
+/// What a request without a session says it is, read before rmcp reads it.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    id: Value,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// Whether a `Content-Type` is JSON's.
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A JSON-RPC error response with `status`, answering the request whose id is `id` (`null`
+/// when it has none or it could not be read).
+fn refusal(status: StatusCode, id: &Value, code: i64, message: &str) -> Response {
+    let id = match id {
+        Value::String(_) | Value::Number(_) => id.clone(),
+        _ => Value::Null,
+    };
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code, "message": message },
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// The refusal of a body that is not JSON (`-32700`) or JSON but not a JSON-RPC message
+/// (`-32600`); `None` when it is a JSON-RPC message after all (refused for another reason).
+fn not_json_rpc(bytes: &Bytes) -> Option<Response> {
+    let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+        return Some(refusal(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            PARSE_ERROR,
+            "parse error: the body is not JSON",
+        ));
+    };
+    if serde_json::from_value::<ClientJsonRpcMessage>(value.clone()).is_ok() {
+        return None;
+    }
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let message = match &value {
+        Value::Array(_) => "invalid request: a JSON-RPC batch is not accepted; send one message",
+        Value::Object(_) => {
+            "invalid request: not a JSON-RPC 2.0 message (`jsonrpc: \"2.0\"` with a `method`, \
+             or a `result` or an `error` with an `id`)"
+        }
+        _ => "invalid request: a JSON-RPC message is an object",
+    };
+    Some(refusal(
+        StatusCode::BAD_REQUEST,
+        &id,
+        INVALID_REQUEST,
+        message,
+    ))
+}
+
+/// The refusal of a body that could not be read: too large (413), or broken off (400).
+fn unreadable(error: &axum::Error, max: usize) -> Response {
+    if error.to_string().contains("length limit") {
+        let message = format!("invalid request: the body is larger than {max} bytes");
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &Value::Null,
+            INVALID_REQUEST,
+            &message,
+        );
+    }
+    refusal(
+        StatusCode::BAD_REQUEST,
+        &Value::Null,
+        PARSE_ERROR,
+        "parse error: the body could not be read",
+    )
+}
+
+/// Who a session belongs to.
+enum Owner {
+    /// Its `initialize` is under way: nobody's yet.
+    Opening,
+    /// The identity of the request that opened it (none: a server without identities).
+    Of(Option<Identity>),
+}
+
+/// The sessions and their owners, and how many `initialize`s are under way.
+#[derive(Default)]
+struct Book {
+    owners: HashMap<SessionId, Owner>,
+    opening: usize,
+}
+
+/// rmcp's in-memory sessions, with the owner of each and a cap on how many there are.
+pub(super) struct Sessions {
+    local: LocalSessionManager,
+    book: Mutex<Book>,
+    max: usize,
+}
+
+impl Sessions {
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A place for a session about to open, if the cap leaves one.
+    fn reserve(self: &Arc<Self>) -> Option<Reserved> {
+        let mut book = self.book();
+        if book.owners.len() + book.opening >= self.max {
+            return None;
+        }
+        book.opening += 1;
+        Some(Reserved(Arc::clone(self)))
+    }
+
+    /// Binds the session `id`, just opened, to `identity`.
+    fn bind(&self, id: &str, identity: Option<Identity>) {
+        if let Some(owner) = self.book().owners.get_mut(id) {
+            *owner = Owner::Of(identity);
+        }
+    }
+
+    /// Whether the session `id` is open and belongs to `identity`.
+    fn owned_by(&self, id: &str, identity: Option<&Identity>) -> bool {
+        matches!(self.book().owners.get(id), Some(Owner::Of(owner)) if owner.as_ref() == identity)
+    }
+}
+
+/// A place among the sessions, taken while an `initialize` runs; given back when dropped
+/// (the session it opened, if any, holds its own).
+struct Reserved(Arc<Sessions>);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        let mut book = self.0.book();
+        book.opening = book.opening.saturating_sub(1);
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = LocalSessionManagerError;
+    type Transport = SessionTransport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.local.create_session().await?;
+        self.book().owners.insert(id.clone(), Owner::Opening);
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.local.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.local.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.book().owners.remove(id);
+        self.local.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<
+        impl futures_util::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.local.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.local.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<
+        impl futures_util::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.local.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<
+        impl futures_util::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.local.resume(id, last_event_id).await
+    }
+
+    async fn restore_session(
+        &self,
+        _id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // A session kept elsewhere has no owner here: it is not restored.
+        Ok(RestoreOutcome::NotSupported)
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.local.event_store()
+    }
+}

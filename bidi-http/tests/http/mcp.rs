@@ -1,0 +1,380 @@
+//! The MCP endpoint (`Server::mcp`) over JSON-RPC on real sockets: sessions bound to the
+//! identity that opened them, the session cap, the refusals in JSON-RPC's terms, and a string
+//! output answered as its text.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{BidiFlow, Registry};
+use bidi_http::mcp::McpServer;
+use bidi_http::{Identity, Server, Unauthorized};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+
+use crate::support::{Probe, registry, start, url};
+
+/// The flow `gate`: says it started, then answers "opened" once the test opens it; a cancel
+/// ends it with the cancel's cause.
+#[derive(Clone)]
+struct Gate {
+    started: mpsc::UnboundedSender<()>,
+    open: Arc<Notify>,
+}
+
+/// The test flows (`whoami` answers its caller's identity, a string) and `gate`.
+fn flows(gate: &Gate) -> Registry {
+    let registry = registry(&Probe::default());
+    let gate = gate.clone();
+    registry
+        .register(BidiFlow::new(
+            "gate",
+            move |ctx: ActionContext, _init: (), _inbound: Inbound<()>, _out: Outbound<()>| {
+                let gate = gate.clone();
+                async move {
+                    let _ = gate.started.send(());
+                    tokio::select! {
+                        () = gate.open.notified() => Ok::<_, BoxError>("opened".to_owned()),
+                        cause = ctx.cancelled() => Err(cause.to_string().into()),
+                    }
+                }
+            },
+        ))
+        .unwrap();
+    registry
+}
+
+/// `Bearer alice` is alice, `Bearer bob` is bob.
+fn authenticated(server: Server) -> Server {
+    server.auth(|headers| async move {
+        match headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+        {
+            Some("Bearer alice") => Ok(Identity::new("alice")),
+            Some("Bearer bob") => Ok(Identity::new("bob")),
+            _ => Err(Unauthorized::new("a bearer token is required")),
+        }
+    })
+}
+
+/// A request of one MCP client, as `who`, on `session` (if any).
+fn request(
+    addr: SocketAddr,
+    method: reqwest::Method,
+    who: &str,
+    session: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let request = reqwest::Client::new()
+        .request(method, url(addr, "/mcp"))
+        .header("authorization", format!("Bearer {who}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    match session {
+        Some(id) => request.header("mcp-session-id", id),
+        None => request,
+    }
+}
+
+/// POSTs `body` (JSON text) as `who` on `session`.
+async fn post(addr: SocketAddr, who: &str, session: Option<&str>, body: &str) -> reqwest::Response {
+    request(addr, reqwest::Method::POST, who, session)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The JSON-RPC messages of a response: its body when it is JSON, its events' data when it
+/// is an SSE stream (read to its end).
+async fn messages(response: reqwest::Response) -> Vec<Value> {
+    let text = response.text().await.unwrap();
+    if let Ok(message) = serde_json::from_str(&text) {
+        return vec![message];
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect()
+}
+
+/// The answer to the request `id` among a response's messages.
+async fn answer(response: reqwest::Response, id: u64) -> Value {
+    let all = messages(response).await;
+    all.iter()
+        .find(|message| message["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no answer to {id} in {all:?}"))
+}
+
+/// Opens a session as `who`: its id.
+async fn initialize(addr: SocketAddr, who: &str) -> String {
+    let response = post(addr, who, None, &initialize_body()).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let id = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answered = answer(response, 0).await;
+    assert!(
+        answered["result"]["capabilities"]["tools"].is_object(),
+        "{answered}"
+    );
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = post(addr, who, Some(&id), &initialized.to_string()).await;
+    assert_eq!(response.status().as_u16(), 202);
+    id
+}
+
+fn initialize_body() -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}
+        }
+    })
+    .to_string()
+}
+
+/// A JSON-RPC request's text.
+fn call(id: u64, method: &str, params: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// Asserts `response` is the 404 of a session the server does not know.
+async fn not_found(response: reqwest::Response) -> Value {
+    assert_eq!(response.status().as_u16(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_unknown_to_another_identity() {
+    let (started, mut running) = mpsc::unbounded_channel();
+    let gate = Gate {
+        started,
+        open: Arc::new(Notify::new()),
+    };
+    let registry = flows(&gate);
+    let addr = start(authenticated(Server::new(registry).mcp())).await;
+    let alice = initialize(addr, "alice").await;
+
+    // Alice's call runs as alice, its string output as its text.
+    let whoami = call(1, "tools/call", &json!({"name": "whoami", "arguments": {}}));
+    let answered = answer(post(addr, "alice", Some(&alice), &whoami).await, 1).await;
+    assert_eq!(
+        answered["result"]["content"],
+        json!([{"type": "text", "text": "alice"}]),
+        "{answered}"
+    );
+
+    // A call of alice's under way.
+    let gated = call(2, "tools/call", &json!({"name": "gate", "arguments": {}}));
+    let session = alice.clone();
+    let pending =
+        tokio::spawn(
+            async move { answer(post(addr, "alice", Some(&session), &gated).await, 2).await },
+        );
+    running.recv().await.unwrap();
+
+    // Bob, naming alice's session: not served, his cancel of her call and his DELETE refused,
+    // each as for a session the server does not know.
+    let unknown = not_found(post(addr, "bob", Some("no-such-session"), &whoami).await).await;
+    let listed = call(3, "tools/list", &json!({}));
+    assert_eq!(
+        not_found(post(addr, "bob", Some(&alice), &listed).await).await,
+        unknown
+    );
+    assert_eq!(
+        not_found(post(addr, "bob", Some(&alice), &whoami).await).await,
+        unknown
+    );
+    let cancel = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "bob"}
+    });
+    let cancelled = post(addr, "bob", Some(&alice), &cancel.to_string()).await;
+    assert_eq!(not_found(cancelled).await, unknown);
+    let stream = request(addr, reqwest::Method::GET, "bob", Some(&alice))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_found(stream).await, unknown);
+    let deleted = request(addr, reqwest::Method::DELETE, "bob", Some(&alice))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_found(deleted).await, unknown);
+
+    // Alice's call was not cancelled, and her session still serves her.
+    gate.open.notify_one();
+    let answered = pending.await.unwrap();
+    assert_eq!(
+        answered["result"]["content"],
+        json!([{"type": "text", "text": "opened"}]),
+        "{answered}"
+    );
+    let answered = answer(post(addr, "alice", Some(&alice), &listed).await, 3).await;
+    assert!(answered["result"]["tools"].is_array(), "{answered}");
+
+    // Her own DELETE ends it.
+    let deleted = request(addr, reqwest::Method::DELETE, "alice", Some(&alice))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    not_found(post(addr, "alice", Some(&alice), &listed).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_past_the_cap_are_refused_until_one_ends() {
+    let registry = registry(&Probe::default());
+    let mcp = McpServer::new(registry.clone()).max_sessions(2);
+    let addr = start(authenticated(Server::new(registry).mcp_with(mcp))).await;
+    let first = initialize(addr, "alice").await;
+    let _second = initialize(addr, "bob").await;
+
+    let refused = post(addr, "alice", None, &initialize_body()).await;
+    assert_eq!(refused.status().as_u16(), 503);
+    assert!(refused.headers().get("mcp-session-id").is_none());
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry > 0);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], 0);
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("as many MCP sessions open as it allows (2)"),
+        "{message}"
+    );
+
+    let deleted = request(addr, reqwest::Method::DELETE, "alice", Some(&first))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let third = initialize(addr, "alice").await;
+    let listed = call(1, "tools/list", &json!({}));
+    let answered = answer(post(addr, "alice", Some(&third), &listed).await, 1).await;
+    assert!(answered["result"]["tools"].is_array(), "{answered}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_are_not_json_rpc_are_json_rpc_errors() {
+    let addr = start(authenticated(
+        Server::new(registry(&Probe::default())).mcp(),
+    ))
+    .await;
+    for (body, code) in [
+        (r#"{"hello": "world"}"#, -32600),
+        (r#"{"jsonrpc": "2.0", "id": 7}"#, -32600),
+        ("[1, 2]", -32600),
+        ("{not json", -32700),
+    ] {
+        let response = post(addr, "alice", None, body).await;
+        assert_eq!(response.status().as_u16(), 400, "{body}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{body}"
+        );
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["jsonrpc"], "2.0", "{body}");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+    }
+    // On a session too.
+    let session = initialize(addr, "alice").await;
+    let response = post(addr, "alice", Some(&session), r#"{"hello": "world"}"#).await;
+    assert_eq!(response.status().as_u16(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_of_the_wrong_type_are_invalid_params_and_other_methods_are_not_found() {
+    let addr = start(authenticated(
+        Server::new(registry(&Probe::default())).mcp(),
+    ))
+    .await;
+    let session = initialize(addr, "alice").await;
+    let wrong = [
+        (
+            json!({"name": "whoami", "arguments": "three"}),
+            "/arguments",
+        ),
+        (json!({"name": 3, "arguments": {}}), "/name"),
+    ];
+    for (id, (params, path)) in (1..).zip(wrong) {
+        let body = call(id, "tools/call", &params);
+        let answered = answer(post(addr, "alice", Some(&session), &body).await, id).await;
+        assert_eq!(answered["error"]["code"], -32602, "{params}: {answered}");
+        let message = answered["error"]["message"].as_str().unwrap();
+        assert!(message.contains(path), "{message}");
+        assert_eq!(answered["error"]["data"]["path"], path, "{answered}");
+    }
+    let served_elsewhere = [
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+        (
+            "completion/complete",
+            json!({
+                "ref": {"type": "ref/prompt", "name": "p"},
+                "argument": {"name": "a", "value": "b"}
+            }),
+        ),
+        ("no/such/method", json!({})),
+    ];
+    for (id, (method, params)) in (10..).zip(served_elsewhere) {
+        let body = call(id, method, &params);
+        let answered = answer(post(addr, "alice", Some(&session), &body).await, id).await;
+        assert_eq!(answered["error"]["code"], -32601, "{method}: {answered}");
+        let message = answered["error"]["message"].as_str().unwrap();
+        assert!(message.contains(method), "{message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_ends_and_gives_its_place_back() {
+    let registry = registry(&Probe::default());
+    let mcp = McpServer::new(registry.clone())
+        .max_sessions(1)
+        .session_idle_timeout(std::time::Duration::from_millis(300));
+    let addr = start(authenticated(Server::new(registry).mcp_with(mcp))).await;
+    // Opened, and left idle from then on (however long the test takes to go on).
+    let opened = post(addr, "alice", None, &initialize_body()).await;
+    assert_eq!(opened.status().as_u16(), 200);
+    let idle = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    answer(opened, 0).await;
+    // Its place comes back once it ended idle: wait for that, however loaded the machine.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let response = post(addr, "bob", None, &initialize_body()).await;
+        if response.status().as_u16() == 200 {
+            break;
+        }
+        assert_eq!(response.status().as_u16(), 503);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle session never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let listed = call(1, "tools/list", &json!({}));
+    not_found(post(addr, "alice", Some(&idle), &listed).await).await;
+}
