@@ -8,6 +8,9 @@
 //! - `/agent/notes`: a multi-turn agent that remembers the lines of its session (init
 //!   `{"sessionId": ".."}`) and answers each word by word.
 //!
+//! With `--auth TOKEN`, the server asks every request for `Authorization: Bearer TOKEN`
+//! (`Server::auth`).
+//!
 //! Its first lines on stdout are `listening on http://{addr}` and, with the reflection API,
 //! `reflection on http://{addr} ({runtime file})`. It serves until SIGINT, then removes its
 //! runtime file and says how many span updates did not reach the telemetry server
@@ -19,8 +22,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use bidi_agent::{Agent, AgentResult, Responder, Session};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
-use bidi_http::Server;
 use bidi_http::reflection::Runtime;
+use bidi_http::{Identity, Server, Unauthorized};
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -111,10 +114,32 @@ async fn main() -> Result<(), BoxError> {
             .build(notes)
             .into_flow(),
     )?;
-    let bound = Server::new(registry)
-        .addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0))
+    let mut server = Server::new(registry).addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--auth", Some(token)) => {
+                let expected = format!("Bearer {token}");
+                server = server.auth(move |headers| {
+                    let allowed = headers
+                        .get("authorization")
+                        .is_some_and(|sent| sent.as_bytes() == expected.as_bytes());
+                    async move {
+                        if allowed {
+                            Ok(Identity::new("tester"))
+                        } else {
+                            Err(Unauthorized::new("a bearer token is required"))
+                        }
+                    }
+                });
+            }
+            _ => return Err(format!("usage: reflection-runtime [--auth TOKEN], not {arg}").into()),
+        }
+    }
+    let bound = server
         .bind()
-        .await?;
+        .await
+        .map_err(|error| format!("cannot start: {error}"))?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
     let dropped = bound.genkit_runtime().map(Runtime::dropped_spans);
