@@ -327,7 +327,8 @@
 //! ```
 //!
 //! (Without `--non-interactive`, the CLI's first run waits at its analytics notice.) A run
-//! through the tools is a connection with one input, streamed or not. Its connection
+//! through the tools is a connection with one input, streamed or not; a run without init
+//! (`flow:run` sends none) gets the init type's defaults when it has them. Its connection
 //! span's trace, with its turns and `run` steps, goes to the tools' telemetry server as it
 //! runs. The API answers Genkit's tools on this machine only, not pages in a browser; on a
 //! server with `auth` it needs `GENKIT_REFLECTION_SECRET_TOKEN`. The module `reflection` has

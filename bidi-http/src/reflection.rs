@@ -66,6 +66,38 @@
 //! `action K not found`. `context` and `telemetryLabels` are accepted and left: a bidi action
 //! has no use for them. One input per run: the tools' version 1 sends no input stream.
 //!
+//! A run without `init` (or with `null`), which is what `genkit flow:run` sends, gets `null`
+//! if the action's init type takes it (`()`, an `Option`), else the empty object `{}`: an init
+//! struct whose fields all have defaults runs with them. Derive `Default` and mark the type
+//! `#[serde(default)]`, and a run without init gets `Init::default()`:
+//!
+//! ```
+//! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+//! use bidi_flow::{ActionType, BidiFlow, Registry};
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// `genkit flow:run greet '"Ada"'` runs with `Greeting::default()`: "Hello, Ada."
+//! #[derive(Default, Serialize, Deserialize, schemars::JsonSchema)]
+//! #[serde(default)]
+//! struct Greeting {
+//!     excited: bool,
+//! }
+//!
+//! async fn greet(_: ActionContext, greeting: Greeting, mut name: Inbound<String>, _: Outbound<()>)
+//!     -> Result<String, BoxError>
+//! {
+//!     let name = name.recv().await.unwrap_or_default();
+//!     Ok(format!("Hello, {name}{}", if greeting.excited { "!" } else { "." }))
+//! }
+//!
+//! let registry = Registry::new();
+//! registry.register(BidiFlow::new("greet", greet).with_action_type(ActionType::new("flow")?))?;
+//! # Ok::<(), bidi_flow::RegistryError>(())
+//! ```
+//!
+//! An init type with a required field refuses a run without init (code 3), saying that the
+//! action needs an `init` and how to give it one.
+//!
 //! # Who may call
 //!
 //! The API runs any action of the registry, so it answers Genkit's tools on this machine and

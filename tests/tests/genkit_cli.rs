@@ -252,6 +252,19 @@ async fn genkit_start_drives_a_bidi_program() {
         printed.contains("\"left\": 1") && printed.contains("done after 2"),
         "{printed}"
     );
+    // A flow whose init is a struct: `flow:run` sends no init, which is the init type's
+    // defaults; an init type without them is refused, saying how to pass one.
+    let printed = genkit(
+        &dir,
+        &home,
+        &["flow:run", "--non-interactive", "greet", "\"Ada\""],
+    );
+    assert!(printed.contains("Hello, Ada!"), "{printed}");
+    let (_, printed) = genkit_output(&dir, &home, &["flow:run", "letter", "\"hi\""]);
+    assert!(
+        printed.contains("missing field `to`") && printed.contains("send an `init` with the run"),
+        "{printed}"
+    );
     // Every call of the tools was answered: the notice too, which they only log if refused.
     assert!(
         !start.output().contains("Failed to notify runtime"),

@@ -287,7 +287,16 @@ async fn secret_and_health(runtime: &Runtime, id: &str) {
 async fn actions_and_values(runtime: &Runtime) {
     let actions: Value = runtime.get("/api/actions").await.json().await.unwrap();
     let keys: Vec<&String> = actions.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["/agent/notes", "/bidi-flow/slow", "/flow/countdown"]);
+    assert_eq!(
+        keys,
+        [
+            "/agent/notes",
+            "/bidi-flow/slow",
+            "/flow/countdown",
+            "/flow/greet",
+            "/flow/letter"
+        ]
+    );
     let countdown = &actions["/flow/countdown"];
     assert_eq!(countdown["key"], "/flow/countdown");
     assert_eq!(countdown["name"], "countdown");
@@ -374,6 +383,7 @@ async fn runs(runtime: &Runtime) -> String {
         .await
         .unwrap();
     assert_eq!(not_json.json::<Value>().await.unwrap()["error"]["code"], 3);
+    inits(runtime).await;
     let missing = runtime
         .post("/api/runAction", &json!({"key": "/flow/nope", "input": 1}))
         .await;
@@ -396,6 +406,50 @@ async fn runs(runtime: &Runtime) -> String {
         assert_eq!(body.last().unwrap()["result"]["output"], 1);
     }
     trace_id
+}
+
+/// Runs of flows whose init is a struct, with and without init.
+async fn inits(runtime: &Runtime) {
+    let result = |body: Vec<Value>| body.last().unwrap().clone();
+    // No init, or `null`, is the empty object: the init type's defaults.
+    for request in [
+        json!({"key": "/flow/greet", "input": "Ada"}),
+        json!({"key": "/flow/greet", "input": "Ada", "init": null}),
+    ] {
+        let (_, body) = runtime.run(request, false).await;
+        assert_eq!(result(body)["result"], "Hello, Ada!");
+    }
+    let (_, body) = runtime
+        .run(
+            json!({"key": "/flow/greet", "input": "Ada", "init": {"salutation": "Hi"}}),
+            false,
+        )
+        .await;
+    assert_eq!(result(body)["result"], "Hi, Ada!");
+    let (_, body) = runtime
+        .run(
+            json!({"key": "/flow/letter", "input": "hello", "init": {"to": "Ada"}}),
+            false,
+        )
+        .await;
+    assert_eq!(result(body)["result"], "Dear Ada, hello");
+    // An init type without defaults: refused, saying how to pass one.
+    let refused: Value = runtime
+        .post(
+            "/api/runAction",
+            &json!({"key": "/flow/letter", "input": "hello"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let error = &refused["error"];
+    assert_eq!(error["code"], 3, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("missing field `to`") && message.contains("send an `init` with the run"),
+        "{message}"
+    );
 }
 
 /// A streamed run of the slow flow, cancelled through its trace id once it said it started;

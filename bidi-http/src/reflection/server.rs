@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use bidi_core::{Error, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::text::cap;
-use bidi_flow::{JsonError, JsonSendHalf, Registry};
+use bidi_flow::{JsonConnection, JsonError, JsonSendHalf, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -242,8 +242,7 @@ async fn run_action(
         }
         init => init.unwrap_or(Value::Null),
     };
-    let options = Shared::options(None).input_buffer(1).output_buffer(64);
-    let conn = match reflection.registry.connect_json_with(key, init, options) {
+    let conn = match connect(&reflection.registry, key, init) {
         Ok(conn) => conn,
         Err(error) => {
             let (code, message) = status(&error);
@@ -283,6 +282,35 @@ async fn run_action(
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     ids.stamp(response.headers_mut());
     response
+}
+
+/// Opens a connection to `key` with `init`. A run without init (`null`, which is what
+/// `genkit flow:run` sends) of an action whose init type does not take `null` gets the empty
+/// object `{}`: an init type whose fields all have defaults (`#[serde(default)]`) runs with
+/// them. An init type that takes neither is refused with a message saying how to pass one.
+fn connect(registry: &Registry, key: &str, init: Value) -> Result<JsonConnection, JsonError> {
+    let options = || Shared::options(None).input_buffer(1).output_buffer(64);
+    if !init.is_null() {
+        return registry.connect_json_with(key, init, options());
+    }
+    match registry.connect_json_with(key, Value::Null, options()) {
+        Err(JsonError::InvalidInit { .. }) => {}
+        connected => return connected,
+    }
+    registry
+        .connect_json_with(key, Value::Object(Map::new()), options())
+        .map_err(|error| match error {
+            JsonError::InvalidInit { path, reason } => JsonError::InvalidInit {
+                path,
+                reason: format!(
+                    "{reason}; this run sent no init (`genkit flow:run` sends none), and the \
+                     action needs one: send an `init` with the run, or give the init type \
+                     defaults (`#[derive(Default)]` and `#[serde(default)]`), which a run \
+                     without init then gets"
+                ),
+            },
+            other => other,
+        })
 }
 
 /// A run's trace and span ids: its connection span's, or fresh ones for an untraced flow

@@ -7,6 +7,10 @@
 //! - `/bidi-flow/slow`: streams `"started"`, then runs until it is cancelled.
 //! - `/agent/notes`: a multi-turn agent that remembers the lines of its session (init
 //!   `{"sessionId": ".."}`) and answers each word by word.
+//! - `/flow/greet`: init `{"salutation"}` (default `"Hello"`), input a name, returns
+//!   `"{salutation}, {name}!"`: a struct init with defaults, which a run without init gets.
+//! - `/flow/letter`: init `{"to"}` (required), input a line, returns `"Dear {to}, {line}"`: a
+//!   struct init without defaults.
 //!
 //! With `--auth TOKEN`, the server asks every request for `Authorization: Bearer TOKEN`
 //! (`Server::auth`).
@@ -98,6 +102,51 @@ async fn notes(
     Ok(AgentResult::new(turns))
 }
 
+/// How `/flow/greet` greets: every field has a default.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+struct Greeting {
+    /// The word before the name.
+    salutation: String,
+}
+
+impl Default for Greeting {
+    fn default() -> Self {
+        Self {
+            salutation: "Hello".to_owned(),
+        }
+    }
+}
+
+/// Greets the name it is sent.
+async fn greet(
+    _: ActionContext,
+    greeting: Greeting,
+    mut inbound: Inbound<String>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let name = inbound.recv().await.unwrap_or_default();
+    Ok(format!("{}, {name}!", greeting.salutation))
+}
+
+/// Whom `/flow/letter` writes to: no default.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct Letter {
+    /// The addressee.
+    to: String,
+}
+
+/// Writes the line it is sent to the addressee.
+async fn letter(
+    _: ActionContext,
+    letter: Letter,
+    mut inbound: Inbound<String>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let line = inbound.recv().await.unwrap_or_default();
+    Ok(format!("Dear {}, {line}", letter.to))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let registry = Registry::new();
@@ -114,6 +163,9 @@ async fn main() -> Result<(), BoxError> {
             .build(notes)
             .into_flow(),
     )?;
+    let flow = ActionType::new("flow")?;
+    registry.register(BidiFlow::new("greet", greet).with_action_type(flow.clone()))?;
+    registry.register(BidiFlow::new("letter", letter).with_action_type(flow))?;
     let mut server = Server::new(registry).addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
