@@ -340,13 +340,17 @@
 //! `package.json` or another of Genkit's markers; not `Cargo.toml`):
 //!
 //! ```sh
-//! npx genkit start -- cargo run        # the tools list the registry's actions, run, cancel, trace them
-//! npx genkit flow:run countdown 3      # /flow/countdown: a flow registered as ActionType::new("flow")
+//! npx genkit start --non-interactive -- cargo run    # the tools list the registry's actions, run, cancel, trace them
+//! npx genkit flow:run --non-interactive countdown 3  # /flow/countdown: a flow registered as ActionType::new("flow")
 //! ```
 //!
-//! A run through the tools is a connection with one input, streamed or not; its connection
+//! (Without `--non-interactive`, the CLI's first run waits at its analytics notice.) A run
+//! through the tools is a connection with one input, streamed or not; a run without init
+//! (`flow:run` sends none) gets the init type's defaults when it has them. Its connection
 //! span's trace, with its turns and `run` steps, goes to the tools' telemetry server as it
-//! runs. The module `reflection` has the API, its errors and its environment.
+//! runs. The API answers Genkit's tools on this machine only, not pages in a browser; on a
+//! server with `auth` it needs `GENKIT_REFLECTION_SECRET_TOKEN`. The module `reflection` has
+//! the API, who may call it, its errors and its environment.
 //!
 //! # Deploying several processes
 //!

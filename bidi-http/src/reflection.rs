@@ -1,5 +1,5 @@
 //! Genkit's reflection API (version 1), so that Genkit's own tools drive a bidi program:
-//! `genkit start -- <program>` lists its actions, runs them (streaming), cancels them and shows
+//! `genkit start --non-interactive -- <program>` lists its actions, runs them (streaming), cancels them and shows
 //! their traces, and `genkit flow:run` runs a flow from the command line.
 //!
 //! A [`Runtime`] serves the API on a listener of its own, announces itself with a runtime file
@@ -36,9 +36,13 @@
 //! ```
 //!
 //! ```sh
-//! npx genkit start -- cargo run       # the tools on :4000, this program's actions listed
-//! npx genkit flow:run countdown 3     # from another shell: "done after 3"
+//! npx genkit start --non-interactive -- cargo run   # the tools on :4000, this program's actions listed
+//! npx genkit flow:run --non-interactive countdown 3 # from another shell: "done after 3"
 //! ```
+//!
+//! Without `--non-interactive`, the CLI's first run stops at its analytics notice ("Press
+//! Enter to acknowledge") before it starts anything (`genkit config set analyticsOptOut true`
+//! also keeps it from asking).
 //!
 //! # The API
 //!
@@ -62,6 +66,57 @@
 //! `action K not found`. `context` and `telemetryLabels` are accepted and left: a bidi action
 //! has no use for them. One input per run: the tools' version 1 sends no input stream.
 //!
+//! A run without `init` (or with `null`), which is what `genkit flow:run` sends, gets `null`
+//! if the action's init type takes it (`()`, an `Option`), else the empty object `{}`: an init
+//! struct whose fields all have defaults runs with them. Derive `Default` and mark the type
+//! `#[serde(default)]`, and a run without init gets `Init::default()`:
+//!
+//! ```
+//! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+//! use bidi_flow::{ActionType, BidiFlow, Registry};
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// `genkit flow:run greet '"Ada"'` runs with `Greeting::default()`: "Hello, Ada."
+//! #[derive(Default, Serialize, Deserialize, schemars::JsonSchema)]
+//! #[serde(default)]
+//! struct Greeting {
+//!     excited: bool,
+//! }
+//!
+//! async fn greet(_: ActionContext, greeting: Greeting, mut name: Inbound<String>, _: Outbound<()>)
+//!     -> Result<String, BoxError>
+//! {
+//!     let name = name.recv().await.unwrap_or_default();
+//!     Ok(format!("Hello, {name}{}", if greeting.excited { "!" } else { "." }))
+//! }
+//!
+//! let registry = Registry::new();
+//! registry.register(BidiFlow::new("greet", greet).with_action_type(ActionType::new("flow")?))?;
+//! # Ok::<(), bidi_flow::RegistryError>(())
+//! ```
+//!
+//! An init type with a required field refuses a run without init (code 3), saying that the
+//! action needs an `init` and how to give it one.
+//!
+//! # Who may call
+//!
+//! The API runs any action of the registry, so it answers Genkit's tools on this machine and
+//! no one else. Each request is checked, and refused in the error shape above:
+//!
+//! | request | answer |
+//! |---|---|
+//! | a `Host` other than `127.0.0.1`, `localhost` or `[::1]` with the port bound (or the host of `GENKIT_REFLECTION_HOST`): a page reaching the port by DNS rebinding | 403, code 7 |
+//! | an `Origin`: a page in a browser (Genkit's tools call from their own process and send none) | 403, code 7 |
+//! | without the secret, when `GENKIT_REFLECTION_SECRET_TOKEN` is set | 401, code 16 |
+//! | a `POST` whose `Content-Type` is not JSON: a form or `text/plain` post, which a page sends cross-site without asking first | 415, code 3 |
+//!
+//! A [`Server`](crate::Server) with [`auth`](crate::Server::auth) starts the API only with a
+//! secret: the API runs actions without the server's auth, and Genkit's tools cannot send
+//! the app's credentials. Without `GENKIT_REFLECTION_SECRET_TOKEN`,
+//! [`Server::bind`](crate::Server::bind) fails with [`SecretRequired`]; with it, every call
+//! carries it (Genkit's tools that set the variable send it in `x-genkit-reflection-secret`;
+//! the CLI 1.43 sets none, so serve it from a server without auth in development).
+//!
 //! # Spans
 //!
 //! Each span start and end of the [`Traces`] store is posted to
@@ -80,11 +135,12 @@
 //! |---|---|
 //! | `GENKIT_ENV=dev` | [`Server::bind`](crate::Server::bind) runs a runtime beside the server |
 //! | `GENKIT_REFLECTION_PORT` | the port to serve on; else the first free from 3100 to 3199 |
-//! | `GENKIT_REFLECTION_HOST` | the address to serve on (default `127.0.0.1`) |
-//! | `GENKIT_REFLECTION_SECRET_TOKEN` | when set, every call carries it in `x-genkit-reflection-secret`, or is refused with 401 |
+//! | `GENKIT_REFLECTION_HOST` | the address to serve on (default `127.0.0.1`); requests may name it as their `Host` |
+//! | `GENKIT_REFLECTION_SECRET_TOKEN` | when set, every call carries it in `x-genkit-reflection-secret`, or is refused with 401; required on a server with auth |
 //! | `GENKIT_TELEMETRY_SERVER` | the telemetry server's URL, over the tools' notice |
 //! | `GENKIT_RUNTIME_ID` | the runtime's id (default `<pid>-<port>`) |
 
+mod access;
 mod runtime_file;
 mod server;
 mod telemetry;
@@ -104,6 +160,7 @@ use tokio::task::JoinHandle;
 
 use crate::traces::{Traces, Updates};
 use crate::{Limits, serve};
+use access::Access;
 use runtime_file::{Info, RuntimeFile};
 use server::Reflection;
 use telemetry::Telemetry;
@@ -166,18 +223,29 @@ impl Runtime {
     /// A variable of the environment that does not parse (a port that is not one, a telemetry
     /// server that is no http URL), no free port, or the runtime file cannot be written.
     ///
+    /// Every request is checked as [the module](self#who-may-call) says.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before it completes binds nothing and writes no file.
     pub async fn bind(registry: Registry, traces: &Traces) -> io::Result<Self> {
-        Self::bind_with(registry, traces, Limits::default()).await
+        Self::bind_with(registry, traces, Limits::default(), false).await
     }
 
+    /// [`bind`](Self::bind) for a server: with its limits, and for a server with auth
+    /// (`authenticated`), only with the tools' secret.
     pub(crate) async fn bind_with(
         registry: Registry,
         traces: &Traces,
         limits: Limits,
+        authenticated: bool,
     ) -> io::Result<Self> {
+        let secret = env::var(SECRET_VARIABLE)
+            .ok()
+            .filter(|secret| !secret.is_empty());
+        if authenticated && secret.is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, SecretRequired));
+        }
         let telemetry = match env::var("GENKIT_TELEMETRY_SERVER") {
             Ok(url) if !url.is_empty() => Some(
                 telemetry::traces_uri(&url)
@@ -185,7 +253,10 @@ impl Runtime {
             ),
             _ => None,
         };
-        let listener = listen().await?;
+        let host = env::var("GENKIT_REFLECTION_HOST")
+            .ok()
+            .filter(|host| !host.is_empty());
+        let listener = listen(host.as_deref().unwrap_or("127.0.0.1")).await?;
         let addr = listener.local_addr()?;
         let id = env::var("GENKIT_RUNTIME_ID")
             .ok()
@@ -208,14 +279,11 @@ impl Runtime {
             reflection_api_spec_version: SPEC_VERSION,
         };
         let file = RuntimeFile::write(&root, &info, now)?;
-        let secret = env::var("GENKIT_REFLECTION_SECRET_TOKEN")
-            .ok()
-            .filter(|secret| !secret.is_empty());
         let reflection = Arc::new(Reflection {
             registry,
             id,
             limits,
-            secret,
+            access: Access::new(addr, host.as_deref(), secret),
             telemetry: Arc::new(Telemetry::new(telemetry)),
             running: Mutex::default(),
         });
@@ -318,6 +386,27 @@ impl DroppedSpans {
     }
 }
 
+/// The variable that holds the secret Genkit's tools send with every call.
+const SECRET_VARIABLE: &str = "GENKIT_REFLECTION_SECRET_TOKEN";
+
+/// Why a server with [`auth`](crate::Server::auth) did not start Genkit's reflection API: no
+/// `GENKIT_REFLECTION_SECRET_TOKEN` is set. [`Server::bind`](crate::Server::bind) answers it
+/// as an [`io::Error`] of kind [`InvalidInput`](io::ErrorKind::InvalidInput), which
+/// [`io::Error::get_ref`] downcasts to this.
+///
+/// The reflection API runs every action without the server's auth, and Genkit's tools cannot
+/// send the app's credentials: on such a server it is served only to the holders of the
+/// tools' secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this server has auth, and Genkit's reflection API (asked for by `genkit_reflection` or \
+     GENKIT_ENV=dev) would run its actions without it: set GENKIT_REFLECTION_SECRET_TOKEN, which \
+     every call to the reflection API must then carry, or serve the reflection API from a \
+     server without auth"
+)]
+#[non_exhaustive]
+pub struct SecretRequired;
+
 /// Aborts a task when dropped.
 struct AbortOnDrop(JoinHandle<()>);
 
@@ -331,22 +420,19 @@ fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
-/// The listener: on `GENKIT_REFLECTION_PORT` if set, else the first free port from 3100.
-async fn listen() -> io::Result<TcpListener> {
-    let host = env::var("GENKIT_REFLECTION_HOST")
-        .ok()
-        .filter(|host| !host.is_empty())
-        .unwrap_or_else(|| Ipv4Addr::LOCALHOST.to_string());
+/// The listener on `host`: on `GENKIT_REFLECTION_PORT` if set, else the first free port from
+/// 3100.
+async fn listen(host: &str) -> io::Result<TcpListener> {
     match env::var("GENKIT_REFLECTION_PORT") {
         Ok(port) if !port.is_empty() => {
             let port: u16 = port
                 .parse()
                 .map_err(|_| invalid(format!("GENKIT_REFLECTION_PORT is not a port: {port}")))?;
-            TcpListener::bind((host.as_str(), port)).await
+            TcpListener::bind((host, port)).await
         }
         _ => {
             for port in PORTS {
-                match TcpListener::bind((host.as_str(), port)).await {
+                match TcpListener::bind((host, port)).await {
                     Ok(listener) => return Ok(listener),
                     Err(error) if error.kind() == io::ErrorKind::AddrInUse => {}
                     Err(error) => return Err(error),

@@ -166,10 +166,16 @@ impl Server {
     }
 
     /// Serves [Genkit's reflection API](reflection) beside the server when it is
-    /// [bound](Self::bind), so that Genkit's tools (`genkit start -- <this program>`, then
-    /// `genkit flow:run` or the Developer UI) list the registry's actions, run them, cancel
-    /// them and show their traces. [`bind`](Self::bind) does it too when `GENKIT_ENV=dev`,
-    /// which `genkit start` sets.
+    /// [bound](Self::bind), so that Genkit's tools (`genkit start --non-interactive -- <this
+    /// program>`, then `genkit flow:run` or the Developer UI) list the registry's actions, run
+    /// them, cancel them and show their traces. [`bind`](Self::bind) does it too when
+    /// `GENKIT_ENV=dev`, which `genkit start` sets.
+    ///
+    /// The API answers Genkit's tools on this machine only (loopback `Host`, no browser's
+    /// `Origin`, JSON bodies). It does not run the server's [`auth`](Self::auth), whose
+    /// credentials the tools cannot send: on a server with auth it is served only with the
+    /// tools' secret, `GENKIT_REFLECTION_SECRET_TOKEN`, which every call must then carry, and
+    /// without it [`bind`](Self::bind) fails (see [`reflection::SecretRequired`]).
     ///
     /// Spans are forwarded to the tools' telemetry server from the [`Traces`](crate::traces::Traces)
     /// store of the Dev UI (`Server::dev_ui`) when the server has one; else from a store
@@ -207,6 +213,11 @@ impl Server {
     /// Authenticates every request: `authenticate` gets the request's headers and returns its
     /// [`Identity`], or refuses it with [`Unauthorized`] (answered with 401). Without it, a
     /// request has the identity a layer of yours put in its extensions, or none.
+    ///
+    /// It guards the server's address. Genkit's reflection API (feature `reflection`), on a
+    /// port of its own, is not behind it: on a server with auth, that API is served only when
+    /// `GENKIT_REFLECTION_SECRET_TOKEN` is set, and asks every call for that secret instead
+    /// (see `Server::genkit_reflection`).
     ///
     /// ```
     /// use bidi_http::{Identity, Server, Unauthorized};
@@ -500,7 +511,9 @@ impl Server {
     /// # Errors
     ///
     /// The address cannot be bound (taken, or not this machine's); or, with the reflection
-    /// API, its listener or runtime file (see `reflection::Runtime::bind`).
+    /// API, its listener or runtime file (see `reflection::Runtime::bind`), or, on a server
+    /// with [`auth`](Self::auth), no `GENKIT_REFLECTION_SECRET_TOKEN`: an error of kind
+    /// [`InvalidInput`](io::ErrorKind::InvalidInput) carrying `reflection::SecretRequired`.
     ///
     /// # Cancel safety
     ///
@@ -512,7 +525,8 @@ impl Server {
         let reflection = if self.reflection || reflection::dev_env() {
             let traces = self.reflection_traces();
             let registry = self.registry.clone();
-            Some(reflection::Runtime::bind_with(registry, &traces, limits).await?)
+            let authenticated = self.auth.is_some();
+            Some(reflection::Runtime::bind_with(registry, &traces, limits, authenticated).await?)
         } else {
             None
         };

@@ -91,6 +91,13 @@ fn lines(body: &str) -> Vec<Value> {
 
 /// `genkit <args>` in `dir`, with `home` as its HOME; its output, after it succeeded.
 fn genkit(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let (succeeded, text) = genkit_output(dir, home, args);
+    assert!(succeeded, "genkit {args:?}: {text}");
+    text
+}
+
+/// `genkit <args>` in `dir`, with `home` as its HOME: whether it succeeded, and its output.
+fn genkit_output(dir: &Path, home: &Path, args: &[&str]) -> (bool, String) {
     let output = Command::new(cli().unwrap())
         .args(args)
         .current_dir(dir)
@@ -104,8 +111,7 @@ fn genkit(dir: &Path, home: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "genkit {args:?}: {text}");
-    text
+    (output.status.success(), text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,6 +251,25 @@ async fn genkit_start_drives_a_bidi_program() {
     assert!(
         printed.contains("\"left\": 1") && printed.contains("done after 2"),
         "{printed}"
+    );
+    // A flow whose init is a struct: `flow:run` sends no init, which is the init type's
+    // defaults; an init type without them is refused, saying how to pass one.
+    let printed = genkit(
+        &dir,
+        &home,
+        &["flow:run", "--non-interactive", "greet", "\"Ada\""],
+    );
+    assert!(printed.contains("Hello, Ada!"), "{printed}");
+    let (_, printed) = genkit_output(&dir, &home, &["flow:run", "letter", "\"hi\""]);
+    assert!(
+        printed.contains("missing field `to`") && printed.contains("send an `init` with the run"),
+        "{printed}"
+    );
+    // Every call of the tools was answered: the notice too, which they only log if refused.
+    assert!(
+        !start.output().contains("Failed to notify runtime"),
+        "{}",
+        start.output()
     );
 
     let file_dir = dir.join(".genkit").join("runtimes");

@@ -1,7 +1,9 @@
 //! Genkit's reflection API of a bidi program (`src/bin/reflection-runtime.rs`), spoken to over
 //! real sockets as Genkit's tools speak it: the runtime file, health, the secret, actions,
-//! runs (streamed and not), their errors, cancel, and the spans posted to a telemetry server.
-//! `genkit_cli.rs` drives the same program with Genkit's own CLI.
+//! runs (streamed and not), their errors, cancel, and the spans posted to a telemetry server;
+//! and what it refuses: pages in a browser, DNS rebinding, bodies that are not JSON, and on a
+//! server with auth, every call without the tools' secret. `genkit_cli.rs` drives the same
+//! program with Genkit's own CLI.
 
 #![allow(clippy::unwrap_used)]
 
@@ -88,9 +90,30 @@ struct Runtime {
 
 impl Runtime {
     fn start(dir: &Path, telemetry: &str, secret: Option<&'static str>) -> Self {
+        let mut group = Self::spawn(dir, telemetry, secret, &[]);
+        group
+            .1
+            .wait_for(Duration::from_secs(60), |out| out.contains("reflection on"))
+            .unwrap();
+        Self {
+            group: group.1,
+            base: format!("http://127.0.0.1:{}", group.0),
+            client: reqwest::Client::new(),
+            secret,
+        }
+    }
+
+    /// The program started with `args`, and the reflection API's port.
+    fn spawn(
+        dir: &Path,
+        telemetry: &str,
+        secret: Option<&'static str>,
+        args: &[&str],
+    ) -> (u16, Group) {
         let port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_reflection-runtime"));
         command
+            .args(args)
             .env("GENKIT_ENV", "dev")
             .env("GENKIT_REFLECTION_PORT", port.to_string())
             .env("GENKIT_TELEMETRY_SERVER", telemetry)
@@ -100,16 +123,7 @@ impl Runtime {
         if let Some(secret) = secret {
             command.env("GENKIT_REFLECTION_SECRET_TOKEN", secret);
         }
-        let mut group = Group::spawn(command, dir).unwrap();
-        group
-            .wait_for(Duration::from_secs(60), |out| out.contains("reflection on"))
-            .unwrap();
-        Self {
-            group,
-            base: format!("http://127.0.0.1:{port}"),
-            client: reqwest::Client::new(),
-            secret,
-        }
+        (port, Group::spawn(command, dir).unwrap())
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -273,7 +287,16 @@ async fn secret_and_health(runtime: &Runtime, id: &str) {
 async fn actions_and_values(runtime: &Runtime) {
     let actions: Value = runtime.get("/api/actions").await.json().await.unwrap();
     let keys: Vec<&String> = actions.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["/agent/notes", "/bidi-flow/slow", "/flow/countdown"]);
+    assert_eq!(
+        keys,
+        [
+            "/agent/notes",
+            "/bidi-flow/slow",
+            "/flow/countdown",
+            "/flow/greet",
+            "/flow/letter"
+        ]
+    );
     let countdown = &actions["/flow/countdown"];
     assert_eq!(countdown["key"], "/flow/countdown");
     assert_eq!(countdown["name"], "countdown");
@@ -354,11 +377,13 @@ async fn runs(runtime: &Runtime) -> String {
     assert_eq!(inited["error"]["code"], 3, "{inited}");
     let not_json = runtime
         .request(reqwest::Method::POST, "/api/runAction")
+        .header("content-type", "application/json")
         .body("{key")
         .send()
         .await
         .unwrap();
     assert_eq!(not_json.json::<Value>().await.unwrap()["error"]["code"], 3);
+    inits(runtime).await;
     let missing = runtime
         .post("/api/runAction", &json!({"key": "/flow/nope", "input": 1}))
         .await;
@@ -381,6 +406,50 @@ async fn runs(runtime: &Runtime) -> String {
         assert_eq!(body.last().unwrap()["result"]["output"], 1);
     }
     trace_id
+}
+
+/// Runs of flows whose init is a struct, with and without init.
+async fn inits(runtime: &Runtime) {
+    let result = |body: Vec<Value>| body.last().unwrap().clone();
+    // No init, or `null`, is the empty object: the init type's defaults.
+    for request in [
+        json!({"key": "/flow/greet", "input": "Ada"}),
+        json!({"key": "/flow/greet", "input": "Ada", "init": null}),
+    ] {
+        let (_, body) = runtime.run(request, false).await;
+        assert_eq!(result(body)["result"], "Hello, Ada!");
+    }
+    let (_, body) = runtime
+        .run(
+            json!({"key": "/flow/greet", "input": "Ada", "init": {"salutation": "Hi"}}),
+            false,
+        )
+        .await;
+    assert_eq!(result(body)["result"], "Hi, Ada!");
+    let (_, body) = runtime
+        .run(
+            json!({"key": "/flow/letter", "input": "hello", "init": {"to": "Ada"}}),
+            false,
+        )
+        .await;
+    assert_eq!(result(body)["result"], "Dear Ada, hello");
+    // An init type without defaults: refused, saying how to pass one.
+    let refused: Value = runtime
+        .post(
+            "/api/runAction",
+            &json!({"key": "/flow/letter", "input": "hello"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let error = &refused["error"];
+    assert_eq!(error["code"], 3, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("missing field `to`") && message.contains("send an `init` with the run"),
+        "{message}"
+    );
 }
 
 /// A streamed run of the slow flow, cancelled through its trace id once it said it started;
@@ -563,4 +632,176 @@ async fn a_dead_or_hanging_telemetry_server_holds_no_run_back() {
             .unwrap();
         assert!(!refused || dropped > 0, "{telemetry}: {output}");
     }
+}
+
+/// Asserts `response` is a refusal of HTTP status `status` and gRPC code `code`.
+async fn refused(response: reqwest::Response, status: u16, code: u64) {
+    assert_eq!(response.status(), status);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], code, "{body}");
+}
+
+/// The said words of a streamed turn of the notes agent.
+fn said(body: &[Value]) -> String {
+    body[..body.len() - 1]
+        .iter()
+        .map(|chunk| chunk.as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_in_a_browser_and_rebound_names_are_refused() {
+    let posted = Posted::default();
+    let telemetry = posted.serve().await;
+    let project = project();
+    let runtime = Runtime::start(project.path(), &telemetry, None);
+    let port = runtime.base.rsplit(':').next().unwrap().to_owned();
+    let run_action = format!("{}/api/runAction?stream=true", runtime.base);
+    let note =
+        json!({"key": "/agent/notes", "input": "from a page", "init": {"sessionId": "victim"}});
+
+    // A page's cross-site post: `text/plain` needs no preflight, and the page's Origin comes.
+    let cross_site = runtime
+        .client
+        .post(&run_action)
+        .header("origin", "https://evil.example")
+        .header("content-type", "text/plain;charset=UTF-8")
+        .body(note.to_string())
+        .send()
+        .await
+        .unwrap();
+    refused(cross_site, 403, 7).await;
+    // The same from a sender that leaves the Origin out: not JSON.
+    let plain = runtime
+        .client
+        .post(&run_action)
+        .header("content-type", "text/plain")
+        .body(note.to_string())
+        .send()
+        .await
+        .unwrap();
+    refused(plain, 415, 3).await;
+    // JSON from a page, even a page on this machine.
+    let page = runtime
+        .client
+        .post(&run_action)
+        .header("origin", "http://localhost:3000")
+        .json(&note)
+        .send()
+        .await
+        .unwrap();
+    refused(page, 403, 7).await;
+    // DNS rebinding: the page's own name, resolved to this machine.
+    let rebound_host = format!("evil.example:{port}");
+    let listed = runtime
+        .client
+        .get(format!("{}/api/actions", runtime.base))
+        .header("host", &rebound_host)
+        .send()
+        .await
+        .unwrap();
+    refused(listed, 403, 7).await;
+    let rebound = runtime
+        .client
+        .post(&run_action)
+        .header("host", &rebound_host)
+        .json(&note)
+        .send()
+        .await
+        .unwrap();
+    refused(rebound, 403, 7).await;
+
+    // None of them ran: the session heard nothing before the tools' own run.
+    let (_, body) = runtime
+        .run(
+            json!({"key": "/agent/notes", "input": "from the tools", "init": {"sessionId": "victim"}}),
+            true,
+        )
+        .await;
+    assert_eq!(said(&body), "noted \"from the tools\" after 0 lines");
+    // Genkit's tools reach it by any loopback name of its port.
+    for base in [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+    ] {
+        let listed = runtime
+            .client
+            .get(format!("{base}/api/actions"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listed.status(), 200, "{base}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_auth_serves_reflection_only_with_the_secret() {
+    let posted = Posted::default();
+    let telemetry = posted.serve().await;
+    let project = project();
+    let auth = ["--auth", "alice-token"];
+
+    // Without the tools' secret, the program does not start, and says what to set.
+    let (_, mut refused) = Runtime::spawn(project.path(), &telemetry, None, &auth);
+    let error = refused
+        .wait_for(Duration::from_secs(60), |out| out.contains("reflection on"))
+        .unwrap_err();
+    assert!(
+        error.starts_with("exited") && error.contains("set GENKIT_REFLECTION_SECRET_TOKEN"),
+        "{error}"
+    );
+
+    // With it, the main port asks for the app's credentials, the reflection API for the
+    // secret.
+    let (port, mut group) = Runtime::spawn(project.path(), &telemetry, Some(SECRET), &auth);
+    let out = group
+        .wait_for(Duration::from_secs(60), |out| out.contains("reflection on"))
+        .unwrap();
+    let main = out
+        .lines()
+        .find_map(|line| line.strip_prefix("listening on "))
+        .unwrap()
+        .to_owned();
+    let runtime = Runtime {
+        group,
+        base: format!("http://127.0.0.1:{port}"),
+        client: reqwest::Client::new(),
+        secret: Some(SECRET),
+    };
+    let actions = format!("{main}/actions");
+    let bare = runtime.client.get(&actions).send().await.unwrap();
+    assert_eq!(bare.status(), 401);
+    let authorized = runtime
+        .client
+        .get(&actions)
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(authorized.status(), 200);
+
+    let countdown = json!({"key": "/flow/countdown", "input": 2});
+    let without = runtime
+        .client
+        .post(format!("{}/api/runAction", runtime.base))
+        .json(&countdown)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), 401);
+    // The app's credentials are not the tools' secret.
+    let with_the_apps = runtime
+        .client
+        .post(format!("{}/api/runAction", runtime.base))
+        .bearer_auth("alice-token")
+        .json(&countdown)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_the_apps.status(), 401);
+    let (trace_id, body) = runtime.run(countdown, false).await;
+    assert_eq!(
+        body,
+        [json!({"result": "done after 2", "telemetry": {"traceId": trace_id}})]
+    );
 }

@@ -1,5 +1,5 @@
 //! The reflection API's routes (version 1): health, notify, actions, values, `runAction` and
-//! `cancelAction`, behind the secret Genkit's tools may set.
+//! `cancelAction`, behind the checks of [`Access`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,18 +15,16 @@ use axum::routing::{get, post};
 use bidi_core::{Error, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::text::cap;
-use bidi_flow::{JsonError, JsonSendHalf, Registry};
+use bidi_flow::{JsonConnection, JsonError, JsonSendHalf, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::GENKIT_VERSION;
+use super::access::Access;
 use super::telemetry::Telemetry;
 use crate::codec::{self, Failure};
 use crate::flow::{self, CancelOnDrop, Records};
 use crate::{Limits, Shared, serve};
-
-/// The header that carries the secret when the tools set one.
-const SECRET_HEADER: HeaderName = HeaderName::from_static("x-genkit-reflection-secret");
 
 /// Everything a reflection request needs.
 pub(crate) struct Reflection {
@@ -34,8 +32,8 @@ pub(crate) struct Reflection {
     /// The runtime's id, as its file says.
     pub(crate) id: String,
     pub(crate) limits: Limits,
-    /// `GENKIT_REFLECTION_SECRET_TOKEN`, when set: every request carries it.
-    pub(crate) secret: Option<String>,
+    /// Who may call: the hosts, no browser, the secret, JSON bodies.
+    pub(crate) access: Access,
     pub(crate) telemetry: Arc<Telemetry>,
     /// The runs going on, by trace id, for `cancelAction`.
     pub(crate) running: Mutex<HashMap<String, JsonSendHalf>>,
@@ -67,42 +65,25 @@ pub(crate) fn router(reflection: Arc<Reflection>) -> Router {
         .layer(axum::middleware::from_fn_with_state(reflection, guard))
 }
 
-/// Refuses a request without the secret (when one is set) with 401, and stamps every answer
-/// with the runtime's version, as Genkit's runtimes do.
+/// Refuses a request [`Access`] does not let through, and stamps every answer with the
+/// runtime's version, as Genkit's runtimes do.
 async fn guard(
     State(reflection): State<Arc<Reflection>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = match &reflection.secret {
-        Some(secret) if !carries(request.headers(), secret) => error_response(
-            StatusCode::UNAUTHORIZED,
-            16,
-            "this runtime's reflection API needs the secret of the tools that started it \
-             (the x-genkit-reflection-secret header)",
-            None,
-        ),
-        _ => next.run(request).await,
+    let refusal = reflection
+        .access
+        .refusal(request.method(), request.headers());
+    let mut response = match refusal {
+        None => next.run(request).await,
+        Some(refused) => refused,
     };
     response.headers_mut().insert(
         HeaderName::from_static("x-genkit-version"),
         HeaderValue::from_static(GENKIT_VERSION),
     );
     response
-}
-
-/// Whether `headers` carry `secret`, compared in constant time.
-pub(crate) fn carries(headers: &HeaderMap, secret: &str) -> bool {
-    let Some(sent) = headers.get(SECRET_HEADER) else {
-        return false;
-    };
-    let (sent, secret) = (sent.as_bytes(), secret.as_bytes());
-    sent.len() == secret.len()
-        && sent
-            .iter()
-            .zip(secret)
-            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-            == 0
 }
 
 #[derive(Deserialize)]
@@ -261,8 +242,7 @@ async fn run_action(
         }
         init => init.unwrap_or(Value::Null),
     };
-    let options = Shared::options(None).input_buffer(1).output_buffer(64);
-    let conn = match reflection.registry.connect_json_with(key, init, options) {
+    let conn = match connect(&reflection.registry, key, init) {
         Ok(conn) => conn,
         Err(error) => {
             let (code, message) = status(&error);
@@ -302,6 +282,35 @@ async fn run_action(
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     ids.stamp(response.headers_mut());
     response
+}
+
+/// Opens a connection to `key` with `init`. A run without init (`null`, which is what
+/// `genkit flow:run` sends) of an action whose init type does not take `null` gets the empty
+/// object `{}`: an init type whose fields all have defaults (`#[serde(default)]`) runs with
+/// them. An init type that takes neither is refused with a message saying how to pass one.
+fn connect(registry: &Registry, key: &str, init: Value) -> Result<JsonConnection, JsonError> {
+    let options = || Shared::options(None).input_buffer(1).output_buffer(64);
+    if !init.is_null() {
+        return registry.connect_json_with(key, init, options());
+    }
+    match registry.connect_json_with(key, Value::Null, options()) {
+        Err(JsonError::InvalidInit { .. }) => {}
+        connected => return connected,
+    }
+    registry
+        .connect_json_with(key, Value::Object(Map::new()), options())
+        .map_err(|error| match error {
+            JsonError::InvalidInit { path, reason } => JsonError::InvalidInit {
+                path,
+                reason: format!(
+                    "{reason}; this run sent no init (`genkit flow:run` sends none), and the \
+                     action needs one: send an `init` with the run, or give the init type \
+                     defaults (`#[derive(Default)]` and `#[serde(default)]`), which a run \
+                     without init then gets"
+                ),
+            },
+            other => other,
+        })
 }
 
 /// A run's trace and span ids: its connection span's, or fresh ones for an untraced flow
@@ -424,7 +433,13 @@ fn error_body(code: u16, message: &str, trace_id: Option<&str>) -> Value {
     json!({"error": {"code": code, "message": message, "details": details}})
 }
 
-fn error_response(status: StatusCode, code: u16, message: &str, trace: Option<&str>) -> Response {
+/// A refusal of status `status` with Genkit's error body.
+pub(crate) fn error_response(
+    status: StatusCode,
+    code: u16,
+    message: &str,
+    trace: Option<&str>,
+) -> Response {
     (status, axum::Json(error_body(code, message, trace))).into_response()
 }
 
@@ -473,21 +488,6 @@ mod tests {
     use bidi_core::{Cause, NotFound, SendError};
 
     use super::*;
-
-    #[test]
-    fn the_secret_is_compared_whole() {
-        let mut headers = HeaderMap::new();
-        assert!(!carries(&headers, "s3cret"));
-        for (sent, ok) in [
-            ("s3cret", true),
-            ("s3cre", false),
-            ("s3cret!", false),
-            ("S3cret", false),
-        ] {
-            headers.insert(SECRET_HEADER, HeaderValue::from_static(sent));
-            assert_eq!(carries(&headers, "s3cret"), ok, "{sent}");
-        }
-    }
 
     #[test]
     fn errors_have_grpc_codes() {
@@ -547,7 +547,7 @@ mod tests {
             registry: Registry::new(),
             id: "1-3100".into(),
             limits: Limits::default(),
-            secret: None,
+            access: Access::loopback(3100),
             telemetry: Arc::new(Telemetry::new(None)),
             running: Mutex::default(),
         });

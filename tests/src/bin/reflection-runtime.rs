@@ -7,6 +7,13 @@
 //! - `/bidi-flow/slow`: streams `"started"`, then runs until it is cancelled.
 //! - `/agent/notes`: a multi-turn agent that remembers the lines of its session (init
 //!   `{"sessionId": ".."}`) and answers each word by word.
+//! - `/flow/greet`: init `{"salutation"}` (default `"Hello"`), input a name, returns
+//!   `"{salutation}, {name}!"`: a struct init with defaults, which a run without init gets.
+//! - `/flow/letter`: init `{"to"}` (required), input a line, returns `"Dear {to}, {line}"`: a
+//!   struct init without defaults.
+//!
+//! With `--auth TOKEN`, the server asks every request for `Authorization: Bearer TOKEN`
+//! (`Server::auth`).
 //!
 //! Its first lines on stdout are `listening on http://{addr}` and, with the reflection API,
 //! `reflection on http://{addr} ({runtime file})`. It serves until SIGINT, then removes its
@@ -19,8 +26,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use bidi_agent::{Agent, AgentResult, Responder, Session};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
-use bidi_http::Server;
 use bidi_http::reflection::Runtime;
+use bidi_http::{Identity, Server, Unauthorized};
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -95,6 +102,51 @@ async fn notes(
     Ok(AgentResult::new(turns))
 }
 
+/// How `/flow/greet` greets: every field has a default.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+struct Greeting {
+    /// The word before the name.
+    salutation: String,
+}
+
+impl Default for Greeting {
+    fn default() -> Self {
+        Self {
+            salutation: "Hello".to_owned(),
+        }
+    }
+}
+
+/// Greets the name it is sent.
+async fn greet(
+    _: ActionContext,
+    greeting: Greeting,
+    mut inbound: Inbound<String>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let name = inbound.recv().await.unwrap_or_default();
+    Ok(format!("{}, {name}!", greeting.salutation))
+}
+
+/// Whom `/flow/letter` writes to: no default.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct Letter {
+    /// The addressee.
+    to: String,
+}
+
+/// Writes the line it is sent to the addressee.
+async fn letter(
+    _: ActionContext,
+    letter: Letter,
+    mut inbound: Inbound<String>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let line = inbound.recv().await.unwrap_or_default();
+    Ok(format!("Dear {}, {line}", letter.to))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let registry = Registry::new();
@@ -111,10 +163,35 @@ async fn main() -> Result<(), BoxError> {
             .build(notes)
             .into_flow(),
     )?;
-    let bound = Server::new(registry)
-        .addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0))
+    let flow = ActionType::new("flow")?;
+    registry.register(BidiFlow::new("greet", greet).with_action_type(flow.clone()))?;
+    registry.register(BidiFlow::new("letter", letter).with_action_type(flow))?;
+    let mut server = Server::new(registry).addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--auth", Some(token)) => {
+                let expected = format!("Bearer {token}");
+                server = server.auth(move |headers| {
+                    let allowed = headers
+                        .get("authorization")
+                        .is_some_and(|sent| sent.as_bytes() == expected.as_bytes());
+                    async move {
+                        if allowed {
+                            Ok(Identity::new("tester"))
+                        } else {
+                            Err(Unauthorized::new("a bearer token is required"))
+                        }
+                    }
+                });
+            }
+            _ => return Err(format!("usage: reflection-runtime [--auth TOKEN], not {arg}").into()),
+        }
+    }
+    let bound = server
         .bind()
-        .await?;
+        .await
+        .map_err(|error| format!("cannot start: {error}"))?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
     let dropped = bound.genkit_runtime().map(Runtime::dropped_spans);
