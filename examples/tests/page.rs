@@ -10,6 +10,9 @@ use std::process::{Child, Command, Stdio};
 
 use tests::browser::browse;
 
+/// What the page shows once its prompt's answer (or its error) is in.
+const DONE: &str = r#"body[data-done="1"]"#;
+
 /// The `serve` example on a free port of 127.0.0.1, killed when dropped.
 struct Serve {
     child: Child,
@@ -66,7 +69,7 @@ fn the_page_streams_an_answer_over_both_protocols() {
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for protocol in ["ag-ui", "ui-message-stream"] {
         let url = format!("{}/?protocol={protocol}&prompt=hello%20there", serve.url);
-        let dom = browse(&url, 10_000, None);
+        let dom = browse(&url, DONE, None);
         // The demo model answers "You said: hello there", streamed word by word.
         assert!(
             dom.contains("You said: hello there"),
@@ -81,7 +84,7 @@ fn the_page_streams_an_answer_over_both_protocols() {
             "{protocol}: an error:\n{dom}"
         );
         let shot = artifacts.join(format!("page-{protocol}.png"));
-        let _ = browse(&url, 10_000, Some(shot.as_path()));
+        let _ = browse(&url, DONE, Some(shot.as_path()));
         let png = std::fs::read(&shot).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{}: not a PNG", shot.display());
         eprintln!("screenshot: {}", shot.display());
@@ -99,7 +102,7 @@ fn a_page_of_another_origin_talks_to_serve_with_cors() {
             "{}/?protocol={protocol}&prompt=across%20origins&server={}",
             page.url, allowing.url
         );
-        let dom = browse(&url, 10_000, None);
+        let dom = browse(&url, DONE, None);
         assert!(
             dom.contains("You said: across origins"),
             "{protocol}: no answer from the other origin:\n{dom}"
@@ -111,7 +114,7 @@ fn a_page_of_another_origin_talks_to_serve_with_cors() {
             "{}/?protocol={protocol}&prompt=across%20origins&server={}",
             page.url, refusing.url
         );
-        let dom = browse(&url, 10_000, None);
+        let dom = browse(&url, DONE, None);
         assert!(
             !dom.contains("You said: across origins"),
             "{protocol}:\n{dom}"

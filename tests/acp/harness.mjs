@@ -4,7 +4,7 @@
 
 import { inspect } from 'node:util';
 
-const CHECK_TIMEOUT_MS = Number(process.env.BIDI_ACP_CHECK_TIMEOUT_MS ?? 60_000);
+const CHECK_TIMEOUT_MS = Number(process.env.BIDI_ACP_CHECK_TIMEOUT_MS ?? 120_000);
 
 let passed = 0;
 let failed = 0;

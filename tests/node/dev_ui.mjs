@@ -15,6 +15,9 @@ import puppeteer from 'puppeteer-core';
 import { assert, check, run } from './harness.mjs';
 
 const shots = process.argv[3] ?? 'dev-ui-screenshots';
+// Every wait is for a selector; this only bounds one that never comes, generously for a loaded
+// two-core machine.
+const DEADLINE = 240_000;
 mkdirSync(shots, { recursive: true });
 
 /** The system Chromium on PATH. */
@@ -42,7 +45,7 @@ run(async (base) => {
   const errors = [];
   try {
     const page = await browser.newPage();
-    page.setDefaultTimeout(20_000);
+    page.setDefaultTimeout(DEADLINE);
     await page.setViewport({ width: 1280, height: 900 });
     page.on('pageerror', (error) => errors.push(`page error: ${error.message}`));
     page.on('console', (message) => {
@@ -126,7 +129,7 @@ run(async (base) => {
     await check("the connection's trace shows while it runs, its turns appearing live", async () => {
       // A second tab watches the traces while the first runs the flow.
       const watcher = await browser.newPage();
-      watcher.setDefaultTimeout(20_000);
+      watcher.setDefaultTimeout(DEADLINE);
       await watcher.setViewport({ width: 1280, height: 900 });
       watcher.on('pageerror', (error) => errors.push(`page error (traces tab): ${error.message}`));
       await watcher.goto(`${base}/dev/#/traces`);

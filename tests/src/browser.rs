@@ -1,5 +1,6 @@
-//! Pages in a real browser: a headless Chromium loads a URL and gives back the DOM its scripts
-//! built (or a screenshot), and [`bundle`] builds the React pages of `tests/node/browser`.
+//! Pages in a real browser: a headless Chromium loads a URL and, once the page shows what the
+//! test waits for, gives back the DOM its scripts built (or a screenshot); [`bundle`] builds
+//! the React pages of `tests/node/browser`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,39 +28,42 @@ pub fn chromium() -> &'static str {
         )
 }
 
-/// Loads `url` in headless Chromium; with `screenshot`, saves one there and returns nothing,
-/// else returns the DOM once the page's scripts ran, for at most `budget_ms` of the page's
-/// (virtual) time.
+/// Loads `url` in headless Chromium and waits until an element matches `until` (a CSS
+/// selector: what says the page got where the test looks, its answer done or its error shown);
+/// with `screenshot`, saves one there and returns nothing, else returns the DOM then.
+///
+/// The wait is for that condition, bounded only by a generous deadline (four minutes) for a
+/// page that never gets there, so a loaded machine makes it slower, not failed. Chromium is
+/// driven by puppeteer-core from `tests/node` (installed with [`npm_ci`] first).
 ///
 /// # Panics
 ///
-/// When Chromium cannot run or fails.
+/// When Chromium or Node cannot run, or the page never shows `until` (with the DOM it had and
+/// its errors).
 #[must_use]
-pub fn browse(url: &str, budget_ms: u32, screenshot: Option<&Path>) -> String {
-    // A profile of its own, removed afterwards: without one, headless Chromium leaves a
-    // scoped profile with its cache (tens of MB) under ~/.cache/chromium-headless per run.
-    let profile = tempfile::tempdir().expect("a temporary directory");
-    let mut command = Command::new(chromium());
-    command.arg(format!("--user-data-dir={}", profile.path().display()));
-    command.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--hide-scrollbars",
-        "--window-size=900,600",
-    ]);
-    command.arg(format!("--virtual-time-budget={budget_ms}"));
-    match screenshot {
-        Some(path) => command.arg(format!("--screenshot={}", path.display())),
-        None => command.arg("--dump-dom"),
-    };
-    let output = command
+pub fn browse(url: &str, until: &str, screenshot: Option<&Path>) -> String {
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    if let Err(e) = npm_ci(&clients) {
+        panic!("npm ci in {}: {e}", clients.display());
+    }
+    let _ = chromium();
+    let mut command = Command::new("node");
+    command
+        .arg(clients.join("browser").join("load.mjs"))
         .arg(url)
-        .stderr(Stdio::null())
+        .arg(until);
+    if let Some(path) = screenshot {
+        command.arg(path);
+    }
+    let output = command
+        .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", chromium()));
-    assert!(output.status.success(), "chromium failed on {url}");
+        .unwrap_or_else(|e| panic!("cannot run node: {e}"));
+    assert!(
+        output.status.success(),
+        "the page {url} never showed {until}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -96,7 +96,7 @@ async fn serve(script: PathBuf, wipes: Arc<AtomicUsize>) -> SocketAddr {
 async fn run_page(addr: SocketAddr, client: &str, agent: &str, thread: &str) -> String {
     let url =
         format!("http://{addr}/?client={client}&agent={agent}&thread={thread}&prompt=please%20do");
-    let dom = tokio::task::spawn_blocking(move || browse(&url, 30_000, None))
+    let dom = tokio::task::spawn_blocking(move || browse(&url, r#"body[data-done="1"]"#, None))
         .await
         .unwrap();
     assert!(

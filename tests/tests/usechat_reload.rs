@@ -61,7 +61,7 @@ async fn use_chat_restores_a_stored_conversation_and_goes_on_with_it() {
 
     // The reloaded page.
     let url = format!("http://{addr}/?chat=reload-1&prompt=and%20again");
-    let dom = tokio::task::spawn_blocking(move || browse(&url, 10_000, None))
+    let dom = tokio::task::spawn_blocking(move || browse(&url, r#"body[data-done="1"]"#, None))
         .await
         .unwrap();
     assert!(
