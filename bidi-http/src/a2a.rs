@@ -34,6 +34,30 @@
 //! the user says next. That message runs the session's next turn: a new task, in the same
 //! context.
 //!
+//! With the A2A JS SDK (`@a2a-js/sdk` 1.x), approving the first waiting call of `task`:
+//!
+//! ```js
+//! const call = task.status.message.parts[0].content.value.awaitingApproval[0];
+//! await client.sendMessage({ message: {
+//!   messageId: crypto.randomUUID(), role: Role.ROLE_USER,
+//!   taskId: task.id, contextId: task.contextId,
+//!   parts: [{ content: { $case: 'data', value: { approvals: [{ toolCallId: call.id, approved: true }] } },
+//!             mediaType: 'application/json' }],
+//! } });
+//! ```
+//!
+//! and with the Python `a2a-sdk` 1.x (protobuf types):
+//!
+//! ```python
+//! reply = json_format.ParseDict({
+//!     "messageId": str(uuid4()), "role": "ROLE_USER",
+//!     "taskId": task.id, "contextId": task.context_id,
+//!     "parts": [{"data": {"approvals": [{"toolCallId": call_id, "approved": False,
+//!                                        "reason": "not today"}]}}],
+//! }, Message())
+//! await client.send_message(SendMessageRequest(message=reply))
+//! ```
+//!
 //! **Errors** are JSON-RPC errors in A2A's codes: -32700 (not JSON), -32600 (no JSON-RPC
 //! request), -32601 (no such method), -32602 (invalid params; `data.path` is a JSON Pointer
 //! to what is wrong), -32603 (the server failed), -32001 (no such task, in the caller's

@@ -60,6 +60,7 @@
 //! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
 //! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
 //! | `GET /dev/` | the [Dev UI](#dev-ui), with its JSON under `/dev/api/` (feature `dev-ui`, served with `Server::dev_ui`) |
+//! | `POST`/`GET`/`DELETE /mcp` | the [MCP](mcp) server's streamable HTTP: the flows and agents as tools (feature `mcp`, served with `Server::mcp`) |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -313,6 +314,24 @@
 //! an agent built `client_managed()` (it answers `SendMessage` and `SendStreamingMessage`
 //! only), -32009 another `A2A-Version` than 1.0 or a method of A2A 0.3 (`message/send`).
 //!
+//! ## Approvals, wire by wire
+//!
+//! A call of a tool that needs approval ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval))
+//! stops the turn before the tool runs, and the session waits for a decision on every such
+//! call; the decision may come over any wire, from any process sharing the store. Each wire
+//! says what waits, and takes the answer, in its own terms:
+//!
+//! | wire | what says a call waits | how the client answers |
+//! |---|---|---|
+//! | execute | `awaiting_approval {toolCalls}`, then `execute_complete` with `status: awaiting_tool_execution` and `pendingApprovals` | `input: {"approvals": [{toolCallId, approved, reason?}]}` |
+//! | UI message stream | a `tool-approval-request` part; the answer finishes | the next request's `approval-responded` part |
+//! | AG-UI | `RUN_FINISHED` with outcome `interrupt`, one interrupt (`tool_approval`) per call | the next run's `resume` entries: `resolved` approves, `cancelled` denies |
+//! | Genkit's agent wire | `turnEnd` and the output with `finishReason: "interrupted"`, the calls in the message | `resume.restart`: the approved calls |
+//! | A2A | `TASK_STATE_INPUT_REQUIRED`, the data part's `awaitingApproval` | a message on the task with the data part `{"approvals": [..]}` |
+//! | WebSocket, Genkit's flow wire | the agent's events as chunks (`awaiting_approval`) | an input `{"approvals": [..]}` |
+//! | ACP (bidi-acp) | `session/request_permission` to the editor | the editor's choice (once or always) |
+//! | MCP | not yet: a tool call of an agent that waits answers what the model said so far | — |
+//!
 //! # Dev UI
 //!
 //! With the feature `dev-ui`, `Server::dev_ui` serves a page at `/dev/` for the time you build
@@ -458,6 +477,7 @@
 //! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
 //! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces` and `agents`) |
 //! | `reflection` | [Genkit's reflection API](#genkits-tools) beside the server, for `genkit start` and `genkit flow:run` (implies `traces`; off by default) |
+//! | `mcp` | the [MCP](mcp) server: flows and agents as tools over stdio and at `/mcp` (off by default) |
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and

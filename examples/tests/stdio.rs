@@ -241,11 +241,7 @@ fn every_bad_frame_is_answered_and_the_rest_goes_on() {
         ),
         (Some("e"), "invalid_input", "invalid input at the root"),
         (Some("t"), "send_failed", "send failed"),
-        (
-            Some("t"),
-            "cancelled",
-            "connection cancelled: enough ticks",
-        ),
+        (Some("t"), "cancelled", "connection cancelled: enough ticks"),
     ];
     let errors = run.errors();
     assert_eq!(errors.len(), expected.len(), "{errors:#?}");

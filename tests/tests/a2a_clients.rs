@@ -376,13 +376,18 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
     let http = reqwest::Client::new();
     let sent = rpc(&http, &base, "slow", "SendMessage", at_once("wait")).await;
     let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
 
     let subscribed = http
         .post(format!("{base}/agent/slow/a2a"))
         .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask",
-                      "params": {"id": task}}))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask",
+                      "params": {"id": task}}),
+        )
         .send()
         .await
         .unwrap();
@@ -392,7 +397,10 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
     let mut finished = false;
     let mut events = Vec::<Value>::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while !events.iter().any(|event| event["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED") {
+    while !events
+        .iter()
+        .any(|event| event["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+    {
         let chunk = tokio::time::timeout_at(deadline, body.next())
             .await
             .expect("the task's events in time")
@@ -410,10 +418,15 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
             http.post(format!("{base}/finish")).send().await.unwrap();
         }
     }
-    assert!(events.iter().all(|event| event["id"] == "sub"), "{events:#?}");
+    assert!(
+        events.iter().all(|event| event["id"] == "sub"),
+        "{events:#?}"
+    );
     let answer: String = events
         .iter()
-        .filter_map(|event| event["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .filter_map(|event| {
+            event["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str()
+        })
         .collect();
     assert_eq!(answer, "slow answer", "{events:#?}");
 
@@ -423,7 +436,10 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
     let sent = rpc(&http, &base, "slow", "SendMessage", at_once("wait again")).await;
     let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     let canceled = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
-    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
     let again = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
     assert_eq!(again["error"]["code"], -32002, "{again}");
 }

@@ -95,7 +95,10 @@ async fn calls_wait_for_a_decision_across_connections_then_run_or_are_denied() {
     let ids = |calls: &[ToolCall]| calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
     assert_eq!(
         (ids(pending_tool_calls), ids(pending_approvals)),
-        (vec!["c1".to_owned()], vec!["d1".to_owned(), "d2".to_owned()])
+        (
+            vec!["c1".to_owned()],
+            vec!["d1".to_owned(), "d2".to_owned()]
+        )
     );
     let wire = serde_json::to_value(events.last().unwrap()).unwrap();
     assert_eq!(wire["pendingApprovals"][1]["id"], "d2", "{wire}");
