@@ -10,9 +10,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 
-// The arguments are optional in the schemas, and `request` is another name for them: the demo
-// model, which needs no service, calls a tool that requires nothing but a `request` with the
-// user's message, rather than the tools an editor offers (`run_command`, which requires more).
+// The arguments are optional in the schemas (and `request` is another name for them): the demo
+// model, which needs no service, calls a tool that requires nothing but a `request` (filling
+// its first string field with the user's message) rather than the tools an editor offers
+// (`run_command`, which requires more).
 
 /// What `word_count` counts.
 #[derive(Debug, Deserialize, JsonSchema)]

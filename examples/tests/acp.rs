@@ -203,7 +203,7 @@ async fn sdk_a_prompt_streams_chunks_and_tool_calls_then_ends_the_turn() {
     assert_eq!(call.status, ToolCallStatus::InProgress);
     assert_eq!(
         call.raw_input,
-        Some(json!({"request": "count these four words"}))
+        Some(json!({"text": "count these four words"}))
     );
     let done = updates
         .iter()
@@ -922,12 +922,12 @@ async fn sdk_the_reference_mcp_server_tools_run_and_fail_through_the_agent() {
             .await?
             .session_id;
         let mut seen = Vec::new();
-        // `get-env` takes no arguments; `echo` needs a `message`, which the demo model never
-        // sends, so the server answers an error result; `get-tiny-image` answers an image
-        // between two texts.
+        // `get-env` takes no arguments; `echo` needs a string `message`, which the prompt
+        // gives as a number, so the server answers an error result; `get-tiny-image` answers
+        // an image between two texts.
         for prompt in [
             "everything__get-env",
-            "everything__echo",
+            r#"everything__echo {"message": 5}"#,
             "everything__get-tiny-image",
         ] {
             let answer = cx
