@@ -592,7 +592,7 @@ mod tests {
         for (script, checks, unhandled) in [
             ("ws_client.mjs", 10, 0),
             ("genkit_client.mjs", 16, 0),
-            ("genkit_agent.mjs", 11, 3),
+            ("genkit_agent.mjs", 15, 3),
         ] {
             let summary = run_node(&clients.join(script), &["http://127.0.0.1:1"]);
             assert_eq!(
