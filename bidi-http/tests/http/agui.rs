@@ -8,7 +8,7 @@ use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Tool, ToolEvent};
 use serde_json::{Value, json};
 
-use crate::support::{Probe, registry, start, url};
+use crate::support::{Probe, alice_and_bob, registry, start, url};
 
 /// The events of an AG-UI answer: every record is one `data: {json}` line.
 fn parse(text: &str) -> Vec<Value> {
@@ -427,26 +427,12 @@ async fn bad_requests_are_refused_before_the_stream_with_a_json_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn threads_are_kept_apart_by_identity() {
-    use bidi_http::{Identity, Unauthorized};
-
     let model = ScriptedModel::new([
         Scripted::new().tool_call("call-1", "confirm", &json!({})),
         Scripted::new().text("Hello Bob"),
     ]);
     let agent = LlmAgent::builder("helper", model.clone()).build();
-    let server =
-        Server::new(registry(&Probe::default()))
-            .agent(&agent)
-            .auth(|headers| async move {
-                match headers
-                    .get("authorization")
-                    .and_then(|value| value.to_str().ok())
-                {
-                    Some("Bearer alice") => Ok(Identity::new("alice")),
-                    Some("Bearer bob") => Ok(Identity::new("bob")),
-                    _ => Err(Unauthorized::new("a bearer token is required")),
-                }
-            });
+    let server = alice_and_bob(Server::new(registry(&Probe::default())).agent(&agent));
     let addr = start(server).await;
     let post_as = |who: &'static str, body: Value| async move {
         let response = reqwest::Client::new()

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
+use bidi_http::Server;
 use bidi_http::mcp::McpServer;
-use bidi_http::{Identity, Server, Unauthorized};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
-use crate::support::{Probe, registry, start, url};
+use crate::support::{Probe, alice_and_bob, registry, start, url};
 
 /// The flow `gate`: says it started, then answers "opened" once the test opens it; a cancel
 /// ends it with the cancel's cause.
@@ -42,20 +42,6 @@ fn flows(gate: &Gate) -> Registry {
         ))
         .unwrap();
     registry
-}
-
-/// `Bearer alice` is alice, `Bearer bob` is bob.
-fn authenticated(server: Server) -> Server {
-    server.auth(|headers| async move {
-        match headers
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
-        {
-            Some("Bearer alice") => Ok(Identity::new("alice")),
-            Some("Bearer bob") => Ok(Identity::new("bob")),
-            _ => Err(Unauthorized::new("a bearer token is required")),
-        }
-    })
 }
 
 /// A request of one MCP client, as `who`, on `session` (if any).
@@ -162,7 +148,7 @@ async fn a_session_is_unknown_to_another_identity() {
         open: Arc::new(Notify::new()),
     };
     let registry = flows(&gate);
-    let addr = start(authenticated(Server::new(registry).mcp())).await;
+    let addr = start(alice_and_bob(Server::new(registry).mcp())).await;
     let alice = initialize(addr, "alice").await;
 
     // Alice's call runs as alice, its string output as its text.
@@ -237,7 +223,7 @@ async fn a_session_is_unknown_to_another_identity() {
 async fn sessions_past_the_cap_are_refused_until_one_ends() {
     let registry = registry(&Probe::default());
     let mcp = McpServer::new(registry.clone()).max_sessions(2);
-    let addr = start(authenticated(Server::new(registry).mcp_with(mcp))).await;
+    let addr = start(alice_and_bob(Server::new(registry).mcp_with(mcp))).await;
     let first = initialize(addr, "alice").await;
     let _second = initialize(addr, "bob").await;
 
@@ -273,7 +259,7 @@ async fn sessions_past_the_cap_are_refused_until_one_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_are_not_json_rpc_are_json_rpc_errors() {
-    let addr = start(authenticated(
+    let addr = start(alice_and_bob(
         Server::new(registry(&Probe::default())).mcp(),
     ))
     .await;
@@ -304,7 +290,7 @@ async fn bodies_that_are_not_json_rpc_are_json_rpc_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn params_of_the_wrong_type_are_invalid_params_and_other_methods_are_not_found() {
-    let addr = start(authenticated(
+    let addr = start(alice_and_bob(
         Server::new(registry(&Probe::default())).mcp(),
     ))
     .await;
@@ -352,7 +338,7 @@ async fn an_idle_session_ends_and_gives_its_place_back() {
     let mcp = McpServer::new(registry.clone())
         .max_sessions(1)
         .session_idle_timeout(std::time::Duration::from_millis(300));
-    let addr = start(authenticated(Server::new(registry).mcp_with(mcp))).await;
+    let addr = start(alice_and_bob(Server::new(registry).mcp_with(mcp))).await;
     // Opened, and left idle from then on (however long the test takes to go on).
     let opened = post(addr, "alice", None, &initialize_body()).await;
     assert_eq!(opened.status().as_u16(), 200);

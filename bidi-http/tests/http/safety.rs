@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use bidi_http::{Identity, Server, Unauthorized};
+use bidi_http::{Identity, Server};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::support::{Probe, registry, settle, start, url};
+use crate::support::{Probe, alice_and_bob, registry, settle, start, url};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_over_the_limit_is_413() {
@@ -102,16 +102,7 @@ async fn an_idle_connection_is_cancelled() {
 }
 
 fn authenticated(probe: &Probe) -> Server {
-    Server::new(registry(probe)).auth(|headers| async move {
-        match headers
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
-        {
-            Some("Bearer alice") => Ok(Identity::new("alice")),
-            Some("Bearer bob") => Ok(Identity::new("bob")),
-            _ => Err(Unauthorized::new("a bearer token is required")),
-        }
-    })
+    alice_and_bob(Server::new(registry(probe)))
 }
 
 async fn post_as(addr: std::net::SocketAddr, who: &str, path: &str, body: Value) -> (u16, Value) {

@@ -9,7 +9,7 @@ use bidi_agent::{Agent, AgentResult, Responder};
 use bidi_core::PeerGone;
 use bidi_core::{ActionContext, BoxError, CauseKind, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::{Identity, Server};
+use bidi_http::{Identity, Server, Unauthorized};
 use bidi_session::Session;
 use tokio::sync::mpsc;
 
@@ -204,4 +204,18 @@ pub(crate) async fn settle(count: usize) {
         "{} task(s) alive, expected {count}",
         metrics.num_alive_tasks()
     );
+}
+
+/// `server` behind auth: `Bearer alice` is alice, `Bearer bob` is bob, anything else is refused.
+pub(crate) fn alice_and_bob(server: Server) -> Server {
+    server.auth(|headers| async move {
+        match headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+        {
+            Some("Bearer alice") => Ok(Identity::new("alice")),
+            Some("Bearer bob") => Ok(Identity::new("bob")),
+            _ => Err(Unauthorized::new("a bearer token is required")),
+        }
+    })
 }

@@ -7,9 +7,8 @@
 // machine: it only bounds a page that never gets there. Exits 1 (with what the page showed,
 // and its errors, on stderr) when it does not.
 
-import { existsSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import puppeteer from 'puppeteer-core';
+import { chromium } from './chromium.mjs';
 
 const [url, selector, screenshot] = process.argv.slice(2);
 if (!url || !selector) {
@@ -17,17 +16,6 @@ if (!url || !selector) {
   process.exit(2);
 }
 const deadline = Number(process.env.DEADLINE_MS ?? 240_000);
-
-/** The system Chromium on PATH. */
-function chromium() {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-      const path = join(dir, name);
-      if (existsSync(path)) return path;
-    }
-  }
-  throw new Error('no chromium on PATH: apt-get install chromium');
-}
 
 const browser = await puppeteer.launch({
   executablePath: chromium(),
