@@ -48,22 +48,44 @@ use crate::scope::Scope;
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(rename = "AgentInit_for_{State}")]
+#[schemars(
+    rename = "AgentInit_for_{State}",
+    description = "Which session the connection works on: a new one (no sessionId), the one \
+                   sessionId names (made under that id if there is none yet), or, with resume, \
+                   only an existing one."
+)]
 pub struct AgentInit<State> {
     /// The session to resume, or to create under this id if it does not exist (unless
     /// `resume`).
+    #[schemars(
+        description = "The session to go on with, or to create under this id if there is none \
+                       (unless resume is set)."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// The state a new session starts with (ignored when resuming); `State::default()` if absent.
+    #[schemars(
+        description = "The state a new session starts with (ignored when the session exists); \
+                       without it, the agent's empty state."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
     /// Only resume: the session `session_id` names must exist; if it does not, the connection
     /// fails with [`StoreError::NotFound`] instead of creating it.
+    #[schemars(
+        description = "Only go on with an existing session: if sessionId names none, the \
+                       connection fails (not found) instead of creating it."
+    )]
     #[serde(default, skip_serializing_if = "is_false")]
     pub resume: bool,
     /// Resume the session at this snapshot: its first write branches from it, leaving the
     /// snapshots that followed it as they are. With `session_id` too, the snapshot must be
     /// one of that session's.
+    #[schemars(
+        description = "Go on from this snapshot of the session: its first write branches from \
+                       it, and the snapshots after it stay as they are. With sessionId too, the \
+                       snapshot must be one of that session's."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
 }

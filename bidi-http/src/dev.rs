@@ -5,11 +5,17 @@
 //!   input, stream, output), and forms made from them (or raw JSON) to open a connection over
 //!   the WebSocket wire, send inputs turn by turn, and watch the chunks, turn ends, output or
 //!   error come in; cancel it at any point.
-//! - **Chats** with the agents given to [`Server::agent`](crate::Server::agent), on their
-//!   execute endpoint: markdown answers, tool calls with their arguments and results, calls
-//!   waiting for an approval (approve or deny them), the page's own tools (`confirm`,
-//!   `pick_color`, answered with buttons), a stop button. The session's id is kept in the
-//!   browser's storage: a reload reads the conversation back from the server.
+//! - **Chats** with the agents given to [`Server::agent`](crate::Server::agent), over their UI
+//!   message stream (`POST /agent/{name}/chat`): markdown answers, tool calls with their
+//!   arguments and results, calls waiting for an approval (approve or deny them), the page's
+//!   own tools (`confirm`, `pick_color`, answered with buttons), a stop button. The chat's id
+//!   is the session's, kept in the browser's storage: a reload reads the conversation back from
+//!   the server. An answer there runs to its end whoever reads it, so a reload mid-answer does
+//!   not stop it: the reloaded page shows the question and follows the answer still running
+//!   (`GET /agent/{name}/chat/{id}/stream`), then reads the conversation back once it ends.
+//!   (The execute endpoint would serve the same events, but its client going away cancels the
+//!   turn.) Stop aborts the turn as Genkit's agent wire does (`genkit/abort`, in whichever
+//!   process runs it): it stops at its next lease renewal, within a third of the agent's lease.
 //! - **Traces**, live: each connection's span and its turns' spans as they start and end, with
 //!   their attributes and errors, from the [`Traces`] the server was given.
 //! - **Sessions** of each agent: their snapshots, lineage and state, and the difference between
@@ -42,7 +48,8 @@
 //! # Routes
 //!
 //! The page calls the server's own routes (`GET /actions`, the WebSocket of each action, the
-//! agents' execute and session endpoints) and these, all `GET`:
+//! agents' UI message stream, session endpoints, and Genkit's `getSnapshot` and `abort` to
+//! stop an answer) and these, all `GET`:
 //!
 //! | route | what it answers |
 //! |---|---|

@@ -336,8 +336,9 @@
 //!
 //! With the feature `dev-ui`, `Server::dev_ui` serves a page at `/dev/` for the time you build
 //! a server: every action with its schemas and forms made from them, run turn by turn over the
-//! WebSocket; chats with the agents (tool calls, approvals, the page's own tools, a reload that
-//! keeps the conversation); each connection's spans live as they run; each agent's sessions, their
+//! WebSocket; chats with the agents over their UI message stream (tool calls, approvals, the
+//! page's own tools; a reload, even mid-answer, keeps the conversation and follows the answer
+//! still running); each connection's spans live as they run; each agent's sessions, their
 //! snapshots and the difference between two of them. Flows trace into OpenTelemetry's global
 //! tracer provider: `Traces::install` (module `traces`) sets one that keeps their spans for the
 //! page (or add the `Traces` to your own provider as a span processor).
@@ -475,7 +476,7 @@
 //! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
 //! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
 //! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
-//! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces` and `agents`) |
+//! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces`, `agents` and `ui-stream`) |
 //! | `reflection` | [Genkit's reflection API](#genkits-tools) beside the server, for `genkit start` and `genkit flow:run` (implies `traces`; off by default) |
 //! | `mcp` | the [MCP](mcp) server: flows and agents as tools over stdio and at `/mcp` (off by default) |
 //!

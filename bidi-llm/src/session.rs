@@ -23,10 +23,15 @@ use crate::tool::Tool;
 pub enum Status {
     /// An execution was running when a session of bidi 0.1 was saved; sessions no longer
     /// store it (a running execution is a pending snapshot, with its lease, in the store).
+    #[schemars(description = "Running (only in sessions saved by an older version).")]
     Running,
     /// Tool calls wait for the caller: remote calls for their results, calls of tools that
     /// [need approval](crate::Tool::needs_approval) for a decision. The next input must answer
     /// them all.
+    #[schemars(
+        description = "Tool calls wait: the client's own tools for their results, the agent's \
+                       tools that need approval for a decision. The next input must answer them all."
+    )]
     AwaitingToolExecution,
     /// Nothing runs and nothing is pending: a new session, or the last execution finished or
     /// was cancelled.
@@ -43,6 +48,10 @@ pub enum Status {
 /// store), not in the process, so any agent sharing the store serves them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "A session: its system prompt, its client's own tools, the conversation, and \
+                   where it stands."
+)]
 pub struct LlmSession {
     /// The system prompt every model call of the session starts with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,6 +60,11 @@ pub struct LlmSession {
     /// after the agent's. A call to one suspends the execution until the client sends its
     /// result, as a call of a [`Tool::remote`] does. Its arguments are not checked here: the
     /// client that runs it does. An agent's tool of the same name wins over it.
+    #[schemars(
+        description = "The client's own tools, offered to the model after the agent's: a call \
+                       of one waits until the client sends its result. The agent's tool of the \
+                       same name wins over it."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
     /// How the session's model calls sample their answers.
@@ -66,6 +80,11 @@ pub struct LlmSession {
     /// results, calls of the agent's local tools (those that
     /// [need approval](crate::Tool::needs_approval)) for a decision. The next input must answer
     /// them all.
+    #[schemars(
+        description = "The calls waiting for the client, in call order: the client's own tools \
+                       for their results, the agent's tools that need approval for a decision. \
+                       The next input must answer them all."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<ToolCall>,
     /// The model of the session's last model call.
@@ -76,10 +95,18 @@ pub struct LlmSession {
     pub total_cost: f64,
     /// State of the application's own, JSON (`null` until set): what a
     /// [custom agent](crate::LlmAgent::custom) keeps between executions.
+    #[schemars(
+        description = "The application's own state, any JSON (null until set), kept between \
+                       executions."
+    )]
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub custom: Value,
     /// Named collections of parts the agent produced (files, documents), each kept once by
     /// name: a [custom agent](crate::LlmAgent::custom) adds and replaces them.
+    #[schemars(
+        description = "Named collections of parts the agent produced (files, documents), each \
+                       kept once by name."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<bidi_agent::Artifact>,
 }
@@ -227,6 +254,10 @@ pub struct Resume {
     /// What the user said next, after the answers: the model reads the answers, then this,
     /// and answers once. A user who moves on instead of answering the open calls sends this
     /// with every call answered as set aside ([`LlmAgent::set_aside`](crate::LlmAgent::set_aside)).
+    #[schemars(
+        description = "What the user says next, after the answers: the model reads the answers, \
+                       then this, and answers once."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<UserMessage>,
 }
@@ -275,6 +306,10 @@ pub struct Approval {
     /// The arguments the caller saw and decided on, if it says: they must be the call's, or
     /// the input is refused ([`Error::ModifiedArguments`]), so that a client cannot approve a
     /// call it changed.
+    #[schemars(
+        description = "The arguments the user saw and decided on, if given: they must be the \
+                       call's, or the input is refused, so that a changed call is never approved."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
 }

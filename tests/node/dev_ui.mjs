@@ -5,8 +5,9 @@
 //
 // The server serves the flow `greet` (init: greeting, style, optional ending; input: name,
 // times, tagged, tags, optional sender; a chunk per greeting, then a turn end; output: turns
-// and greetings), and the agent `assistant` on bidi_llm's DemoModel with `delete_file`, a
-// local tool that needs approval, on SQLite sessions, with traces installed. Every step saves a
+// and greetings), the agent `assistant` on bidi_llm's DemoModel with `delete_file`, a local
+// tool that needs approval, and the agent `echo` on it without tools (a message saying
+// "slowly" makes it think for three seconds), on SQLite sessions, with traces installed. Every step saves a
 // screenshot in SCREENSHOT_DIR. Assertions read the DOM; waits are for selectors, not times.
 
 import { existsSync, mkdirSync } from 'node:fs';
@@ -168,6 +169,8 @@ run(async (base) => {
     });
 
     const say = async (text) => {
+      // The last answer is over: the composer takes a message again.
+      await page.waitForSelector('.chat .busy[hidden]');
       await fill('.chat textarea.composer', text);
       await page.click('.chat button.send');
     };
@@ -260,6 +263,48 @@ run(async (base) => {
       await page.waitForFunction(() => document.getElementById('nav').getBoundingClientRect().left >= 0);
       await shot('small-screen-menu');
       await page.setViewport({ width: 1280, height: 900 });
+    });
+
+    await check('a reload mid-answer keeps the answer: the reloaded page shows it to its end', async () => {
+      await page.goto(`${base}/dev/#/chats/echo`);
+      await page.waitForSelector('.chat[data-agent="echo"]');
+      // No page tools: echo answers in words.
+      if (await page.$eval('.chat .page-tools input[data-tool="pick_color"]', (el) => el.checked)) {
+        await page.click('.chat .page-tools input[data-tool="pick_color"]');
+      }
+      await say('tell me slowly');
+      // The model thinks for three seconds: the page reloads while it does.
+      await page.waitForSelector('.chat .busy:not([hidden])');
+      const echoSession = await page.$eval('.chat .session-id', (el) => el.dataset.session);
+      await shot('chat-thinking');
+      await page.reload();
+      await page.waitForSelector('.chat[data-agent="echo"] .messages[data-restored]');
+      await page.waitForSelector('.chat .busy[hidden]');
+      await shot('chat-reloaded-mid-answer');
+      const restored = await page.$eval('.chat .session-id', (el) => el.dataset.session);
+      assert(echoSession && restored === echoSession, `the session after the reload: ${restored}, before: ${echoSession}`);
+      const bubbles = await page.$$eval('.chat .messages > .bubble', (els) => els.map((el) => `${el.classList.contains('user') ? 'user' : 'assistant'}: ${el.textContent}`));
+      assert(
+        bubbles.length === 2 && bubbles[0] === 'user: tell me slowly' && bubbles[1] === 'assistant: You said: tell me slowly',
+        `the conversation after the reload: ${JSON.stringify(bubbles)}`,
+      );
+      const stored = await page.evaluate(async (id) => {
+        const lineage = await (await fetch(`api/agents/echo/sessions/${encodeURIComponent(id)}/snapshots`)).json();
+        const session = await (await fetch(`../agent/echo/session/${encodeURIComponent(id)}`)).json();
+        return { head: lineage.snapshots[0].status, last: session.messages.at(-1)?.role };
+      }, restored);
+      assert(stored.head === 'completed' && stored.last === 'assistant', `the stored turn: ${JSON.stringify(stored)}`);
+    });
+
+    await check("the agent's init form speaks to people, in the wire's field names", async () => {
+      await page.goto(`${base}/dev/#/actions/agent/assistant`);
+      await page.waitForSelector('.run[data-key="/agent/assistant"] .init-panel');
+      const form = await page.$eval('.run[data-key="/agent/assistant"] .init-panel', (el) => el.textContent);
+      assert(form.includes('sessionId'), `no sessionId in the init form: ${form}`);
+      for (const rust of ['[`', '`', '::', 'session_id', '](']) {
+        assert(!form.includes(rust), `the init form shows ${rust}: ${form}`);
+      }
+      await shot('agent-init-form');
     });
 
     await check('markdown renders markup as text and keeps only safe links', async () => {

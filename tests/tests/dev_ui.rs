@@ -3,8 +3,10 @@
 //! (an approval-gated local tool; the page's own `pick_color` tool), SQLite sessions and
 //! traces installed. It runs the flow from its generated form turn by turn over the WebSocket,
 //! watches that connection's trace grow while it runs, holds a three-turn conversation with a
-//! tool call, an approval, a client tool and a denial, reloads and finds the conversation, and
-//! browses the session's snapshots and a diff. Screenshots of each step go to
+//! tool call, an approval, a client tool and a denial, reloads and finds the conversation,
+//! browses the session's snapshots and a diff, and reloads in the middle of an answer of a
+//! second agent (`echo`, no tools) to find it answered, not stopped. The agent's init form
+//! shows its fields' descriptions as prose, in the wire's field names. Screenshots of each step go to
 //! `$CARGO_TARGET_TMPDIR/dev-ui/`.
 
 #![allow(clippy::unwrap_used)]
@@ -140,8 +142,9 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
     .needs_approval();
     let assistant = LlmAgent::builder("assistant", DemoModel)
         .tool(delete)
-        .store(store)
+        .store(store.clone())
         .build();
+    let echo = LlmAgent::builder("echo", DemoModel).store(store).build();
     let registry = Registry::new();
     registry
         .register(BidiFlow::new("greet", greet).with_description("Greets whom each input names"))
@@ -152,7 +155,10 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
     // Flows trace into the global provider: this one keeps their spans for the page.
     let traces = Traces::new();
     let provider = traces.install();
-    let server = Server::new(registry).agent(&assistant).dev_ui(traces);
+    let server = Server::new(registry)
+        .agent(&assistant)
+        .agent(&echo)
+        .dev_ui(traces);
     let addr = tests::http::serve(server).await;
 
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dev-ui");
@@ -171,4 +177,4 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
 }
 
 /// How many checks `dev_ui.mjs` runs.
-const CHECKS: usize = 13;
+const CHECKS: usize = 15;

@@ -355,3 +355,48 @@ async fn without_identities_everybody_reads_the_traces() {
     let (status, body) = get(addr, "/dev/api/traces", None).await;
     assert_eq!((status, body), (200, json!({"traces": []})));
 }
+
+/// Every field description a schema of `value` carries, with where it is.
+fn field_descriptions(path: &str, value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let here = format!("{path}/{key}");
+                match (key.as_str(), inner) {
+                    ("description", Value::String(text)) if path.contains("/properties/") => {
+                        out.push((here, text.clone()));
+                    }
+                    _ => field_descriptions(&here, inner, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, inner) in items.iter().enumerate() {
+                field_descriptions(&format!("{path}/{i}"), inner, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_agent_forms_describe_their_fields_for_people_in_the_wire_names() {
+    let registry = Registry::new();
+    registry
+        .register(assistant().agent().clone().into_flow())
+        .unwrap();
+    let action = registry.action("/agent/assistant").unwrap();
+    let mut fields = Vec::new();
+    field_descriptions("init", action.init_schema.as_ref().unwrap(), &mut fields);
+    field_descriptions("input", action.input_schema.as_ref().unwrap(), &mut fields);
+    assert!(
+        fields
+            .iter()
+            .any(|(at, _)| at == "init/properties/sessionId/description")
+    );
+    for (at, text) in &fields {
+        for rust in ["[`", "](", "::", "session_id"] {
+            assert!(!text.contains(rust), "{at} shows {rust}: {text}");
+        }
+    }
+}

@@ -47,20 +47,37 @@ export async function getJson(path) {
   return response.json();
 }
 
-/**
- * POSTs `body` (JSON) to `path` and reads the answer as server-sent events, calling
- * `onEvent(name, data)` for each (`data` parsed as JSON), after `onResponse(response)` once its
- * head is in. Resolves once the stream ends; rejects with an ApiError when the server refuses
- * the request, or with an AbortError when `signal` aborts it.
- */
-export async function postEvents(path, body, { onEvent, onResponse, signal }) {
-  const response = await fetch(url(path), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-    body: JSON.stringify(body),
-    signal,
-  });
+/** POSTs `body` as JSON and answers the JSON of the server's `{"result": ..}` answer. */
+export async function postJson(path, body) {
+  let response;
+  try {
+    response = await fetch(url(path), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch (error) {
+    throw new ApiError(0, 'unreachable', `the server cannot be reached: ${error.message}`);
+  }
   if (!response.ok) throw await refusal(response);
+  return response.json();
+}
+
+/**
+ * Reads the answer to a request of `path` as server-sent events: a POST of `body` (JSON), or a
+ * GET without one. Calls `onEvent(name, data)` for each event (`data` parsed as JSON, or the
+ * text when it is not JSON), after `onResponse(response)` once its head is in. Resolves once
+ * the stream ends: `true`, or `false` when the server had no stream to give (204). Rejects
+ * with an ApiError when the server refuses the request, or with an AbortError when `signal`
+ * aborts it.
+ */
+export async function readEvents(path, { body, onEvent, onResponse, signal }) {
+  const init = body === undefined
+    ? { headers: { accept: 'text/event-stream' }, signal }
+    : { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify(body), signal };
+  const response = await fetch(url(path), init);
+  if (!response.ok) throw await refusal(response);
+  if (response.status === 204) return false;
   if (!response.body) throw new ApiError(response.status, 'no_body', 'the answer has no body');
   onResponse?.(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -77,6 +94,7 @@ export async function postEvents(path, body, { onEvent, onResponse, signal }) {
     }
   }
   if (buffer.trim()) dispatch(buffer, onEvent);
+  return true;
 }
 
 /** One SSE record: its `event:` name (default `message`) and its `data:` lines, as JSON. */

@@ -37,7 +37,7 @@ function asked(args, ...fields) {
 
 /**
  * A call's card: `{el, args(value), argsText(text), status(text, kind), output(delta),
- * result({content, isError}), ask(kind, answer)}`. `answer(reply)` is called with the user's
+ * progress(text), result({content, isError}), ask(kind, answer)}`. `answer(reply)` is called with the user's
  * reply: `{approved, reason}` for an approval, `{content, isError}` for a client tool.
  */
 export function callCard(call) {
@@ -67,6 +67,10 @@ export function callCard(call) {
     output(delta) {
       output.hidden = false;
       output.textContent += delta;
+    },
+    progress(text) {
+      output.hidden = false;
+      output.textContent = text;
     },
     result({ content, isError }) {
       output.hidden = true;

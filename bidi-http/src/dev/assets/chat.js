@@ -1,15 +1,21 @@
-// A chat with an agent on its execute endpoint (`POST /agent/{name}/execute`, SSE of agent
-// events). Answers stream in as markdown; tool calls show as cards; calls waiting for the user
-// (approvals, client tools) are answered with buttons, all at once in one resuming request.
-// The session's id is kept in localStorage: a reload reads the conversation back from
-// `GET /agent/{name}/session/{id}`.
+// A chat with an agent over its UI message stream (`POST /agent/{name}/chat`, the Vercel AI
+// SDK's wire): an answer there runs to its end whoever reads it, so a reload mid-answer does
+// not stop it, and `GET /agent/{name}/chat/{id}/stream` gives a running answer again, from its
+// start, to the reloaded page. Answers stream in as markdown; tool calls show as cards; calls
+// waiting for the user (approvals, client tools) are answered with buttons, all at once in one
+// request that carries the answered tool parts. Once an answer ends, the conversation is read
+// back from the session (`GET /agent/{name}/session/{id}`), as after a reload. Stop aborts the
+// running turn through Genkit's agent wire (`genkit/getSnapshot`, `genkit/abort`), as any
+// client may. The chat's id is the session's, kept in localStorage, with the question being
+// answered, which the session shows only once its answer ends.
 
 import { h, replace, errorBox, badge, shortId } from './dom.js';
-import { getJson, postEvents, seg, ApiError } from './api.js';
+import { getJson, postJson, readEvents, seg, ApiError } from './api.js';
 import { markdown } from './markdown.js';
 import { callCard, PAGE_TOOLS } from './calls.js';
 
 const sessionKey = (agent) => `bidi-dev/chat/${agent}`;
+const askingKey = (agent) => `bidi-dev/chat/${agent}/asking`;
 const TOOLS_KEY = 'bidi-dev/page-tools';
 
 function storedTools() {
@@ -19,6 +25,12 @@ function storedTools() {
   } catch {
     return new Set();
   }
+}
+
+/** A fresh chat id (crypto.randomUUID needs a secure context; this does not). */
+function newChatId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `chat-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
 /** A chat with `agent` (an entry of `GET /dev/api/agents`). */
@@ -43,10 +55,17 @@ export function chatView(agent) {
   const own = new Map(agent.tools.map((tool) => [tool.name, tool]));
 
   let sessionId = localStorage.getItem(sessionKey(agent.name));
-  let controller = null;
+  // The answer being read (its reader, not the turn: the turn runs on without it).
+  let reading = null;
+  let stopping = false;
+  // Bumped by "New chat": an answer of the chat before it no longer touches the page.
+  let generation = 0;
+  let sent = 0;
   const cards = new Map();
   const pending = new Map();
   let live = null;
+  // The errors the answer being read reported.
+  let notices = [];
 
   const showSession = () => {
     replace(sessionLabel, sessionId ? ['session ', shortId(sessionId, 12)] : h('span', { class: 'muted', text: 'new chat' }));
@@ -55,7 +74,9 @@ export function chatView(agent) {
   };
   const setBusy = (on) => {
     busy.hidden = !on;
+    busy.lastChild.textContent = stopping ? ' stopping…' : ' working…';
     stopButton.hidden = !on;
+    stopButton.disabled = stopping;
     sendButton.disabled = on || pending.size > 0;
     composer.disabled = on;
     messages.parentElement?.classList.toggle('is-busy', on);
@@ -130,151 +151,88 @@ export function chatView(agent) {
     hint.textContent = 'Answer the calls above to go on.';
   };
 
-  const onEvent = (name, data) => {
-    switch (name) {
-      case 'message_start':
-        if (data.role === 'assistant') live = { el: bubble('assistant', h('span', { class: 'spinner' })), block: null, calls: [] };
+  const dropSpinner = () => live?.el.querySelector(':scope > .spinner')?.remove();
+
+  /** One chunk of the UI message stream, rendered as it comes. */
+  const onChunk = (_name, chunk) => {
+    if (!chunk || typeof chunk !== 'object') return; // `[DONE]`
+    const card = cards.get(chunk.toolCallId);
+    switch (chunk.type) {
+      case 'start':
+        live = { el: bubble('assistant live', h('span', { class: 'spinner' })), blocks: new Map(), args: new Map() };
         break;
-      case 'text_start':
-      case 'thinking_start':
+      case 'text-start':
+      case 'reasoning-start': {
         if (!live) break;
-        live.el.querySelector(':scope > .spinner')?.remove();
-        live.block = name === 'text_start'
-          ? { text: '', el: h('div', { class: 'md' }) }
-          : { text: '', el: h('div', { class: 'plain' }) };
-        live.el.append(name === 'text_start' ? live.block.el : h('details', { class: 'thinking', open: true }, h('summary', { text: 'thinking' }), live.block.el));
+        dropSpinner();
+        const md = chunk.type === 'text-start';
+        const el = h('div', { class: md ? 'md' : 'plain' });
+        live.blocks.set(chunk.id, { text: '', el, md });
+        live.el.append(md ? el : h('details', { class: 'thinking', open: true }, h('summary', { text: 'thinking' }), el));
         break;
-      case 'text_delta':
-      case 'thinking_delta':
-        if (!live?.block) break;
-        live.block.text += data.delta;
-        if (name === 'text_delta') replace(live.block.el, markdown(live.block.text));
-        else live.block.el.textContent = live.block.text;
+      }
+      case 'text-delta':
+      case 'reasoning-delta': {
+        const block = live?.blocks.get(chunk.id);
+        if (!block) break;
+        block.text += chunk.delta;
+        if (block.md) replace(block.el, markdown(block.text));
+        else block.el.textContent = block.text;
         scroll();
         break;
-      case 'toolcall_start': {
+      }
+      case 'tool-input-start':
+      case 'tool-input-available': {
+        let call = card;
+        if (!call && live) {
+          dropSpinner();
+          call = callCard({ id: chunk.toolCallId, name: chunk.toolName });
+          cards.set(chunk.toolCallId, call);
+          live.el.append(call.el);
+        }
+        if (chunk.type === 'tool-input-available') call?.args(chunk.input);
+        break;
+      }
+      case 'tool-input-delta': {
         if (!live) break;
-        live.el.querySelector(':scope > .spinner')?.remove();
-        const card = callCard({ id: data.toolCallId, name: data.toolName });
-        live.calls[data.index] = { card, text: '' };
-        live.el.append(card.el);
+        const text = (live.args.get(chunk.toolCallId) ?? '') + chunk.inputTextDelta;
+        live.args.set(chunk.toolCallId, text);
+        card?.argsText(text);
         break;
       }
-      case 'toolcall_delta': {
-        const call = live?.calls[data.index];
-        if (call) call.card.argsText((call.text += data.delta));
-        break;
-      }
-      case 'toolcall_end':
-        live?.calls[data.index]?.card.args(data.toolCall.arguments);
-        break;
-      case 'message_end':
-        if (live && ['assistant', 'error', 'aborted'].includes(data.message.role)) {
-          render(data.message, live.el);
-          live = null;
-        } else if (data.message.role === 'toolResult') {
-          render(data.message);
+      case 'tool-output-available':
+        if (chunk.preliminary) {
+          card?.status('running', 'live');
+          card?.progress(chunk.output);
+        } else {
+          card?.result({ content: chunk.output, isError: false });
         }
         break;
-      case 'tool_execution_start':
-        cards.get(data.toolCallId)?.status('running', 'live');
+      case 'tool-input-error':
+      case 'tool-output-error':
+        card?.result({ content: chunk.errorText, isError: true });
         break;
-      case 'tool_execution_delta':
-        cards.get(data.toolCallId)?.output(data.delta);
+      case 'tool-output-denied':
+        card?.result({ content: 'the user denied this call', isError: true });
         break;
-      case 'tool_execution_end':
-        cards.get(data.toolCallId)?.result({ content: data.output, isError: data.isError });
-        break;
-      case 'awaiting_tool_execution':
-        waitFor(data.toolCalls, 'client');
-        break;
-      case 'awaiting_approval':
-        waitFor(data.toolCalls, 'approval');
+      case 'tool-approval-request':
+        card?.status('needs approval', 'warn');
         break;
       case 'error':
-        bubble('notice', errorBox({ code: data.code, message: data.error }));
+        notices.push(chunk.errorText);
+        bubble('notice', errorBox({ code: 'error', message: chunk.errorText }));
         break;
       default:
         break;
     }
   };
 
-  /** One execution with `body`; its events render as they come. */
-  const execute = async (body) => {
-    controller = new AbortController();
-    setBusy(true);
-    try {
-      await postEvents(`${base}/execute`, body, {
-        onEvent,
-        signal: controller.signal,
-        onResponse: (response) => {
-          const id = response.headers.get('x-session-id');
-          if (id && id !== sessionId) {
-            sessionId = id;
-            localStorage.setItem(sessionKey(agent.name), id);
-            showSession();
-          }
-        },
-      });
-    } catch (error) {
-      if (error.name === 'AbortError') {
-        live?.el.append(badge('stopped', 'idle'));
-        bubble('notice', h('span', { class: 'muted', text: 'Stopped: the answer so far is kept in the session.' }));
-      } else {
-        bubble('notice', errorBox(error));
-      }
-    } finally {
-      live?.el.querySelector(':scope > .spinner')?.remove();
-      live = null;
-      controller = null;
-      setBusy(false);
-      if (pending.size === 0) hint.textContent = '';
-    }
-  };
-
-  /** Every waiting call answered: one request carries the decisions and results. */
-  const resume = () => {
-    const approvals = [];
-    const results = [];
-    for (const { call, kind, answer } of pending.values()) {
-      if (kind === 'approval') {
-        approvals.push({ toolCallId: call.id, approved: answer.approved, reason: answer.reason, arguments: call.arguments });
-      } else {
-        results.push({ toolCallId: call.id, toolName: call.name, content: answer.content, isError: answer.isError });
-        cards.get(call.id)?.result(answer);
-      }
-    }
+  /** The conversation as the session keeps it, and the calls that wait for the user. */
+  const showConversation = (session) => {
+    cards.clear();
     pending.clear();
+    messages.replaceChildren();
     hint.textContent = '';
-    execute({ sessionId, input: { approvals, results } });
-  };
-
-  const send = () => {
-    const text = composer.value.trim();
-    if (!text || controller || pending.size) return;
-    composer.value = '';
-    render({ role: 'user', content: text });
-    const input = { content: text };
-    if (sessionId) return execute({ sessionId, input });
-    const tools = PAGE_TOOLS.filter((_, i) => toolBoxes[i].checked);
-    return execute({ input, context: { tools } });
-  };
-
-  /** The stored conversation, after a reload. */
-  const restore = async () => {
-    if (!sessionId) return;
-    let session;
-    try {
-      session = await getJson(`${base}/session/${seg(sessionId)}`);
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 404) {
-        bubble('notice', h('span', { class: 'muted', text: 'The chat this page had is gone: this is a new one.' }));
-        forget();
-      } else {
-        bubble('notice', errorBox(error));
-      }
-      return;
-    }
     for (const message of session.messages) render(message);
     if (session.status === 'awaiting_tool_execution') {
       const approvals = session.pendingToolCalls.filter((call) => own.get(call.name)?.needsApproval);
@@ -285,9 +243,148 @@ export function chatView(agent) {
     messages.dataset.restored = String(session.messages.length);
     scroll();
   };
+
+  /** Reads the session: `null` (and the chat forgotten) if it is gone. */
+  const readSession = async () => {
+    try {
+      return await getJson(`${base}/session/${seg(sessionId)}`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        bubble('notice', h('span', { class: 'muted', text: 'The chat this page had is gone: this is a new one.' }));
+        forget();
+      } else {
+        bubble('notice', errorBox(error));
+      }
+      return null;
+    }
+  };
+
+  /**
+   * Reads an answer (`POST /chat` with `body`, or the running one from `path` without), then
+   * the conversation as the session keeps it. `onStart` runs once the answer's head is in.
+   */
+  const follow = async (path, body, onStart) => {
+    const mine = generation;
+    reading = new AbortController();
+    setBusy(true);
+    notices = [];
+    let started = false;
+    let failure = null;
+    try {
+      await readEvents(path, {
+        body,
+        signal: reading.signal,
+        onResponse: () => {
+          started = true;
+          onStart?.();
+          messages.dataset.following = 'true';
+        },
+        onEvent: (name, chunk) => {
+          if (mine === generation) onChunk(name, chunk);
+        },
+      });
+    } catch (error) {
+      failure = error;
+    }
+    if (mine !== generation) return;
+    reading = null;
+    live = null;
+    delete messages.dataset.following;
+    if (failure && !started) {
+      // Refused before any answer: nothing ran.
+      localStorage.removeItem(askingKey(agent.name));
+      bubble('notice', errorBox(failure));
+      messages.dataset.restored ??= String(messages.children.length);
+    } else {
+      if (failure && failure.name !== 'AbortError') notices.push(failure.message);
+      localStorage.removeItem(askingKey(agent.name));
+      const session = sessionId ? await readSession() : null;
+      if (mine !== generation) return;
+      if (session) {
+        showConversation(session);
+        const last = session.messages.at(-1);
+        if (last?.role !== 'error') for (const text of notices) bubble('notice', errorBox({ code: 'error', message: text }));
+      }
+    }
+    stopping = false;
+    setBusy(false);
+  };
+
+  /** Every waiting call answered: one request carries the decisions and results. */
+  const resume = () => {
+    const parts = [];
+    for (const { call, kind, answer } of pending.values()) {
+      const part = { type: `tool-${call.name}`, toolCallId: call.id, input: call.arguments ?? {} };
+      if (kind === 'approval') {
+        parts.push({ ...part, state: 'approval-responded', approval: { id: `approval-${call.id}`, approved: answer.approved, reason: answer.reason } });
+      } else {
+        parts.push(answer.isError
+          ? { ...part, state: 'output-error', errorText: answer.content }
+          : { ...part, state: 'output-available', output: answer.content });
+        cards.get(call.id)?.result(answer);
+      }
+    }
+    pending.clear();
+    hint.textContent = '';
+    sent += 1;
+    localStorage.removeItem(askingKey(agent.name));
+    follow(`${base}/chat`, { id: sessionId, messages: [{ id: `answers-${Date.now()}-${sent}`, role: 'assistant', parts }] });
+  };
+
+  const send = () => {
+    const text = composer.value.trim();
+    if (!text || reading || pending.size) return;
+    composer.value = '';
+    render({ role: 'user', content: text });
+    const id = sessionId ?? newChatId();
+    sent += 1;
+    const body = { id, messages: [{ id: `user-${Date.now()}-${sent}`, role: 'user', parts: [{ type: 'text', text }] }] };
+    if (!sessionId) body.tools = PAGE_TOOLS.filter((_, i) => toolBoxes[i].checked);
+    // Until its answer ends, the session does not show the question: a reload reads it here.
+    localStorage.setItem(askingKey(agent.name), JSON.stringify({ sessionId: id, text }));
+    return follow(`${base}/chat`, body, () => {
+      if (id !== sessionId) {
+        sessionId = id;
+        localStorage.setItem(sessionKey(agent.name), id);
+        showSession();
+      }
+    });
+  };
+
+  /** Stops the running answer: aborts its turn, which ends at its next lease renewal. */
+  const stop = async () => {
+    if (!reading || stopping || !sessionId) return;
+    stopping = true;
+    setBusy(true);
+    try {
+      const { result } = await postJson(`${base}/genkit/getSnapshot`, { data: { sessionId } });
+      if (result?.status === 'pending') await postJson(`${base}/genkit/abort`, { data: { snapshotId: result.snapshotId } });
+    } catch (error) {
+      bubble('notice', errorBox(error));
+    }
+  };
+
+  /** The stored conversation, after a reload, and the answer still running on it, if any. */
+  const restore = async () => {
+    if (!sessionId) return;
+    const session = await readSession();
+    if (!session) return;
+    showConversation(session);
+    delete messages.dataset.restored;
+    let asked = null;
+    try {
+      asked = JSON.parse(localStorage.getItem(askingKey(agent.name)) ?? 'null');
+    } catch {
+      asked = null;
+    }
+    await follow(`${base}/chat/${seg(sessionId)}/stream`, undefined, () => {
+      if (asked?.sessionId === sessionId && typeof asked.text === 'string') render({ role: 'user', content: asked.text });
+    });
+  };
   const forget = () => {
     sessionId = null;
     localStorage.removeItem(sessionKey(agent.name));
+    localStorage.removeItem(askingKey(agent.name));
     showSession();
   };
 
@@ -298,9 +395,14 @@ export function chatView(agent) {
       send();
     }
   });
-  stopButton.addEventListener('click', () => controller?.abort());
+  stopButton.addEventListener('click', stop);
+  // A new chat leaves the answer of the last one running: it is kept in its session.
   const newChat = h('button', { type: 'button', class: 'small new-chat', text: 'New chat', onclick: () => {
-    if (controller) controller.abort();
+    generation += 1;
+    reading?.abort();
+    reading = null;
+    stopping = false;
+    live = null;
     forget();
     cards.clear();
     pending.clear();

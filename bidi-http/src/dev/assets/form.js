@@ -4,7 +4,7 @@
 // JSON Pointer of a value that is missing or wrong.
 
 import { h } from './dom.js';
-import { classify, initial, fits, resolve } from './schema.js';
+import { classify, initial, fits, resolve, prose } from './schema.js';
 
 /** A value the form cannot make: where (a JSON Pointer) and why. */
 export class FormError extends Error {
@@ -28,9 +28,9 @@ export function field(raw, root, path = '') {
   return built;
 }
 
-/** A schema's description, as a hint under its field. */
+/** A schema's description, as a hint under its field, in prose. */
 function hint(schema) {
-  const text = schema?.description ?? '';
+  const text = prose(schema?.description);
   return text ? h('div', { class: 'hint', text }) : null;
 }
 

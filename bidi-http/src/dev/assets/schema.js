@@ -96,7 +96,7 @@ function union(schema, branches, root) {
     inner = classify({ ...others[0], ...keep(beside) }, root);
   } else if (others.every((b) => 'const' in b || (Array.isArray(b.enum) && b.enum.length === 1))) {
     const values = others.map((b) => ('const' in b ? b.const : b.enum[0]));
-    inner = { kind: 'enum', values, schema, labels: others.map((b) => b.description ?? b.title) };
+    inner = { kind: 'enum', values, schema, labels: others.map((b) => (b.description ? prose(b.description) : b.title)) };
   } else {
     inner = { kind: 'union', schema, variants: others.map((b) => ({ schema: b, label: variantLabel(b, root) })) };
   }
@@ -123,7 +123,7 @@ export function variantLabel(schema, root) {
   }
   const keys = Object.keys(props);
   if (keys.length === 1 && (schema.required ?? []).includes(keys[0])) return keys[0];
-  if (schema.description) return schema.description.split(/[.\n]/)[0].slice(0, 40);
+  if (schema.description) return prose(schema.description).split(/[.\n]/)[0].slice(0, 40);
   if (schema.type) return Array.isArray(schema.type) ? schema.type.join(' | ') : schema.type;
   if (keys.length) return `{${keys.slice(0, 3).join(', ')}${keys.length > 3 ? ', …' : ''}}`;
   return 'value';
@@ -205,4 +205,20 @@ export function fits(value, raw, root, depth = 0) {
     default:
       return true;
   }
+}
+
+/**
+ * A description written for Rust readers, as prose for the people who fill a form: links
+ * (`[X](path)`, `` [`X`] ``) as their text, code spans without their backticks, Rust paths
+ * (`a::B`) as their last name, code blocks left out.
+ */
+export function prose(text) {
+  return String(text ?? '')
+    .replace(/```[\s\S]*?(?:```|$)/g, '')
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/\[`([^\]`]+)`\]/g, '$1')
+    .replace(/`([^`]*)`/g, '$1')
+    .replace(/\b(?:[A-Za-z_]\w*::)+(\w+)/g, '$1')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
 }
