@@ -10,9 +10,10 @@
 // "slowly" makes it think for three seconds), on SQLite sessions, with traces installed. Every step saves a
 // screenshot in SCREENSHOT_DIR. Assertions read the DOM; waits are for selectors, not times.
 
-import { existsSync, mkdirSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
+import { chromium } from './browser/chromium.mjs';
 import { assert, check, run } from './harness.mjs';
 
 const shots = process.argv[3] ?? 'dev-ui-screenshots';
@@ -20,17 +21,6 @@ const shots = process.argv[3] ?? 'dev-ui-screenshots';
 // two-core machine.
 const DEADLINE = 240_000;
 mkdirSync(shots, { recursive: true });
-
-/** The system Chromium on PATH. */
-function chromium() {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-      const path = join(dir, name);
-      if (existsSync(path)) return path;
-    }
-  }
-  throw new Error('no chromium on PATH: apt-get install chromium');
-}
 
 run(async (base) => {
   const browser = await puppeteer.launch({
