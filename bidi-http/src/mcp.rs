@@ -109,6 +109,7 @@ mod tools;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
+#[cfg(feature = "agents")]
 use std::sync::Arc;
 use std::time::Duration;
 
