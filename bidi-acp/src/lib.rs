@@ -270,9 +270,7 @@
 //!
 //! # Feature flags
 //!
-//! | feature | what it adds | default |
-//! |---|---|---|
-//! | `mcp` | the [MCP servers](#mcp-servers) of `session/new` and `session/load`, their tools the session's (rmcp, reqwest); `Server::mcp_start_timeout`, `Server::mcp_call_timeout` | yes |
+#![doc = document_features::document_features!()]
 //!
 //! `bidi-acp` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and

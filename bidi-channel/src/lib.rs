@@ -62,11 +62,7 @@
 //!
 //! # Feature flags
 //!
-//! | feature | what it adds | default |
-//! |---|---|---|
-//! | `testing` | [`testing`]: a fake Telegram Bot API server, a channel that records its calls | no |
-//! | `web` | `web`: replies streamed to browsers as the AI SDK's UI message stream (SSE), on `bidi-http` | no |
-//! | `native-tls` | HTTPS for [`telegram`]'s default client, through the system's TLS library (what `https://api.telegram.org` needs) | no |
+#![doc = document_features::document_features!()]
 //!
 //! `bidi-channel` depends on `bidi-session` without its default feature `sqlite`: a program that
 //! keeps sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default

@@ -469,16 +469,7 @@
 //! Each agent front end is a feature, all on by default; without them `bidi-http` serves flows
 //! (the flow wire with SSE, and WebSocket) and compiles no agent loop.
 //!
-//! | feature | serves |
-//! |---|---|
-//! | `agents` | [`Server::agent`]: the execute endpoint, sessions, and Genkit's agent wire |
-//! | `ag-ui` | AG-UI at `/agent/{name}/ag-ui` (implies `agents`) |
-//! | `ui-stream` | the AI SDK's UI message stream at `/agent/{name}/chat` (implies `agents`) |
-//! | `a2a` | the [A2A](#a2a) routes of every agent (implies `agents`) |
-//! | `traces` | nothing by itself: `traces::Traces`, spans kept in memory as they start and end, for development tools (off by default) |
-//! | `dev-ui` | the [Dev UI](#dev-ui) at `/dev/` (implies `traces`, `agents` and `ui-stream`) |
-//! | `reflection` | [Genkit's reflection API](#genkits-tools) beside the server, for `genkit start` and `genkit flow:run` (implies `traces`; off by default) |
-//! | `mcp` | the [MCP](mcp) server: flows and agents as tools over stdio and at `/mcp` (off by default) |
+#![doc = document_features::document_features!()]
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and

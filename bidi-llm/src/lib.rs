@@ -80,10 +80,7 @@
 //!
 //! # Feature flags
 //!
-//! | feature | what it adds | default |
-//! |---|---|---|
-//! | `openai` | `OpenAiModel`, over reqwest | no |
-//! | `native-tls` | `openai`, with HTTPS through the system's TLS library | no |
+#![doc = document_features::document_features!()]
 //!
 //! `bidi-llm` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and

@@ -65,11 +65,7 @@
 //!
 //! # Feature flags
 //!
-//! | feature | what it adds | default |
-//! |---|---|---|
-//! | `sqlite` | `SqliteStore` (rusqlite, SQLite bundled: compiled from C with the crate) | yes |
-//! | `testing` | the public conformance suite, [`testing`] | no |
-//! | `postgres` | `PostgresStore` (tokio-postgres, deadpool-postgres) | no |
+#![doc = document_features::document_features!()]
 //!
 //! Without `sqlite` (`default-features = false`), nothing of SQLite is built. The workspace's
 //! crates above this one (`bidi-agent`, `bidi-http`, `bidi-acp`, ...) depend on it that way, so
