@@ -32,22 +32,28 @@ pub(crate) fn response(body: Body) -> Response {
 
 /// Appends a record of JSON data: `data: {json}\n\n`.
 #[cfg(any(feature = "ag-ui", feature = "ui-stream", feature = "a2a"))]
+#[inline]
 pub(crate) fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
-    field(buf, "data", data);
+    buf.extend_from_slice(b"data: ");
+    json(buf, data);
+    buf.extend_from_slice(b"\n\n");
 }
 
 /// Appends a named event: `event: {name}\ndata: {json}\n\n`.
 #[cfg(any(feature = "agents", feature = "dev-ui"))]
+#[inline]
 pub(crate) fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
-    buf.push(b'\n');
-    field(buf, "data", data);
+    buf.extend_from_slice(b"\ndata: ");
+    json(buf, data);
+    buf.extend_from_slice(b"\n\n");
 }
 
 /// Appends a record whose data is a JSON object of one member: `data: {"key":json}\n\n`.
 ///
 /// `key` is written as it is: a name of the wire's, which needs no escaping.
+#[inline]
 pub(crate) fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
     debug_assert!(!key.contains(['"', '\\']), "a key that needs escaping");
     buf.extend_from_slice(b"data: {\"");
@@ -57,8 +63,8 @@ pub(crate) fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
     buf.extend_from_slice(b"}\n\n");
 }
 
-/// Appends a record of one field of JSON: `{name}: {json}\n\n`. Besides `data`, Genkit's
-/// servers end a failed stream with an `error:` record, which readers of plain SSE ignore.
+/// Appends a record of one field of JSON other than `data`: `{name}: {json}\n\n` (Genkit's
+/// servers end a failed stream with an `error:` record, which readers of plain SSE ignore).
 pub(crate) fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b": ");
@@ -68,6 +74,7 @@ pub(crate) fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
 
 /// Appends the record that ends a UI message stream: `data: [DONE]\n\n`.
 #[cfg(feature = "ui-stream")]
+#[inline]
 pub(crate) fn done(buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"data: [DONE]\n\n");
 }
@@ -92,6 +99,7 @@ pub(crate) fn text(buf: &mut Vec<u8>, parts: &[&[u8]]) {
     buf.extend_from_slice(b"\n\n");
 }
 
+#[inline]
 fn json(buf: &mut Vec<u8>, value: &impl Serialize) {
     // What is written is plain data (events, chunks, JSON values): it always serializes.
     let _ = serde_json::to_writer(&mut *buf, value);
