@@ -341,17 +341,9 @@ struct Sse {
 impl Sse {
     fn write(&mut self, buf: &mut Vec<u8>) {
         for event in self.events.drain(..) {
-            write(buf, &event);
+            crate::sse::data(buf, &event);
         }
     }
-}
-
-/// `data: <json>` and the blank line that ends the record.
-fn write(buf: &mut Vec<u8>, event: &impl Serialize) {
-    buf.extend_from_slice(b"data: ");
-    // Events are plain data: they always serialize.
-    let _ = serde_json::to_writer(&mut *buf, event);
-    buf.extend_from_slice(b"\n\n");
 }
 
 /// A `TEXT_MESSAGE_CONTENT` or `REASONING_MESSAGE_CONTENT` event, borrowed: the same JSON as
@@ -386,7 +378,7 @@ impl bidi_serve::Wire for Sse {
             };
             if let Some((kind, message_id, delta)) = content {
                 if !delta.is_empty() {
-                    write(
+                    crate::sse::data(
                         buf,
                         &Delta {
                             kind,
@@ -566,7 +558,7 @@ fn stream(body: Body) -> Response {
 fn sse(events: &[Event]) -> Response {
     let mut buf = Vec::new();
     for event in events {
-        write(&mut buf, event);
+        crate::sse::data(&mut buf, event);
     }
     stream(Body::from(buf))
 }
@@ -625,14 +617,14 @@ mod tests {
             let mut out = Vec::new();
             encoder.event(event, &mut out);
             for event in out {
-                write(&mut expected, &event);
+                crate::sse::data(&mut expected, &event);
             }
         }
         sse.failed("gone", &mut written);
         let mut out = Vec::new();
         encoder.failed("gone", &mut out);
         for event in out {
-            write(&mut expected, &event);
+            crate::sse::data(&mut expected, &event);
         }
         // Message ids are fresh per run: compare with them named by order of appearance.
         let normalize = |bytes: &[u8]| {

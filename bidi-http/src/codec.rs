@@ -350,12 +350,12 @@ pub(crate) struct FlowRequest {
 
 /// Appends the SSE record of one chunk: `data: {"message":chunk}\n\n`.
 pub(crate) fn message_record(chunk: &Value, buf: &mut Vec<u8>) {
-    record(buf, b"data: {\"message\":", chunk);
+    crate::sse::member(buf, "message", chunk);
 }
 
 /// The SSE record of the output: `data: {"result":output}\n\n`.
 pub(crate) fn result_record(output: &Value, buf: &mut Vec<u8>) {
-    record(buf, b"data: {\"result\":", output);
+    crate::sse::member(buf, "result", output);
 }
 
 /// The SSE record of a failure, as Genkit's servers write it: an `error:` record,
@@ -381,10 +381,7 @@ pub(crate) fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
             details,
         },
     };
-    buf.extend_from_slice(b"error: ");
-    // Serializing plain strings into memory cannot fail.
-    let _ = serde_json::to_writer(&mut *buf, &record);
-    buf.extend_from_slice(b"\n\n");
+    crate::sse::field(buf, "error", &record);
 }
 
 #[derive(Serialize)]
@@ -397,13 +394,6 @@ struct StreamStatus<'a> {
     status: &'static str,
     message: &'a str,
     details: String,
-}
-
-fn record(buf: &mut Vec<u8>, head: &[u8], value: &Value) {
-    buf.extend_from_slice(head);
-    // A `Value` always serializes.
-    let _ = serde_json::to_writer(&mut *buf, value);
-    buf.extend_from_slice(b"}\n\n");
 }
 
 /// The body of a non-streaming answer: `{"result":output}`.

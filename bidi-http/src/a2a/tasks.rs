@@ -214,9 +214,8 @@ pub(super) async fn subscribe(
             ))
         }
         _ => {
-            let mut record = b"data: ".to_vec();
-            record.extend_from_slice(&Rpc::result(&call.id, Event::Task(task)).to_vec());
-            record.extend_from_slice(b"\n\n");
+            let mut record = Vec::new();
+            crate::sse::data(&mut record, &Rpc::result(&call.id, Event::Task(task)));
             Ok(crate::sse::response(Body::from(record)))
         }
     }
@@ -271,7 +270,7 @@ pub(super) async fn waiting(
 /// A stream of records written for another request, as the records of request `id`: each
 /// record's JSON-RPC id replaced by `id`.
 fn reframe(body: Body, id: &Value) -> Body {
-    let mut head = b"data: {\"jsonrpc\":\"2.0\",\"id\":".to_vec();
+    let mut head = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
     // A JSON value always serializes.
     let _ = serde_json::to_writer(&mut head, id);
     let chunks = body.into_data_stream();
@@ -294,9 +293,9 @@ fn reframe(body: Body, id: &Value) -> Body {
     Body::from_stream(rewritten)
 }
 
-/// Records (`data: {"jsonrpc":"2.0","id":..,"result":..}\n\n` each) with `head` (the same up
-/// to the new id) in place of what precedes each `,"result":`: a JSON id, string or number,
-/// never holds `,"` unescaped.
+/// Records (`data: {"jsonrpc":"2.0","id":..,"result":..}\n\n` each) with `head` (the data
+/// up to the new id) in place of what precedes each `,"result":`: a JSON id, string or
+/// number, never holds `,"` unescaped.
 fn rewrite(records: &[u8], head: &[u8]) -> Vec<u8> {
     const RESULT: &[u8] = b",\"result\":";
     let mut out = Vec::with_capacity(records.len() + 64);
@@ -304,13 +303,12 @@ fn rewrite(records: &[u8], head: &[u8]) -> Vec<u8> {
     while let Some(end) = find(rest, b"\n\n") {
         let record = &rest[..end];
         match find(record, RESULT) {
-            Some(at) => {
-                out.extend_from_slice(head);
-                out.extend_from_slice(&record[at..]);
+            Some(at) => crate::sse::text(&mut out, &[head, &record[at..]]),
+            None => {
+                out.extend_from_slice(record);
+                out.extend_from_slice(b"\n\n");
             }
-            None => out.extend_from_slice(record),
         }
-        out.extend_from_slice(b"\n\n");
         rest = &rest[end + 2..];
     }
     out

@@ -70,9 +70,7 @@ impl TaskWire {
 
     /// Appends one record: `data: {"jsonrpc":"2.0","id":..,"result":event}\n\n`.
     fn record(&self, event: &Event, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(&Response::result(&self.id, event).to_vec());
-        out.extend_from_slice(b"\n\n");
+        crate::sse::data(out, &Response::result(&self.id, event));
     }
 
     fn status_update(&self, state: TaskState, out: &mut Vec<u8>) {

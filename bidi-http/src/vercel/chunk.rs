@@ -112,8 +112,5 @@ pub(super) struct DataChunk<'a> {
 }
 
 pub(super) fn write_chunk(chunk: &Chunk<'_>, buf: &mut Vec<u8>) {
-    buf.extend_from_slice(b"data: ");
-    // Chunks are plain data: they always serialize.
-    let _ = serde_json::to_writer(&mut *buf, chunk);
-    buf.extend_from_slice(b"\n\n");
+    crate::sse::data(buf, chunk);
 }

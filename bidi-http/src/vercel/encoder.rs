@@ -280,15 +280,12 @@ impl UiMessageStream {
                 name,
                 data,
             } => {
-                buf.extend_from_slice(b"data: ");
                 let chunk = DataChunk {
                     kind: &format!("data-{name}"),
                     id: tool_call_id,
                     data,
                 };
-                // Plain data: it always serializes.
-                let _ = serde_json::to_writer(&mut *buf, &chunk);
-                buf.extend_from_slice(b"\n\n");
+                crate::sse::data(buf, &chunk);
             }
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,
@@ -379,7 +376,7 @@ impl UiMessageStream {
             self.start(buf);
             self.finish(FinishReason::Other, buf);
         }
-        buf.extend_from_slice(b"data: [DONE]\n\n");
+        crate::sse::done(buf);
     }
 
     fn start(&mut self, buf: &mut Vec<u8>) {
