@@ -97,8 +97,8 @@ use serde_json::Value;
 use crate::agent;
 use crate::codec::{Code, Failure};
 use crate::extract::{Limited, Served};
-use crate::genkit::StreamKey;
 use crate::tee::{Budget, Tees};
+use crate::turns::TurnKey;
 use crate::{Identity, Shared};
 
 use error::{
@@ -109,7 +109,7 @@ use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, Ta
 use wire::TaskWire;
 
 /// The tasks streaming in this process, for the clients that subscribe to them again.
-type Streams = Arc<Tees<StreamKey>>;
+type Streams = Arc<Tees<TurnKey>>;
 
 /// The A2A routes, their streams' bytes kept within `budget`.
 pub(crate) fn routes(budget: Arc<Budget>) -> Router<Arc<Shared>> {
@@ -383,7 +383,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         });
     }
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
-    let started = crate::genkit::start_in(
+    let started = crate::turns::start(
         call.streams,
         call.shared,
         (call.agent, call.name),

@@ -62,9 +62,7 @@ mod init;
 mod message;
 mod stream;
 
-#[cfg(feature = "a2a")]
-pub(crate) use stream::start_in;
-pub(crate) use stream::{STREAM_ID, StreamKey};
+pub(crate) use stream::STREAM_ID;
 
 use std::sync::Arc;
 
@@ -634,28 +632,10 @@ async fn abort(
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };
-    let previous = abort_turn(&store, &id).await?;
+    let previous = crate::turns::abort(&store, &id).await?;
     let mut output = json!({ "snapshotId": id });
     if let Some(status) = previous {
         output["status"] = json!(status.as_str());
     }
     Ok(answer(&output, false))
-}
-
-/// Aborts the turn of snapshot `id` of `store` (an agent's sessions as its caller sees them),
-/// in whichever process runs it: the status the snapshot had, none if there is no such
-/// snapshot. A pending snapshot is aborted at once, and its turn stops at its next lease
-/// renewal; any other is left as it is.
-///
-/// # Errors
-///
-/// The store's, as a 500.
-pub(crate) async fn abort_turn(
-    store: &Scoped,
-    id: &str,
-) -> Result<Option<snapshot::Status>, Failure> {
-    store
-        .abort(id)
-        .await
-        .map_err(|error| agent::store_failed(&error))
 }

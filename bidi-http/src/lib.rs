@@ -505,6 +505,8 @@ mod tee;
 mod time;
 #[cfg(feature = "traces")]
 pub mod traces;
+#[cfg(feature = "agents")]
+mod turns;
 #[cfg(feature = "ui-stream")]
 mod vercel;
 mod ws;
@@ -576,9 +578,10 @@ pub(crate) struct Shared {
     /// The UI message streams being answered, for clients that resume them.
     #[cfg(feature = "ui-stream")]
     pub(crate) chats: Arc<tee::Tees<vercel::ChatKey>>,
-    /// The Genkit streams being answered, for clients that reconnect to them.
+    /// The streamed turns of agents, for clients that reconnect to them (Genkit's stream id)
+    /// or subscribe to them (A2A's tasks).
     #[cfg(feature = "agents")]
-    pub(crate) genkit: Arc<tee::Tees<genkit::StreamKey>>,
+    pub(crate) turns: Arc<tee::Tees<turns::TurnKey>>,
     /// The Dev UI, if the server serves it.
     #[cfg(feature = "dev-ui")]
     pub(crate) dev: Option<dev::DevUi>,

@@ -440,7 +440,7 @@ impl Server {
             #[cfg(feature = "ui-stream")]
             chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
             #[cfg(feature = "agents")]
-            genkit: Arc::new(tee::Tees::with_retention(
+            turns: Arc::new(tee::Tees::with_retention(
                 Arc::clone(&kept),
                 self.genkit_retention,
             )),

@@ -522,13 +522,13 @@ mod tests {
 
     use super::*;
     use crate::Identity;
-    use crate::genkit::StreamKey;
+    use crate::turns::TurnKey;
     use crate::vercel::ChatKey;
 
     /// The answers of a server: its chats, and its Genkit streams, under one budget.
     struct Shared {
         chats: Arc<Tees<ChatKey>>,
-        genkit: Arc<Tees<StreamKey>>,
+        turns: Arc<Tees<TurnKey>>,
     }
 
     fn shared() -> Arc<Shared> {
@@ -539,7 +539,7 @@ mod tests {
         let budget = Arc::new(Budget::new(budget));
         Arc::new(Shared {
             chats: Arc::new(Tees::new(Arc::clone(&budget))),
-            genkit: Arc::new(Tees::new(budget)),
+            turns: Arc::new(Tees::new(budget)),
         })
     }
 
@@ -788,25 +788,22 @@ mod tests {
     async fn a_stream_keyed_by_stream_id_is_found_in_its_scope_only() {
         let shared = shared();
         let alice = Identity::new("alice");
-        let stream = |who: Option<&Identity>, agent: &str| StreamKey::new(who, agent, "s-1");
-        let (tee, mut first) = Tee::new(Arc::clone(&shared.genkit), None);
+        let stream = |who: Option<&Identity>, agent: &str| TurnKey::new(who, agent, "s-1");
+        let (tee, mut first) = Tee::new(Arc::clone(&shared.turns), None);
         shared
-            .genkit
+            .turns
             .insert(stream(Some(&alice), "helper"), &tee.stream);
         tee.send(Bytes::from_static(b"data: 1\n\n")).await.unwrap();
         assert_eq!(first.recv().await.unwrap(), "data: 1\n\n");
         let bob = Identity::new("bob");
         for other in [stream(Some(&bob), "helper"), stream(None, "helper")] {
-            assert!(matches!(shared.genkit.attach(&other), Attached::Nothing));
+            assert!(matches!(shared.turns.attach(&other), Attached::Nothing));
         }
         let elsewhere = stream(Some(&alice), "other");
-        assert!(matches!(
-            shared.genkit.attach(&elsewhere),
-            Attached::Nothing
-        ));
+        assert!(matches!(shared.turns.attach(&elsewhere), Attached::Nothing));
         let chat = ChatKey::new(Some(&alice), "helper", "s-1");
         assert!(matches!(shared.chats.attach(&chat), Attached::Nothing));
-        let Attached::Reader(written, rest) = shared.genkit.attach(&stream(Some(&alice), "helper"))
+        let Attached::Reader(written, rest) = shared.turns.attach(&stream(Some(&alice), "helper"))
         else {
             panic!("alice's stream is not found");
         };
@@ -815,8 +812,8 @@ mod tests {
         tee.send(Bytes::from_static(b"data: 2\n\n")).await.unwrap();
         drop(tee);
         assert_eq!(rest.await.unwrap(), b"data: 2\n\n");
-        assert_eq!(shared.genkit.len(), 0, "the stream is forgotten at its end");
-        let gone = shared.genkit.attach(&stream(Some(&alice), "helper"));
+        assert_eq!(shared.turns.len(), 0, "the stream is forgotten at its end");
+        let gone = shared.turns.attach(&stream(Some(&alice), "helper"));
         assert!(matches!(gone, Attached::Nothing));
     }
 
@@ -846,22 +843,22 @@ mod tests {
     async fn both_wires_keep_their_answers_in_one_budget() {
         let shared = with_budget(10);
         let (chat, one) = answer(&shared, "c");
-        let (stream, two) = Tee::new(Arc::clone(&shared.genkit), None);
-        let id = StreamKey::new(None, "helper", "s");
-        shared.genkit.insert(id.clone(), &stream.stream);
+        let (stream, two) = Tee::new(Arc::clone(&shared.turns), None);
+        let id = TurnKey::new(None, "helper", "s");
+        shared.turns.insert(id.clone(), &stream.stream);
         let (one, two) = (read_all(one), read_all(two));
         chat.send(Bytes::from_static(b"123456")).await.unwrap();
         stream.send(Bytes::from_static(b"abcdef")).await.unwrap();
-        assert!(matches!(shared.genkit.attach(&id), Attached::TooLong));
+        assert!(matches!(shared.turns.attach(&id), Attached::TooLong));
         assert_eq!(shared.chats.budget.kept.load(Ordering::Acquire), 6);
         drop((chat, stream));
-        assert_eq!(shared.genkit.budget.kept.load(Ordering::Acquire), 0);
+        assert_eq!(shared.turns.budget.kept.load(Ordering::Acquire), 0);
         assert_eq!(one.await.unwrap(), b"123456");
         assert_eq!(two.await.unwrap(), b"abcdef");
     }
 
     /// Genkit streams with a retention of `time` and `bytes`, under a roomy budget.
-    fn retained(time: Duration, bytes: usize) -> Arc<Tees<StreamKey>> {
+    fn retained(time: Duration, bytes: usize) -> Arc<Tees<TurnKey>> {
         let retention = Retention { time, bytes };
         Arc::new(Tees::with_retention(
             Arc::new(Budget::new(KEPT_BYTES)),
@@ -870,9 +867,9 @@ mod tests {
     }
 
     /// A registered Genkit stream `id` of `tees` that wrote `bytes` and ended.
-    async fn ended(tees: &Arc<Tees<StreamKey>>, id: &str, bytes: &'static [u8]) {
+    async fn ended(tees: &Arc<Tees<TurnKey>>, id: &str, bytes: &'static [u8]) {
         let (tee, first) = Tee::new(Arc::clone(tees), None);
-        tees.insert(StreamKey::new(None, "helper", id), &tee.stream);
+        tees.insert(TurnKey::new(None, "helper", id), &tee.stream);
         let first = read_all(first);
         tee.send(Bytes::from_static(bytes)).await.unwrap();
         drop(tee);
@@ -880,8 +877,8 @@ mod tests {
     }
 
     /// What a client coming back to stream `id` reads: all of it, and its end, or `None`.
-    async fn replayed(tees: &Tees<StreamKey>, id: &str) -> Option<Vec<u8>> {
-        match tees.attach(&StreamKey::new(None, "helper", id)) {
+    async fn replayed(tees: &Tees<TurnKey>, id: &str) -> Option<Vec<u8>> {
+        match tees.attach(&TurnKey::new(None, "helper", id)) {
             Attached::Reader(written, rest) => {
                 let mut all = written.to_vec();
                 all.extend(read_all(rest).await.unwrap());
@@ -948,7 +945,7 @@ mod tests {
         let stream = Arc::clone(&tee.stream);
         drop(tee);
         assert_eq!(first.await.unwrap(), b"all");
-        tees.insert(StreamKey::new(None, "helper", "late"), &stream);
+        tees.insert(TurnKey::new(None, "helper", "late"), &stream);
         assert_eq!(replayed(&tees, "late").await.unwrap(), b"all");
     }
 

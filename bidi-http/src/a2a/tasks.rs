@@ -18,9 +18,9 @@ use super::task::{self, Pending};
 use super::types::{Event, GetParams, Ids, Response as Rpc, RpcError, Task, TaskParams, TaskState};
 use super::{Call, json_response, params};
 use crate::agent;
-use crate::genkit::StreamKey;
 use crate::tee::relay;
 use crate::tee::{Attached, RESUME_BYTES};
+use crate::turns::TurnKey;
 
 /// A task as the store has it, with the calls its session waits for.
 pub(super) struct Stored {
@@ -143,7 +143,7 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
     call.keeps_sessions("`CancelTask`")?;
     let TaskParams { id } = self::params(params)?;
     let store = agent::sessions_of(call.agent, call.identity);
-    let had = crate::genkit::abort_turn(&store, &id).await;
+    let had = crate::turns::abort(&store, &id).await;
     match had.map_err(|failure| RpcError::internal(failure.message))? {
         None => Err(RpcError::task_not_found(&id)),
         Some(Snapshot::Pending) => {
@@ -172,7 +172,7 @@ pub(super) async fn subscribe(
     let TaskParams { id } = self::params(params)?;
     match call
         .streams
-        .attach(&StreamKey::new(call.identity, call.name, &id))
+        .attach(&TurnKey::new(call.identity, call.name, &id))
     {
         Attached::Reader(written, reader) => {
             let body = Attached::body(written, reader);

@@ -1,6 +1,7 @@
-//! Genkit's durable streams: every streamed turn is a [`Tee`] under a stream id (the
-//! `x-genkit-stream-id` header of its answer), runs on when its client goes away, and is read
-//! again, from its first chunk, by a request that sends that header back.
+//! Genkit's durable streams: every streamed turn is one of the server's streamed turns
+//! (`crate::turns`) under a stream id (the `x-genkit-stream-id` header of its answer), runs on
+//! when its client goes away, and is read again, from its first chunk, by a request that sends
+//! that header back.
 
 use std::sync::Arc;
 
@@ -10,14 +11,13 @@ use axum::response::{IntoResponse as _, Response};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{LlmAgent, LlmSession, TurnInput};
-use bidi_serve::Started;
 use bidi_session::SessionStore as _;
-use tokio::sync::oneshot;
 
 use crate::agent::{self, HttpWire};
 use crate::codec::{Code, Failure};
-use crate::tee::relay::{self, Publisher};
-use crate::tee::{Attached, RESUME_BYTES, Tee, Tees};
+use crate::tee::relay;
+use crate::tee::{Attached, RESUME_BYTES};
+use crate::turns::{self, TurnKey};
 use crate::{Identity, Shared};
 
 /// The header that names a stream: on a streamed answer, and on a request that reconnects.
@@ -25,25 +25,6 @@ pub(crate) const STREAM_ID: HeaderName = HeaderName::from_static("x-genkit-strea
 
 /// How long a stream id a client sends may be.
 const MAX_ID_BYTES: usize = 256;
-
-/// A Genkit stream, as its identity's scope, its agent and its stream id: what keys its
-/// [`Tee`] in the server's Genkit streams.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct StreamKey {
-    scope: String,
-    agent: String,
-    id: String,
-}
-
-impl StreamKey {
-    pub(crate) fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
-        Self {
-            scope: crate::scope(identity).as_str().to_owned(),
-            agent: agent.to_owned(),
-            id: id.to_owned(),
-        }
-    }
-}
 
 /// The stream id a request reconnects to, if it sends one.
 ///
@@ -80,43 +61,8 @@ pub(super) async fn start<W: HttpWire>(
     identity: Option<&Identity>,
     wire: W,
 ) -> Result<(String, Body), Failure> {
-    let started = start_in(&shared.genkit, shared, (agent, name), turn, identity, wire);
+    let started = turns::start(&shared.turns, shared, (agent, name), turn, identity, wire);
     started.await.map(|(_, id, body)| (id, body))
-}
-
-/// [`start`], with the turn's tee registered in `tees` (the streams of the wire it is): the
-/// same durable streams for another wire. Answers how the turn started too.
-///
-/// # Errors
-///
-/// As [`start`].
-pub(crate) async fn start_in<W: HttpWire>(
-    tees: &Arc<Tees<StreamKey>>,
-    shared: &Shared,
-    (agent, name): (&LlmAgent, &str),
-    (init, input): (AgentInit<LlmSession>, TurnInput),
-    identity: Option<&Identity>,
-    wire: W,
-) -> Result<(Started, String, Body), Failure> {
-    let client = agent.agent().is_client_managed();
-    let (snapshot, started) = oneshot::channel();
-    let publisher = if client {
-        None // Its sessions live and die with the connection: no process but this one knows it.
-    } else {
-        Publisher::start(Arc::clone(agent.agent().store()), started)
-    };
-    let (tee, reader) = Tee::new(Arc::clone(tees), publisher);
-    let stream = tee.stream();
-    let started = agent::spawn(shared, agent, init, input, identity, wire, tee).await?;
-    let id = match started.snapshot_id.as_ref().filter(|_| !client) {
-        Some(id) => {
-            let _ = snapshot.send(id.clone());
-            id.clone()
-        }
-        None => bidi_session::new_id(),
-    };
-    tees.insert(StreamKey::new(identity, name, &id), &stream);
-    Ok((started, id, reader.body()))
 }
 
 /// `POST /agent/{name}/genkit` with the header naming stream `id`: the stream from its first
@@ -137,7 +83,7 @@ pub(super) async fn reconnect(
     identity: Option<&Identity>,
     id: &str,
 ) -> Result<Response, Failure> {
-    match shared.genkit.attach(&StreamKey::new(identity, name, id)) {
+    match shared.turns.attach(&TurnKey::new(identity, name, id)) {
         Attached::Reader(written, reader) => Ok(response(id, Attached::body(written, reader))),
         Attached::TooLong => Err(Failure::new(
             StatusCode::GONE,

@@ -1,0 +1,90 @@
+//! Streamed agent turns that outlive their client: each runs through a [`Tee`] kept in the
+//! server's [`Tees`] under a [`TurnKey`] (the caller's scope, the agent, the turn's id), runs to
+//! its end whoever reads it, and is read again from its first byte by whichever wire looks it
+//! up: Genkit's agent wire by its `x-genkit-stream-id`, A2A's `SubscribeToTask` by its task id.
+//! Where the store keeps streams, a turn's writes are published under its snapshot id, so a
+//! reader in another process follows it too (`tee::relay`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use bidi_agent::AgentInit;
+use bidi_llm::{LlmAgent, LlmSession, TurnInput};
+use bidi_serve::Started;
+use bidi_session::{Scoped, SessionStore as _, Status};
+use tokio::sync::oneshot;
+
+use crate::agent::{self, HttpWire};
+use crate::codec::Failure;
+use crate::tee::relay::Publisher;
+use crate::tee::{Tee, Tees};
+use crate::{Identity, Shared};
+
+/// A streamed turn, as its identity's scope, its agent and its id: what keys its [`Tee`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct TurnKey {
+    scope: String,
+    agent: String,
+    id: String,
+}
+
+impl TurnKey {
+    pub(crate) fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
+        Self {
+            scope: crate::scope(identity).as_str().to_owned(),
+            agent: agent.to_owned(),
+            id: id.to_owned(),
+        }
+    }
+}
+
+/// Starts one streamed turn of `agent` (served as `name`) through a tee registered in `tees`:
+/// how it started, its id (the turn's snapshot id, or for an agent whose client keeps its
+/// state, a fresh one), and its first client's body.
+///
+/// # Errors
+///
+/// The turn's refusal, as [`agent::start`]'s.
+pub(crate) async fn start<W: HttpWire>(
+    tees: &Arc<Tees<TurnKey>>,
+    shared: &Shared,
+    (agent, name): (&LlmAgent, &str),
+    (init, input): (AgentInit<LlmSession>, TurnInput),
+    identity: Option<&Identity>,
+    wire: W,
+) -> Result<(Started, String, Body), Failure> {
+    let client = agent.agent().is_client_managed();
+    let (snapshot, started) = oneshot::channel();
+    let publisher = if client {
+        None // Its sessions live and die with the connection: no process but this one knows it.
+    } else {
+        Publisher::start(Arc::clone(agent.agent().store()), started)
+    };
+    let (tee, reader) = Tee::new(Arc::clone(tees), publisher);
+    let stream = tee.stream();
+    let started = agent::spawn(shared, agent, init, input, identity, wire, tee).await?;
+    let id = match started.snapshot_id.as_ref().filter(|_| !client) {
+        Some(id) => {
+            let _ = snapshot.send(id.clone());
+            id.clone()
+        }
+        None => bidi_session::new_id(),
+    };
+    tees.insert(TurnKey::new(identity, name, &id), &stream);
+    Ok((started, id, reader.body()))
+}
+
+/// Aborts the turn of snapshot `id` of `store` (an agent's sessions as its caller sees them),
+/// in whichever process runs it: the status the snapshot had, none if there is no such
+/// snapshot. A pending snapshot is aborted at once, and its turn stops at its next lease
+/// renewal; any other is left as it is.
+///
+/// # Errors
+///
+/// The store's, as a 500.
+pub(crate) async fn abort(store: &Scoped, id: &str) -> Result<Option<Status>, Failure> {
+    store
+        .abort(id)
+        .await
+        .map_err(|error| agent::store_failed(&error))
+}
