@@ -1,7 +1,7 @@
 //! An MCP `tools/call` round trip against rmcp's own server, in the same run: the same tool
 //! (upper-case a text, answered as `{"text": ...}` in text and `structuredContent`), once a
 //! `#[tool]` method of an rmcp `ToolRouter` server (the raw baseline) and once a bidi flow
-//! served by `bidi_http::mcp::McpServer`. rmcp's client calls both, one call at a time.
+//! served by `bidi_mcp::McpServer`. rmcp's client calls both, one call at a time.
 //!
 //! ```sh
 //! cargo bench -p benches --bench mcp                  # criterion's functions, then the interleaved rounds
@@ -23,7 +23,7 @@ use axum::serve::ListenerExt as _;
 use benches::{Words, on_worker, runtime};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::mcp::{McpServer, StreamableHttpServerConfig, StreamableHttpService};
+use bidi_mcp::{McpServer, StreamableHttpServerConfig, StreamableHttpService};
 use bidi_llm::LlmAgent;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -128,9 +128,9 @@ async fn serve_raw() -> SocketAddr {
 /// bidi's server with `/mcp`, as a user mounts it.
 async fn serve_bidi() -> SocketAddr {
     let (registry, agent) = bidi();
-    let bound = bidi_http::Server::new(registry)
+    let bound = bidi_http::Server::new(registry.clone())
         .agent(&agent)
-        .mcp()
+        .protocol(bidi_mcp::McpServer::new(registry))
         .addr(SocketAddr::from(([127, 0, 0, 1], 0)))
         .bind()
         .await

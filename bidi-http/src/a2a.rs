@@ -99,7 +99,7 @@ use crate::codec::{Code, Failure};
 use crate::extract::{Limited, Served};
 use crate::tee::{Budget, Tees};
 use crate::turns::TurnKey;
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 use error::{
     CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, NO_EXTENDED_CARD, PARSE_ERROR,
@@ -112,7 +112,7 @@ use wire::TaskWire;
 type Streams = Arc<Tees<TurnKey>>;
 
 /// The A2A routes, their streams' bytes kept within `budget`.
-pub(crate) fn routes(budget: Arc<Budget>) -> Router<Arc<Shared>> {
+pub(crate) fn routes(budget: Arc<Budget>) -> Router<Host> {
     let streams: Streams = Arc::new(Tees::new(budget));
     Router::new()
         .route("/{kind}/{name}/a2a", post(rpc))
@@ -129,7 +129,7 @@ pub(crate) fn routes(budget: Arc<Budget>) -> Router<Arc<Shared>> {
 
 /// What every method of a request has at hand.
 struct Call<'a> {
-    shared: &'a Shared,
+    host: &'a Host,
     streams: &'a Streams,
     agent: &'a LlmAgent,
     name: &'a str,
@@ -166,7 +166,7 @@ impl Call<'_> {
 
 /// `POST /agent/{name}/a2a`: one JSON-RPC request.
 async fn rpc(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Extension(streams): Extension<Streams>,
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
@@ -179,7 +179,7 @@ async fn rpc(
         Err((id, error)) => return Ok(error_response(&id, &error)),
     };
     let call = Call {
-        shared: &shared,
+        host: &host,
         streams: &streams,
         agent,
         name: &name,
@@ -374,7 +374,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     let turn = (init, input);
     let refused = |failure: Failure| refusal(&failure, &message);
     if client || !(stream || detach) {
-        let started = agent::start(call.shared, call.agent, turn.0, turn.1, call.identity, wire);
+        let started = agent::start(call.host, call.agent, turn.0, turn.1, call.identity, wire);
         let (_, body) = started.await.map_err(refused)?;
         return Ok(if stream {
             crate::sse::response(body)
@@ -385,7 +385,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
     let started = crate::turns::start(
         call.streams,
-        call.shared,
+        call.host,
         (call.agent, call.name),
         turn,
         call.identity,

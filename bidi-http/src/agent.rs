@@ -25,15 +25,15 @@ use tokio::sync::mpsc;
 
 use crate::codec::{Code, Failure};
 use crate::extract::{JsonBody, Segments, Served};
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// The header that carries the session's id.
-pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
+pub const SESSION_ID: HeaderName = HeaderName::from_static("x-session-id");
 
 /// The agent endpoints: `POST /agent/{name}/execute` (one execution as SSE of its events),
 /// the agent's sessions (`GET /agent/{name}/sessions`, `GET` and `DELETE
 /// /agent/{name}/session/{id}`).
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub fn routes() -> Router<Host> {
     Router::new()
         .route("/{kind}/{name}/execute", post(execute))
         .route("/{kind}/{name}/sessions", get(sessions))
@@ -65,14 +65,13 @@ struct ExecuteRequest {
 }
 
 /// The agent `name` serves, or 404.
-pub(crate) fn agent<'a>(
-    shared: &'a Shared,
+pub fn agent<'a>(
+    host: &'a Host,
     kind: &str,
     name: &str,
 ) -> Result<&'a LlmAgent, Failure> {
-    shared
-        .agents
-        .get(name)
+    host
+        .agent(name)
         .filter(|_| kind == "agent")
         .ok_or_else(|| {
             Failure::new(
@@ -85,7 +84,7 @@ pub(crate) fn agent<'a>(
 
 /// `POST /agent/{name}/execute`: one execution, as SSE of its events.
 async fn execute(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
     JsonBody { value: request, .. }: JsonBody<ExecuteRequest>,
@@ -100,7 +99,7 @@ async fn execute(
     let identity = identity.as_ref().map(|Extension(identity)| identity);
     let started = if request.detach {
         let started = spawn(
-            &shared,
+            &host,
             agent,
             init,
             request.input,
@@ -112,7 +111,7 @@ async fn execute(
         started.map(|started| (started, None))
     } else {
         let started = start(
-            &shared,
+            &host,
             agent,
             init,
             request.input,
@@ -211,7 +210,7 @@ fn init(
 /// # Errors
 ///
 /// The store's, as a 500.
-pub(crate) async fn load(
+pub async fn load(
     agent: &LlmAgent,
     identity: Option<&Identity>,
     id: &str,
@@ -230,8 +229,8 @@ pub(crate) async fn load(
 ///
 /// The execution's refusal (a session that is running, an input that does not fit, a session
 /// that does not exist: [`Code::NotFound`]) as the failure to answer.
-pub(crate) async fn start<W: HttpWire>(
-    shared: &Shared,
+pub async fn start<W: HttpWire>(
+    host: &Host,
     agent: &LlmAgent,
     init: AgentInit<LlmSession>,
     input: TurnInput,
@@ -239,12 +238,12 @@ pub(crate) async fn start<W: HttpWire>(
     wire: W,
 ) -> Result<(Started, Body), Failure> {
     let (writes, body) = mpsc::channel::<Vec<u8>>(1);
-    let started = spawn(shared, agent, init, input, identity, wire, writes).await?;
+    let started = spawn(host, agent, init, input, identity, wire, writes).await?;
     Ok((started, Body::from_stream(sink::stream(body))))
 }
 
 /// A wire of an agent's events into a response body's bytes.
-pub(crate) trait HttpWire:
+pub trait HttpWire:
     Wire<Event = AgentEvent, Output = AgentOutput<LlmSession, u32>, Frames = Vec<u8>> + 'static
 {
 }
@@ -261,8 +260,8 @@ impl<W> HttpWire for W where
 /// # Errors
 ///
 /// As [`start`].
-pub(crate) async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
-    shared: &Shared,
+pub async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
+    host: &Host,
     agent: &LlmAgent,
     init: AgentInit<LlmSession>,
     input: TurnInput,
@@ -270,9 +269,9 @@ pub(crate) async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
     wire: W,
     sink: S,
 ) -> Result<Started, Failure> {
-    let conn = agent.connect_with(init, Shared::options(identity));
+    let conn = agent.connect_with(init, Host::connect_options(identity));
     let started = Execution::new(conn, input)
-        .idle_timeout(shared.limits.idle_timeout)
+        .idle_timeout(host.limits().idle_timeout)
         .start(wire, sink)
         .await?;
     Ok(started)
@@ -280,7 +279,7 @@ pub(crate) async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
 
 /// The execute endpoint's SSE: `event: {kind}` and the event's JSON.
 #[derive(Debug, Default)]
-pub(crate) struct Records {
+pub struct Records {
     /// `execute_complete` was written: nothing comes after it.
     completed: bool,
 }
@@ -320,7 +319,7 @@ fn failed_event(message: &str, buf: &mut Vec<u8>) {
 /// `GET /agent/{name}/session/{id}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct SessionView {
+pub struct SessionView {
     session_id: String,
     status: Status,
     messages: Vec<Message>,
@@ -333,14 +332,14 @@ pub(crate) struct SessionView {
 /// # Errors
 ///
 /// No such agent or session (404), or the store's failure (500).
-pub(crate) async fn stored(
-    shared: &Shared,
+pub async fn stored(
+    host: &Host,
     kind: &str,
     name: &str,
     identity: Option<&Identity>,
     id: &str,
 ) -> Result<LlmSession, Failure> {
-    let agent = agent(shared, kind, name)?;
+    let agent = agent(host, kind, name)?;
     match load(agent, identity, id).await? {
         Some(session) => Ok(session.state()),
         None => Err(Failure::new(
@@ -352,12 +351,12 @@ pub(crate) async fn stored(
 }
 
 /// The sessions of `agent` that `identity` sees (its scope's).
-pub(crate) fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
+pub fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
     crate::scope(identity).sessions(agent.agent().name(), Arc::clone(agent.agent().store()))
 }
 
 /// A store failure, as a 500.
-pub(crate) fn store_failed(error: &bidi_session::StoreError) -> Failure {
+pub fn store_failed(error: &bidi_session::StoreError) -> Failure {
     Failure::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         Code::ConnectionFailed,
@@ -380,7 +379,7 @@ async fn sessions(
 
 /// `GET /agent/{name}/sessions`.
 #[derive(Debug, Serialize)]
-pub(crate) struct SessionList {
+pub struct SessionList {
     sessions: Vec<String>,
 }
 
@@ -426,12 +425,12 @@ async fn delete_session(
 
 /// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.
 async fn session(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionView>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let state = stored(&shared, &kind, &name, identity.as_ref(), &id).await?;
+    let state = stored(&host, &kind, &name, identity.as_ref(), &id).await?;
     Ok(Json(SessionView {
         session_id: id,
         status: state.status,

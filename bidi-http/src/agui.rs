@@ -68,7 +68,6 @@
 //! `TOOL_CALL_END`, before `RUN_ERROR` or the run's cancelled end: it has no result and is not
 //! pending. Tool progress (`tool_execution_delta`) is not shown.
 
-use std::sync::Arc;
 
 use axum::Extension;
 use axum::Router;
@@ -89,7 +88,7 @@ use serde_json::Value;
 
 use crate::codec::{Code, Failure};
 use crate::extract::{JsonBody, Segments, Served};
-use crate::{Identity, Shared, WaitingCalls};
+use crate::{Host, Identity, WaitingCalls};
 
 mod encoder;
 mod history;
@@ -407,7 +406,7 @@ impl bidi_serve::Wire for Sse {
 
 /// AG-UI: `POST /agent/{name}/ag-ui` (a run) and `GET /agent/{name}/ag-ui/{threadId}` (the
 /// stored thread).
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/{kind}/{name}/ag-ui", post(run))
         .route("/{kind}/{name}/ag-ui/{thread}", get(messages))
@@ -415,7 +414,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 
 /// `POST /agent/{name}/ag-ui`: one run, as SSE of AG-UI events.
 async fn run(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
@@ -428,7 +427,7 @@ async fn run(
         return Err(invalid("the `threadId` is empty", "/threadId"));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(&shared, &agent, identity, input, &bytes).await;
+    let started = start(&host, &agent, identity, input, &bytes).await;
     match started {
         // What points into the request is the request's error; the rest is the run's.
         Err(failure) if failure.path.is_none() && accepts_events(&headers) => Ok(refused(failure)),
@@ -456,7 +455,7 @@ fn refused(failure: Failure) -> Response {
 
 /// The run `input` asks for, on its thread: its events' stream, or why it cannot start.
 async fn start(
-    shared: &Arc<Shared>,
+    host: &Host,
     agent: &LlmAgent,
     identity: Option<&Identity>,
     input: RunAgentInput,
@@ -498,7 +497,7 @@ async fn start(
                     &state,
                     input.messages,
                     approvals,
-                    shared.waiting_calls.unwrap_or(WaitingCalls::SetAside),
+                    host.shared.waiting_calls.unwrap_or(WaitingCalls::SetAside),
                 )?,
             )
         }
@@ -533,19 +532,19 @@ async fn start(
         encoder,
         events: Vec::new(),
     };
-    let (_, body) = crate::agent::start(shared, agent, init, turn, identity, sse).await?;
+    let (_, body) = crate::agent::start(host, agent, init, turn, identity, sse).await?;
     Ok(stream(body))
 }
 
 /// `GET /agent/{name}/ag-ui/{threadId}`: the stored thread as AG-UI messages (for a client
 /// that reloads it), or 404.
 async fn messages(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name, thread)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<axum::Json<Vec<Value>>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let state = crate::agent::stored(&shared, &kind, &name, identity.as_ref(), &thread).await?;
+    let state = crate::agent::stored(&host, &kind, &name, identity.as_ref(), &thread).await?;
     Ok(axum::Json(history::messages(&state.messages)))
 }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 /// What was wrong, in an error body's `details.code` and a WebSocket `error` frame's `code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Code {
+pub enum Code {
     /// A request body or WebSocket message over the limit.
     FrameTooLarge,
     /// Not JSON, not an object, a field missing, unknown or of the wrong type.
@@ -64,7 +64,7 @@ pub(crate) enum Code {
 
 impl Code {
     /// The code as it is written on the wire (`session_running`, ...).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::FrameTooLarge => frame::Code::FRAME_TOO_LARGE.as_str(),
             Self::MalformedFrame => frame::Code::MALFORMED_FRAME.as_str(),
@@ -107,16 +107,16 @@ impl Serialize for Code {
 /// A refused request or frame: the HTTP status, and the code, message, JSON Pointer and
 /// suggestion of its error body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Failure {
-    pub(crate) status: StatusCode,
-    pub(crate) code: Code,
-    pub(crate) message: String,
-    pub(crate) path: Option<String>,
-    pub(crate) suggestion: Option<String>,
+pub struct Failure {
+    pub status: StatusCode,
+    pub code: Code,
+    pub message: String,
+    pub path: Option<String>,
+    pub suggestion: Option<String>,
 }
 
 impl Failure {
-    pub(crate) fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -126,24 +126,24 @@ impl Failure {
         }
     }
 
-    pub(crate) fn malformed(message: impl Into<String>) -> Self {
+    pub fn malformed(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, Code::MalformedFrame, message)
     }
 
     /// The same failure, pointing at `path` (a JSON Pointer into what the peer sent).
-    pub(crate) fn at(mut self, path: &str) -> Self {
+    pub fn at(mut self, path: &str) -> Self {
         self.path = Some(path.to_owned());
         self
     }
 
-    pub(crate) fn not_found(missing: &NotFound) -> Self {
+    pub fn not_found(missing: &NotFound) -> Self {
         let mut failure = Self::new(StatusCode::NOT_FOUND, Code::NotFound, missing.to_string());
         failure.suggestion.clone_from(&missing.suggestion);
         failure
     }
 
     /// A JSON connection's error, as HTTP.
-    pub(crate) fn from_json(error: &JsonError) -> Self {
+    pub fn from_json(error: &JsonError) -> Self {
         match error {
             JsonError::NotFound(missing) => Self::not_found(missing),
             JsonError::InvalidInit { path, .. } => Self::new(
@@ -173,12 +173,12 @@ impl Failure {
 
     /// A connection's end, as HTTP: a session that is not there is 404, a bad session id 400,
     /// an idle connection 504, any other failure 500.
-    pub(crate) fn from_connection(error: &Error) -> Self {
+    pub fn from_connection(error: &Error) -> Self {
         Refusal::of(error).into()
     }
 
     /// The JSON error body: `{"error":{"status","message","details":{"code","path"?,"suggestion"?}}}`.
-    pub(crate) fn body(&self) -> ErrorBody<'_> {
+    pub fn body(&self) -> ErrorBody<'_> {
         ErrorBody {
             error: Status {
                 status: status_name(self.status, self.code),
@@ -271,7 +271,7 @@ fn status_name(status: StatusCode, code: Code) -> &'static str {
     not(feature = "reflection"),
     expect(dead_code, reason = "only the reflection API answers numbers")
 )]
-pub(crate) fn grpc_code(failure: &Failure) -> u16 {
+pub fn grpc_code(failure: &Failure) -> u16 {
     match status_name(failure.status, failure.code) {
         "CANCELLED" => 1,
         "INVALID_ARGUMENT" => 3,
@@ -289,7 +289,7 @@ pub(crate) fn grpc_code(failure: &Failure) -> u16 {
 }
 
 #[derive(Serialize)]
-pub(crate) struct ErrorBody<'a> {
+pub struct ErrorBody<'a> {
     error: Status<'a>,
 }
 
@@ -311,7 +311,7 @@ struct Details<'a> {
 
 /// Decodes a JSON object of type `T` from `bytes`, naming the JSON Pointer of the first
 /// problem.
-pub(crate) fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
+pub fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
     // serde would read a struct from an array too: a body is an object, nothing else.
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|error| Failure::malformed(format!("not JSON: {error}")))?;
@@ -339,29 +339,29 @@ fn location(path: &str) -> String {
 /// `POST /{type}/{name}`: `{"data": input, "init": init}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct FlowRequest {
+pub struct FlowRequest {
     /// The one input; absent is `null`, as Genkit's servers run a flow with no input.
     #[serde(default)]
-    pub(crate) data: Value,
+    pub data: Value,
     /// The init; absent is `null`.
     #[serde(default)]
-    pub(crate) init: Option<Value>,
+    pub init: Option<Value>,
 }
 
 /// Appends the SSE record of one chunk: `data: {"message":chunk}\n\n`.
-pub(crate) fn message_record(chunk: &Value, buf: &mut Vec<u8>) {
+pub fn message_record(chunk: &Value, buf: &mut Vec<u8>) {
     crate::sse::member(buf, "message", chunk);
 }
 
 /// The SSE record of the output: `data: {"result":output}\n\n`.
-pub(crate) fn result_record(output: &Value, buf: &mut Vec<u8>) {
+pub fn result_record(output: &Value, buf: &mut Vec<u8>) {
     crate::sse::member(buf, "result", output);
 }
 
 /// The SSE record of a failure, as Genkit's servers write it: an `error:` record,
 /// `error: {"error":{"status","message","details"}}\n\n`, whose `details` is text (Genkit's
 /// client prints it after the message): the code, then where and what was meant, if known.
-pub(crate) fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
+pub fn error_record(failure: &Failure, buf: &mut Vec<u8>) {
     let mut details = serde_json::to_value(failure.code)
         .ok()
         .and_then(|code| code.as_str().map(str::to_owned))
@@ -397,7 +397,7 @@ struct StreamStatus<'a> {
 }
 
 /// The body of a non-streaming answer: `{"result":output}`.
-pub(crate) fn result_body(output: &Value) -> Bytes {
+pub fn result_body(output: &Value) -> Bytes {
     let mut buf = Vec::with_capacity(64);
     buf.extend_from_slice(b"{\"result\":");
     let _ = serde_json::to_writer(&mut buf, output);
@@ -410,7 +410,7 @@ pub(crate) fn result_body(output: &Value) -> Bytes {
 
 impl Failure {
     /// A frame the client got wrong (`frame_too_large`, `malformed_frame`, `unknown_frame_type`).
-    pub(crate) fn from_frame(error: &FrameError) -> Self {
+    pub fn from_frame(error: &FrameError) -> Self {
         let status = match error {
             FrameError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
@@ -426,7 +426,7 @@ impl Failure {
     }
 
     /// The failure as a WebSocket `error` frame.
-    pub(crate) fn frame(&self) -> Frame<'_> {
+    pub fn frame(&self) -> Frame<'_> {
         Frame::Error {
             id: None,
             code: frame::Code::from_static(self.code.name()),

@@ -61,7 +61,7 @@ impl Cors {
     }
 
     /// The layer that answers preflight requests and adds the CORS headers.
-    pub(crate) fn layer(&self) -> CorsLayer {
+    pub(crate) fn layer(&self, exposed: Vec<HeaderName>) -> CorsLayer {
         let origin = match &self.origins {
             Some(origins) => AllowOrigin::list(origins.iter().cloned()),
             None => AllowOrigin::any(),
@@ -70,7 +70,7 @@ impl Cors {
             .allow_origin(origin)
             .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers(AllowHeaders::mirror_request())
-            .expose_headers(ExposeHeaders::list(exposed()))
+            .expose_headers(ExposeHeaders::list(exposed))
             .max_age(Duration::from_secs(600))
     }
 }
@@ -109,7 +109,7 @@ pub struct InvalidOrigin(String);
 
 /// The headers of the server's answers a page reads: the agent routes' session and stream
 /// ids, and the UI message stream's marker.
-fn exposed() -> Vec<HeaderName> {
+pub(crate) fn exposed() -> Vec<HeaderName> {
     #[allow(unused_mut, reason = "empty without the agent routes")]
     let mut exposed = Vec::new();
     #[cfg(feature = "agents")]

@@ -97,7 +97,7 @@ use axum::routing::get;
 
 use crate::codec::{Code, Failure};
 use crate::traces::Traces;
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 type Readers = Arc<dyn Fn(&Identity) -> bool + Send + Sync>;
 
@@ -191,7 +191,7 @@ impl fmt::Debug for DevUi {
 }
 
 /// The Dev UI's routes: the page and its assets under `/dev/`, its JSON under `/dev/api/`.
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/dev", get(assets::to_index))
         .route("/dev/", get(assets::index))
@@ -215,8 +215,8 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 }
 
 /// The Dev UI the server was given; the routes are served only with one.
-fn dev_ui(shared: &Shared) -> Result<&DevUi, Failure> {
-    shared.dev.as_ref().ok_or_else(|| {
+fn dev_ui(host: &Host) -> Result<&DevUi, Failure> {
+    host.shared.dev.as_ref().ok_or_else(|| {
         Failure::new(
             StatusCode::NOT_FOUND,
             Code::NotFound,

@@ -9,7 +9,7 @@ use crate::codec::{Code, Failure};
 /// The path's segments, as [`Path`] reads them; a path it cannot read (percent-encoded bytes
 /// that are not UTF-8, say) is refused with the JSON error body instead of axum's plain text.
 #[derive(Debug)]
-pub(crate) struct Segments<T>(pub(crate) T);
+pub struct Segments<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for Segments<T>
 where
@@ -33,10 +33,10 @@ where
 /// The agent the request's path names (`/agent/{name}/...`), or 404 in the JSON error body.
 #[cfg(feature = "agents")]
 #[derive(Debug)]
-pub(crate) struct Served {
-    pub(crate) agent: bidi_llm::LlmAgent,
+pub struct Served {
+    pub agent: bidi_llm::LlmAgent,
     /// The name it is served under.
-    pub(crate) name: String,
+    pub name: String,
 }
 
 #[cfg(feature = "agents")]
@@ -47,16 +47,16 @@ struct AgentPath {
 }
 
 #[cfg(feature = "agents")]
-impl FromRequestParts<std::sync::Arc<crate::Shared>> for Served {
+impl FromRequestParts<crate::Host> for Served {
     type Rejection = Failure;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        shared: &std::sync::Arc<crate::Shared>,
+        host: &crate::Host,
     ) -> Result<Self, Failure> {
         let Segments(AgentPath { kind, name }) =
-            Segments::<AgentPath>::from_request_parts(parts, shared).await?;
-        let agent = crate::agent::agent(shared, &kind, &name)?.clone();
+            Segments::<AgentPath>::from_request_parts(parts, host).await?;
+        let agent = crate::agent::agent(host, &kind, &name)?.clone();
         Ok(Self { agent, name })
     }
 }
@@ -64,17 +64,17 @@ impl FromRequestParts<std::sync::Arc<crate::Shared>> for Served {
 /// A request body within the server's body limit; refused (413, or the error reading it) in
 /// the JSON error body.
 #[derive(Debug)]
-pub(crate) struct Limited(pub(crate) axum::body::Bytes);
+pub struct Limited(pub axum::body::Bytes);
 
-impl axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for Limited {
+impl axum::extract::FromRequest<crate::Host> for Limited {
     type Rejection = Failure;
 
     async fn from_request(
         request: axum::extract::Request,
-        shared: &std::sync::Arc<crate::Shared>,
+        host: &crate::Host,
     ) -> Result<Self, Failure> {
-        let bytes = axum::body::Bytes::from_request(request, shared).await;
-        body(bytes, shared.limits.max_body_bytes).map(Self)
+        let bytes = axum::body::Bytes::from_request(request, host).await;
+        body(bytes, host.limits().max_body_bytes).map(Self)
     }
 }
 
@@ -82,17 +82,17 @@ impl axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for Limited {
 /// (413, or 400 naming where it is wrong) in the JSON error body. `bytes` is the body as sent.
 #[cfg(feature = "agents")]
 #[derive(Debug)]
-pub(crate) struct JsonBody<T> {
-    pub(crate) value: T,
+pub struct JsonBody<T> {
+    pub value: T,
     #[cfg_attr(
         not(feature = "ag-ui"),
         expect(dead_code, reason = "AG-UI reads the messages as sent")
     )]
-    pub(crate) bytes: axum::body::Bytes,
+    pub bytes: axum::body::Bytes,
 }
 
 #[cfg(feature = "agents")]
-impl<T> axum::extract::FromRequest<std::sync::Arc<crate::Shared>> for JsonBody<T>
+impl<T> axum::extract::FromRequest<crate::Host> for JsonBody<T>
 where
     T: DeserializeOwned,
 {
@@ -100,9 +100,9 @@ where
 
     async fn from_request(
         request: axum::extract::Request,
-        shared: &std::sync::Arc<crate::Shared>,
+        host: &crate::Host,
     ) -> Result<Self, Failure> {
-        let Limited(bytes) = Limited::from_request(request, shared).await?;
+        let Limited(bytes) = Limited::from_request(request, host).await?;
         let value = crate::codec::decode_object(&bytes)?;
         Ok(Self { value, bytes })
     }

@@ -1,7 +1,6 @@
 //! Genkit's flow wire: `POST /{type}/{name}` runs an action on one input, answering JSON or SSE;
 //! `GET /actions` lists the registry.
 
-use std::sync::Arc;
 
 use axum::Extension;
 use axum::Json;
@@ -21,19 +20,19 @@ use crate::extract::{Limited, Segments};
 use bidi_core::PeerGone;
 use bidi_flow::idle::{Activity, Idle};
 
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// The flow routes: `GET /actions`, and every registered action at `/{type}/{name}` (`POST`
 /// for one input over JSON or SSE, a `GET` upgrade for a WebSocket).
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/actions", get(actions))
         .route("/{kind}/{name}", post(run).get(crate::ws::upgrade))
 }
 
 /// `GET /actions`: the registry's descriptors.
-pub(crate) async fn actions(State(shared): State<Arc<Shared>>) -> Json<Vec<ActionDesc>> {
-    Json(shared.registry.actions())
+pub(crate) async fn actions(State(host): State<Host>) -> Json<Vec<ActionDesc>> {
+    Json(host.registry().actions())
 }
 
 /// Any path the router does not know.
@@ -89,7 +88,7 @@ pub(crate) fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
 
 /// `POST /{type}/{name}`: one input, then the output (or every chunk, then the output).
 pub(crate) async fn run(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
@@ -101,8 +100,8 @@ pub(crate) async fn run(
     // No `data` is a `null` input, as Genkit's servers run a flow with no input: an action
     // whose input is `()` or an `Option` takes it, any other refuses it as its input.
     let input = request.data;
-    let desc = shared
-        .registry
+    let desc = host
+        .registry()
         .action(&key)
         .map_err(|missing| Failure::not_found(&missing))?;
     let init = match request.init {
@@ -119,11 +118,11 @@ pub(crate) async fn run(
     // Room for the one input: the action may stream before it takes it (or never take it); and
     // for a few chunks: while a write goes out the action goes on, and the next write gathers
     // what it sent meanwhile.
-    let options = Shared::options(identity.as_ref().map(|Extension(identity)| identity))
+    let options = Host::connect_options(identity.as_ref().map(|Extension(identity)| identity))
         .input_buffer(1)
         .output_buffer(OUTPUT_BUFFER);
-    let conn = shared
-        .registry
+    let conn = host
+        .registry()
         .connect_json_with(&key, init, options)
         .map_err(|error| Failure::from_json(&error))?;
     let (input_half, output) = conn.into_split();
@@ -141,7 +140,7 @@ pub(crate) async fn run(
     }
     input_half.close();
     drop(input_half);
-    let idle = Idle::new(Activity::new(), shared.limits.idle_timeout);
+    let idle = Idle::new(Activity::new(), host.limits().idle_timeout);
     if wants_stream(&headers, query.as_deref()) {
         return Ok(stream(output, idle, guard));
     }

@@ -64,7 +64,6 @@ mod stream;
 
 pub(crate) use stream::STREAM_ID;
 
-use std::sync::Arc;
 
 use axum::Extension;
 use axum::Router;
@@ -86,11 +85,11 @@ use crate::agent;
 use crate::codec::{self, Code, Failure};
 use crate::extract::{Limited, Segments, Served};
 use crate::flow::wants_stream;
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// Genkit's agent wire: `POST /agent/{name}/genkit` (a turn), `.../genkit/getSnapshot` and
 /// `.../genkit/abort`.
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/{kind}/{name}/genkit", post(run))
         .route("/{kind}/{name}/genkit/getSnapshot", post(get_snapshot))
@@ -171,7 +170,7 @@ fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
 /// again. A streamed turn that is refused is answered as Genkit's servers answer it: 200, and
 /// the failure as the stream's `error:` record.
 async fn run(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Served { agent, name }: Served,
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
@@ -183,10 +182,10 @@ async fn run(
     if let Some(id) = stream::requested(&headers)? {
         // What the client sends along (its first request again, or nothing) is not read: the
         // stream is that request's answer.
-        return stream::reconnect(&shared, agent, &name, identity, &id).await;
+        return stream::reconnect(&host, agent, &name, identity, &id).await;
     }
     let stream = wants_stream(&headers, query.as_deref());
-    match turn(&shared, (agent, &name), identity, stream, &bytes).await {
+    match turn(&host, (agent, &name), identity, stream, &bytes).await {
         Err(failure) if stream => {
             let mut buf = Vec::new();
             codec::error_record(&failure, &mut buf);
@@ -198,7 +197,7 @@ async fn run(
 
 /// One turn of `agent` (served as `name`) for the request `bytes`, streamed or not.
 async fn turn(
-    shared: &Arc<Shared>,
+    host: &Host,
     (agent, name): (&LlmAgent, &str),
     identity: Option<&Identity>,
     stream: bool,
@@ -221,7 +220,7 @@ async fn turn(
     if detach {
         let encoder = Genkit::new(false, false, None);
         let started = agent::spawn(
-            shared,
+            host,
             agent,
             opened.init,
             input,
@@ -240,10 +239,10 @@ async fn turn(
     let encoder = Genkit::new(stream, client, opened.last_good.clone());
     let started = if stream {
         let turn = (opened.init, input);
-        let started = stream::start(shared, agent, name, turn, identity, encoder);
+        let started = stream::start(host, agent, name, turn, identity, encoder);
         started.await.map(|(id, body)| (Some(id), body))
     } else {
-        let started = agent::start(shared, agent, opened.init, input, identity, encoder);
+        let started = agent::start(host, agent, opened.init, input, identity, encoder);
         started.await.map(|(_, body)| (None, body))
     };
     match started {
@@ -529,13 +528,13 @@ impl Wire for Genkit {
 /// What a `getSnapshot` or `abort` request names, and the sessions of the agent it asks, as
 /// its identity sees them.
 fn lookup(
-    shared: &Shared,
+    host: &Host,
     kind: &str,
     name: &str,
     identity: Option<&Identity>,
     bytes: &[u8],
 ) -> Result<(LookupData, Scoped), Failure> {
-    let agent = agent::agent(shared, kind, name)?;
+    let agent = agent::agent(host, kind, name)?;
     keeps_sessions(agent, name)?;
     let Lookup { data } = codec::decode_object(bytes)?;
     let data = LookupData {
@@ -551,13 +550,13 @@ fn lookup(
 
 /// `POST /agent/{name}/genkit/getSnapshot`: the snapshot, or `null`.
 async fn get_snapshot(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let (data, store) = lookup(&shared, &kind, &name, identity, &bytes)?;
+    let (data, store) = lookup(&host, &kind, &name, identity, &bytes)?;
     let found = match (&data.snapshot_id, &data.session_id) {
         (Some(id), session) => store.load_snapshot(id).await.map(|found| {
             found.filter(|s| session.as_ref().is_none_or(|sid| sid == s.session_id()))
@@ -622,13 +621,13 @@ fn state(session_id: &str, state: &LlmSession) -> Value {
 
 /// `POST /agent/{name}/genkit/abort`: `{snapshotId, status}`, the status it had.
 async fn abort(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let (data, store) = lookup(&shared, &kind, &name, identity, &bytes)?;
+    let (data, store) = lookup(&host, &kind, &name, identity, &bytes)?;
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };

@@ -60,7 +60,6 @@
 //! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
 //! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
 //! | `GET /dev/` | the [Dev UI](#dev-ui), with its JSON under `/dev/api/` (feature `dev-ui`, served with `Server::dev_ui`) |
-//! | `POST`/`GET`/`DELETE /mcp` | the [MCP](mcp) server's streamable HTTP: the flows and agents as tools (feature `mcp`, served with `Server::mcp`) |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -480,48 +479,39 @@
 #[cfg(feature = "a2a")]
 mod a2a;
 #[cfg(feature = "agents")]
-mod agent;
+pub mod agent;
 #[cfg(feature = "ag-ui")]
 pub mod agui;
 mod auth;
-mod codec;
+pub mod codec;
 mod cors;
 #[cfg(feature = "dev-ui")]
 pub mod dev;
-mod extract;
-mod flow;
+pub mod extract;
+pub mod flow;
+mod host;
 #[cfg(feature = "agents")]
 mod genkit;
-#[cfg(feature = "mcp")]
-pub mod mcp;
 #[cfg(feature = "reflection")]
 pub mod reflection;
 mod serve;
 mod server;
-mod sse;
+pub mod sse;
 #[cfg(feature = "agents")]
-mod tee;
+pub mod tee;
 #[cfg(any(feature = "agents", feature = "traces"))]
-mod time;
+pub mod time;
 #[cfg(feature = "traces")]
 pub mod traces;
 #[cfg(feature = "agents")]
-mod turns;
+pub mod turns;
 #[cfg(feature = "ui-stream")]
 mod vercel;
 mod ws;
 
-#[cfg(feature = "agents")]
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
-#[cfg(feature = "agents")]
-use std::sync::Arc;
 use std::time::Duration;
 
-use bidi_core::ConnectOptions;
-use bidi_flow::Registry;
-#[cfg(feature = "agents")]
-use bidi_llm::LlmAgent;
 
 /// The axum this crate serves with, for the layers and routes you add to a [`Server`] or its
 /// [`router`](Server::router).
@@ -529,19 +519,26 @@ pub use axum;
 
 pub use auth::{Identity, Unauthorized};
 pub use cors::{Cors, InvalidOrigin};
+pub use host::{Beside, BoxFuture, Host, Protocol};
 pub use serve::Bound;
 pub use server::Server;
 #[cfg(feature = "ui-stream")]
 pub use vercel::UiMessageStream;
 
-/// What a server takes from one peer at most.
+/// What a server takes from one peer at most: see the [`Server`] options that set each.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) max_body_bytes: usize,
-    pub(crate) max_message_bytes: usize,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) header_timeout: Duration,
-    pub(crate) body_timeout: Duration,
+#[non_exhaustive]
+pub struct Limits {
+    /// [`Server::max_body_bytes`].
+    pub max_body_bytes: usize,
+    /// [`Server::max_message_bytes`].
+    pub max_message_bytes: usize,
+    /// [`Server::idle_timeout`].
+    pub idle_timeout: Duration,
+    /// [`Server::header_timeout`].
+    pub header_timeout: Duration,
+    /// [`Server::body_timeout`].
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -565,39 +562,6 @@ pub const DEFAULT_ADDR: SocketAddr =
 /// a client sending large inputs an action does not take holds about one limit's worth of
 /// them, not a window of eight.
 pub(crate) const INPUT_WINDOW: usize = 1;
-
-/// Everything a request handler needs.
-pub(crate) struct Shared {
-    pub(crate) registry: Registry,
-    #[cfg(feature = "agents")]
-    pub(crate) agents: HashMap<String, LlmAgent>,
-    pub(crate) limits: Limits,
-    /// What a user message does while calls wait; `None`: each front end's default.
-    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-    pub(crate) waiting_calls: Option<WaitingCalls>,
-    /// The UI message streams being answered, for clients that resume them.
-    #[cfg(feature = "ui-stream")]
-    pub(crate) chats: Arc<tee::Tees<vercel::ChatKey>>,
-    /// The streamed turns of agents, for clients that reconnect to them (Genkit's stream id)
-    /// or subscribe to them (A2A's tasks).
-    #[cfg(feature = "agents")]
-    pub(crate) turns: Arc<tee::Tees<turns::TurnKey>>,
-    /// The Dev UI, if the server serves it.
-    #[cfg(feature = "dev-ui")]
-    pub(crate) dev: Option<dev::DevUi>,
-}
-
-impl Shared {
-    /// Options for a connection made for a request: its identity reaches the action, and its
-    /// agent sessions live in the identity's scope.
-    pub(crate) fn options(identity: Option<&Identity>) -> ConnectOptions {
-        let options = ConnectOptions::new().extension(scope(identity));
-        match identity {
-            Some(identity) => options.extension(identity.clone()),
-            None => options,
-        }
-    }
-}
 
 /// The scope of a request's agent sessions: its identity's, or the anonymous scope (never the
 /// bare store, where a crafted id could name a scoped session).

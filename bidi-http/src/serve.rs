@@ -31,6 +31,8 @@ pub struct Bound {
     pub(crate) listener: TcpListener,
     pub(crate) router: Router,
     pub(crate) limits: Limits,
+    /// What the server's protocols serve beside it.
+    pub(crate) besides: Vec<crate::Beside>,
     /// Genkit's reflection API, served beside the server.
     #[cfg(feature = "reflection")]
     pub(crate) reflection: Option<crate::reflection::Runtime>,
@@ -88,19 +90,30 @@ impl Bound {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        #[cfg_attr(not(feature = "reflection"), expect(unused_mut, reason = "no runtime"))]
+        let mut besides = self.besides;
         #[cfg(feature = "reflection")]
         if let Some(runtime) = self.reflection {
-            // Stops when the server does, or when this future is dropped.
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let reflection = tokio::spawn(runtime.serve_with_shutdown(async move {
-                let _ = stopped.await;
-            }));
-            let served = serve(self.listener, self.router, self.limits, signal).await;
-            drop(stop);
-            let _ = reflection.await;
-            return served;
+            besides.push(crate::Beside::new(|stop| runtime.serve_with_shutdown(stop)));
         }
-        serve(self.listener, self.router, self.limits, signal).await
+        // Each stops when the server does, or when this future is dropped.
+        let (stop, stopped) = watch::channel(());
+        let besides: Vec<_> = besides
+            .into_iter()
+            .map(|beside| {
+                let mut stopped = stopped.clone();
+                tokio::spawn(beside.serve(Box::pin(async move {
+                    let _ = stopped.changed().await;
+                })))
+            })
+            .collect();
+        drop(stopped);
+        let served = serve(self.listener, self.router, self.limits, signal).await;
+        drop(stop);
+        for beside in besides {
+            let _ = beside.await;
+        }
+        served
     }
 }
 

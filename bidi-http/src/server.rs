@@ -24,11 +24,12 @@ use crate::agui;
 use crate::auth::Authenticate;
 #[cfg(feature = "dev-ui")]
 use crate::dev;
-#[cfg(feature = "mcp")]
-use crate::mcp;
 #[cfg(feature = "ui-stream")]
 use crate::vercel;
-use crate::{Bound, Cors, DEFAULT_ADDR, Identity, Limits, Shared, Unauthorized, auth, flow, serve};
+use crate::host::Shared;
+use crate::{
+    Bound, Cors, DEFAULT_ADDR, Host, Identity, Limits, Protocol, Unauthorized, auth, flow, serve,
+};
 #[cfg(feature = "agents")]
 use crate::{agent, genkit, tee};
 #[cfg(feature = "reflection")]
@@ -48,15 +49,13 @@ pub struct Server {
     #[cfg(feature = "dev-ui")]
     dev: Option<dev::DevUi>,
     routes: Router,
+    protocols: Vec<Box<dyn Protocol>>,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
     addr: SocketAddr,
     /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
     #[cfg(feature = "reflection")]
     reflection: bool,
-    /// What the router serves at `/mcp`, if anything.
-    #[cfg(feature = "mcp")]
-    mcp: Option<mcp::McpServer>,
     /// How Genkit streams that ended are kept for the clients that reconnect to them.
     #[cfg(feature = "agents")]
     genkit_retention: tee::Retention,
@@ -72,14 +71,13 @@ impl fmt::Debug for Server {
         debug.field("dev_ui", &self.dev);
         #[cfg(feature = "reflection")]
         debug.field("genkit_reflection", &self.reflection);
-        #[cfg(feature = "mcp")]
-        debug.field("mcp", &self.mcp);
         #[cfg(feature = "agents")]
         debug.field("genkit_stream_retention", &self.genkit_retention);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
             .field("routes", &self.routes)
+            .field("protocols", &self.protocols.len())
             .field("layers", &self.layers.len())
             .field("limits", &self.limits)
             .field("addr", &self.addr)
@@ -101,68 +99,15 @@ impl Server {
             #[cfg(feature = "dev-ui")]
             dev: None,
             routes: Router::new(),
+            protocols: Vec::new(),
             layers: Vec::new(),
             limits: Limits::default(),
             addr: DEFAULT_ADDR,
             #[cfg(feature = "reflection")]
             reflection: false,
-            #[cfg(feature = "mcp")]
-            mcp: None,
             #[cfg(feature = "agents")]
             genkit_retention: tee::Retention::GENKIT,
         }
-    }
-
-    /// Serves the registry's flows and the server's agents as MCP tools at `/mcp`, over MCP's
-    /// streamable HTTP (see [`mcp`]), behind the server's auth and layers: each MCP session
-    /// belongs to the identity that opened it. It answers requests whose `Host` is a loopback
-    /// name; to serve others, mount [`mcp::McpServer::http_with`] on a route of your own.
-    /// Its sessions have the default cap and idle lifetime; [`mcp_with`](Self::mcp_with) sets
-    /// others.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> std::io::Result<()> {
-    /// bidi_http::Server::new(bidi_flow::Registry::new())
-    ///     .mcp()
-    ///     .bind()
-    ///     .await?
-    ///     .serve()
-    ///     .await
-    /// # }
-    /// ```
-    #[cfg(feature = "mcp")]
-    pub fn mcp(mut self) -> Self {
-        self.mcp = Some(mcp::McpServer::new(self.registry.clone()));
-        self
-    }
-
-    /// [`mcp`](Self::mcp), serving `server` at `/mcp` (its registry's flows, its agents and
-    /// the server's, its sessions' cap and idle lifetime).
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    ///
-    /// use bidi_http::mcp::McpServer;
-    ///
-    /// # #[tokio::main]
-    /// # async fn main() -> std::io::Result<()> {
-    /// let registry = bidi_flow::Registry::new();
-    /// let mcp = McpServer::new(registry.clone())
-    ///     .max_sessions(100)
-    ///     .session_idle_timeout(Duration::from_secs(60));
-    /// bidi_http::Server::new(registry)
-    ///     .mcp_with(mcp)
-    ///     .bind()
-    ///     .await?
-    ///     .serve()
-    ///     .await
-    /// # }
-    /// ```
-    #[cfg(feature = "mcp")]
-    pub fn mcp_with(mut self, server: mcp::McpServer) -> Self {
-        self.mcp = Some(server);
-        self
     }
 
     /// Serves [Genkit's reflection API](reflection) beside the server when it is
@@ -288,6 +233,30 @@ impl Server {
     #[cfg(feature = "dev-ui")]
     pub fn dev_ui(mut self, dev: impl Into<dev::DevUi>) -> Self {
         self.dev = Some(dev.into());
+        self
+    }
+
+    /// Serves `protocol` beside the flows: its routes under the server's auth, limits,
+    /// layers and CORS, given the server's [`Host`] (its registry and agents), and what it
+    /// serves beside the server once bound. Each agent protocol's crate has one.
+    ///
+    /// ```
+    /// use bidi_http::axum::{Router, routing::get};
+    /// use bidi_http::{Host, Protocol, Server};
+    ///
+    /// struct Ping;
+    ///
+    /// impl Protocol for Ping {
+    ///     fn routes(&self, _: &Host) -> Router {
+    ///         Router::new().route("/ping", get(|| async { "pong" }))
+    ///     }
+    /// }
+    ///
+    /// let server = Server::new(bidi_flow::Registry::new()).protocol(Ping);
+    /// # drop(server);
+    /// ```
+    pub fn protocol(mut self, protocol: impl Protocol) -> Self {
+        self.protocols.push(Box::new(protocol));
         self
     }
 
@@ -423,30 +392,35 @@ impl Server {
     /// # }
     /// ```
     pub fn router(self) -> Router {
-        // What the answers of every wire keep for the clients that come back to them.
+        self.assemble().0
+    }
+
+    /// The router, the host its routes share, and the protocols it serves.
+    fn assemble(self) -> (Router, Host, Vec<Box<dyn Protocol>>) {
         #[cfg(feature = "agents")]
         let kept = Arc::new(tee::Budget::default());
-        #[cfg(all(feature = "mcp", feature = "agents"))]
-        let mcp = self.mcp.map(|mcp| mcp.with_agents(&self.agents));
-        #[cfg(all(feature = "mcp", not(feature = "agents")))]
-        let mcp = self.mcp;
-        let shared = Arc::new(Shared {
-            registry: self.registry,
-            #[cfg(feature = "agents")]
-            agents: self.agents,
-            limits: self.limits,
-            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-            waiting_calls: self.waiting_calls,
-            #[cfg(feature = "ui-stream")]
-            chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
-            #[cfg(feature = "agents")]
-            turns: Arc::new(tee::Tees::with_retention(
-                Arc::clone(&kept),
-                self.genkit_retention,
-            )),
-            #[cfg(feature = "dev-ui")]
-            dev: self.dev,
-        });
+        let host = Host {
+            shared: Arc::new(Shared {
+                registry: self.registry,
+                #[cfg(feature = "agents")]
+                agents: self.agents,
+                limits: self.limits,
+                authenticated: self.auth.is_some(),
+                #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
+                waiting_calls: self.waiting_calls,
+                #[cfg(feature = "ui-stream")]
+                chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
+                #[cfg(feature = "agents")]
+                turns: Arc::new(tee::Tees::with_retention(
+                    Arc::clone(&kept),
+                    self.genkit_retention,
+                )),
+                #[cfg(feature = "agents")]
+                kept,
+                #[cfg(feature = "dev-ui")]
+                dev: self.dev,
+            }),
+        };
         // Each concern's routes, one line each.
         let router = flow::routes();
         #[cfg(feature = "agents")]
@@ -456,23 +430,24 @@ impl Server {
         #[cfg(feature = "ag-ui")]
         let router = router.merge(agui::routes());
         #[cfg(feature = "a2a")]
-        let router = router.merge(a2a::routes(kept));
+        let router = router.merge(a2a::routes(Arc::clone(host.kept())));
         #[cfg(feature = "dev-ui")]
-        let router = match shared.dev {
+        let router = match host.shared.dev {
             Some(_) => router.merge(dev::routes()),
             None => router,
         };
-        let router = router
+        let mut router = router
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)
+            .with_state(host.clone());
+        let mut exposed = crate::cors::exposed();
+        for protocol in &self.protocols {
+            router = router.merge(protocol.routes(&host));
+            exposed.extend(protocol.exposed_headers());
+        }
+        let router = router
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
-            .with_state(shared)
             .merge(self.routes);
-        #[cfg(feature = "mcp")]
-        let router = match mcp {
-            Some(mcp) => router.route_service("/mcp", mcp.http()),
-            None => router,
-        };
         let router = router.layer(axum::middleware::from_fn_with_state(
             Arc::new(self.limits),
             serve::body_deadline,
@@ -487,11 +462,12 @@ impl Server {
         for layer in self.layers {
             router = layer(router);
         }
-        match &self.cors {
+        let router = match &self.cors {
             // Outermost: a preflight carries no credentials, so it is answered before auth.
-            Some(cors) => router.layer(cors.layer()),
+            Some(cors) => router.layer(cors.layer(exposed)),
             None => router,
-        }
+        };
+        (router, host, self.protocols)
     }
 
     /// The spans the reflection API forwards: the Dev UI's store when it has one, else the
@@ -530,10 +506,16 @@ impl Server {
         } else {
             None
         };
+        let (router, host, protocols) = self.assemble();
+        let mut besides = Vec::new();
+        for protocol in &protocols {
+            besides.extend(protocol.bind(&host).await?);
+        }
         Ok(Bound {
             listener,
-            router: self.router(),
+            router,
             limits,
+            besides,
             #[cfg(feature = "reflection")]
             reflection,
         })

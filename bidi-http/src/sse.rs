@@ -13,7 +13,7 @@ use serde::Serialize;
 
 /// The headers of every SSE answer: the content type, no caching, and no buffering by proxies
 /// that honour `X-Accel-Buffering` (nginx holds a response back otherwise).
-pub(crate) const HEADERS: [(HeaderName, HeaderValue); 3] = [
+pub const HEADERS: [(HeaderName, HeaderValue); 3] = [
     (
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
@@ -26,14 +26,14 @@ pub(crate) const HEADERS: [(HeaderName, HeaderValue); 3] = [
 ];
 
 /// An SSE answer of `body`.
-pub(crate) fn response(body: Body) -> Response {
+pub fn response(body: Body) -> Response {
     (HEADERS, body).into_response()
 }
 
 /// Appends a record of JSON data: `data: {json}\n\n`.
 #[cfg(any(feature = "ag-ui", feature = "ui-stream", feature = "a2a"))]
 #[inline]
-pub(crate) fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
+pub fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
     buf.extend_from_slice(b"data: ");
     json(buf, data);
     buf.extend_from_slice(b"\n\n");
@@ -42,7 +42,7 @@ pub(crate) fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
 /// Appends a named event: `event: {name}\ndata: {json}\n\n`.
 #[cfg(any(feature = "agents", feature = "dev-ui"))]
 #[inline]
-pub(crate) fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+pub fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
@@ -54,7 +54,7 @@ pub(crate) fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
 ///
 /// `key` is written as it is: a name of the wire's, which needs no escaping.
 #[inline]
-pub(crate) fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
+pub fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
     debug_assert!(!key.contains(['"', '\\']), "a key that needs escaping");
     buf.extend_from_slice(b"data: {\"");
     buf.extend_from_slice(key.as_bytes());
@@ -65,7 +65,7 @@ pub(crate) fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
 
 /// Appends a record of one field of JSON other than `data`: `{name}: {json}\n\n` (Genkit's
 /// servers end a failed stream with an `error:` record, which readers of plain SSE ignore).
-pub(crate) fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
+pub fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b": ");
     json(buf, value);
@@ -75,7 +75,7 @@ pub(crate) fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
 /// Appends the record that ends a UI message stream: `data: [DONE]\n\n`.
 #[cfg(feature = "ui-stream")]
 #[inline]
-pub(crate) fn done(buf: &mut Vec<u8>) {
+pub fn done(buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"data: [DONE]\n\n");
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn done(buf: &mut Vec<u8>) {
 /// the text (a line ends at `\n`, `\r\n` or `\r`, as SSE reads them, and a reader joins the
 /// lines with `\n`).
 #[cfg(any(feature = "a2a", test))]
-pub(crate) fn text(buf: &mut Vec<u8>, parts: &[&[u8]]) {
+pub fn text(buf: &mut Vec<u8>, parts: &[&[u8]]) {
     buf.extend_from_slice(b"data: ");
     let mut after_cr = false;
     for part in parts {

@@ -5,7 +5,7 @@
 //! for a while and within a bound of bytes, for the clients that come back a moment late.
 //! [`relay`] carries an answer to the clients of other processes.
 
-pub(crate) mod relay;
+pub mod relay;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -24,23 +24,23 @@ use relay::Publisher;
 
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer
 /// streams on to the clients reading it, and new ones are refused (410).
-pub(crate) const RESUME_BYTES: usize = 8 << 20;
+pub const RESUME_BYTES: usize = 8 << 20;
 
 /// How many bytes of all the answers streaming at once are kept for resuming clients: past
 /// them, answers stream on to the clients reading them, and new ones are refused (410). Without
 /// it, what a server keeps grows with the answers it runs at once (8 MiB each at most).
-pub(crate) const KEPT_BYTES: usize = 64 << 20;
+pub const KEPT_BYTES: usize = 64 << 20;
 
 /// What names an answer in its wire's [`Tees`]: a chat (the UI message stream), a stream id
 /// (Genkit's). Every key includes its identity's scope, so that no identity reads another's.
-pub(crate) trait Key: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static {}
+pub trait Key: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static {}
 
 impl<K: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static> Key for K {}
 
 /// How many bytes the answers of every wire keep for resuming clients, and how many they may
 /// keep in all ([`KEPT_BYTES`]): one budget for the server.
 #[derive(Debug)]
-pub(crate) struct Budget {
+pub struct Budget {
     kept: AtomicUsize,
     limit: usize,
 }
@@ -52,7 +52,7 @@ impl Default for Budget {
 }
 
 impl Budget {
-    pub(crate) fn new(limit: usize) -> Self {
+    pub fn new(limit: usize) -> Self {
         Self {
             kept: AtomicUsize::new(0),
             limit,
@@ -77,16 +77,16 @@ impl Budget {
 /// How long, and within how many bytes in all, the answers that ended are kept for the
 /// clients that come back to them: past either, the oldest are forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Retention {
+pub struct Retention {
     /// How long after its end an answer is kept.
-    pub(crate) time: Duration,
+    pub time: Duration,
     /// How many bytes the answers kept after their end hold at most, in all.
-    pub(crate) bytes: usize,
+    pub bytes: usize,
 }
 
 impl Retention {
     /// Genkit's stream manager keeps a finished stream five minutes; in at most 16 MiB.
-    pub(crate) const GENKIT: Self = Self {
+    pub const GENKIT: Self = Self {
         time: Duration::from_secs(300),
         bytes: 16 << 20,
     };
@@ -94,7 +94,7 @@ impl Retention {
 
 /// The answers of one wire streaming in this process, by key.
 #[derive(Debug)]
-pub(crate) struct Tees<K> {
+pub struct Tees<K> {
     streams: Mutex<HashMap<K, Arc<Stream<K>>>>,
     budget: Arc<Budget>,
     /// How the answers that ended are kept; `None`: they are forgotten at their end.
@@ -121,7 +121,7 @@ impl<K> Default for Ended<K> {
 
 /// One answer being streamed, and its readers.
 #[derive(Debug)]
-pub(crate) struct Stream<K> {
+pub struct Stream<K> {
     state: Mutex<Tally>,
     /// The key it was registered under ([`Tees::insert`]), once it is.
     key: OnceLock<K>,
@@ -145,7 +145,7 @@ struct Tally {
 
 /// What a client coming back to an answer finds.
 #[derive(Debug)]
-pub(crate) enum Attached {
+pub enum Attached {
     /// The answer so far, and the rest as it comes.
     Reader(Bytes, Reader),
     /// No answer is streaming.
@@ -156,7 +156,7 @@ pub(crate) enum Attached {
 
 impl Attached {
     /// The answer so far and the rest, as one response body.
-    pub(crate) fn body(written: Bytes, reader: Reader) -> Body {
+    pub fn body(written: Bytes, reader: Reader) -> Body {
         let written = futures_util::stream::iter([Ok(written)]);
         let rest = reader.into_stream();
         Body::from_stream(futures_util::StreamExt::chain(written, rest))
@@ -169,7 +169,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One reader's writes; dropping it (its body) says it went away.
 #[derive(Debug)]
-pub(crate) struct Reader {
+pub struct Reader {
     writes: mpsc::Receiver<Bytes>,
 }
 
@@ -199,14 +199,14 @@ impl Reader {
     }
 
     /// The rest of the answer as a response body.
-    pub(crate) fn body(self) -> Body {
+    pub fn body(self) -> Body {
         Body::from_stream(self.into_stream())
     }
 }
 
 impl<K: Key> Tees<K> {
     /// No answers yet; what they keep counts in `budget`. An answer is forgotten at its end.
-    pub(crate) fn new(budget: Arc<Budget>) -> Self {
+    pub fn new(budget: Arc<Budget>) -> Self {
         Self {
             streams: Mutex::default(),
             budget,
@@ -217,7 +217,7 @@ impl<K: Key> Tees<K> {
 
     /// [`new`](Self::new), keeping the answers that ended as `retention` says (none if its
     /// time or its bytes are zero).
-    pub(crate) fn with_retention(budget: Arc<Budget>, retention: Retention) -> Self {
+    pub fn with_retention(budget: Arc<Budget>, retention: Retention) -> Self {
         let kept = !retention.time.is_zero() && retention.bytes > 0;
         Self {
             retention: kept.then_some(retention),
@@ -228,7 +228,7 @@ impl<K: Key> Tees<K> {
     /// Registers `tee`'s answer under `key`, unless it is over already (and not kept). An
     /// answer registered under `key` before is over (a chat's session runs one answer at a
     /// time): it is replaced.
-    pub(crate) fn insert(&self, key: K, tee: &Arc<Stream<K>>) {
+    pub fn insert(&self, key: K, tee: &Arc<Stream<K>>) {
         let kept = {
             let mut streams = lock(&self.streams);
             let state = lock(&tee.state);
@@ -249,7 +249,7 @@ impl<K: Key> Tees<K> {
 
     /// A new reader of the answer `key` names: while it streams, or, once it ended, while it
     /// is kept.
-    pub(crate) fn attach(&self, key: &K) -> Attached {
+    pub fn attach(&self, key: &K) -> Attached {
         self.forget_expired();
         let Some(stream) = lock(&self.streams).get(key).cloned() else {
             return Attached::Nothing;
@@ -343,7 +343,7 @@ impl<K: Key> Tees<K> {
 /// end whoever reads it (detached: a page that reloads resumes a chat's answer, a Genkit client
 /// that lost its connection reconnects to its stream); dropping the tee (the answer is over)
 /// ends the readers' bodies and forgets the answer.
-pub(crate) struct Tee<K: Key> {
+pub struct Tee<K: Key> {
     tees: Arc<Tees<K>>,
     stream: Arc<Stream<K>>,
     /// Where the writes also go for readers in other processes, if the store keeps streams.
@@ -353,7 +353,7 @@ pub(crate) struct Tee<K: Key> {
 impl<K: Key> Tee<K> {
     /// A tee of an answer, to be registered in `tees` once it has started ([`Tees::insert`]
     /// with [`stream`](Self::stream)), and its first reader (the client that asked).
-    pub(crate) fn new(tees: Arc<Tees<K>>, publisher: Option<Publisher>) -> (Self, Reader) {
+    pub fn new(tees: Arc<Tees<K>>, publisher: Option<Publisher>) -> (Self, Reader) {
         let stream = Arc::new(Stream {
             state: Mutex::default(),
             key: OnceLock::new(),
@@ -374,7 +374,7 @@ impl<K: Key> Tee<K> {
     }
 
     /// The answer, to register.
-    pub(crate) fn stream(&self) -> Arc<Stream<K>> {
+    pub fn stream(&self) -> Arc<Stream<K>> {
         Arc::clone(&self.stream)
     }
 }

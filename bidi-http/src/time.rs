@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch; 0 for a time before it.
-pub(crate) fn unix_millis(time: SystemTime) -> u64 {
+pub fn unix_millis(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| {
         u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
     })
@@ -12,7 +12,7 @@ pub(crate) fn unix_millis(time: SystemTime) -> u64 {
 
 /// `time` as RFC 3339 in UTC, to the millisecond (`2026-11-26T14:54:41.123Z`).
 #[cfg(any(feature = "agents", feature = "reflection"))]
-pub(crate) fn rfc3339(time: SystemTime) -> String {
+pub fn rfc3339(time: SystemTime) -> String {
     let millis = unix_millis(time);
     let (days, rest) = (millis / 86_400_000, millis % 86_400_000);
     let (year, month, day) = civil_from_days(days);

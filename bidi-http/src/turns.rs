@@ -18,18 +18,18 @@ use crate::agent::{self, HttpWire};
 use crate::codec::Failure;
 use crate::tee::relay::Publisher;
 use crate::tee::{Tee, Tees};
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// A streamed turn, as its identity's scope, its agent and its id: what keys its [`Tee`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct TurnKey {
+pub struct TurnKey {
     scope: String,
     agent: String,
     id: String,
 }
 
 impl TurnKey {
-    pub(crate) fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
+    pub fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
         Self {
             scope: crate::scope(identity).as_str().to_owned(),
             agent: agent.to_owned(),
@@ -45,9 +45,9 @@ impl TurnKey {
 /// # Errors
 ///
 /// The turn's refusal, as [`agent::start`]'s.
-pub(crate) async fn start<W: HttpWire>(
+pub async fn start<W: HttpWire>(
     tees: &Arc<Tees<TurnKey>>,
-    shared: &Shared,
+    host: &Host,
     (agent, name): (&LlmAgent, &str),
     (init, input): (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
@@ -62,7 +62,7 @@ pub(crate) async fn start<W: HttpWire>(
     };
     let (tee, reader) = Tee::new(Arc::clone(tees), publisher);
     let stream = tee.stream();
-    let started = agent::spawn(shared, agent, init, input, identity, wire, tee).await?;
+    let started = agent::spawn(host, agent, init, input, identity, wire, tee).await?;
     let id = match started.snapshot_id.as_ref().filter(|_| !client) {
         Some(id) => {
             let _ = snapshot.send(id.clone());
@@ -82,7 +82,7 @@ pub(crate) async fn start<W: HttpWire>(
 /// # Errors
 ///
 /// The store's, as a 500.
-pub(crate) async fn abort(store: &Scoped, id: &str) -> Result<Option<Status>, Failure> {
+pub async fn abort(store: &Scoped, id: &str) -> Result<Option<Status>, Failure> {
     store
         .abort(id)
         .await

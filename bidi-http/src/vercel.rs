@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::codec::{Code, Failure};
 use crate::extract::{JsonBody, Segments, Served};
-use crate::{Identity, Shared, WaitingCalls, agent};
+use crate::{Host, Identity, WaitingCalls, agent};
 
 mod chunk;
 mod encoder;
@@ -69,7 +69,7 @@ const HEADERS: [(HeaderName, &str); 2] = [
 /// The UI message stream: `POST /agent/{name}/chat` (an answer), `GET
 /// /agent/{name}/chat/{id}` (the stored chat) and `GET /agent/{name}/chat/{id}/stream` (the
 /// answer streaming now, for a client that resumes it).
-pub(crate) fn routes() -> Router<Arc<Shared>> {
+pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/{kind}/{name}/chat", post(chat))
         .route("/{kind}/{name}/chat/{id}", get(messages))
@@ -78,7 +78,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 
 /// `POST /agent/{name}/chat`: one execution, as a UI message stream.
 async fn chat(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
     JsonBody { value: request, .. }: JsonBody<ChatRequest>,
@@ -91,7 +91,7 @@ async fn chat(
     let stored = agent::load(agent, identity, &request.id).await?;
     let (init, input) = match (&stored, request.trigger) {
         (Some(session), Trigger::SubmitMessage) => {
-            let waiting = shared.waiting_calls.unwrap_or(WaitingCalls::Refuse);
+            let waiting = host.shared.waiting_calls.unwrap_or(WaitingCalls::Refuse);
             let input = resumed(agent, &session.state(), &request, waiting)?;
             (AgentInit::new().resume(request.id.clone()), input)
         }
@@ -163,38 +163,38 @@ async fn chat(
     let key = ChatKey::new(identity, &name, &request.id);
     let (snapshot, started) = oneshot::channel();
     let publisher = Publisher::start(Arc::clone(agent.agent().store()), started);
-    let (tee, reader) = Tee::new(Arc::clone(&shared.chats), publisher);
+    let (tee, reader) = Tee::new(Arc::clone(&host.shared.chats), publisher);
     let stream = tee.stream();
-    let started = agent::spawn(&shared, agent, init, input, identity, encoder, tee).await?;
+    let started = agent::spawn(&host, agent, init, input, identity, encoder, tee).await?;
     if let Some(id) = started.snapshot_id {
         let _ = snapshot.send(id);
     }
-    shared.chats.insert(key, &stream);
+    host.shared.chats.insert(key, &stream);
     Ok(UiMessageStream::response(reader.body()))
 }
 
 /// `GET /agent/{name}/chat/{id}`: the stored chat as the AI SDK's `UIMessage[]` (for
 /// `useChat({ messages })` after a page reload), or 404.
 async fn messages(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<axum::Json<Vec<Value>>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let state = agent::stored(&shared, &kind, &name, identity.as_ref(), &id).await?;
+    let state = agent::stored(&host, &kind, &name, identity.as_ref(), &id).await?;
     Ok(axum::Json(history::ui_messages(&state.messages)))
 }
 
 /// `GET /agent/{name}/chat/{id}/stream`: the answer chat `id` is streaming in this process,
 /// from its first chunk, or 204 when there is none.
 async fn resume(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
+    let agent = agent::agent(&host, &kind, &name)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    match shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
+    match host.shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
         Attached::Nothing => {
             // Another process sharing the store may be streaming it.
             let store = agent::sessions_of(agent, identity);

@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::State;
@@ -27,7 +26,7 @@ use serde_json::Value;
 
 use crate::codec::{Code, Failure};
 use crate::extract::Segments;
-use crate::{INPUT_WINDOW, Identity, Shared};
+use crate::{Host, INPUT_WINDOW, Identity};
 use bidi_flow::idle::{Activity, Idle};
 
 mod woken;
@@ -36,7 +35,7 @@ use woken::Woken;
 
 /// `GET /{type}/{name}` with an upgrade.
 pub(crate) async fn upgrade(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -50,13 +49,13 @@ pub(crate) async fn upgrade(
         .into_response();
     };
     let key = format!("/{kind}/{name}");
-    if let Err(missing) = shared.registry.action(&key) {
+    if let Err(missing) = host.registry().action(&key) {
         return Failure::not_found(&missing).into_response();
     }
     // Messages up to the limit are read and refused if over it; past twice the limit the
     // socket closes with 1009 rather than buffer them.
-    let hard = shared
-        .limits
+    let hard = host
+        .limits()
         .max_message_bytes
         .saturating_mul(2)
         .saturating_add(64 * 1024);
@@ -64,7 +63,7 @@ pub(crate) async fn upgrade(
     upgrade
         .max_message_size(hard)
         .max_frame_size(hard)
-        .on_upgrade(move |socket| InPlace::new(serve(shared, key, identity, socket)))
+        .on_upgrade(move |socket| InPlace::new(serve(host, key, identity, socket)))
 }
 
 /// The writing side of a socket.
@@ -242,7 +241,7 @@ fn cancel_cause(reason: Option<String>) -> String {
     reason.unwrap_or_else(|| "cancelled by the client".to_owned())
 }
 
-async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, socket: WebSocket) {
+async fn serve(host: Host, key: String, identity: Option<Identity>, socket: WebSocket) {
     let (sink, stream) = socket.split();
     let activity = Activity::new();
     let mut writer = Writer {
@@ -253,8 +252,8 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
         stream: Woken::new(stream),
         held: VecDeque::new(),
         held_bytes: 0,
-        idle: Idle::new(activity, shared.limits.idle_timeout),
-        limit: shared.limits.max_message_bytes,
+        idle: Idle::new(activity, host.limits().idle_timeout),
+        limit: host.limits().max_message_bytes,
     };
     // Until `init`, nothing but refusals.
     let end = loop {
@@ -268,10 +267,10 @@ async fn serve(shared: Arc<Shared>, key: String, identity: Option<Identity>, soc
             Some(Ok(Op::Open { init, .. })) => {
                 // The action's task is this one's to poll: no hop between the two.
                 let driver = Driver::new();
-                let options = Shared::options(identity.as_ref())
+                let options = Host::connect_options(identity.as_ref())
                     .input_buffer(INPUT_WINDOW)
                     .driver(&driver);
-                match shared.registry.connect_json_with(&key, init, options) {
+                match host.registry().connect_json_with(&key, init, options) {
                     Ok(conn) => {
                         let (input, output) = conn.into_split();
                         let connected = Connected {

@@ -126,10 +126,10 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
     // The Dev UI at /dev/, with the spans of every connection kept for its traces.
     let traces = Traces::new();
     let provider = traces.install();
-    let server = Server::new(registry)
+    let server = Server::new(registry.clone())
         .agent(&assistant)
         .dev_ui(traces)
-        .mcp()
+        .protocol(bidi_mcp::McpServer::new(registry))
         .addr(args.addr);
     let bound = match server.bind().await {
         Ok(bound) => bound,

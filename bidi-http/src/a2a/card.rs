@@ -1,13 +1,12 @@
 //! The agent card: who the agent is, where its JSON-RPC endpoint is, what it does.
 
-use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, header};
 
 use super::types::{self, AgentCard, Capabilities, Interface, Skill};
-use crate::Shared;
+use crate::Host;
 use crate::agent;
 use crate::codec::Failure;
 use crate::extract::Segments;
@@ -15,12 +14,12 @@ use crate::extract::Segments;
 /// `GET .../.well-known/agent-card.json`: the agent card, its interface on the host the
 /// request named.
 pub(crate) async fn card(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
 ) -> Result<Json<AgentCard>, Failure> {
-    let agent = agent::agent(&shared, &kind, &name)?;
+    let agent = agent::agent(&host, &kind, &name)?;
     let host = headers
         .get(header::HOST)
         .and_then(|host| host.to_str().ok())

@@ -1,7 +1,6 @@
 //! `GET /dev/api/agents`: the agents the server serves, with their tools, so the page can chat
 //! with them and knows which pending calls wait for an approval and which for a result.
 
-use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
@@ -9,7 +8,7 @@ use bidi_llm::{LlmAgent, Tool};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::Shared;
+use crate::Host;
 
 /// `{"agents": [..]}`, sorted by name.
 #[derive(Debug, Serialize)]
@@ -63,9 +62,9 @@ impl ToolView {
 }
 
 /// `GET /dev/api/agents`.
-pub(super) async fn list(State(shared): State<Arc<Shared>>) -> Json<Agents> {
-    let mut agents: Vec<AgentView> = shared
-        .agents
+pub(super) async fn list(State(host): State<Host>) -> Json<Agents> {
+    let mut agents: Vec<AgentView> = host
+        .agents()
         .iter()
         .map(|(name, agent)| AgentView::of(name, agent))
         .collect();

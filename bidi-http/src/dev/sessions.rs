@@ -2,7 +2,6 @@
 //! one snapshot's state, and what changed between two of them. Each identity reads its own
 //! sessions only, through the same scope as the agent endpoints.
 
-use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,7 +14,7 @@ use serde_json::Value;
 use crate::agent::{sessions_of, store_failed};
 use crate::codec::{Code, Failure};
 use crate::extract::Segments;
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// How many snapshots a lineage lists at most.
 const LINEAGE: usize = 1_000;
@@ -64,8 +63,8 @@ pub(super) struct Lineage {
 }
 
 /// The sessions of agent `name` that `identity` sees, or 404 if no such agent is served.
-fn store(shared: &Shared, name: &str, identity: Option<&Identity>) -> Result<Scoped, Failure> {
-    let agent = crate::agent::agent(shared, "agent", name)?;
+fn store(host: &Host, name: &str, identity: Option<&Identity>) -> Result<Scoped, Failure> {
+    let agent = crate::agent::agent(host, "agent", name)?;
     Ok(sessions_of(agent, identity))
 }
 
@@ -96,12 +95,12 @@ async fn load(store: &Scoped, id: &str, snapshot: &str) -> Result<Snapshot, Fail
 
 /// `GET /dev/api/agents/{name}/sessions/{id}/snapshots`: the head and its lineage.
 pub(super) async fn lineage(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((name, id)): Segments<(String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Lineage>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let store = store(&shared, &name, identity.as_ref())?;
+    let store = store(&host, &name, identity.as_ref())?;
     let head = store
         .load(&id)
         .await
@@ -137,12 +136,12 @@ pub(super) struct SnapshotState {
 
 /// `GET /dev/api/agents/{name}/sessions/{id}/snapshots/{snapshot}`: one snapshot's state.
 pub(super) async fn snapshot(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((name, id, snapshot)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SnapshotState>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let store = store(&shared, &name, identity.as_ref())?;
+    let store = store(&host, &name, identity.as_ref())?;
     let Snapshot { entry, state, .. } = load(&store, &id, &snapshot).await?;
     Ok(Json(SnapshotState {
         snapshot: SnapshotView::of(entry),
@@ -162,12 +161,12 @@ pub(super) struct Diff {
 /// `GET /dev/api/agents/{name}/sessions/{id}/diff/{from}/{to}`: what changed from one
 /// snapshot's state to the other's.
 pub(super) async fn diff(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments((name, id, from, to)): Segments<(String, String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Diff>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let store = store(&shared, &name, identity.as_ref())?;
+    let store = store(&host, &name, identity.as_ref())?;
     let old = load(&store, &id, &from).await?;
     let new = load(&store, &id, &to).await?;
     Ok(Json(Diff {

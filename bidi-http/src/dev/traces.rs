@@ -2,7 +2,6 @@
 //! ends (SSE), to those who may read them ([`DevUi::trace_readers`](super::DevUi::trace_readers)).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -16,7 +15,7 @@ use serde::Serialize;
 use crate::codec::{Code, Failure};
 use crate::extract::Segments;
 use crate::traces::{Span, TraceSummary, Update, Updates};
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// How often the live stream writes a comment when no span moves, so that proxies and the
 /// browser keep it open.
@@ -30,11 +29,11 @@ pub(super) struct TraceList {
 
 /// `GET /dev/api/traces`: the traces kept, newest first.
 pub(super) async fn list(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<TraceList>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&shared)?.reads_traces(identity.as_ref())?;
+    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
     Ok(Json(TraceList {
         traces: traces.list(),
     }))
@@ -50,12 +49,12 @@ pub(super) struct Trace {
 
 /// `GET /dev/api/traces/{trace}`: one trace's spans, or 404.
 pub(super) async fn trace(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     Segments(trace_id): Segments<String>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Trace>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&shared)?.reads_traces(identity.as_ref())?;
+    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
     match traces.trace(&trace_id) {
         Some(spans) => Ok(Json(Trace { trace_id, spans })),
         None => Err(Failure::new(
@@ -71,11 +70,11 @@ pub(super) async fn trace(
 
 /// `GET /dev/api/traces/live`: `event: traces` with the list, then each span's start and end.
 pub(super) async fn live(
-    State(shared): State<Arc<Shared>>,
+    State(host): State<Host>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&shared)?.reads_traces(identity.as_ref())?;
+    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
     // Subscribed before the list is read: a span that starts meanwhile is in one or the other.
     let updates = traces.subscribe();
     let mut first = Vec::new();

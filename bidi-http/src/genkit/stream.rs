@@ -3,7 +3,6 @@
 //! when its client goes away, and is read again, from its first chunk, by a request that sends
 //! that header back.
 
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -18,7 +17,7 @@ use crate::codec::{Code, Failure};
 use crate::tee::relay;
 use crate::tee::{Attached, RESUME_BYTES};
 use crate::turns::{self, TurnKey};
-use crate::{Identity, Shared};
+use crate::{Host, Identity};
 
 /// The header that names a stream: on a streamed answer, and on a request that reconnects.
 pub(crate) const STREAM_ID: HeaderName = HeaderName::from_static("x-genkit-stream-id");
@@ -54,14 +53,14 @@ pub(super) fn requested(headers: &HeaderMap) -> Result<Option<String>, Failure> 
 ///
 /// The turn's refusal, as [`agent::start`]'s.
 pub(super) async fn start<W: HttpWire>(
-    shared: &Arc<Shared>,
+    host: &Host,
     agent: &LlmAgent,
     name: &str,
     turn: (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
     wire: W,
 ) -> Result<(String, Body), Failure> {
-    let started = turns::start(&shared.turns, shared, (agent, name), turn, identity, wire);
+    let started = turns::start(&host.shared.turns, host, (agent, name), turn, identity, wire);
     started.await.map(|(_, id, body)| (id, body))
 }
 
@@ -77,13 +76,13 @@ pub(super) async fn start<W: HttpWire>(
 ///
 /// Cancel safe: a reconnection dropped before it answers leaves the stream as it was.
 pub(super) async fn reconnect(
-    shared: &Shared,
+    host: &Host,
     agent: &LlmAgent,
     name: &str,
     identity: Option<&Identity>,
     id: &str,
 ) -> Result<Response, Failure> {
-    match shared.turns.attach(&TurnKey::new(identity, name, id)) {
+    match host.shared.turns.attach(&TurnKey::new(identity, name, id)) {
         Attached::Reader(written, reader) => Ok(response(id, Attached::body(written, reader))),
         Attached::TooLong => Err(Failure::new(
             StatusCode::GONE,

@@ -24,7 +24,7 @@ use super::access::Access;
 use super::telemetry::Telemetry;
 use crate::codec::{self, Failure};
 use crate::flow::{self, CancelOnDrop, Records};
-use crate::{Limits, Shared, serve};
+use crate::{Host, Limits, serve};
 
 /// Everything a reflection request needs.
 pub(crate) struct Reflection {
@@ -289,7 +289,7 @@ async fn run_action(
 /// object `{}`: an init type whose fields all have defaults (`#[serde(default)]`) runs with
 /// them. An init type that takes neither is refused with a message saying how to pass one.
 fn connect(registry: &Registry, key: &str, init: Value) -> Result<JsonConnection, JsonError> {
-    let options = || Shared::options(None).input_buffer(1).output_buffer(64);
+    let options = || Host::connect_options(None).input_buffer(1).output_buffer(64);
     if !init.is_null() {
         return registry.connect_json_with(key, init, options());
     }

@@ -17,7 +17,7 @@ const PIECE_BYTES: usize = 64 * 1024;
 /// Publishes an answer's writes, in order, as the pieces of its turn's stream. Dropping it
 /// ends the stream (its last piece).
 #[derive(Debug)]
-pub(crate) struct Publisher {
+pub struct Publisher {
     writes: mpsc::UnboundedSender<Bytes>,
 }
 
@@ -25,7 +25,7 @@ impl Publisher {
     /// A publisher to `store`'s streams, if it has any. The pieces wait for the turn's
     /// snapshot id, which comes through `snapshot` once the answer has started; without it
     /// (the answer was refused) nothing is published.
-    pub(crate) fn start(
+    pub fn start(
         store: Arc<dyn SessionStore>,
         snapshot: oneshot::Receiver<String>,
     ) -> Option<Self> {
@@ -36,7 +36,7 @@ impl Publisher {
     }
 
     /// Queues `bytes` for the store.
-    pub(crate) fn send(&self, bytes: &Bytes) {
+    pub fn send(&self, bytes: &Bytes) {
         // The task is there until every sender is dropped, unless the store failed: then
         // the rest is not published, and readers elsewhere end where it stopped.
         let _ = self.writes.send(bytes.clone());
@@ -87,7 +87,7 @@ async fn publish(
 /// # Cancel safety
 ///
 /// Cancel safe: a follow dropped before it answers reads nothing more.
-pub(crate) async fn follow(
+pub async fn follow(
     store: &dyn SessionStore,
     snapshot_id: &str,
 ) -> Result<Option<Body>, StoreError> {

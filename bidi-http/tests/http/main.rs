@@ -6,8 +6,6 @@ mod agent;
 mod agui;
 mod flow;
 mod hostile;
-#[cfg(feature = "mcp")]
-mod mcp;
 mod safety;
 mod support;
 mod vercel;

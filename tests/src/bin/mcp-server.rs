@@ -147,15 +147,15 @@ async fn main() -> Result<(), BoxError> {
     let agent = LlmAgent::builder("chat", Echoing).build();
     match std::env::args().nth(1).as_deref() {
         Some("stdio") => {
-            bidi_http::mcp::McpServer::new(registry)
+            bidi_mcp::McpServer::new(registry)
                 .agent(&agent)
                 .serve_stdio()
                 .await?;
         }
         Some("http") => {
-            let bound = bidi_http::Server::new(registry)
+            let bound = bidi_http::Server::new(registry.clone())
                 .agent(&agent)
-                .mcp()
+                .protocol(bidi_mcp::McpServer::new(registry))
                 .addr(([127, 0, 0, 1], 0).into())
                 .bind()
                 .await?;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::tools::{self, Shape};
 use super::{CANCELLED, McpServer, Progress, identity};
-use crate::Shared;
+use bidi_http::Host;
 
 /// How many chunks a flow may stream ahead of the progress notifications.
 const OUTPUT_BUFFER: usize = 16;
@@ -50,7 +50,7 @@ impl McpServer {
         } = call;
         let (init, input) = shape.split(arguments)?;
         let driver = Driver::new();
-        let options = Shared::options(identity(&ctx).as_ref())
+        let options = Host::connect_options(identity(&ctx).as_ref())
             .input_buffer(1)
             .output_buffer(OUTPUT_BUFFER)
             .driver(&driver);

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::McpServer;
-use crate::Identity;
+use bidi_http::Identity;
 
 /// The JSON-RPC error of a session that is not found (the MCP SDKs' own).
 const SESSION_NOT_FOUND: i64 = -32001;
@@ -40,7 +40,7 @@ const INVALID_REQUEST: i64 = -32600;
 const RETRY_AFTER_SECONDS: u64 = 10;
 
 /// The streamable HTTP endpoint of an [`McpServer`], a tower service to mount on a route (as
-/// [`Server::mcp`](crate::Server::mcp) does at `/mcp`): made by [`McpServer::http`] and
+/// [`Server::mcp`](bidi_http::Server::mcp) does at `/mcp`): made by [`McpServer::http`] and
 /// [`McpServer::http_with`].
 ///
 /// Each session belongs to the identity whose request opened it; sessions are capped and end

@@ -21,7 +21,7 @@
 //!   types (`uint32`, `int8`: no JSON Schema format, which a strict validator such as the MCP
 //!   SDKs' Ajv refuses), an unsigned one's `minimum: 0` kept.
 //! - An **agent** (added with [`McpServer::agent`], or with
-//!   [`Server::agent`](crate::Server::agent) for [`Server::mcp`](crate::Server::mcp)) is a tool
+//!   [`Server::agent`](bidi_http::Server::agent) for an `McpServer` served by that server) is a tool
 //!   taking `{"message": string, "sessionId"?: string}`: it answers `{"text": string,
 //!   "sessionId": string}` as `structuredContent` (its `outputSchema`), the agent's text as
 //!   the content, and the `sessionId` is to be sent with the next message to go on with the
@@ -43,7 +43,7 @@
 //!
 //! ```no_run
 //! use bidi_flow::{BidiFlow, Registry};
-//! use bidi_http::mcp::McpServer;
+//! use bidi_mcp::McpServer;
 //!
 //! # async fn echo(_: bidi_core::ActionContext, _: (), mut inbound: bidi_core::Inbound<String>, _: bidi_core::Outbound<String>) -> Result<String, bidi_core::BoxError> { Ok(inbound.recv().await.unwrap_or_default()) }
 //! #[tokio::main]
@@ -54,13 +54,17 @@
 //! }
 //! ```
 //!
-//! Over streamable HTTP, at `/mcp` of a [`Server`](crate::Server), beside its other wires:
+//! Over streamable HTTP, at `/mcp` of a [`Server`](bidi_http::Server), beside its other wires
+//! (an `McpServer` is a [`Protocol`]):
 //!
 //! ```no_run
+//! use bidi_mcp::McpServer;
+//!
 //! # #[tokio::main]
 //! # async fn main() -> std::io::Result<()> {
-//! bidi_http::Server::new(bidi_flow::Registry::new())
-//!     .mcp()
+//! let registry = bidi_flow::Registry::new();
+//! bidi_http::Server::new(registry.clone())
+//!     .protocol(McpServer::new(registry))
 //!     .bind()
 //!     .await?
 //!     .serve()
@@ -78,7 +82,7 @@
 //! An `initialize` opens a session (its `Mcp-Session-Id`), kept in the server's memory:
 //!
 //! - **It belongs to the identity that opened it** (the request's [`Identity`], set by
-//!   [`Server::auth`](crate::Server::auth) or a layer; none on a server without identities).
+//!   [`Server::auth`](bidi_http::Server::auth) or a layer; none on a server without identities).
 //!   A request naming a session of another identity is answered as one naming a session the
 //!   server does not know: HTTP 404 with the JSON-RPC error `-32001` (`session not found`),
 //!   whatever it is (a call, a cancellation, the SSE stream of a `GET`, a `DELETE`). It is
@@ -98,6 +102,10 @@
 //! body that is not JSON is `-32700` (parse error), JSON that is not a JSON-RPC message (an
 //! object without `jsonrpc` and `method`, a batch) is `-32600` (invalid request). A body
 //! larger than the endpoint takes is answered 413.
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
 
 #[cfg(feature = "agents")]
 mod agent;
@@ -129,7 +137,7 @@ pub use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
 
-use crate::Identity;
+use bidi_http::{Host, Identity, Protocol};
 use flow::FlowCall;
 pub use http::McpHttpService;
 use tools::{Named, Target};
@@ -222,7 +230,7 @@ impl McpServer {
 
     /// Serves `agents` too, beside those it has (an agent of the same name stays).
     #[cfg(feature = "agents")]
-    pub(crate) fn with_agents(mut self, agents: &HashMap<String, LlmAgent>) -> Self {
+    fn with_agents(mut self, agents: &HashMap<String, LlmAgent>) -> Self {
         let own = Arc::make_mut(&mut self.agents);
         for (name, agent) in agents {
             own.entry(name.clone()).or_insert_with(|| agent.clone());
@@ -270,7 +278,7 @@ impl McpServer {
     }
 
     /// The streamable HTTP endpoint, a tower service to mount on a route (as
-    /// [`Server::mcp`](crate::Server::mcp) does at `/mcp`), with rmcp's defaults: sessions
+    /// its [`Protocol`] does at `/mcp`), with rmcp's defaults: sessions
     /// kept in memory, loopback hosts only.
     #[must_use]
     pub fn http(self) -> McpHttpService {
@@ -287,7 +295,22 @@ impl McpServer {
     }
 }
 
-/// The identity the HTTP request of a call carries (set by [`Server::auth`](crate::Server::auth)
+/// Serves the streamable HTTP endpoint at `/mcp` of a [`bidi_http::Server`], with the
+/// server's agents as tools beside this server's own (an agent of the same name stays),
+/// behind the server's auth and layers: each session belongs to the identity that opened it.
+/// It answers requests whose `Host` is a loopback name; to serve others, mount
+/// [`McpServer::http_with`] on a route of your own.
+impl Protocol for McpServer {
+    fn routes(&self, host: &Host) -> axum::Router {
+        #[cfg(feature = "agents")]
+        let server = self.clone().with_agents(host.agents());
+        #[cfg(not(feature = "agents"))]
+        let (server, _) = (self.clone(), host);
+        axum::Router::new().route_service("/mcp", server.http())
+    }
+}
+
+/// The identity the HTTP request of a call carries (set by [`Server::auth`](bidi_http::Server::auth)
 /// or a layer), if any; none over stdio.
 fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
     ctx.extensions

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::tools::invalid_argument;
 use super::{CANCELLED, Progress, identity};
-use crate::Shared;
+use bidi_http::Host;
 
 /// The tool of `agent`, named `name`.
 pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
@@ -121,7 +121,7 @@ pub(super) async fn call(
             AgentInit::new().init(state)
         }
     };
-    let conn = agent.connect_with(init, Shared::options(identity(&ctx).as_ref()));
+    let conn = agent.connect_with(init, Host::connect_options(identity(&ctx).as_ref()));
     let input = TurnInput::User(UserMessage::new(message));
     let (frames, mut replies) = mpsc::channel(1);
     let sink = CallSink {

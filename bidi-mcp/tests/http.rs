@@ -1,6 +1,12 @@
-//! The MCP endpoint (`Server::mcp`) over JSON-RPC on real sockets: sessions bound to the
-//! identity that opened them, the session cap, the refusals in JSON-RPC's terms, and a string
-//! output answered as its text.
+//! The MCP endpoint (an `McpServer` served by a `bidi_http::Server`) over JSON-RPC on real
+//! sockets: sessions bound to the identity that opened them, the session cap, the refusals in
+//! JSON-RPC's terms, and a string output answered as its text.
+
+#![allow(clippy::unwrap_used)]
+
+#[allow(dead_code, reason = "the helpers of every HTTP test")]
+#[path = "../../bidi-http/tests/http/support.rs"]
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +14,7 @@ use std::sync::Arc;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_http::Server;
-use bidi_http::mcp::McpServer;
+use bidi_mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
@@ -148,7 +154,7 @@ async fn a_session_is_unknown_to_another_identity() {
         open: Arc::new(Notify::new()),
     };
     let registry = flows(&gate);
-    let addr = start(alice_and_bob(Server::new(registry).mcp())).await;
+    let addr = start(alice_and_bob(Server::new(registry.clone()).protocol(McpServer::new(registry)))).await;
     let alice = initialize(addr, "alice").await;
 
     // Alice's call runs as alice, its string output as its text.
@@ -223,7 +229,7 @@ async fn a_session_is_unknown_to_another_identity() {
 async fn sessions_past_the_cap_are_refused_until_one_ends() {
     let registry = registry(&Probe::default());
     let mcp = McpServer::new(registry.clone()).max_sessions(2);
-    let addr = start(alice_and_bob(Server::new(registry).mcp_with(mcp))).await;
+    let addr = start(alice_and_bob(Server::new(registry).protocol(mcp))).await;
     let first = initialize(addr, "alice").await;
     let _second = initialize(addr, "bob").await;
 
@@ -259,8 +265,9 @@ async fn sessions_past_the_cap_are_refused_until_one_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_are_not_json_rpc_are_json_rpc_errors() {
+    let registry = registry(&Probe::default());
     let addr = start(alice_and_bob(
-        Server::new(registry(&Probe::default())).mcp(),
+        Server::new(registry.clone()).protocol(McpServer::new(registry)),
     ))
     .await;
     for (body, code) in [
@@ -290,8 +297,9 @@ async fn bodies_that_are_not_json_rpc_are_json_rpc_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn params_of_the_wrong_type_are_invalid_params_and_other_methods_are_not_found() {
+    let registry = registry(&Probe::default());
     let addr = start(alice_and_bob(
-        Server::new(registry(&Probe::default())).mcp(),
+        Server::new(registry.clone()).protocol(McpServer::new(registry)),
     ))
     .await;
     let session = initialize(addr, "alice").await;
@@ -338,7 +346,7 @@ async fn an_idle_session_ends_and_gives_its_place_back() {
     let mcp = McpServer::new(registry.clone())
         .max_sessions(1)
         .session_idle_timeout(std::time::Duration::from_millis(300));
-    let addr = start(alice_and_bob(Server::new(registry).mcp_with(mcp))).await;
+    let addr = start(alice_and_bob(Server::new(registry).protocol(mcp))).await;
     // Opened, and left idle from then on (however long the test takes to go on).
     let opened = post(addr, "alice", None, &initialize_body()).await;
     assert_eq!(opened.status().as_u16(), 200);
