@@ -28,6 +28,8 @@ async fn serve() -> SocketAddr {
     let agent = LlmAgent::builder("words", Words(DELTAS)).build();
     let bound = bidi_http::Server::new(Registry::new())
         .agent(&agent)
+        .protocol(bidi_agui::AgUi::new())
+        .protocol(bidi_ai_sdk::Chat::new())
         .addr("127.0.0.1:0".parse().expect("an address"))
         .bind()
         .await

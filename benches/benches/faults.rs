@@ -132,6 +132,7 @@ fn serve(kind: &str) {
         let bound = bidi_http::Server::new(benches::http::registry())
             .agent(&long)
             .agent(&probe)
+            .protocol(bidi_ai_sdk::Chat::new())
             .header_timeout(HEADER_TIMEOUT)
             .body_timeout(BODY_TIMEOUT)
             .idle_timeout(IDLE_TIMEOUT)

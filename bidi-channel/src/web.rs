@@ -1,5 +1,5 @@
 //! A channel to browsers (feature `web`): each message a user posts is answered with the reply
-//! streamed as Server-Sent Events in the AI SDK's UI message stream, encoded by `bidi-http`'s
+//! streamed as Server-Sent Events in the AI SDK's UI message stream, encoded by `bidi-ai-sdk`'s
 //! [`UiMessageStream`].
 //!
 //! [`Web::routes`] is one axum route, `POST /{user}/messages` with `{"text": ".."}`. The answer
@@ -48,7 +48,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bidi_core::BoxError;
-use bidi_http::UiMessageStream;
+use bidi_ai_sdk::UiMessageStream;
 use bidi_llm::AgentEvent;
 use serde::Deserialize;
 use serde_json::json;

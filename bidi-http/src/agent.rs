@@ -438,3 +438,15 @@ async fn session(
         pending_tool_calls: state.pending_tool_calls,
     }))
 }
+
+/// What a user message does while calls of its session wait for the client: each protocol's
+/// `waiting_calls` option sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitingCalls {
+    /// The message is refused (400 `invalid_input`) until the calls are answered.
+    Refuse,
+    /// The calls are answered as set aside (errors saying the user moved on), then the
+    /// message is answered.
+    SetAside,
+}

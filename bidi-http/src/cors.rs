@@ -11,7 +11,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer, ExposeHeaders};
 ///
 /// Allowed pages may send the JSON bodies and headers the routes take (preflight requests are
 /// answered for any route, with the headers the page asks to send), and read the headers the
-/// agent routes answer with: `X-Session-Id` and the AI SDK's `x-vercel-ai-ui-message-stream`.
+/// agent routes answer with: `X-Session-Id`, and those each [`Protocol`](crate::Protocol) names.
 ///
 /// ```
 /// use bidi_http::{Cors, Server};
@@ -114,8 +114,6 @@ pub(crate) fn exposed() -> Vec<HeaderName> {
     let mut exposed = Vec::new();
     #[cfg(feature = "agents")]
     exposed.extend([crate::agent::SESSION_ID, crate::genkit::STREAM_ID]);
-    #[cfg(feature = "ui-stream")]
-    exposed.push(HeaderName::from_static("x-vercel-ai-ui-message-stream"));
     exposed
 }
 

@@ -66,12 +66,6 @@ pub(crate) struct Shared {
     /// What the answers of every wire keep for the clients that come back to them.
     #[cfg(feature = "agents")]
     pub(crate) kept: Arc<crate::tee::Budget>,
-    /// What a user message does while calls wait; `None`: each front end's default.
-    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-    pub(crate) waiting_calls: Option<crate::WaitingCalls>,
-    /// The UI message streams being answered, for clients that resume them.
-    #[cfg(feature = "ui-stream")]
-    pub(crate) chats: Arc<crate::tee::Tees<crate::vercel::ChatKey>>,
     /// The streamed turns of agents, for clients that reconnect to them (Genkit's stream id)
     /// or subscribe to them (A2A's tasks).
     #[cfg(feature = "agents")]

@@ -207,57 +207,6 @@
 //! the execution runs to its end without a client; read the session, or abort the snapshot
 //! through the store, from any process sharing it.
 //!
-//! ## The Vercel AI SDK's UI message stream
-//!
-//! `POST /agent/{name}/chat` takes what the AI SDK's `DefaultChatTransport` (`useChat`) sends
-//! and answers one execution as its UI message stream (v1: `data: {json}` chunks with the
-//! `x-vercel-ai-ui-message-stream: v1` header, ended by `data: [DONE]`); [`UiMessageStream`]
-//! says which chunks the agent's events become.
-//!
-//! ```json
-//! {"id": "chat-1", "trigger": "submit-message",
-//!  "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Book Oslo"}]}],
-//!  "tools": [{"name": "ask", "description": "..", "parameters": {"type": "object"}}],
-//!  "system": ".."}
-//! ```
-//!
-//! The chat `id` is the session's id. A chat the server knows goes on from its stored session:
-//! the last user message is the input, or, when the chat waits for client tools, the outputs the
-//! last assistant message's tool parts carry (`state` `output-available` or `output-error`). A
-//! chat the server does not know is made from the request's `messages` (system messages become
-//! the system prompt), then answers the same way; so a client that keeps the conversation needs
-//! no stored session. `tools` and `system` are ours, added through the transport's `body`
-//! option: the client's own tools (which it runs: `onToolCall`, `addToolOutput`) and a system
-//! prompt, both read when the chat is new. A call of a client tool is left at `input-available`
-//! and the answer finishes with `tool-calls`. A call of a tool that needs approval
-//! ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval)) ends the answer with a
-//! `tool-approval-request`; the next request's `approval-responded` part decides, and the call
-//! runs or ends `tool-output-denied`. Approvals are taken only for a chat the server keeps (a
-//! client could make up the call it approves in a chat it sends whole). `regenerate-message` replaces the stored
-//! conversation with the request's. Other fields are refused (400), like bodies that are not
-//! a chat; refusals answer the JSON error body, before any stream.
-//!
-//! `GET /agent/{name}/chat/{id}/stream` resumes a chat's answer, as
-//! `DefaultChatTransport.reconnectToStream` (`useChat`'s `resume`) asks: while an answer of chat
-//! `id` is streaming in this process, it answers 200 with the same headers and the whole stream,
-//! from its `start` chunk, what was written so far at once and the rest as it comes, to
-//! `data: [DONE]`. Any number of clients resume one answer at once, each reading all of it.
-//! With no answer streaming (none began, it ended, or the chat is another identity's) it answers
-//! 204 with no body, and the client keeps what it has. Behind a load balancer, the answer may
-//! stream in another process: with a store that keeps streams across processes
-//! (`PostgresStore`), the answer's writes are published there too and a resume that finds no
-//! answer in its own process reads the session's running answer from the store; with others,
-//! route a chat's requests to one process to resume.
-//!
-//! - An answer runs to its end whoever reads it: its client going away does not cancel it (it
-//!   ends at the idle timeout if its model stalls), so a page that reloads mid-answer resumes
-//!   it and gets what was written, then the rest; and the session holds the whole answer
-//!   whether anybody read it or not.
-//! - Up to 8 MiB of an answer are kept for resuming clients (and up to 64 MiB for all the
-//!   answers streaming at once), and dropped when it ends. Past them, the answer streams on to the clients reading it and new ones are refused with 410
-//!   `frame_too_large` (the client's `reconnectToStream` rejects with it) rather than given a
-//!   stream that would not build the message the others see.
-//!
 //! ## A2A
 //!
 //! With the feature `a2a` (on by default), every agent given to [`Server::agent`] is an agent
@@ -480,8 +429,6 @@
 mod a2a;
 #[cfg(feature = "agents")]
 pub mod agent;
-#[cfg(feature = "ag-ui")]
-pub mod agui;
 mod auth;
 pub mod codec;
 mod cors;
@@ -505,8 +452,6 @@ pub mod time;
 pub mod traces;
 #[cfg(feature = "agents")]
 pub mod turns;
-#[cfg(feature = "ui-stream")]
-mod vercel;
 mod ws;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -522,8 +467,6 @@ pub use cors::{Cors, InvalidOrigin};
 pub use host::{Beside, BoxFuture, Host, Protocol};
 pub use serve::Bound;
 pub use server::Server;
-#[cfg(feature = "ui-stream")]
-pub use vercel::UiMessageStream;
 
 /// What a server takes from one peer at most: see the [`Server`] options that set each.
 #[derive(Debug, Clone, Copy)]
@@ -565,19 +508,7 @@ pub(crate) const INPUT_WINDOW: usize = 1;
 
 /// The scope of a request's agent sessions: its identity's, or the anonymous scope (never the
 /// bare store, where a crafted id could name a scoped session).
-pub(crate) fn scope(identity: Option<&Identity>) -> bidi_agent::Scope {
+pub fn scope(identity: Option<&Identity>) -> bidi_agent::Scope {
     bidi_agent::Scope::new(identity.map_or("", Identity::id))
 }
 
-/// What a user message does while calls of its session wait for the client: see
-/// [`Server::waiting_calls`].
-#[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WaitingCalls {
-    /// The message is refused (400 `invalid_input`) until the calls are answered.
-    Refuse,
-    /// The calls are answered as set aside (errors saying the user moved on), then the
-    /// message is answered.
-    SetAside,
-}

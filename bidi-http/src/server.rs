@@ -15,17 +15,11 @@ use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
-#[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-use crate::WaitingCalls;
 #[cfg(feature = "a2a")]
 use crate::a2a;
-#[cfg(feature = "ag-ui")]
-use crate::agui;
 use crate::auth::Authenticate;
 #[cfg(feature = "dev-ui")]
 use crate::dev;
-#[cfg(feature = "ui-stream")]
-use crate::vercel;
 use crate::host::Shared;
 use crate::{
     Bound, Cors, DEFAULT_ADDR, Host, Identity, Limits, Protocol, Unauthorized, auth, flow, serve,
@@ -44,8 +38,6 @@ pub struct Server {
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
     cors: Option<Cors>,
-    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-    waiting_calls: Option<WaitingCalls>,
     #[cfg(feature = "dev-ui")]
     dev: Option<dev::DevUi>,
     routes: Router,
@@ -94,8 +86,6 @@ impl Server {
             agents: HashMap::new(),
             auth: None,
             cors: None,
-            #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-            waiting_calls: None,
             #[cfg(feature = "dev-ui")]
             dev: None,
             routes: Router::new(),
@@ -198,20 +188,6 @@ impl Server {
     /// ```
     pub fn cors(mut self, cors: Cors) -> Self {
         self.cors = Some(cors);
-        self
-    }
-
-    /// What a user message does while client tool calls (or calls waiting for approval) of
-    /// its session are still open, in AG-UI and the UI message stream: refused (400, the calls
-    /// must be answered first), or the open calls are set aside (each answered as an error
-    /// saying the user moved on, which the model reads before the message). By default each
-    /// front end does what its ecosystem does: AG-UI sets them aside (as AG-UI runtimes cancel
-    /// a pending frontend tool when the user sends a new message), the UI message stream
-    /// refuses (as the AI SDK's own `convertToModelMessages` refuses a call without a result).
-    /// Interrupts (AG-UI approvals) always need their `resume`, which AG-UI clients enforce.
-    #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-    pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
-        self.waiting_calls = Some(waiting);
         self
     }
 
@@ -406,10 +382,6 @@ impl Server {
                 agents: self.agents,
                 limits: self.limits,
                 authenticated: self.auth.is_some(),
-                #[cfg(any(feature = "ag-ui", feature = "ui-stream"))]
-                waiting_calls: self.waiting_calls,
-                #[cfg(feature = "ui-stream")]
-                chats: Arc::new(tee::Tees::new(Arc::clone(&kept))),
                 #[cfg(feature = "agents")]
                 turns: Arc::new(tee::Tees::with_retention(
                     Arc::clone(&kept),
@@ -425,10 +397,6 @@ impl Server {
         let router = flow::routes();
         #[cfg(feature = "agents")]
         let router = router.merge(agent::routes()).merge(genkit::routes());
-        #[cfg(feature = "ui-stream")]
-        let router = router.merge(vercel::routes());
-        #[cfg(feature = "ag-ui")]
-        let router = router.merge(agui::routes());
         #[cfg(feature = "a2a")]
         let router = router.merge(a2a::routes(Arc::clone(host.kept())));
         #[cfg(feature = "dev-ui")]

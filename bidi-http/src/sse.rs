@@ -31,7 +31,6 @@ pub fn response(body: Body) -> Response {
 }
 
 /// Appends a record of JSON data: `data: {json}\n\n`.
-#[cfg(any(feature = "ag-ui", feature = "ui-stream", feature = "a2a"))]
 #[inline]
 pub fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
     buf.extend_from_slice(b"data: ");
@@ -72,8 +71,7 @@ pub fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
     buf.extend_from_slice(b"\n\n");
 }
 
-/// Appends the record that ends a UI message stream: `data: [DONE]\n\n`.
-#[cfg(feature = "ui-stream")]
+/// Appends the `[DONE]` sentinel that ends a stream (the AI SDK's UI message stream, OpenAI's): `data: [DONE]\n\n`.
 #[inline]
 pub fn done(buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"data: [DONE]\n\n");
@@ -118,7 +116,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(any(feature = "ag-ui", feature = "ui-stream", feature = "a2a"))]
     fn data_is_one_line_of_json() {
         assert_eq!(
             written(|buf| data(buf, &json!({"text": "two\nlines"}))),
@@ -152,7 +149,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "ui-stream")]
     fn done_ends_the_stream() {
         assert_eq!(written(done), "before\n\ndata: [DONE]\n\n");
     }

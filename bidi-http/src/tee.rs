@@ -523,7 +523,7 @@ mod tests {
     use super::*;
     use crate::Identity;
     use crate::turns::TurnKey;
-    use crate::vercel::ChatKey;
+    use crate::turns::TurnKey as ChatKey;
 
     /// The answers of a server: its chats, and its Genkit streams, under one budget.
     struct Shared {

@@ -129,6 +129,8 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
     let server = Server::new(registry.clone())
         .agent(&assistant)
         .dev_ui(traces)
+        .protocol(bidi_agui::AgUi::new())
+        .protocol(bidi_ai_sdk::Chat::new())
         .protocol(bidi_mcp::McpServer::new(registry))
         .addr(args.addr);
     let bound = match server.bind().await {

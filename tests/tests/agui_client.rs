@@ -6,7 +6,7 @@
 //! - Property: executions of the real agent loop on random scripts (text, thinking, tool calls;
 //!   local tools that succeed, fail, stream or are unknown; frontend tools; model failures
 //!   mid-block, a tool call cut mid-arguments among them; cancellation at a random point) are
-//!   encoded by [`bidi_http::agui::Encoder`] as the endpoint does, checked against the AG-UI
+//!   encoded by [`bidi_agui::Encoder`] as the endpoint does, checked against the AG-UI
 //!   ordering rules here (the arguments streamed included), then written out and run through
 //!   `HttpAgent` (`tests/node/agui_verify.mjs`), which must accept every one.
 
@@ -22,7 +22,7 @@ use tests::tools::wipe;
 use bidi_agent::AgentInit;
 use bidi_flow::Registry;
 use bidi_http::Server;
-use bidi_http::agui::{Encoder, Event};
+use bidi_agui::{Encoder, Event};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
     AgentEvent, AssistantContent, Context, LlmAgent, Message, Status, Tool, ToolEvent, ToolSpec,
@@ -114,7 +114,8 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
             .agent(&deployer)
             .agent(&broken)
             .agent(&calculator)
-            .agent(&guarded),
+            .agent(&guarded)
+        .protocol(bidi_agui::AgUi::new()),
     )
     .await
 }

@@ -87,6 +87,7 @@ async fn serve(script: PathBuf, wipes: Arc<AtomicUsize>) -> SocketAddr {
             .agent(&deployer)
             .agent(&asker)
             .agent(&guarded)
+            .protocol(bidi_agui::AgUi::new())
             .routes(page),
     )
     .await

@@ -23,7 +23,8 @@ use tests::tools::wipe;
 use bidi_agent::AgentInit;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::{Server, UiMessageStream};
+use bidi_ai_sdk::UiMessageStream;
+use bidi_http::Server;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
     LlmAgent, Model, ModelEvent, ModelRequest, StopReason, Tool, ToolEvent, TurnInput, Usage,
@@ -165,7 +166,8 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
         .agent(&text)
         .agent(&weather)
         .agent(&ask)
-        .agent(&fail);
+        .agent(&fail)
+        .protocol(bidi_ai_sdk::Chat::new());
     tests::http::serve(server).await
 }
 

@@ -3,10 +3,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod agent;
-mod agui;
 mod flow;
 mod hostile;
 mod safety;
 mod support;
-mod vercel;
 mod ws;

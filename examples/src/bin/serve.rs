@@ -91,6 +91,8 @@ async fn main() -> Result<(), BoxError> {
     // bidi's routes, and the page next to them.
     let mut server = Server::new(registry)
         .agent(&assistant)
+        .protocol(bidi_agui::AgUi::new())
+        .protocol(bidi_ai_sdk::Chat::new())
         .routes(axum::Router::new().route("/", axum::routing::get(page)))
         .addr(args.addr);
     if !args.cors.is_empty() {

@@ -1,9 +1,17 @@
 //! The AG-UI endpoint: `RunAgentInput` in, SSE of AG-UI events out, threads as sessions,
 //! frontend tools pending across runs.
 
+#![allow(clippy::unwrap_used)]
+
+#[allow(dead_code, reason = "the helpers of every HTTP test")]
+#[path = "../../bidi-http/tests/http/support.rs"]
+mod support;
+
 use std::net::SocketAddr;
 
-use bidi_http::{Server, WaitingCalls};
+use bidi_agui::AgUi;
+use bidi_http::Server;
+use bidi_http::agent::WaitingCalls;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Tool, ToolEvent};
 use serde_json::{Value, json};
@@ -68,7 +76,7 @@ fn confirm_tool() -> Value {
 }
 
 async fn serve(agent: &LlmAgent) -> SocketAddr {
-    start(Server::new(registry(&Probe::default())).agent(agent)).await
+    start(Server::new(registry(&Probe::default())).agent(agent).protocol(AgUi::new())).await
 }
 
 fn text_of(events: &[Value], kind: &str) -> String {
@@ -231,7 +239,7 @@ async fn a_frontend_tool_leaves_the_run_pending_and_the_next_run_resumes_it() {
     // Refusing a user message while a call waits, which is not AG-UI's default.
     let server = Server::new(registry(&Probe::default()))
         .agent(&agent)
-        .waiting_calls(WaitingCalls::Refuse);
+        .protocol(AgUi::new().waiting_calls(WaitingCalls::Refuse));
     let addr = start(server).await;
     let tools = confirm_tool();
     let first = run(
@@ -432,7 +440,11 @@ async fn threads_are_kept_apart_by_identity() {
         Scripted::new().text("Hello Bob"),
     ]);
     let agent = LlmAgent::builder("helper", model.clone()).build();
-    let server = alice_and_bob(Server::new(registry(&Probe::default())).agent(&agent));
+    let server = alice_and_bob(
+        Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .protocol(AgUi::new()),
+    );
     let addr = start(server).await;
     let post_as = |who: &'static str, body: Value| async move {
         let response = reqwest::Client::new()

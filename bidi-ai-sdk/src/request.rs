@@ -13,8 +13,8 @@ use bidi_llm::{
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::WaitingCalls;
-use crate::codec::{Code, Failure};
+use bidi_http::agent::WaitingCalls;
+use bidi_http::codec::{Code, Failure};
 
 /// `POST /agent/{name}/chat`: what `DefaultChatTransport` sends, and the two fields of ours a
 /// client may add through its `body` option.

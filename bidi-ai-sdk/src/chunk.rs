@@ -112,5 +112,5 @@ pub(super) struct DataChunk<'a> {
 }
 
 pub(super) fn write_chunk(chunk: &Chunk<'_>, buf: &mut Vec<u8>) {
-    crate::sse::data(buf, chunk);
+    bidi_http::sse::data(buf, chunk);
 }

@@ -43,7 +43,7 @@ fn complete(status: Status, pending: Vec<ToolCall>) -> AgentEvent {
 }
 
 /// A call of the tool `pick`.
-pub(in crate::agui) fn call(id: &str) -> ToolCall {
+pub(crate) fn call(id: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: "pick".into(),

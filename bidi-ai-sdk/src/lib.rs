@@ -4,6 +4,58 @@
 //! to clients that resume it while it runs; [`UiMessageStream`] is the encoder, usable on its
 //! own.
 
+//!
+//! # The endpoints
+//!
+//! `POST /agent/{name}/chat` takes what the AI SDK's `DefaultChatTransport` (`useChat`) sends
+//! and answers one execution as its UI message stream (v1: `data: {json}` chunks with the
+//! `x-vercel-ai-ui-message-stream: v1` header, ended by `data: [DONE]`); [`UiMessageStream`]
+//! says which chunks the agent's events become.
+//!
+//! ```json
+//! {"id": "chat-1", "trigger": "submit-message",
+//!  "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Book Oslo"}]}],
+//!  "tools": [{"name": "ask", "description": "..", "parameters": {"type": "object"}}],
+//!  "system": ".."}
+//! ```
+//!
+//! The chat `id` is the session's id. A chat the server knows goes on from its stored session:
+//! the last user message is the input, or, when the chat waits for client tools, the outputs the
+//! last assistant message's tool parts carry (`state` `output-available` or `output-error`). A
+//! chat the server does not know is made from the request's `messages` (system messages become
+//! the system prompt), then answers the same way; so a client that keeps the conversation needs
+//! no stored session. `tools` and `system` are ours, added through the transport's `body`
+//! option: the client's own tools (which it runs: `onToolCall`, `addToolOutput`) and a system
+//! prompt, both read when the chat is new. A call of a client tool is left at `input-available`
+//! and the answer finishes with `tool-calls`. A call of a tool that needs approval
+//! ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval)) ends the answer with a
+//! `tool-approval-request`; the next request's `approval-responded` part decides, and the call
+//! runs or ends `tool-output-denied`. Approvals are taken only for a chat the server keeps (a
+//! client could make up the call it approves in a chat it sends whole). `regenerate-message` replaces the stored
+//! conversation with the request's. Other fields are refused (400), like bodies that are not
+//! a chat; refusals answer the JSON error body, before any stream.
+//!
+//! `GET /agent/{name}/chat/{id}/stream` resumes a chat's answer, as
+//! `DefaultChatTransport.reconnectToStream` (`useChat`'s `resume`) asks: while an answer of chat
+//! `id` is streaming in this process, it answers 200 with the same headers and the whole stream,
+//! from its `start` chunk, what was written so far at once and the rest as it comes, to
+//! `data: [DONE]`. Any number of clients resume one answer at once, each reading all of it.
+//! With no answer streaming (none began, it ended, or the chat is another identity's) it answers
+//! 204 with no body, and the client keeps what it has. Behind a load balancer, the answer may
+//! stream in another process: with a store that keeps streams across processes
+//! (`PostgresStore`), the answer's writes are published there too and a resume that finds no
+//! answer in its own process reads the session's running answer from the store; with others,
+//! route a chat's requests to one process to resume.
+//!
+//! - An answer runs to its end whoever reads it: its client going away does not cancel it (it
+//!   ends at the idle timeout if its model stalls), so a page that reloads mid-answer resumes
+//!   it and gets what was written, then the rest; and the session holds the whole answer
+//!   whether anybody read it or not.
+//! - Up to 8 MiB of an answer are kept for resuming clients (and up to 64 MiB for all the
+//!   answers streaming at once), and dropped when it ends. Past them, the answer streams on to the clients reading it and new ones are refused with 410
+//!   `frame_too_large` (the client's `reconnectToStream` rejects with it) rather than given a
+//!   stream that would not build the message the others see.
+
 use std::sync::Arc;
 
 use axum::Extension;
@@ -20,9 +72,12 @@ use bidi_session::SessionStore;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::codec::{Code, Failure};
-use crate::extract::{JsonBody, Segments, Served};
-use crate::{Host, Identity, WaitingCalls, agent};
+use bidi_http::agent::{self, WaitingCalls};
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::{JsonBody, Segments, Served};
+use bidi_http::tee::relay::{self, Publisher};
+use bidi_http::tee::{Attached, RESUME_BYTES, Tee, Tees};
+use bidi_http::{Host, Identity, Protocol};
 
 mod chunk;
 mod encoder;
@@ -32,22 +87,20 @@ mod request;
 pub use encoder::UiMessageStream;
 use request::{ChatRequest, Trigger, resumed, stateless};
 
-use crate::tee::relay::{self, Publisher};
-use crate::tee::{Attached, RESUME_BYTES, Tee};
 
 /// A chat whose answer streams, as its identity's scope, its agent and its id: what keys its
 /// [`Tee`] in the server's chats.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct ChatKey {
+struct ChatKey {
     scope: String,
     agent: String,
     chat: String,
 }
 
 impl ChatKey {
-    pub(crate) fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
+    fn new(identity: Option<&Identity>, agent: &str, chat: &str) -> Self {
         Self {
-            scope: crate::scope(identity).as_str().to_owned(),
+            scope: bidi_http::scope(identity).as_str().to_owned(),
             agent: agent.to_owned(),
             chat: chat.to_owned(),
         }
@@ -66,19 +119,92 @@ const HEADERS: [(HeaderName, &str); 2] = [
     ),
 ];
 
-/// The UI message stream: `POST /agent/{name}/chat` (an answer), `GET
-/// /agent/{name}/chat/{id}` (the stored chat) and `GET /agent/{name}/chat/{id}/stream` (the
-/// answer streaming now, for a client that resumes it).
-pub(crate) fn routes() -> Router<Host> {
-    Router::new()
-        .route("/{kind}/{name}/chat", post(chat))
-        .route("/{kind}/{name}/chat/{id}", get(messages))
-        .route("/{kind}/{name}/chat/{id}/stream", get(resume))
+/// The UI message stream served by a [`bidi_http::Server`] for each of its agents: `POST
+/// /agent/{name}/chat` (an answer), `GET /agent/{name}/chat/{id}` (the stored chat) and `GET
+/// /agent/{name}/chat/{id}/stream` (the answer streaming now, for a client that resumes it).
+/// See the [crate](crate).
+///
+/// ```no_run
+/// use bidi_ai_sdk::Chat;
+/// use bidi_flow::Registry;
+/// use bidi_http::Server;
+/// use bidi_llm::LlmAgent;
+/// use bidi_llm::testing::DemoModel;
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let assistant = LlmAgent::builder("assistant", DemoModel).build();
+/// Server::new(Registry::new())
+///     .agent(&assistant)
+///     .protocol(Chat::new())
+///     .bind()
+///     .await?
+///     .serve()
+///     .await
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct Chat {
+    waiting_calls: WaitingCalls,
+}
+
+impl Default for Chat {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Chat {
+    /// The UI message stream, a user message refused while calls wait for the client.
+    pub fn new() -> Self {
+        Self {
+            waiting_calls: WaitingCalls::Refuse,
+        }
+    }
+
+    /// What a user message does while client tool calls (or calls waiting for approval) of
+    /// its chat are still open: refused (the default: 400, the calls must be answered first,
+    /// as the AI SDK's own `convertToModelMessages` refuses a call without a result), or the
+    /// open calls are set aside (each answered as an error saying the user moved on, which
+    /// the model reads before the message).
+    pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
+        self.waiting_calls = waiting;
+        self
+    }
+}
+
+impl Protocol for Chat {
+    fn routes(&self, host: &Host) -> Router {
+        let chats = Chats {
+            answers: Arc::new(Tees::new(Arc::clone(host.kept()))),
+            waiting_calls: self.waiting_calls,
+        };
+        Router::new()
+            .route("/{kind}/{name}/chat", post(chat))
+            .route("/{kind}/{name}/chat/{id}", get(messages))
+            .route("/{kind}/{name}/chat/{id}/stream", get(resume))
+            .layer(Extension(chats))
+            .with_state(host.clone())
+    }
+
+    fn exposed_headers(&self) -> Vec<HeaderName> {
+        vec![HEADERS[1].0.clone()]
+    }
+}
+
+/// The answers a server's UI message streams are giving, for the clients that resume them,
+/// and what a user message does while calls wait.
+#[derive(Clone)]
+struct Chats {
+    answers: Arc<Tees<ChatKey>>,
+    waiting_calls: WaitingCalls,
 }
 
 /// `POST /agent/{name}/chat`: one execution, as a UI message stream.
 async fn chat(
     State(host): State<Host>,
+    Extension(chats): Extension<Chats>,
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
     JsonBody { value: request, .. }: JsonBody<ChatRequest>,
@@ -91,7 +217,7 @@ async fn chat(
     let stored = agent::load(agent, identity, &request.id).await?;
     let (init, input) = match (&stored, request.trigger) {
         (Some(session), Trigger::SubmitMessage) => {
-            let waiting = host.shared.waiting_calls.unwrap_or(WaitingCalls::Refuse);
+            let waiting = chats.waiting_calls;
             let input = resumed(agent, &session.state(), &request, waiting)?;
             (AgentInit::new().resume(request.id.clone()), input)
         }
@@ -163,13 +289,13 @@ async fn chat(
     let key = ChatKey::new(identity, &name, &request.id);
     let (snapshot, started) = oneshot::channel();
     let publisher = Publisher::start(Arc::clone(agent.agent().store()), started);
-    let (tee, reader) = Tee::new(Arc::clone(&host.shared.chats), publisher);
+    let (tee, reader) = Tee::new(Arc::clone(&chats.answers), publisher);
     let stream = tee.stream();
     let started = agent::spawn(&host, agent, init, input, identity, encoder, tee).await?;
     if let Some(id) = started.snapshot_id {
         let _ = snapshot.send(id);
     }
-    host.shared.chats.insert(key, &stream);
+    chats.answers.insert(key, &stream);
     Ok(UiMessageStream::response(reader.body()))
 }
 
@@ -189,12 +315,13 @@ async fn messages(
 /// from its first chunk, or 204 when there is none.
 async fn resume(
     State(host): State<Host>,
+    Extension(chats): Extension<Chats>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
     let agent = agent::agent(&host, &kind, &name)?;
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    match host.shared.chats.attach(&ChatKey::new(identity, &name, &id)) {
+    match chats.answers.attach(&ChatKey::new(identity, &name, &id)) {
         Attached::Nothing => {
             // Another process sharing the store may be streaming it.
             let store = agent::sessions_of(agent, identity);

@@ -551,7 +551,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agui::encoder::tests::call;
+    use crate::encoder::tests::call;
 
     #[test]
     fn input_messages_become_a_session_history_and_its_input() {

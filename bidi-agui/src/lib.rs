@@ -10,7 +10,8 @@
 //!
 //! # The endpoint
 //!
-//! The `threadId` is the agent's session, in the request's identity's scope as with the execute
+//! [`AgUi`] serves it for each agent of a [`bidi_http::Server`], beside the server's other
+//! wires. The `threadId` is the agent's session, in the request's identity's scope as with the execute
 //! endpoint; each request is one execution.
 //!
 //! - A **new thread** is created from the input: the messages before its last one are the
@@ -86,9 +87,10 @@ use bidi_llm::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::codec::{Code, Failure};
-use crate::extract::{JsonBody, Segments, Served};
-use crate::{Host, Identity, WaitingCalls};
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::{JsonBody, Segments, Served};
+use bidi_http::agent::WaitingCalls;
+use bidi_http::{Host, Identity, Protocol};
 
 mod encoder;
 mod history;
@@ -340,7 +342,7 @@ struct Sse {
 impl Sse {
     fn write(&mut self, buf: &mut Vec<u8>) {
         for event in self.events.drain(..) {
-            crate::sse::data(buf, &event);
+            bidi_http::sse::data(buf, &event);
         }
     }
 }
@@ -377,7 +379,7 @@ impl bidi_serve::Wire for Sse {
             };
             if let Some((kind, message_id, delta)) = content {
                 if !delta.is_empty() {
-                    crate::sse::data(
+                    bidi_http::sse::data(
                         buf,
                         &Delta {
                             kind,
@@ -404,17 +406,75 @@ impl bidi_serve::Wire for Sse {
     }
 }
 
-/// AG-UI: `POST /agent/{name}/ag-ui` (a run) and `GET /agent/{name}/ag-ui/{threadId}` (the
-/// stored thread).
-pub(crate) fn routes() -> Router<Host> {
-    Router::new()
-        .route("/{kind}/{name}/ag-ui", post(run))
-        .route("/{kind}/{name}/ag-ui/{thread}", get(messages))
+/// AG-UI served by a [`bidi_http::Server`] for each of its agents: `POST
+/// /agent/{name}/ag-ui` (a run) and `GET /agent/{name}/ag-ui/{threadId}` (the stored
+/// thread). See the [crate](crate).
+///
+/// ```no_run
+/// use bidi_agui::AgUi;
+/// use bidi_flow::Registry;
+/// use bidi_http::Server;
+/// use bidi_llm::LlmAgent;
+/// use bidi_llm::testing::DemoModel;
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let assistant = LlmAgent::builder("assistant", DemoModel).build();
+/// Server::new(Registry::new())
+///     .agent(&assistant)
+///     .protocol(AgUi::new())
+///     .bind()
+///     .await?
+///     .serve()
+///     .await
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct AgUi {
+    waiting_calls: WaitingCalls,
+}
+
+impl Default for AgUi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AgUi {
+    /// AG-UI, a user message setting aside the calls that wait for the client.
+    pub fn new() -> Self {
+        Self {
+            waiting_calls: WaitingCalls::SetAside,
+        }
+    }
+
+    /// What a user message does while client tool calls of its thread are still open:
+    /// refused (400, the calls must be answered first), or the open calls are set aside (the
+    /// default: each answered as an error saying the user moved on, which the model reads
+    /// before the message), as AG-UI runtimes cancel a pending frontend tool when the user
+    /// sends a new message. Interrupts (approvals) always need their `resume`, which AG-UI
+    /// clients enforce.
+    pub fn waiting_calls(mut self, waiting: WaitingCalls) -> Self {
+        self.waiting_calls = waiting;
+        self
+    }
+}
+
+impl Protocol for AgUi {
+    fn routes(&self, host: &Host) -> Router {
+        Router::new()
+            .route("/{kind}/{name}/ag-ui", post(run))
+            .route("/{kind}/{name}/ag-ui/{thread}", get(messages))
+            .layer(Extension(*self))
+            .with_state(host.clone())
+    }
 }
 
 /// `POST /agent/{name}/ag-ui`: one run, as SSE of AG-UI events.
 async fn run(
     State(host): State<Host>,
+    Extension(agui): Extension<AgUi>,
     Served { agent, .. }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
@@ -427,7 +487,7 @@ async fn run(
         return Err(invalid("the `threadId` is empty", "/threadId"));
     }
     let identity = identity.as_ref().map(|Extension(identity)| identity);
-    let started = start(&host, &agent, identity, input, &bytes).await;
+    let started = start(&host, agui, &agent, identity, input, &bytes).await;
     match started {
         // What points into the request is the request's error; the rest is the run's.
         Err(failure) if failure.path.is_none() && accepts_events(&headers) => Ok(refused(failure)),
@@ -456,12 +516,13 @@ fn refused(failure: Failure) -> Response {
 /// The run `input` asks for, on its thread: its events' stream, or why it cannot start.
 async fn start(
     host: &Host,
+    agui: AgUi,
     agent: &LlmAgent,
     identity: Option<&Identity>,
     input: RunAgentInput,
     bytes: &[u8],
 ) -> Result<Response, Failure> {
-    let loaded = crate::agent::load(agent, identity, &input.thread_id).await?;
+    let loaded = bidi_http::agent::load(agent, identity, &input.thread_id).await?;
     let entries = input.resume.unwrap_or_default();
     let (init, turn) = match loaded {
         Some(session) => {
@@ -497,7 +558,7 @@ async fn start(
                     &state,
                     input.messages,
                     approvals,
-                    host.shared.waiting_calls.unwrap_or(WaitingCalls::SetAside),
+                    agui.waiting_calls,
                 )?,
             )
         }
@@ -532,7 +593,7 @@ async fn start(
         encoder,
         events: Vec::new(),
     };
-    let (_, body) = crate::agent::start(host, agent, init, turn, identity, sse).await?;
+    let (_, body) = bidi_http::agent::start(host, agent, init, turn, identity, sse).await?;
     Ok(stream(body))
 }
 
@@ -544,20 +605,20 @@ async fn messages(
     identity: Option<Extension<Identity>>,
 ) -> Result<axum::Json<Vec<Value>>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let state = crate::agent::stored(&host, &kind, &name, identity.as_ref(), &thread).await?;
+    let state = bidi_http::agent::stored(&host, &kind, &name, identity.as_ref(), &thread).await?;
     Ok(axum::Json(history::messages(&state.messages)))
 }
 
 /// An SSE response of `body`.
 fn stream(body: Body) -> Response {
-    crate::sse::response(body)
+    bidi_http::sse::response(body)
 }
 
 /// A run of `events` only, with no execution behind it.
 fn sse(events: &[Event]) -> Response {
     let mut buf = Vec::new();
     for event in events {
-        crate::sse::data(&mut buf, event);
+        bidi_http::sse::data(&mut buf, event);
     }
     stream(Body::from(buf))
 }
@@ -616,14 +677,14 @@ mod tests {
             let mut out = Vec::new();
             encoder.event(event, &mut out);
             for event in out {
-                crate::sse::data(&mut expected, &event);
+                bidi_http::sse::data(&mut expected, &event);
             }
         }
         sse.failed("gone", &mut written);
         let mut out = Vec::new();
         encoder.failed("gone", &mut out);
         for event in out {
-            crate::sse::data(&mut expected, &event);
+            bidi_http::sse::data(&mut expected, &event);
         }
         // Message ids are fresh per run: compare with them named by order of appearance.
         let normalize = |bytes: &[u8]| {

@@ -1,7 +1,14 @@
 //! `POST /agent/{name}/chat`: the Vercel AI SDK's UI message stream, on real sockets.
 
+#![allow(clippy::unwrap_used)]
+
+#[allow(dead_code, reason = "the helpers of every HTTP test")]
+#[path = "../../bidi-http/tests/http/support.rs"]
+mod support;
+
 use std::net::SocketAddr;
 
+use bidi_ai_sdk::Chat;
 use bidi_http::Server;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Message, Tool, ToolEvent};
@@ -35,7 +42,12 @@ fn weather() -> Tool {
 
 async fn server(model: ScriptedModel) -> SocketAddr {
     let agent = LlmAgent::builder("helper", model).tool(weather()).build();
-    start(Server::new(registry(&Probe::default())).agent(&agent)).await
+    start(
+        Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .protocol(Chat::new()),
+    )
+    .await
 }
 
 async fn chat(addr: SocketAddr, body: &Value) -> reqwest::Response {
@@ -411,6 +423,7 @@ async fn chats_of_one_identity_are_not_anothers() {
     let server =
         Server::new(registry(&Probe::default()))
             .agent(&agent)
+            .protocol(Chat::new())
             .auth(|headers| async move {
                 match headers.get("authorization").and_then(|v| v.to_str().ok()) {
                     Some("Bearer alice") => Ok(bidi_http::Identity::new("alice")),
@@ -466,6 +479,7 @@ mod resume {
         let server =
             Server::new(registry(&Probe::default()))
                 .agent(&agent)
+                .protocol(bidi_ai_sdk::Chat::new())
                 .auth(|headers| async move {
                     match headers.get("authorization").and_then(|v| v.to_str().ok()) {
                         Some("Bearer alice") => Ok(Identity::new("alice")),
@@ -694,17 +708,19 @@ mod resume {
 /// as set aside and the message answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_message_while_a_client_tool_waits_is_refused_or_sets_it_aside() {
-    for waiting in [None, Some(bidi_http::WaitingCalls::SetAside)] {
+    for waiting in [None, Some(bidi_http::agent::WaitingCalls::SetAside)] {
         let model = ScriptedModel::new([
             Scripted::new().tool_call("k1", "ask", &json!({"q": "Oslo?"})),
             Scripted::new().text("Rome, then."),
         ]);
         let agent = LlmAgent::builder("helper", model).build();
-        let server = Server::new(registry(&Probe::default())).agent(&agent);
-        let server = match waiting {
-            Some(waiting) => server.waiting_calls(waiting),
-            None => server,
+        let protocol = match waiting {
+            Some(waiting) => Chat::new().waiting_calls(waiting),
+            None => Chat::new(),
         };
+        let server = Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .protocol(protocol);
         let addr = start(server).await;
         let first = json!({"id": "c-w", "messages": [user("u1", "Book a trip")],
                            "tools": [ask_tool()]});

@@ -112,7 +112,7 @@ impl UiMessageStream {
     /// `body` (the bytes of a stream this encoder wrote) as the AI SDK reads it: 200,
     /// `text/event-stream`, and the UI message stream's headers.
     pub fn response(body: Body) -> Response {
-        let mut response = crate::sse::response(body);
+        let mut response = bidi_http::sse::response(body);
         for (name, value) in super::HEADERS {
             response
                 .headers_mut()
@@ -285,7 +285,7 @@ impl UiMessageStream {
                     id: tool_call_id,
                     data,
                 };
-                crate::sse::data(buf, &chunk);
+                bidi_http::sse::data(buf, &chunk);
             }
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,
@@ -376,7 +376,7 @@ impl UiMessageStream {
             self.start(buf);
             self.finish(FinishReason::Other, buf);
         }
-        crate::sse::done(buf);
+        bidi_http::sse::done(buf);
     }
 
     fn start(&mut self, buf: &mut Vec<u8>) {
