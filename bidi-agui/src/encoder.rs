@@ -8,7 +8,7 @@ use super::*;
 /// `RUN_FINISHED` or `RUN_ERROR`, and nothing after it.
 ///
 /// ```
-/// use bidi_http::agui::Encoder;
+/// use bidi_agui::Encoder;
 /// use bidi_llm::AgentEvent;
 ///
 /// let mut encoder = Encoder::new("thread-1", "run-1");

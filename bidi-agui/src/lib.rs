@@ -111,7 +111,7 @@ use input::{
 /// 1.0 defines them. Only the events an execution of an agent makes.
 ///
 /// ```
-/// use bidi_http::agui::Event;
+/// use bidi_agui::Event;
 /// use serde_json::json;
 ///
 /// let event = Event::TextMessageContent { message_id: "m1".into(), delta: "Hi".into() };

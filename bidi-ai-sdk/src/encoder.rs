@@ -54,7 +54,7 @@ const CUT: &str = "the model's answer ended before the tool call was complete";
 /// finished, and `finish` (`error`) and `[DONE]` still come; nothing comes after `finish`.
 ///
 /// ```
-/// use bidi_http::UiMessageStream;
+/// use bidi_ai_sdk::UiMessageStream;
 /// use bidi_llm::AgentEvent;
 ///
 /// let mut encoder = UiMessageStream::new("msg-1");

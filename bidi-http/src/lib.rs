@@ -207,61 +207,6 @@
 //! the execution runs to its end without a client; read the session, or abort the snapshot
 //! through the store, from any process sharing it.
 //!
-//! ## A2A
-//!
-//! With the feature `a2a` (on by default), every agent given to [`Server::agent`] is an agent
-//! of the [Agent2Agent protocol](https://a2a-protocol.org/v1.0.0/specification/) 1.0 on its
-//! JSON-RPC binding, as the official SDKs' clients reach one (`ClientFactory.createFromUrl`
-//! of `@a2a-js/sdk`, `ClientFactory.create_from_url` of the Python `a2a-sdk`): give them
-//! `http://host:port/agent/{name}/a2a` and they find the card and the endpoint.
-//!
-//! ```no_run
-//! use bidi_flow::Registry;
-//! use bidi_http::Server;
-//! use bidi_llm::LlmAgent;
-//! use bidi_llm::testing::DemoModel;
-//!
-//! # #[tokio::main]
-//! # async fn main() -> std::io::Result<()> {
-//! let assistant = LlmAgent::builder("assistant", DemoModel).build();
-//! // POST /agent/assistant/a2a, and its card at
-//! // GET /agent/assistant/a2a/.well-known/agent-card.json
-//! Server::new(Registry::new()).agent(&assistant).bind().await?.serve().await
-//! # }
-//! ```
-//!
-//! ```sh
-//! curl -s localhost:8080/agent/assistant/a2a -H 'A2A-Version: 1.0' -d '{"jsonrpc": "2.0",
-//!   "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m1",
-//!   "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}'
-//! # {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"..","contextId":"..",
-//! #  "status":{"state":"TASK_STATE_COMPLETED",..},"artifacts":[..],"history":[..]}}}
-//! ```
-//!
-//! A task is one turn of the agent on a session: its `contextId` is the session, its `id`
-//! the turn's snapshot. `SendMessage` answers the task once the turn has ended (or at once,
-//! working, with `configuration.returnImmediately`); `SendStreamingMessage` streams it: the
-//! task, `TASK_STATE_WORKING`, the answer as chunks of the artifact `answer-1` (one artifact
-//! per model message that says something), then the final state. A streamed or
-//! `returnImmediately` task runs on when its client goes away, and `SubscribeToTask` streams
-//! it again from its first event while it runs. `GetTask` reads a task (its `historyLength`
-//! messages of the conversation), `CancelTask` cancels a running one in whichever process
-//! runs it.
-//!
-//! A turn that stops for the client's tools, or for the approval of a call, is
-//! `TASK_STATE_INPUT_REQUIRED`; its status message has one data part,
-//! `{"awaitingToolExecution": [{"id", "name", "arguments"}], "awaitingApproval": [..]}`. The
-//! client answers with a message on the same `taskId` whose data part is
-//! `{"results": [{"toolCallId", "output"}], "approvals": [{"toolCallId", "approved",
-//! "reason"}]}` (`output` text or any JSON; `isError` marks a failed call), which runs the next
-//! turn: a new task, in the same context.
-//!
-//! Errors are A2A's JSON-RPC errors: -32602 names the field (`data.path`, a JSON Pointer),
-//! -32001 a task that is not the caller's, -32002 a task with nothing running to cancel,
-//! -32004 a message on a task that is over, a context busy with another task, or the tasks of
-//! an agent built `client_managed()` (it answers `SendMessage` and `SendStreamingMessage`
-//! only), -32009 another `A2A-Version` than 1.0 or a method of A2A 0.3 (`message/send`).
-//!
 //! ## Approvals, wire by wire
 //!
 //! A call of a tool that needs approval ([`Tool::needs_approval`](bidi_llm::Tool::needs_approval))
@@ -425,8 +370,6 @@
 
 #![doc(test(attr(deny(warnings))))]
 
-#[cfg(feature = "a2a")]
-mod a2a;
 #[cfg(feature = "agents")]
 pub mod agent;
 mod auth;

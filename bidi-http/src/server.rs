@@ -15,8 +15,6 @@ use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
-#[cfg(feature = "a2a")]
-use crate::a2a;
 use crate::auth::Authenticate;
 #[cfg(feature = "dev-ui")]
 use crate::dev;
@@ -397,8 +395,6 @@ impl Server {
         let router = flow::routes();
         #[cfg(feature = "agents")]
         let router = router.merge(agent::routes()).merge(genkit::routes());
-        #[cfg(feature = "a2a")]
-        let router = router.merge(a2a::routes(Arc::clone(host.kept())));
         #[cfg(feature = "dev-ui")]
         let router = match host.shared.dev {
             Some(_) => router.merge(dev::routes()),

@@ -80,7 +80,6 @@ pub fn done(buf: &mut Vec<u8>) {
 /// Appends a record whose data is `parts`, one after the other: one `data:` line per line of
 /// the text (a line ends at `\n`, `\r\n` or `\r`, as SSE reads them, and a reader joins the
 /// lines with `\n`).
-#[cfg(any(feature = "a2a", test))]
 pub fn text(buf: &mut Vec<u8>, parts: &[&[u8]]) {
     buf.extend_from_slice(b"data: ");
     let mut after_cr = false;

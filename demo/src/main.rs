@@ -131,6 +131,7 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
         .dev_ui(traces)
         .protocol(bidi_agui::AgUi::new())
         .protocol(bidi_ai_sdk::Chat::new())
+        .protocol(bidi_a2a::A2a::new())
         .protocol(bidi_mcp::McpServer::new(registry))
         .addr(args.addr);
     let bound = match server.bind().await {

@@ -75,6 +75,7 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
         .agent(&tools)
         .agent(&slow)
         .agent(&memo)
+        .protocol(bidi_a2a::A2a::new())
         .routes(axum::Router::new().route("/finish", finish));
     format!("http://{}", tests::http::serve(server).await)
 }

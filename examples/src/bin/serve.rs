@@ -93,6 +93,7 @@ async fn main() -> Result<(), BoxError> {
         .agent(&assistant)
         .protocol(bidi_agui::AgUi::new())
         .protocol(bidi_ai_sdk::Chat::new())
+        .protocol(bidi_a2a::A2a::new())
         .routes(axum::Router::new().route("/", axum::routing::get(page)))
         .addr(args.addr);
     if !args.cors.is_empty() {

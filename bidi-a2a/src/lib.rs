@@ -1,6 +1,40 @@
 //! The A2A wire: an [`LlmAgent`](bidi_llm::LlmAgent) as an agent of the
 //! [Agent2Agent protocol](https://a2a-protocol.org/v1.0.0/specification/) 1.0, over its JSON-RPC
-//! binding, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for Python) reach it.
+//! binding, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for Python) reach it:
+//! [`A2a`] serves every agent of a [`bidi_http::Server`] so. Give the clients
+//! (`ClientFactory.createFromUrl` of `@a2a-js/sdk`, `ClientFactory.create_from_url` of the
+//! Python `a2a-sdk`) `http://host:port/agent/{name}/a2a` and they find the card and the
+//! endpoint.
+//!
+//! ```no_run
+//! use bidi_a2a::A2a;
+//! use bidi_flow::Registry;
+//! use bidi_http::Server;
+//! use bidi_llm::LlmAgent;
+//! use bidi_llm::testing::DemoModel;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> std::io::Result<()> {
+//! let assistant = LlmAgent::builder("assistant", DemoModel).build();
+//! // POST /agent/assistant/a2a, and its card at
+//! // GET /agent/assistant/a2a/.well-known/agent-card.json
+//! Server::new(Registry::new())
+//!     .agent(&assistant)
+//!     .protocol(A2a::new())
+//!     .bind()
+//!     .await?
+//!     .serve()
+//!     .await
+//! # }
+//! ```
+//!
+//! ```sh
+//! curl -s localhost:8080/agent/assistant/a2a -H 'A2A-Version: 1.0' -d '{"jsonrpc": "2.0",
+//!   "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m1",
+//!   "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}'
+//! # {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"..","contextId":"..",
+//! #  "status":{"state":"TASK_STATE_COMPLETED",..},"artifacts":[..],"history":[..]}}}
+//! ```
 //!
 //! - `GET /agent/{name}/a2a/.well-known/agent-card.json` (and `/agent/{name}/.well-known/
 //!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
@@ -94,12 +128,12 @@ use bidi_llm::{LlmAgent, LlmSession, ToolCall};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::agent;
-use crate::codec::{Code, Failure};
-use crate::extract::{Limited, Served};
-use crate::tee::{Budget, Tees};
-use crate::turns::TurnKey;
-use crate::{Host, Identity};
+use bidi_http::agent;
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::{Limited, Served};
+use bidi_http::tee::Tees;
+use bidi_http::turns::TurnKey;
+use bidi_http::{Host, Identity, Protocol};
 
 use error::{
     CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, NO_EXTENDED_CARD, PARSE_ERROR,
@@ -111,8 +145,27 @@ use wire::TaskWire;
 /// The tasks streaming in this process, for the clients that subscribe to them again.
 type Streams = Arc<Tees<TurnKey>>;
 
+/// A2A 1.0 served by a [`bidi_http::Server`] for each of its agents: `POST
+/// /agent/{name}/a2a` (JSON-RPC) and the agent's card. See the [crate](crate).
+#[derive(Debug, Clone, Copy, Default)]
+#[must_use]
+pub struct A2a {}
+
+impl A2a {
+    /// A2A for every agent of the server.
+    pub fn new() -> Self {
+        Self {}
+    }
+}
+
+impl Protocol for A2a {
+    fn routes(&self, host: &Host) -> Router {
+        routes(Arc::clone(host.kept())).with_state(host.clone())
+    }
+}
+
 /// The A2A routes, their streams' bytes kept within `budget`.
-pub(crate) fn routes(budget: Arc<Budget>) -> Router<Host> {
+fn routes(budget: Arc<bidi_http::tee::Budget>) -> Router<Host> {
     let streams: Streams = Arc::new(Tees::new(budget));
     Router::new()
         .route("/{kind}/{name}/a2a", post(rpc))
@@ -377,13 +430,13 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         let started = agent::start(call.host, call.agent, turn.0, turn.1, call.identity, wire);
         let (_, body) = started.await.map_err(refused)?;
         return Ok(if stream {
-            crate::sse::response(body)
+            bidi_http::sse::response(body)
         } else {
             json_response(body)
         });
     }
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
-    let started = crate::turns::start(
+    let started = bidi_http::turns::start(
         call.streams,
         call.host,
         (call.agent, call.name),
@@ -393,7 +446,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     );
     let (started, task_id, body) = started.await.map_err(refused)?;
     let Some(mut task) = working else {
-        return Ok(crate::sse::response(body));
+        return Ok(bidi_http::sse::response(body));
     };
     // Nobody reads this task's stream but those who subscribe to it.
     drop(body);

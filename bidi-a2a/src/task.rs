@@ -64,7 +64,7 @@ pub(crate) fn status(
     TaskStatus {
         state,
         message: parts.map(|parts| Message::agent(format!("{}-status", ids.task), ids, parts)),
-        timestamp: crate::time::rfc3339(at),
+        timestamp: bidi_http::time::rfc3339(at),
     }
 }
 

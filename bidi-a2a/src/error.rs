@@ -5,7 +5,7 @@ use bidi_flow::text::{cap, untyped};
 use serde_json::json;
 
 use super::types::RpcError;
-use crate::codec::{Code, Failure};
+use bidi_http::codec::{Code, Failure};
 
 /// The body is not JSON.
 pub(crate) const PARSE_ERROR: i32 = -32700;

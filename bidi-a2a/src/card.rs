@@ -6,10 +6,10 @@ use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, header};
 
 use super::types::{self, AgentCard, Capabilities, Interface, Skill};
-use crate::Host;
-use crate::agent;
-use crate::codec::Failure;
-use crate::extract::Segments;
+use bidi_http::Host;
+use bidi_http::agent;
+use bidi_http::codec::Failure;
+use bidi_http::extract::Segments;
 
 /// `GET .../.well-known/agent-card.json`: the agent card, its interface on the host the
 /// request named.

@@ -17,10 +17,10 @@ use super::error::{TASK_NOT_CANCELABLE, UNSUPPORTED};
 use super::task::{self, Pending};
 use super::types::{Event, GetParams, Ids, Response as Rpc, RpcError, Task, TaskParams, TaskState};
 use super::{Call, json_response, params};
-use crate::agent;
-use crate::tee::relay;
-use crate::tee::{Attached, RESUME_BYTES};
-use crate::turns::TurnKey;
+use bidi_http::agent;
+use bidi_http::tee::relay;
+use bidi_http::tee::{Attached, RESUME_BYTES};
+use bidi_http::turns::TurnKey;
 
 /// A task as the store has it, with the calls its session waits for.
 pub(super) struct Stored {
@@ -143,7 +143,7 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
     call.keeps_sessions("`CancelTask`")?;
     let TaskParams { id } = self::params(params)?;
     let store = agent::sessions_of(call.agent, call.identity);
-    let had = crate::turns::abort(&store, &id).await;
+    let had = bidi_http::turns::abort(&store, &id).await;
     match had.map_err(|failure| RpcError::internal(failure.message))? {
         None => Err(RpcError::task_not_found(&id)),
         Some(Snapshot::Pending) => {
@@ -176,7 +176,7 @@ pub(super) async fn subscribe(
     {
         Attached::Reader(written, reader) => {
             let body = Attached::body(written, reader);
-            return Ok(crate::sse::response(reframe(body, &call.id)));
+            return Ok(bidi_http::sse::response(reframe(body, &call.id)));
         }
         Attached::TooLong => {
             return Err(RpcError::new(
@@ -197,7 +197,7 @@ pub(super) async fn subscribe(
         // Another process sharing the store may be streaming it.
         let followed = relay::follow(&store, &id).await.map_err(|e| failed(&e))?;
         if let Some(body) = followed {
-            return Ok(crate::sse::response(reframe(body, &call.id)));
+            return Ok(bidi_http::sse::response(reframe(body, &call.id)));
         }
     }
     let stored = load(&store, &id, &call.locals(), None).await?;
@@ -215,8 +215,8 @@ pub(super) async fn subscribe(
         }
         _ => {
             let mut record = Vec::new();
-            crate::sse::data(&mut record, &Rpc::result(&call.id, Event::Task(task)));
-            Ok(crate::sse::response(Body::from(record)))
+            bidi_http::sse::data(&mut record, &Rpc::result(&call.id, Event::Task(task)));
+            Ok(bidi_http::sse::response(Body::from(record)))
         }
     }
 }
@@ -303,7 +303,7 @@ fn rewrite(records: &[u8], head: &[u8]) -> Vec<u8> {
     while let Some(end) = find(rest, b"\n\n") {
         let record = &rest[..end];
         match find(record, RESULT) {
-            Some(at) => crate::sse::text(&mut out, &[head, &record[at..]]),
+            Some(at) => bidi_http::sse::text(&mut out, &[head, &record[at..]]),
             None => {
                 out.extend_from_slice(record);
                 out.extend_from_slice(b"\n\n");

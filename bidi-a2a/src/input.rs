@@ -157,7 +157,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::a2a::error::INVALID_PARAMS;
+    use crate::error::INVALID_PARAMS;
 
     fn message(parts: &Value) -> Message {
         serde_json::from_value(json!({"messageId": "m", "role": "ROLE_USER", "parts": parts}))

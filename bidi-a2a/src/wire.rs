@@ -70,7 +70,7 @@ impl TaskWire {
 
     /// Appends one record: `data: {"jsonrpc":"2.0","id":..,"result":event}\n\n`.
     fn record(&self, event: &Event, out: &mut Vec<u8>) {
-        crate::sse::data(out, &Response::result(&self.id, event));
+        bidi_http::sse::data(out, &Response::result(&self.id, event));
     }
 
     fn status_update(&self, state: TaskState, out: &mut Vec<u8>) {
@@ -237,7 +237,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::a2a::types::Role;
+    use crate::types::Role;
 
     fn request() -> Message {
         Message {
