@@ -113,7 +113,7 @@ pub(crate) fn exposed() -> Vec<HeaderName> {
     #[allow(unused_mut, reason = "empty without the agent routes")]
     let mut exposed = Vec::new();
     #[cfg(feature = "agents")]
-    exposed.extend([crate::agent::SESSION_ID, crate::genkit::STREAM_ID]);
+    exposed.push(crate::agent::SESSION_ID);
     exposed
 }
 

@@ -147,9 +147,9 @@ impl DevUi {
         self
     }
 
-    /// The store it shows: the one Genkit's reflection API forwards from too, when both are on.
-    #[cfg(feature = "reflection")]
-    pub(crate) fn traces(&self) -> &Traces {
+    /// The store it shows (for Genkit's reflection API to forward from too, say).
+    #[must_use]
+    pub fn traces(&self) -> &Traces {
         &self.traces
     }
 

@@ -72,7 +72,7 @@ pub(crate) fn too_large(limit: usize) -> Failure {
 }
 
 /// Whether the client asked for SSE: `Accept: text/event-stream` or `?stream=true`.
-pub(crate) fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
+pub fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
     let accepts = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -161,10 +161,10 @@ pub(crate) async fn run(
 
 /// Cancels a connection with [`PeerGone::Disconnected`] when dropped, unless disarmed: the request's
 /// future was dropped because its client went away.
-pub(crate) struct CancelOnDrop(pub(crate) Option<JsonSendHalf>);
+pub struct CancelOnDrop(pub Option<JsonSendHalf>);
 
 impl CancelOnDrop {
-    pub(crate) fn disarm(mut self) {
+    pub fn disarm(mut self) {
         self.0 = None;
     }
 }
@@ -223,7 +223,7 @@ fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
 }
 
 /// How a streamed answer writes a connection: a record per chunk, then the last record.
-pub(crate) trait Records: Send + 'static {
+pub trait Records: Send + 'static {
     /// Appends the record of one chunk (or nothing, for an answer without chunks).
     fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>);
     /// Appends the last record: the output, or why there is none.
@@ -250,7 +250,7 @@ impl Records for Sse {
 /// the body through a channel of one write, so a slow client slows the action (which runs at
 /// most [`OUTPUT_BUFFER`] chunks and one write ahead of the socket). The body ends with the
 /// last record; a client that goes away cancels the connection.
-pub(crate) fn records_body(
+pub fn records_body(
     output: JsonRecvHalf,
     idle: Idle,
     guard: CancelOnDrop,

@@ -66,10 +66,6 @@ pub(crate) struct Shared {
     /// What the answers of every wire keep for the clients that come back to them.
     #[cfg(feature = "agents")]
     pub(crate) kept: Arc<crate::tee::Budget>,
-    /// The streamed turns of agents, for clients that reconnect to them (Genkit's stream id)
-    /// or subscribe to them (A2A's tasks).
-    #[cfg(feature = "agents")]
-    pub(crate) turns: Arc<crate::tee::Tees<crate::turns::TurnKey>>,
     /// The Dev UI, if the server serves it.
     #[cfg(feature = "dev-ui")]
     pub(crate) dev: Option<crate::dev::DevUi>,

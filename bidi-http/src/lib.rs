@@ -243,28 +243,6 @@
 //! caller's connections) only if `DevUi::trace_readers` lets it. It is for development: the
 //! module `dev` lists its routes and who sees what.
 //!
-//! # Genkit's tools
-//!
-//! With the feature `reflection`, a server is also a Genkit runtime that Genkit's own CLI and
-//! Developer UI drive: `Server::genkit_reflection`, or `GENKIT_ENV=dev` (which `genkit start`
-//! sets), serves Genkit's reflection API beside the server, on a listener of its own (port
-//! 3100 or the next free one, `GENKIT_REFLECTION_PORT` to choose), and writes the runtime
-//! file the tools find it by, under the project root (the nearest directory with a
-//! `package.json` or another of Genkit's markers; not `Cargo.toml`):
-//!
-//! ```sh
-//! npx genkit start --non-interactive -- cargo run    # the tools list the registry's actions, run, cancel, trace them
-//! npx genkit flow:run --non-interactive countdown 3  # /flow/countdown: a flow registered as ActionType::new("flow")
-//! ```
-//!
-//! (Without `--non-interactive`, the CLI's first run waits at its analytics notice.) A run
-//! through the tools is a connection with one input, streamed or not; a run without init
-//! (`flow:run` sends none) gets the init type's defaults when it has them. Its connection
-//! span's trace, with its turns and `run` steps, goes to the tools' telemetry server as it
-//! runs. The API answers Genkit's tools on this machine only, not pages in a browser; on a
-//! server with `auth` it needs `GENKIT_REFLECTION_SECRET_TOKEN`. The module `reflection` has
-//! the API, who may call it, its errors and its environment.
-//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -380,11 +358,7 @@ pub mod dev;
 pub mod extract;
 pub mod flow;
 mod host;
-#[cfg(feature = "agents")]
-mod genkit;
-#[cfg(feature = "reflection")]
-pub mod reflection;
-mod serve;
+pub mod serve;
 mod server;
 pub mod sse;
 #[cfg(feature = "agents")]

@@ -33,9 +33,6 @@ pub struct Bound {
     pub(crate) limits: Limits,
     /// What the server's protocols serve beside it.
     pub(crate) besides: Vec<crate::Beside>,
-    /// Genkit's reflection API, served beside the server.
-    #[cfg(feature = "reflection")]
-    pub(crate) reflection: Option<crate::reflection::Runtime>,
 }
 
 impl Bound {
@@ -46,15 +43,6 @@ impl Bound {
     /// The socket's address cannot be read.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
-    }
-
-    /// The Genkit runtime served beside the server, when
-    /// [`genkit_reflection`](crate::Server::genkit_reflection) (or `GENKIT_ENV=dev`) asked for
-    /// one: its reflection API's address, its runtime file.
-    #[cfg(feature = "reflection")]
-    #[must_use]
-    pub fn genkit_runtime(&self) -> Option<&crate::reflection::Runtime> {
-        self.reflection.as_ref()
     }
 
     /// Serves until the process ends, with `TCP_NODELAY` on every accepted socket.
@@ -76,8 +64,8 @@ impl Bound {
     }
 
     /// Serves until `signal` completes, then stops accepting and waits for the requests being
-    /// served (idle connections are closed at once). A Genkit runtime served beside it stops
-    /// with it, and its runtime file is removed.
+    /// served (idle connections are closed at once). What its protocols serve beside it
+    /// (Genkit's reflection API) stops with it.
     ///
     /// # Errors
     ///
@@ -90,15 +78,10 @@ impl Bound {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        #[cfg_attr(not(feature = "reflection"), expect(unused_mut, reason = "no runtime"))]
-        let mut besides = self.besides;
-        #[cfg(feature = "reflection")]
-        if let Some(runtime) = self.reflection {
-            besides.push(crate::Beside::new(|stop| runtime.serve_with_shutdown(stop)));
-        }
-        // Each stops when the server does, or when this future is dropped.
+        // What the protocols serve beside the server: each stops when the server does, or when this future is dropped.
         let (stop, stopped) = watch::channel(());
-        let besides: Vec<_> = besides
+        let besides: Vec<_> = self
+            .besides
             .into_iter()
             .map(|beside| {
                 let mut stopped = stopped.clone();
@@ -118,7 +101,7 @@ impl Bound {
 }
 
 /// Serves `router` on `listener` until `signal` completes: see [`Bound::serve_with_shutdown`].
-pub(crate) async fn serve<F>(
+pub async fn serve<F>(
     listener: TcpListener,
     router: Router,
     limits: Limits,
@@ -305,7 +288,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
 /// Reads a request's body whole within the body deadline (and the size limit), before the
 /// route sees it: a client that stalls or trickles its body is answered 408 instead of being
 /// waited for.
-pub(crate) async fn body_deadline(
+pub async fn body_deadline(
     State(limits): State<Arc<Limits>>,
     request: Request,
     next: Next,

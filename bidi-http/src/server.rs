@@ -23,9 +23,7 @@ use crate::{
     Bound, Cors, DEFAULT_ADDR, Host, Identity, Limits, Protocol, Unauthorized, auth, flow, serve,
 };
 #[cfg(feature = "agents")]
-use crate::{agent, genkit, tee};
-#[cfg(feature = "reflection")]
-use crate::{reflection, traces};
+use crate::{agent, tee};
 
 /// Builds the [`axum::Router`] that serves a [`Registry`] (and [`LlmAgent`]s) over HTTP, and
 /// serves it.
@@ -43,12 +41,6 @@ pub struct Server {
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
     limits: Limits,
     addr: SocketAddr,
-    /// Whether [`bind`](Server::bind) serves Genkit's reflection API beside the server.
-    #[cfg(feature = "reflection")]
-    reflection: bool,
-    /// How Genkit streams that ended are kept for the clients that reconnect to them.
-    #[cfg(feature = "agents")]
-    genkit_retention: tee::Retention,
 }
 
 impl fmt::Debug for Server {
@@ -59,10 +51,6 @@ impl fmt::Debug for Server {
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
         #[cfg(feature = "dev-ui")]
         debug.field("dev_ui", &self.dev);
-        #[cfg(feature = "reflection")]
-        debug.field("genkit_reflection", &self.reflection);
-        #[cfg(feature = "agents")]
-        debug.field("genkit_stream_retention", &self.genkit_retention);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -91,46 +79,7 @@ impl Server {
             layers: Vec::new(),
             limits: Limits::default(),
             addr: DEFAULT_ADDR,
-            #[cfg(feature = "reflection")]
-            reflection: false,
-            #[cfg(feature = "agents")]
-            genkit_retention: tee::Retention::GENKIT,
         }
-    }
-
-    /// Serves [Genkit's reflection API](reflection) beside the server when it is
-    /// [bound](Self::bind), so that Genkit's tools (`genkit start --non-interactive -- <this
-    /// program>`, then `genkit flow:run` or the Developer UI) list the registry's actions, run
-    /// them, cancel them and show their traces. [`bind`](Self::bind) does it too when
-    /// `GENKIT_ENV=dev`, which `genkit start` sets.
-    ///
-    /// The API answers Genkit's tools on this machine only (loopback `Host`, no browser's
-    /// `Origin`, JSON bodies). It does not run the server's [`auth`](Self::auth), whose
-    /// credentials the tools cannot send: on a server with auth it is served only with the
-    /// tools' secret, `GENKIT_REFLECTION_SECRET_TOKEN`, which every call must then carry, and
-    /// without it [`bind`](Self::bind) fails (see [`reflection::SecretRequired`]).
-    ///
-    /// Spans are forwarded to the tools' telemetry server from the [`Traces`](crate::traces::Traces)
-    /// store of the Dev UI (`Server::dev_ui`) when the server has one; else from a store
-    /// installed as the global tracer provider, once per process. A program with a tracer
-    /// provider of its own adds a store to it and binds a [`reflection::Runtime`] itself.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> std::io::Result<()> {
-    /// let bound = bidi_http::Server::new(bidi_flow::Registry::new())
-    ///     .genkit_reflection()
-    ///     .bind()
-    ///     .await?;
-    /// let runtime = bound.genkit_runtime().expect("asked for");
-    /// println!("reflection API at {}, announced in {}", runtime.local_addr()?, runtime.file().display());
-    /// bound.serve().await
-    /// # }
-    /// ```
-    #[cfg(feature = "reflection")]
-    pub fn genkit_reflection(mut self) -> Self {
-        self.reflection = true;
-        self
     }
 
     #[cfg(feature = "agents")]
@@ -323,18 +272,6 @@ impl Server {
         self
     }
 
-    /// How long a Genkit stream that ended (a streamed turn on `/agent/{name}/genkit`) can
-    /// still be read again with its `x-genkit-stream-id`, and how many bytes such streams
-    /// hold at most, in all (default five minutes, as Genkit's stream manager keeps them, and
-    /// 16 MiB). Past its time a stream is forgotten; past the bytes, the oldest are forgotten
-    /// first. A reconnection then gets 204 (`NOT_FOUND: Stream not found.` to Genkit's
-    /// client). A zero time or size keeps none: a stream is forgotten when its turn ends.
-    #[cfg(feature = "agents")]
-    pub fn genkit_stream_retention(mut self, time: Duration, bytes: usize) -> Self {
-        self.genkit_retention = tee::Retention { time, bytes };
-        self
-    }
-
     /// The address [`bind`](Self::bind) binds (default [`DEFAULT_ADDR`], `127.0.0.1:8080`).
     /// Anything but a loopback address serves other machines: put authentication in front.
     pub fn addr(mut self, addr: SocketAddr) -> Self {
@@ -381,11 +318,6 @@ impl Server {
                 limits: self.limits,
                 authenticated: self.auth.is_some(),
                 #[cfg(feature = "agents")]
-                turns: Arc::new(tee::Tees::with_retention(
-                    Arc::clone(&kept),
-                    self.genkit_retention,
-                )),
-                #[cfg(feature = "agents")]
                 kept,
                 #[cfg(feature = "dev-ui")]
                 dev: self.dev,
@@ -394,7 +326,7 @@ impl Server {
         // Each concern's routes, one line each.
         let router = flow::routes();
         #[cfg(feature = "agents")]
-        let router = router.merge(agent::routes()).merge(genkit::routes());
+        let router = router.merge(agent::routes());
         #[cfg(feature = "dev-ui")]
         let router = match host.shared.dev {
             Some(_) => router.merge(dev::routes()),
@@ -434,17 +366,6 @@ impl Server {
         (router, host, self.protocols)
     }
 
-    /// The spans the reflection API forwards: the Dev UI's store when it has one, else the
-    /// store installed once per process.
-    #[cfg(feature = "reflection")]
-    fn reflection_traces(&self) -> traces::Traces {
-        #[cfg(feature = "dev-ui")]
-        if let Some(dev) = &self.dev {
-            return dev.traces().clone();
-        }
-        reflection::installed_traces()
-    }
-
     /// Binds the server's address (and, with `genkit_reflection` or `GENKIT_ENV=dev` under
     /// the feature `reflection`, Genkit's reflection API, whose runtime file it writes).
     ///
@@ -461,15 +382,6 @@ impl Server {
     pub async fn bind(self) -> io::Result<Bound> {
         let listener = TcpListener::bind(self.addr).await?;
         let limits = self.limits;
-        #[cfg(feature = "reflection")]
-        let reflection = if self.reflection || reflection::dev_env() {
-            let traces = self.reflection_traces();
-            let registry = self.registry.clone();
-            let authenticated = self.auth.is_some();
-            Some(reflection::Runtime::bind_with(registry, &traces, limits, authenticated).await?)
-        } else {
-            None
-        };
         let (router, host, protocols) = self.assemble();
         let mut besides = Vec::new();
         for protocol in &protocols {
@@ -480,8 +392,6 @@ impl Server {
             router,
             limits,
             besides,
-            #[cfg(feature = "reflection")]
-            reflection,
         })
     }
 }

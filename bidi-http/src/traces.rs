@@ -287,6 +287,31 @@ pub struct Span {
 }
 
 impl Span {
+    /// A running span of the scope `bidi-flow`, kind `internal`, that started at
+    /// `start_time` (milliseconds since the Unix epoch), with no parent, attributes or events:
+    /// to build the spans a consumer of [`Updates`] is tested with.
+    #[must_use]
+    pub fn new(
+        trace_id: impl Into<String>,
+        span_id: impl Into<String>,
+        name: impl Into<String>,
+        start_time: u64,
+    ) -> Self {
+        Self {
+            trace_id: trace_id.into(),
+            span_id: span_id.into(),
+            parent_span_id: None,
+            name: name.into(),
+            start_time,
+            end_time: None,
+            attributes: Map::new(),
+            status: Status::Unset,
+            events: Vec::new(),
+            scope: "bidi-flow".to_owned(),
+            kind: "internal",
+        }
+    }
+
     fn started(data: &SpanData) -> Self {
         let mut span = Self::ended(data);
         span.end_time = None;

@@ -128,10 +128,13 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
     let provider = traces.install();
     let server = Server::new(registry.clone())
         .agent(&assistant)
-        .dev_ui(traces)
+        .dev_ui(traces.clone())
         .protocol(bidi_agui::AgUi::new())
         .protocol(bidi_ai_sdk::Chat::new())
         .protocol(bidi_a2a::A2a::new())
+        .protocol(bidi_genkit::agent::AgentWire::new())
+        // Genkit's tools, under `genkit start` (GENKIT_ENV=dev), see the Dev UI's spans too.
+        .protocol(bidi_genkit::reflection::Reflection::in_dev().traces(traces))
         .protocol(bidi_mcp::McpServer::new(registry))
         .addr(args.addr);
     let bound = match server.bind().await {

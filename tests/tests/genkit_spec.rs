@@ -22,6 +22,7 @@ use std::time::Duration;
 use bidi_agent::{AgentInit, Artifact};
 use bidi_core::BoxError;
 use bidi_flow::Registry;
+use bidi_genkit::agent::AgentWire;
 use bidi_http::Server;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
@@ -176,7 +177,7 @@ impl Spec {
         ];
         let server = agents
             .iter()
-            .fold(Server::new(Registry::new()), |server, agent| {
+            .fold(Server::new(Registry::new()).protocol(AgentWire::new()), |server, agent| {
                 server.agent(agent)
             });
         let base = format!("http://{}", tests::http::serve(server).await);

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use bidi_agent::{Agent, Artifact};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
+use bidi_genkit::agent::AgentWire;
 use bidi_http::Server;
 use bidi_llm::{
     CustomTurn, LlmAgent, Message, Model, ModelError, ModelEvent, ModelRequest, StopReason, Usage,
@@ -139,7 +140,13 @@ async fn genkit_remote_agent_drives_an_agent() {
     })
     .client_managed()
     .build();
-    let addr = tests::http::serve(Server::new(Registry::new()).agent(&echo).agent(&tally)).await;
+    let addr = tests::http::serve(
+        Server::new(Registry::new())
+            .agent(&echo)
+            .agent(&tally)
+            .protocol(AgentWire::new()),
+    )
+    .await;
     client("genkit_agent.mjs", vec![format!("http://{addr}")])
         .await
         .assert_passed(15);
@@ -207,6 +214,7 @@ async fn genkit_stream_ids_reconnect_to_a_running_turn() {
         Server::new(Registry::new())
             .agent(&gated)
             .agent(&counter)
+            .protocol(AgentWire::new())
             .auth(|headers| async move {
                 let user = headers.get("x-user").and_then(|value| value.to_str().ok());
                 Ok(bidi_http::Identity::new(user.unwrap_or("anyone")))

@@ -94,6 +94,7 @@ async fn main() -> Result<(), BoxError> {
         .protocol(bidi_agui::AgUi::new())
         .protocol(bidi_ai_sdk::Chat::new())
         .protocol(bidi_a2a::A2a::new())
+        .protocol(bidi_genkit::agent::AgentWire::new())
         .routes(axum::Router::new().route("/", axum::routing::get(page)))
         .addr(args.addr);
     if !args.cors.is_empty() {

@@ -26,7 +26,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use bidi_agent::{Agent, AgentResult, Responder, Session};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
-use bidi_http::reflection::Runtime;
+use bidi_genkit::reflection::Reflection;
 use bidi_http::{Identity, Server, Unauthorized};
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
@@ -166,7 +166,10 @@ async fn main() -> Result<(), BoxError> {
     let flow = ActionType::new("flow")?;
     registry.register(BidiFlow::new("greet", greet).with_action_type(flow.clone()))?;
     registry.register(BidiFlow::new("letter", letter).with_action_type(flow))?;
-    let mut server = Server::new(registry).addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
+    let reflection = Reflection::new();
+    let mut server = Server::new(registry)
+        .protocol(reflection.clone())
+        .addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
@@ -194,12 +197,12 @@ async fn main() -> Result<(), BoxError> {
         .map_err(|error| format!("cannot start: {error}"))?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
-    let dropped = bound.genkit_runtime().map(Runtime::dropped_spans);
-    if let Some(runtime) = bound.genkit_runtime() {
+    let dropped = reflection.serving().map(|runtime| runtime.dropped_spans().clone());
+    if let Some(runtime) = reflection.serving() {
         writeln!(
             stdout,
             "reflection on http://{} ({})",
-            runtime.local_addr()?,
+            runtime.addr(),
             runtime.file().display()
         )?;
     }

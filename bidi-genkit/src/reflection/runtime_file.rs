@@ -60,7 +60,7 @@ impl RuntimeFile {
         let path = dir.join(format!(
             "{}-{}.json",
             info.id,
-            crate::time::unix_millis(now)
+            bidi_http::time::unix_millis(now)
         ));
         let json = serde_json::to_vec_pretty(info).map_err(io::Error::other)?;
         // One write of a few hundred bytes: the tools read it again if they catch it half
@@ -128,8 +128,8 @@ mod tests {
             pid: std::process::id(),
             name: "demo",
             reflection_server_url: "http://127.0.0.1:3100",
-            timestamp: crate::time::rfc3339(now),
-            genkit_version: "bidi-http/0.1.0",
+            timestamp: bidi_http::time::rfc3339(now),
+            genkit_version: "bidi-genkit/0.1.0",
             reflection_api_spec_version: 1,
         };
         let file = RuntimeFile::write(temp.path(), &info, now).unwrap();
@@ -146,7 +146,7 @@ mod tests {
                 "id": "42-3100", "pid": std::process::id(), "name": "demo",
                 "reflectionServerUrl": "http://127.0.0.1:3100",
                 "timestamp": "2026-11-23T01:03:44.521Z",
-                "genkitVersion": "bidi-http/0.1.0", "reflectionApiSpecVersion": 1
+                "genkitVersion": "bidi-genkit/0.1.0", "reflectionApiSpecVersion": 1
             })
         );
         drop(file);

@@ -1,5 +1,5 @@
 //! Genkit's durable streams: every streamed turn is one of the server's streamed turns
-//! (`crate::turns`) under a stream id (the `x-genkit-stream-id` header of its answer), runs on
+//! (`bidi_http::turns`) under a stream id (the `x-genkit-stream-id` header of its answer), runs on
 //! when its client goes away, and is read again, from its first chunk, by a request that sends
 //! that header back.
 
@@ -12,15 +12,20 @@ use bidi_flow::text::cap;
 use bidi_llm::{LlmAgent, LlmSession, TurnInput};
 use bidi_session::SessionStore as _;
 
-use crate::agent::{self, HttpWire};
-use crate::codec::{Code, Failure};
-use crate::tee::relay;
-use crate::tee::{Attached, RESUME_BYTES};
-use crate::turns::{self, TurnKey};
-use crate::{Host, Identity};
+use std::sync::Arc;
+
+use bidi_http::agent::{self, HttpWire};
+use bidi_http::codec::{Code, Failure};
+use bidi_http::tee::relay;
+use bidi_http::tee::{Attached, RESUME_BYTES, Tees};
+use bidi_http::turns::{self, TurnKey};
+use bidi_http::{Host, Identity};
+
+/// The streamed turns of a server's agent wire, for the clients that reconnect to them.
+pub(super) type Streams = Arc<Tees<TurnKey>>;
 
 /// The header that names a stream: on a streamed answer, and on a request that reconnects.
-pub(crate) const STREAM_ID: HeaderName = HeaderName::from_static("x-genkit-stream-id");
+pub const STREAM_ID: HeaderName = HeaderName::from_static("x-genkit-stream-id");
 
 /// How long a stream id a client sends may be.
 const MAX_ID_BYTES: usize = 256;
@@ -53,14 +58,14 @@ pub(super) fn requested(headers: &HeaderMap) -> Result<Option<String>, Failure> 
 ///
 /// The turn's refusal, as [`agent::start`]'s.
 pub(super) async fn start<W: HttpWire>(
-    host: &Host,
+    (host, streams): (&Host, &Streams),
     agent: &LlmAgent,
     name: &str,
     turn: (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
     wire: W,
 ) -> Result<(String, Body), Failure> {
-    let started = turns::start(&host.shared.turns, host, (agent, name), turn, identity, wire);
+    let started = turns::start(streams, host, (agent, name), turn, identity, wire);
     started.await.map(|(_, id, body)| (id, body))
 }
 
@@ -76,13 +81,13 @@ pub(super) async fn start<W: HttpWire>(
 ///
 /// Cancel safe: a reconnection dropped before it answers leaves the stream as it was.
 pub(super) async fn reconnect(
-    host: &Host,
+    streams: &Streams,
     agent: &LlmAgent,
     name: &str,
     identity: Option<&Identity>,
     id: &str,
 ) -> Result<Response, Failure> {
-    match host.shared.turns.attach(&TurnKey::new(identity, name, id)) {
+    match streams.attach(&TurnKey::new(identity, name, id)) {
         Attached::Reader(written, reader) => Ok(response(id, Attached::body(written, reader))),
         Attached::TooLong => Err(Failure::new(
             StatusCode::GONE,
@@ -120,7 +125,7 @@ fn not_found() -> Response {
 
 /// A streamed answer: the SSE of `body`, under stream `id`.
 pub(super) fn response(id: &str, body: Body) -> Response {
-    let mut response = crate::sse::response(body);
+    let mut response = bidi_http::sse::response(body);
     if let Ok(value) = HeaderValue::from_str(id) {
         response.headers_mut().insert(STREAM_ID, value);
     }

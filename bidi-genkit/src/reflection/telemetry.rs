@@ -1,5 +1,5 @@
 //! Spans forwarded to the telemetry server of Genkit's tools: every span start and end of a
-//! [`Traces`](crate::traces::Traces) store, as Genkit's `TraceData` with `genkit:*` attributes,
+//! [`Traces`](bidi_http::traces::Traces) store, as Genkit's `TraceData` with `genkit:*` attributes,
 //! posted to `{telemetryServerUrl}/api/traces`.
 
 use std::collections::HashMap;
@@ -15,7 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Map, Value, json};
 
-use crate::traces::{Span, Status, Update, Updates};
+use bidi_http::traces::{Span, Status, Update, Updates};
 
 /// How long one post may take before it counts as dropped: a telemetry server that hangs
 /// costs the forwarder this much a span, and never a run anything.
@@ -346,22 +346,12 @@ mod tests {
     use super::*;
 
     fn span(id: &str, parent: Option<&str>, name: &str, attributes: Value) -> Span {
-        Span {
-            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
-            span_id: id.into(),
-            parent_span_id: parent.map(str::to_owned),
-            name: name.into(),
-            start_time: 1_000,
-            end_time: None,
-            attributes: match attributes {
-                Value::Object(attributes) => attributes,
-                _ => Map::new(),
-            },
-            status: Status::Unset,
-            events: Vec::new(),
-            scope: "bidi-flow".into(),
-            kind: "internal",
+        let mut span = Span::new("0af7651916cd43dd8448eb211c80319c", id, name, 1_000);
+        span.parent_span_id = parent.map(str::to_owned);
+        if let Value::Object(attributes) = attributes {
+            span.attributes = attributes;
         }
+        span
     }
 
     fn mapper() -> Mapper {

@@ -22,12 +22,12 @@ use serde_json::{Map, Value, json};
 use super::GENKIT_VERSION;
 use super::access::Access;
 use super::telemetry::Telemetry;
-use crate::codec::{self, Failure};
-use crate::flow::{self, CancelOnDrop, Records};
-use crate::{Host, Limits, serve};
+use bidi_http::codec::{self, Failure};
+use bidi_http::flow::{self, CancelOnDrop, Records};
+use bidi_http::{Host, Limits, serve};
 
 /// Everything a reflection request needs.
-pub(crate) struct Reflection {
+pub(crate) struct Api {
     pub(crate) registry: Registry,
     /// The runtime's id, as its file says.
     pub(crate) id: String,
@@ -39,14 +39,14 @@ pub(crate) struct Reflection {
     pub(crate) running: Mutex<HashMap<String, JsonSendHalf>>,
 }
 
-impl Reflection {
+impl Api {
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, JsonSendHalf>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 /// The reflection API's router.
-pub(crate) fn router(reflection: Arc<Reflection>) -> Router {
+pub(crate) fn router(reflection: Arc<Api>) -> Router {
     let limits = Arc::new(reflection.limits);
     Router::new()
         .route("/api/__health", get(health))
@@ -68,7 +68,7 @@ pub(crate) fn router(reflection: Arc<Reflection>) -> Router {
 /// Refuses a request [`Access`] does not let through, and stamps every answer with the
 /// runtime's version, as Genkit's runtimes do.
 async fn guard(
-    State(reflection): State<Arc<Reflection>>,
+    State(reflection): State<Arc<Api>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -94,7 +94,7 @@ struct HealthQuery {
 /// `GET /api/__health?id=`: 200, or 503 when `id` names another runtime (a file left by a
 /// process that had this port before).
 async fn health(
-    State(reflection): State<Arc<Reflection>>,
+    State(reflection): State<Arc<Api>>,
     Query(query): Query<HealthQuery>,
 ) -> Response {
     match query.id {
@@ -107,7 +107,7 @@ async fn health(
 
 /// `POST /api/notify {"telemetryServerUrl", "reflectionApiSpecVersion"}`: where to send spans
 /// (unless `GENKIT_TELEMETRY_SERVER` said it first).
-async fn notify(State(reflection): State<Arc<Reflection>>, body: Bytes) -> Response {
+async fn notify(State(reflection): State<Arc<Api>>, body: Bytes) -> Response {
     let notice: Map<String, Value> = match serde_json::from_slice(&body) {
         Ok(notice) => notice,
         Err(error) => {
@@ -136,7 +136,7 @@ async fn notify(State(reflection): State<Arc<Reflection>>, body: Bytes) -> Respo
 }
 
 /// `GET /api/actions`: the registry's descriptors, by key.
-async fn actions(State(reflection): State<Arc<Reflection>>) -> Response {
+async fn actions(State(reflection): State<Arc<Api>>) -> Response {
     let actions: serde_json::Map<String, Value> = reflection
         .registry
         .actions()
@@ -213,7 +213,7 @@ impl std::error::Error for CancelledByTools {}
 /// the input, and answers at once with the trace's headers, then (streaming) each chunk as a
 /// line of JSON, then the last line: `{"result", "telemetry": {"traceId"}}` or `{"error"}`.
 async fn run_action(
-    State(reflection): State<Arc<Reflection>>,
+    State(reflection): State<Arc<Api>>,
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
@@ -352,12 +352,12 @@ impl Ids {
 
 /// A run in the `running` map while it goes on: removed when dropped.
 struct Running {
-    reflection: Arc<Reflection>,
+    reflection: Arc<Api>,
     trace_id: String,
 }
 
 impl Running {
-    fn start(reflection: &Arc<Reflection>, trace_id: &str, input: &JsonSendHalf) -> Self {
+    fn start(reflection: &Arc<Api>, trace_id: &str, input: &JsonSendHalf) -> Self {
         reflection
             .running()
             .insert(trace_id.to_owned(), input.clone());
@@ -455,7 +455,7 @@ struct Message {
 }
 
 /// `POST /api/cancelAction {"traceId"}`: cancels the run of that trace; 404 when none runs.
-async fn cancel_action(State(reflection): State<Arc<Reflection>>, body: Bytes) -> Response {
+async fn cancel_action(State(reflection): State<Arc<Api>>, body: Bytes) -> Response {
     let Ok(CancelRequest { trace_id }) = serde_json::from_slice(&body) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -543,7 +543,7 @@ mod tests {
     }
 
     fn ndjson(stream: bool) -> Ndjson {
-        let reflection = Arc::new(Reflection {
+        let reflection = Arc::new(Api {
             registry: Registry::new(),
             id: "1-3100".into(),
             limits: Limits::default(),

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{message, precondition};
-use crate::Identity;
-use crate::agent;
-use crate::codec::{Code, Failure};
+use bidi_http::Identity;
+use bidi_http::agent;
+use bidi_http::codec::{Code, Failure};
 
 /// Genkit's `AgentInit`.
 #[derive(Debug, Default, Deserialize)]

@@ -7,12 +7,14 @@
 //! the working directory up, with a `package.json`, `go.mod`, `pyproject.toml`,
 //! `requirements.txt`, `pom.xml`, `build.gradle[.kts]` or `pubspec.yaml`: the tools' own
 //! markers; `Cargo.toml` is not one), and forwards every span of a [`Traces`] store to the
-//! tools' telemetry server. [`Server::genkit_reflection`](crate::Server::genkit_reflection)
-//! (or `GENKIT_ENV=dev`, which `genkit start` sets) runs one beside the server:
+//! tools' telemetry server. [`Reflection`], a [`Protocol`] of a [`bidi_http::Server`], runs
+//! one beside the server when it is bound (or, made [`in_dev`](Reflection::in_dev), only
+//! under `GENKIT_ENV=dev`, which `genkit start` sets):
 //!
 //! ```no_run
 //! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 //! use bidi_flow::{ActionType, BidiFlow, Registry};
+//! use bidi_genkit::reflection::Reflection;
 //! use bidi_http::Server;
 //!
 //! async fn countdown(_: ActionContext, _: (), mut n: Inbound<u32>, out: Outbound<u32>)
@@ -31,7 +33,7 @@
 //! // `genkit flow:run countdown 3` runs `/flow/countdown`: register it as a flow.
 //! let flow = BidiFlow::new("countdown", countdown).with_action_type(ActionType::new("flow").expect("a valid type"));
 //! registry.register(flow).expect("a new key");
-//! Server::new(registry).genkit_reflection().bind().await?.serve().await
+//! Server::new(registry).protocol(Reflection::new()).bind().await?.serve().await
 //! # }
 //! ```
 //!
@@ -110,10 +112,10 @@
 //! | without the secret, when `GENKIT_REFLECTION_SECRET_TOKEN` is set | 401, code 16 |
 //! | a `POST` whose `Content-Type` is not JSON: a form or `text/plain` post, which a page sends cross-site without asking first | 415, code 3 |
 //!
-//! A [`Server`](crate::Server) with [`auth`](crate::Server::auth) starts the API only with a
+//! A [`Server`](bidi_http::Server) with [`auth`](bidi_http::Server::auth) starts the API only with a
 //! secret: the API runs actions without the server's auth, and Genkit's tools cannot send
 //! the app's credentials. Without `GENKIT_REFLECTION_SECRET_TOKEN`,
-//! [`Server::bind`](crate::Server::bind) fails with [`SecretRequired`]; with it, every call
+//! [`Server::bind`](bidi_http::Server::bind) fails with [`SecretRequired`]; with it, every call
 //! carries it (Genkit's tools that set the variable send it in `x-genkit-reflection-secret`;
 //! the CLI 1.43 sets none, so serve it from a server without auth in development).
 //!
@@ -133,7 +135,7 @@
 //!
 //! | variable | what it does |
 //! |---|---|
-//! | `GENKIT_ENV=dev` | [`Server::bind`](crate::Server::bind) runs a runtime beside the server |
+//! | `GENKIT_ENV=dev` | a server with [`Reflection::in_dev`] runs a runtime beside it when bound |
 //! | `GENKIT_REFLECTION_PORT` | the port to serve on; else the first free from 3100 to 3199 |
 //! | `GENKIT_REFLECTION_HOST` | the address to serve on (default `127.0.0.1`); requests may name it as their `Host` |
 //! | `GENKIT_REFLECTION_SECRET_TOKEN` | when set, every call carries it in `x-genkit-reflection-secret`, or is refused with 401; required on a server with auth |
@@ -158,15 +160,15 @@ use bidi_flow::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::traces::{Traces, Updates};
-use crate::{Limits, serve};
+use bidi_http::traces::{Traces, Updates};
+use bidi_http::{Beside, BoxFuture, Host, Limits, Protocol, serve};
 use access::Access;
 use runtime_file::{Info, RuntimeFile};
-use server::Reflection;
+use server::Api;
 use telemetry::Telemetry;
 
 /// What a runtime says it is, in its runtime file and `X-Genkit-Version`.
-pub(crate) const GENKIT_VERSION: &str = concat!("bidi-http/", env!("CARGO_PKG_VERSION"));
+pub(crate) const GENKIT_VERSION: &str = concat!("bidi-genkit/", env!("CARGO_PKG_VERSION"));
 
 /// The reflection API's version.
 const SPEC_VERSION: u32 = 1;
@@ -197,7 +199,7 @@ pub struct Runtime {
     listener: TcpListener,
     router: Router,
     limits: Limits,
-    reflection: Arc<Reflection>,
+    reflection: Arc<Api>,
     updates: Updates,
     file: RuntimeFile,
 }
@@ -274,12 +276,12 @@ impl Runtime {
             pid: std::process::id(),
             name: &name,
             reflection_server_url: &url,
-            timestamp: crate::time::rfc3339(now),
+            timestamp: bidi_http::time::rfc3339(now),
             genkit_version: GENKIT_VERSION,
             reflection_api_spec_version: SPEC_VERSION,
         };
         let file = RuntimeFile::write(&root, &info, now)?;
-        let reflection = Arc::new(Reflection {
+        let reflection = Arc::new(Api {
             registry,
             id,
             limits,
@@ -389,8 +391,8 @@ impl DroppedSpans {
 /// The variable that holds the secret Genkit's tools send with every call.
 const SECRET_VARIABLE: &str = "GENKIT_REFLECTION_SECRET_TOKEN";
 
-/// Why a server with [`auth`](crate::Server::auth) did not start Genkit's reflection API: no
-/// `GENKIT_REFLECTION_SECRET_TOKEN` is set. [`Server::bind`](crate::Server::bind) answers it
+/// Why a server with [`auth`](bidi_http::Server::auth) did not start Genkit's reflection API: no
+/// `GENKIT_REFLECTION_SECRET_TOKEN` is set. [`Server::bind`](bidi_http::Server::bind) answers it
 /// as an [`io::Error`] of kind [`InvalidInput`](io::ErrorKind::InvalidInput), which
 /// [`io::Error::get_ref`] downcasts to this.
 ///
@@ -399,8 +401,8 @@ const SECRET_VARIABLE: &str = "GENKIT_REFLECTION_SECRET_TOKEN";
 /// tools' secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "this server has auth, and Genkit's reflection API (asked for by `genkit_reflection` or \
-     GENKIT_ENV=dev) would run its actions without it: set GENKIT_REFLECTION_SECRET_TOKEN, which \
+    "this server has auth, and Genkit's reflection API (served by `Reflection`) would run its actions \
+     without it: set GENKIT_REFLECTION_SECRET_TOKEN, which \
      every call to the reflection API must then carry, or serve the reflection API from a \
      server without auth"
 )]
@@ -464,9 +466,9 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-/// The store [`Server::genkit_reflection`](crate::Server::genkit_reflection) forwards spans
-/// from: made and installed as the global tracer provider on first use, once per process.
-pub(crate) fn installed_traces() -> Traces {
+/// The store a [`Reflection`] without traces of its own forwards spans from: made and
+/// installed as the global tracer provider on first use, once per process.
+fn installed_traces() -> Traces {
     static INSTALLED: OnceLock<Traces> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
@@ -479,6 +481,144 @@ pub(crate) fn installed_traces() -> Traces {
 }
 
 /// Whether `GENKIT_ENV` says the program runs under Genkit's tools.
-pub(crate) fn dev_env() -> bool {
+fn dev_env() -> bool {
     env::var("GENKIT_ENV").is_ok_and(|env| env == "dev")
+}
+
+/// Genkit's reflection API served beside a [`bidi_http::Server`]: when the server is
+/// [bound](bidi_http::Server::bind), a [`Runtime`] for its registry is bound too, with the
+/// server's limits, and served until the server stops (its runtime file then removed). See
+/// the [module](self).
+///
+/// The API does not run the server's [`auth`](bidi_http::Server::auth), whose credentials the
+/// tools cannot send: on a server with auth it is served only with the tools' secret,
+/// `GENKIT_REFLECTION_SECRET_TOKEN`, which every call must then carry, and without it
+/// [`bind`](bidi_http::Server::bind) fails (see [`SecretRequired`]).
+///
+/// ```no_run
+/// use bidi_genkit::reflection::Reflection;
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let reflection = Reflection::new();
+/// let bound = bidi_http::Server::new(bidi_flow::Registry::new())
+///     .protocol(reflection.clone())
+///     .bind()
+///     .await?;
+/// let runtime = reflection.serving().expect("bound");
+/// println!("reflection API at {}, announced in {}", runtime.addr(), runtime.file().display());
+/// bound.serve().await
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Reflection {
+    /// Served only under `GENKIT_ENV=dev`.
+    in_dev: bool,
+    /// Where spans are forwarded from; `None`: the store installed once per process.
+    traces: Option<Traces>,
+    /// What the runtime bound, once it has.
+    serving: Arc<OnceLock<Serving>>,
+}
+
+impl Default for Reflection {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reflection {
+    /// The reflection API, served whenever the server is bound.
+    pub fn new() -> Self {
+        Self {
+            in_dev: false,
+            traces: None,
+            serving: Arc::default(),
+        }
+    }
+
+    /// The reflection API, served only when `GENKIT_ENV=dev` (which `genkit start` sets): a
+    /// program that serves it in development and not in production.
+    pub fn in_dev() -> Self {
+        Self {
+            in_dev: true,
+            ..Self::new()
+        }
+    }
+
+    /// Forwards the spans of `traces` (the Dev UI's store, say), instead of those of a store
+    /// installed as the global tracer provider once per process. A program with a tracer
+    /// provider of its own adds `traces` to it.
+    pub fn traces(mut self, traces: Traces) -> Self {
+        self.traces = Some(traces);
+        self
+    }
+
+    /// The runtime this protocol bound, once its server is bound (none before, or when
+    /// `GENKIT_ENV=dev` is not set for one made [`in_dev`](Self::in_dev)).
+    #[must_use]
+    pub fn serving(&self) -> Option<&Serving> {
+        self.serving.get()
+    }
+}
+
+impl Protocol for Reflection {
+    fn routes(&self, _: &Host) -> axum::Router {
+        axum::Router::new()
+    }
+
+    fn bind<'a>(&'a self, host: &'a Host) -> BoxFuture<'a, io::Result<Option<Beside>>> {
+        Box::pin(async move {
+            if self.in_dev && !dev_env() {
+                return Ok(None);
+            }
+            let traces = self.traces.clone().unwrap_or_else(installed_traces);
+            let registry = host.registry().clone();
+            let runtime =
+                Runtime::bind_with(registry, &traces, host.limits(), host.authenticated()).await?;
+            let _ = self.serving.set(Serving {
+                id: runtime.id().to_owned(),
+                addr: runtime.local_addr()?,
+                file: runtime.file().to_owned(),
+                dropped: runtime.dropped_spans(),
+            });
+            Ok(Some(Beside::new(|stop| runtime.serve_with_shutdown(stop))))
+        })
+    }
+}
+
+/// A runtime a [`Reflection`] bound beside its server.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    id: String,
+    addr: SocketAddr,
+    file: std::path::PathBuf,
+    dropped: DroppedSpans,
+}
+
+impl Serving {
+    /// The runtime's id (see [`Runtime::id`]).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The address its reflection API is bound to.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its runtime file, removed when the server stops.
+    #[must_use]
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// The span updates that did not reach the telemetry server (see
+    /// [`Runtime::dropped_spans`]).
+    #[must_use]
+    pub fn dropped_spans(&self) -> &DroppedSpans {
+        &self.dropped
+    }
 }

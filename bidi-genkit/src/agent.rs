@@ -46,7 +46,7 @@
 //!   its first chunk, then the rest and the output (or the `error:` record), while the turn
 //!   runs in this process and for five minutes after it ended (in at most 16 MiB for all the
 //!   streams that ended, the oldest forgotten first; see
-//!   [`Server::genkit_stream_retention`](crate::Server::genkit_stream_retention)),
+//!   [`AgentWire::stream_retention`]),
 //!   or from another process sharing a store that keeps streams (`PostgresStore`; then also
 //!   for a minute after the turn), within the caller's identity only; else 204, which Genkit's
 //!   client reports as `NOT_FOUND: Stream not found.`. A stream over 8 MiB is read by its
@@ -62,8 +62,11 @@ mod init;
 mod message;
 mod stream;
 
-pub(crate) use stream::STREAM_ID;
+pub use stream::STREAM_ID;
+use stream::Streams;
 
+
+use std::sync::Arc;
 
 use axum::Extension;
 use axum::Router;
@@ -81,19 +84,85 @@ use serde_json::{Value, json};
 
 use bidi_serve::{Detached, Wire};
 
-use crate::agent;
-use crate::codec::{self, Code, Failure};
-use crate::extract::{Limited, Segments, Served};
-use crate::flow::wants_stream;
-use crate::{Host, Identity};
+use bidi_http::agent;
+use bidi_http::codec::{self, Code, Failure};
+use bidi_http::extract::{Limited, Segments, Served};
+use bidi_http::flow::wants_stream;
+use bidi_http::tee::{Retention, Tees};
+use bidi_http::{Host, Identity, Protocol};
 
-/// Genkit's agent wire: `POST /agent/{name}/genkit` (a turn), `.../genkit/getSnapshot` and
-/// `.../genkit/abort`.
-pub(crate) fn routes() -> Router<Host> {
-    Router::new()
-        .route("/{kind}/{name}/genkit", post(run))
-        .route("/{kind}/{name}/genkit/getSnapshot", post(get_snapshot))
-        .route("/{kind}/{name}/genkit/abort", post(abort))
+/// Genkit's agent wire served by a [`bidi_http::Server`] for each of its agents: `POST
+/// /agent/{name}/genkit` (a turn), `.../genkit/getSnapshot` and `.../genkit/abort`. See the
+/// [module](self).
+///
+/// ```no_run
+/// use bidi_genkit::agent::AgentWire;
+/// use bidi_flow::Registry;
+/// use bidi_http::Server;
+/// use bidi_llm::LlmAgent;
+/// use bidi_llm::testing::DemoModel;
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let assistant = LlmAgent::builder("assistant", DemoModel).build();
+/// Server::new(Registry::new())
+///     .agent(&assistant)
+///     .protocol(AgentWire::new())
+///     .bind()
+///     .await?
+///     .serve()
+///     .await
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct AgentWire {
+    retention: Retention,
+}
+
+impl Default for AgentWire {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AgentWire {
+    /// The agent wire, streams that ended kept five minutes (in 16 MiB at most).
+    pub fn new() -> Self {
+        Self {
+            retention: Retention::GENKIT,
+        }
+    }
+
+    /// How long a stream that ended (a streamed turn) can still be read again with its
+    /// `x-genkit-stream-id`, and how many bytes such streams hold at most, in all (default
+    /// five minutes, as Genkit's stream manager keeps them, and 16 MiB). Past its time a
+    /// stream is forgotten; past the bytes, the oldest are forgotten first. A reconnection
+    /// then gets 204 (`NOT_FOUND: Stream not found.` to Genkit's client). A zero time or size
+    /// keeps none: a stream is forgotten when its turn ends.
+    pub fn stream_retention(mut self, time: std::time::Duration, bytes: usize) -> Self {
+        self.retention = Retention { time, bytes };
+        self
+    }
+}
+
+impl Protocol for AgentWire {
+    fn routes(&self, host: &Host) -> Router {
+        let streams: Streams = Arc::new(Tees::with_retention(
+            Arc::clone(host.kept()),
+            self.retention,
+        ));
+        Router::new()
+            .route("/{kind}/{name}/genkit", post(run))
+            .route("/{kind}/{name}/genkit/getSnapshot", post(get_snapshot))
+            .route("/{kind}/{name}/genkit/abort", post(abort))
+            .layer(Extension(streams))
+            .with_state(host.clone())
+    }
+
+    fn exposed_headers(&self) -> Vec<axum::http::HeaderName> {
+        vec![STREAM_ID]
+    }
 }
 
 /// `{"data": AgentInput, "init": AgentInit}`.
@@ -171,6 +240,7 @@ fn keeps_sessions(agent: &LlmAgent, name: &str) -> Result<(), Failure> {
 /// the failure as the stream's `error:` record.
 async fn run(
     State(host): State<Host>,
+    Extension(streams): Extension<Streams>,
     Served { agent, name }: Served,
     RawQuery(query): RawQuery,
     identity: Option<Extension<Identity>>,
@@ -182,14 +252,14 @@ async fn run(
     if let Some(id) = stream::requested(&headers)? {
         // What the client sends along (its first request again, or nothing) is not read: the
         // stream is that request's answer.
-        return stream::reconnect(&host, agent, &name, identity, &id).await;
+        return stream::reconnect(&streams, agent, &name, identity, &id).await;
     }
     let stream = wants_stream(&headers, query.as_deref());
-    match turn(&host, (agent, &name), identity, stream, &bytes).await {
+    match turn((&host, &streams), (agent, &name), identity, stream, &bytes).await {
         Err(failure) if stream => {
             let mut buf = Vec::new();
             codec::error_record(&failure, &mut buf);
-            Ok(crate::sse::response(Body::from(buf)))
+            Ok(bidi_http::sse::response(Body::from(buf)))
         }
         answered => answered,
     }
@@ -197,7 +267,7 @@ async fn run(
 
 /// One turn of `agent` (served as `name`) for the request `bytes`, streamed or not.
 async fn turn(
-    host: &Host,
+    (host, streams): (&Host, &Streams),
     (agent, name): (&LlmAgent, &str),
     identity: Option<&Identity>,
     stream: bool,
@@ -239,7 +309,7 @@ async fn turn(
     let encoder = Genkit::new(stream, client, opened.last_good.clone());
     let started = if stream {
         let turn = (opened.init, input);
-        let started = stream::start(host, agent, name, turn, identity, encoder);
+        let started = stream::start((host, streams), agent, name, turn, identity, encoder);
         started.await.map(|(id, body)| (Some(id), body))
     } else {
         let started = agent::start(host, agent, opened.init, input, identity, encoder);
@@ -298,7 +368,7 @@ fn answer(output: &Value, stream: bool) -> Response {
     if stream {
         let mut buf = Vec::new();
         codec::result_record(output, &mut buf);
-        crate::sse::response(Body::from(buf))
+        bidi_http::sse::response(Body::from(buf))
     } else {
         json_response(Body::from(codec::result_body(output)))
     }
@@ -575,8 +645,8 @@ fn view(snapshot: &Snapshot) -> Value {
     let mut view = json!({
         "snapshotId": entry.id,
         "sessionId": entry.session_id,
-        "createdAt": crate::time::rfc3339(entry.created_at),
-        "updatedAt": crate::time::rfc3339(entry.updated_at),
+        "createdAt": bidi_http::time::rfc3339(entry.created_at),
+        "updatedAt": bidi_http::time::rfc3339(entry.updated_at),
         "status": entry.status.as_str(),
     });
     // A session's first turn follows the empty snapshot the session was created with, which
@@ -631,7 +701,7 @@ async fn abort(
     let Some(id) = data.snapshot_id else {
         return Err(refused("send the `snapshotId` to abort", "/data"));
     };
-    let previous = crate::turns::abort(&store, &id).await?;
+    let previous = bidi_http::turns::abort(&store, &id).await?;
     let mut output = json!({ "snapshotId": id });
     if let Some(status) = previous {
         output["status"] = json!(status.as_str());
