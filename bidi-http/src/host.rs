@@ -66,9 +66,6 @@ pub(crate) struct Shared {
     /// What the answers of every wire keep for the clients that come back to them.
     #[cfg(feature = "agents")]
     pub(crate) kept: Arc<crate::tee::Budget>,
-    /// The Dev UI, if the server serves it.
-    #[cfg(feature = "dev-ui")]
-    pub(crate) dev: Option<crate::dev::DevUi>,
 }
 
 impl Host {

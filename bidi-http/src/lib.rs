@@ -59,7 +59,6 @@
 //! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
 //! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
 //! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
-//! | `GET /dev/` | the [Dev UI](#dev-ui), with its JSON under `/dev/api/` (feature `dev-ui`, served with `Server::dev_ui`) |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -225,24 +224,6 @@
 //! | ACP (bidi-acp) | `session/request_permission` to the editor | the editor's choice (once or always) |
 //! | MCP | not yet: a tool call of an agent that waits answers what the model said so far | — |
 //!
-//! # Dev UI
-//!
-//! With the feature `dev-ui`, `Server::dev_ui` serves a page at `/dev/` for the time you build
-//! a server: every action with its schemas and forms made from them, run turn by turn over the
-//! WebSocket; chats with the agents over their UI message stream (tool calls, approvals, the
-//! page's own tools; a reload, even mid-answer, keeps the conversation and follows the answer
-//! still running); each connection's spans live as they run; each agent's sessions, their
-//! snapshots and the difference between two of them. Flows trace into OpenTelemetry's global
-//! tracer provider: `Traces::install` (module `traces`) sets one that keeps their spans for the
-//! page (or add the `Traces` to your own provider as a span processor).
-//!
-//! `Server::new(registry).dev_ui(traces)` serves it; the module `dev` has the whole example.
-//!
-//! The page is compiled into the crate and loads nothing from elsewhere. Its routes are the
-//! server's, behind its `auth`: an identity sees its own sessions only, and the traces (every
-//! caller's connections) only if `DevUi::trace_readers` lets it. It is for development: the
-//! module `dev` lists its routes and who sees what.
-//!
 //! # Deploying several processes
 //!
 //! Give the agents a shared store (`bidi_session::PostgresStore`, feature `postgres`) and any number
@@ -353,8 +334,6 @@ pub mod agent;
 mod auth;
 pub mod codec;
 mod cors;
-#[cfg(feature = "dev-ui")]
-pub mod dev;
 pub mod extract;
 pub mod flow;
 mod host;

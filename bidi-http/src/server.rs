@@ -16,8 +16,6 @@ use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
 
 use crate::auth::Authenticate;
-#[cfg(feature = "dev-ui")]
-use crate::dev;
 use crate::host::Shared;
 use crate::{
     Bound, Cors, DEFAULT_ADDR, Host, Identity, Limits, Protocol, Unauthorized, auth, flow, serve,
@@ -34,8 +32,6 @@ pub struct Server {
     agents: HashMap<String, LlmAgent>,
     auth: Option<Arc<dyn Authenticate>>,
     cors: Option<Cors>,
-    #[cfg(feature = "dev-ui")]
-    dev: Option<dev::DevUi>,
     routes: Router,
     protocols: Vec<Box<dyn Protocol>>,
     layers: Vec<Box<dyn FnOnce(Router) -> Router + Send>>,
@@ -49,8 +45,6 @@ impl fmt::Debug for Server {
         debug.field("registry", &self.registry);
         #[cfg(feature = "agents")]
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
-        #[cfg(feature = "dev-ui")]
-        debug.field("dev_ui", &self.dev);
         debug
             .field("auth", &self.auth.is_some())
             .field("cors", &self.cors)
@@ -72,8 +66,6 @@ impl Server {
             agents: HashMap::new(),
             auth: None,
             cors: None,
-            #[cfg(feature = "dev-ui")]
-            dev: None,
             routes: Router::new(),
             protocols: Vec::new(),
             layers: Vec::new(),
@@ -135,27 +127,6 @@ impl Server {
     /// ```
     pub fn cors(mut self, cors: Cors) -> Self {
         self.cors = Some(cors);
-        self
-    }
-
-    /// Serves the [Dev UI](dev) at `/dev/`: a page to run the actions, chat with the agents,
-    /// watch the traces `dev` keeps and browse the sessions, for development. A
-    /// [`Traces`](crate::traces::Traces) is enough; a [`DevUi`](dev::DevUi) also says who may read
-    /// the traces when requests have identities.
-    ///
-    /// ```
-    /// use bidi_http::Server;
-    /// use bidi_http::traces::Traces;
-    ///
-    /// let traces = Traces::new();
-    /// // Flows trace into the global provider: this one keeps their spans for the page.
-    /// let _provider = traces.install();
-    /// let server = Server::new(bidi_flow::Registry::new()).dev_ui(traces);
-    /// # drop(server);
-    /// ```
-    #[cfg(feature = "dev-ui")]
-    pub fn dev_ui(mut self, dev: impl Into<dev::DevUi>) -> Self {
-        self.dev = Some(dev.into());
         self
     }
 
@@ -319,19 +290,12 @@ impl Server {
                 authenticated: self.auth.is_some(),
                 #[cfg(feature = "agents")]
                 kept,
-                #[cfg(feature = "dev-ui")]
-                dev: self.dev,
             }),
         };
         // Each concern's routes, one line each.
         let router = flow::routes();
         #[cfg(feature = "agents")]
         let router = router.merge(agent::routes());
-        #[cfg(feature = "dev-ui")]
-        let router = match host.shared.dev {
-            Some(_) => router.merge(dev::routes()),
-            None => router,
-        };
         let mut router = router
             .fallback(flow::no_route)
             .method_not_allowed_fallback(flow::no_method)

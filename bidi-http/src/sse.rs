@@ -39,7 +39,6 @@ pub fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
 }
 
 /// Appends a named event: `event: {name}\ndata: {json}\n\n`.
-#[cfg(any(feature = "agents", feature = "dev-ui"))]
 #[inline]
 pub fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
     buf.extend_from_slice(b"event: ");
@@ -123,8 +122,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(any(feature = "agents", feature = "dev-ui"))]
-    fn events_are_named() {
+        fn events_are_named() {
         assert_eq!(
             written(|buf| event(buf, "text_delta", &json!({"delta": "hi"}))),
             "before\n\nevent: text_delta\ndata: {\"delta\":\"hi\"}\n\n"

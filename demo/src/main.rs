@@ -128,7 +128,7 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
     let provider = traces.install();
     let server = Server::new(registry.clone())
         .agent(&assistant)
-        .dev_ui(traces.clone())
+        .protocol(bidi_devui::DevUi::new(traces.clone()))
         .protocol(bidi_agui::AgUi::new())
         .protocol(bidi_ai_sdk::Chat::new())
         .protocol(bidi_a2a::A2a::new())

@@ -158,8 +158,7 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
     let server = Server::new(registry)
         .agent(&assistant)
         .agent(&echo)
-        .protocol(bidi_ai_sdk::Chat::new())
-        .dev_ui(traces);
+        .protocol(bidi_devui::DevUi::new(traces));
     let addr = tests::http::serve(server).await;
 
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dev-ui");

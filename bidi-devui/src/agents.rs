@@ -8,7 +8,7 @@ use bidi_llm::{LlmAgent, Tool};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::Host;
+use bidi_http::Host;
 
 /// `{"agents": [..]}`, sorted by name.
 #[derive(Debug, Serialize)]

@@ -11,10 +11,10 @@ use bidi_session::{Change, Entry, Scoped, SessionStore as _, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::agent::{sessions_of, store_failed};
-use crate::codec::{Code, Failure};
-use crate::extract::Segments;
-use crate::{Host, Identity};
+use bidi_http::agent::{sessions_of, store_failed};
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::Segments;
+use bidi_http::{Host, Identity};
 
 /// How many snapshots a lineage lists at most.
 const LINEAGE: usize = 1_000;
@@ -45,8 +45,8 @@ impl SnapshotView {
             version: entry.version,
             status: entry.status.as_str(),
             error: entry.error,
-            created_at: crate::time::unix_millis(entry.created_at),
-            updated_at: crate::time::unix_millis(entry.updated_at),
+            created_at: bidi_http::time::unix_millis(entry.created_at),
+            updated_at: bidi_http::time::unix_millis(entry.updated_at),
         }
     }
 }
@@ -64,7 +64,7 @@ pub(super) struct Lineage {
 
 /// The sessions of agent `name` that `identity` sees, or 404 if no such agent is served.
 fn store(host: &Host, name: &str, identity: Option<&Identity>) -> Result<Scoped, Failure> {
-    let agent = crate::agent::agent(host, "agent", name)?;
+    let agent = bidi_http::agent::agent(host, "agent", name)?;
     Ok(sessions_of(agent, identity))
 }
 
@@ -173,5 +173,36 @@ pub(super) async fn diff(
         changes: Change::diff(&old.state, &new.state),
         from: SnapshotView::of(old.entry),
         to: SnapshotView::of(new.entry),
+    }))
+}
+
+/// `POST /dev/api/agents/{name}/sessions/{id}/abort`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Aborted {
+    /// The session's head: the running turn's snapshot, when one runs.
+    snapshot_id: Option<String>,
+    /// The status the head had: `pending` when its turn was running and is now aborted.
+    status: Option<&'static str>,
+}
+
+/// `POST /dev/api/agents/{name}/sessions/{id}/abort`: aborts the session's running turn, in
+/// whichever process runs it (it stops at its next lease renewal); a head that is not pending
+/// is left as it is.
+pub(super) async fn abort(
+    State(host): State<Host>,
+    Segments((name, id)): Segments<(String, String)>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Aborted>, Failure> {
+    let identity = identity.map(|Extension(identity)| identity);
+    let store = store(&host, &name, identity.as_ref())?;
+    let head = store.load(&id).await.map_err(|error| store_failed(&error))?;
+    let Some(head) = head else {
+        return Err(no_session(&id));
+    };
+    let status = bidi_http::turns::abort(&store, &head.entry.id).await?;
+    Ok(Json(Aborted {
+        snapshot_id: Some(head.entry.id),
+        status: status.map(|status| status.as_str()),
     }))
 }

@@ -1,13 +1,13 @@
-// A chat with an agent over its UI message stream (`POST /agent/{name}/chat`, the Vercel AI
-// SDK's wire): an answer there runs to its end whoever reads it, so a reload mid-answer does
-// not stop it, and `GET /agent/{name}/chat/{id}/stream` gives a running answer again, from its
-// start, to the reloaded page. Answers stream in as markdown; tool calls show as cards; calls
+// A chat with an agent over its UI message stream (`POST /dev/api/agent/{name}/chat`, the
+// Vercel AI SDK's wire): an answer there runs to its end whoever reads it, so a reload
+// mid-answer does not stop it, and `GET .../chat/{id}/stream` gives a running answer again,
+// from its start, to the reloaded page. Answers stream in as markdown; tool calls show as cards; calls
 // waiting for the user (approvals, client tools) are answered with buttons, all at once in one
 // request that carries the answered tool parts. Once an answer ends, the conversation is read
 // back from the session (`GET /agent/{name}/session/{id}`), as after a reload. Stop aborts the
-// running turn through Genkit's agent wire (`genkit/getSnapshot`, `genkit/abort`), as any
-// client may. The chat's id is the session's, kept in localStorage, with the question being
-// answered, which the session shows only once its answer ends.
+// session's running turn (`POST /dev/api/agents/{name}/sessions/{id}/abort`). The chat's id
+// is the session's, kept in localStorage, with the question being answered, which the session
+// shows only once its answer ends.
 
 import { h, replace, errorBox, badge, shortId } from './dom.js';
 import { getJson, postJson, readEvents, seg, ApiError } from './api.js';
@@ -36,6 +36,7 @@ function newChatId() {
 /** A chat with `agent` (an entry of `GET /dev/api/agents`). */
 export function chatView(agent) {
   const base = `../agent/${seg(agent.name)}`;
+  const chat = `api/agent/${seg(agent.name)}`;
   const messages = h('div', { class: 'messages', 'aria-live': 'polite' });
   const composer = h('textarea', { class: 'in composer', rows: 2, placeholder: `Message ${agent.name}…`, 'aria-label': 'message' });
   const sendButton = h('button', { type: 'button', class: 'primary send', text: 'Send' });
@@ -328,7 +329,7 @@ export function chatView(agent) {
     hint.textContent = '';
     sent += 1;
     localStorage.removeItem(askingKey(agent.name));
-    follow(`${base}/chat`, { id: sessionId, messages: [{ id: `answers-${Date.now()}-${sent}`, role: 'assistant', parts }] });
+    follow(`${chat}/chat`, { id: sessionId, messages: [{ id: `answers-${Date.now()}-${sent}`, role: 'assistant', parts }] });
   };
 
   const send = () => {
@@ -342,7 +343,7 @@ export function chatView(agent) {
     if (!sessionId) body.tools = PAGE_TOOLS.filter((_, i) => toolBoxes[i].checked);
     // Until its answer ends, the session does not show the question: a reload reads it here.
     localStorage.setItem(askingKey(agent.name), JSON.stringify({ sessionId: id, text }));
-    return follow(`${base}/chat`, body, () => {
+    return follow(`${chat}/chat`, body, () => {
       if (id !== sessionId) {
         sessionId = id;
         localStorage.setItem(sessionKey(agent.name), id);
@@ -357,8 +358,7 @@ export function chatView(agent) {
     stopping = true;
     setBusy(true);
     try {
-      const { result } = await postJson(`${base}/genkit/getSnapshot`, { data: { sessionId } });
-      if (result?.status === 'pending') await postJson(`${base}/genkit/abort`, { data: { snapshotId: result.snapshotId } });
+      await postJson(`api/agents/${seg(agent.name)}/sessions/${seg(sessionId)}/abort`, {});
     } catch (error) {
       bubble('notice', errorBox(error));
     }
@@ -377,7 +377,7 @@ export function chatView(agent) {
     } catch {
       asked = null;
     }
-    await follow(`${base}/chat/${seg(sessionId)}/stream`, undefined, () => {
+    await follow(`${chat}/chat/${seg(sessionId)}/stream`, undefined, () => {
       if (asked?.sessionId === sessionId && typeof asked.text === 'string') render({ role: 'user', content: asked.text });
     });
   };

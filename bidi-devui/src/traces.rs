@@ -5,17 +5,18 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::{Extension, Json};
 use bidi_flow::text::cap;
 use serde::Serialize;
 
-use crate::codec::{Code, Failure};
-use crate::extract::Segments;
-use crate::traces::{Span, TraceSummary, Update, Updates};
-use crate::{Host, Identity};
+use bidi_http::Identity;
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::Segments;
+use bidi_http::traces::{Span, TraceSummary, Update, Updates};
+
+use crate::DevUi;
 
 /// How often the live stream writes a comment when no span moves, so that proxies and the
 /// browser keep it open.
@@ -29,11 +30,11 @@ pub(super) struct TraceList {
 
 /// `GET /dev/api/traces`: the traces kept, newest first.
 pub(super) async fn list(
-    State(host): State<Host>,
+    Extension(dev): Extension<DevUi>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<TraceList>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
+    let traces = dev.reads_traces(identity.as_ref())?;
     Ok(Json(TraceList {
         traces: traces.list(),
     }))
@@ -49,12 +50,12 @@ pub(super) struct Trace {
 
 /// `GET /dev/api/traces/{trace}`: one trace's spans, or 404.
 pub(super) async fn trace(
-    State(host): State<Host>,
+    Extension(dev): Extension<DevUi>,
     Segments(trace_id): Segments<String>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Trace>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
+    let traces = dev.reads_traces(identity.as_ref())?;
     match traces.trace(&trace_id) {
         Some(spans) => Ok(Json(Trace { trace_id, spans })),
         None => Err(Failure::new(
@@ -70,15 +71,15 @@ pub(super) async fn trace(
 
 /// `GET /dev/api/traces/live`: `event: traces` with the list, then each span's start and end.
 pub(super) async fn live(
-    State(host): State<Host>,
+    Extension(dev): Extension<DevUi>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Response, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let traces = super::dev_ui(&host)?.reads_traces(identity.as_ref())?;
+    let traces = dev.reads_traces(identity.as_ref())?;
     // Subscribed before the list is read: a span that starts meanwhile is in one or the other.
     let updates = traces.subscribe();
     let mut first = Vec::new();
-    crate::sse::event(
+    bidi_http::sse::event(
         &mut first,
         "traces",
         &TraceList {
@@ -93,7 +94,7 @@ pub(super) async fn live(
             let bytes = next(&mut updates).await;
             Some((Ok(Bytes::from(bytes)), (None, updates)))
         });
-    Ok(crate::sse::response(Body::from_stream(body)))
+    Ok(bidi_http::sse::response(Body::from_stream(body)))
 }
 
 /// The next record: an update, `lagged` after missed ones, or a keepalive comment.
@@ -105,10 +106,10 @@ async fn next(updates: &mut Updates) -> Vec<u8> {
                 Update::SpanStart(_) => "span_start",
                 Update::SpanEnd(_) => "span_end",
             };
-            crate::sse::event(&mut buf, kind, update.span());
+            bidi_http::sse::event(&mut buf, kind, update.span());
         }
         Ok(Err(lagged)) => {
-            crate::sse::event(
+            bidi_http::sse::event(
                 &mut buf,
                 "lagged",
                 &serde_json::json!({ "missed": lagged.0 }),

@@ -4,8 +4,8 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::codec::{Code, Failure};
-use crate::extract::Segments;
+use bidi_http::codec::{Code, Failure};
+use bidi_http::extract::Segments;
 
 /// A file of the page: its name under `/dev/`, content type and text.
 struct Asset {

@@ -17,8 +17,8 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde_json::{Value, json};
 
 use super::DevUi;
-use crate::traces::Traces;
-use crate::{Identity, Server, Unauthorized};
+use bidi_http::traces::Traces;
+use bidi_http::{Identity, Server, Unauthorized};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Path {
@@ -91,7 +91,7 @@ async fn execute(addr: SocketAddr, user: &str, body: &Value) -> String {
 
 #[tokio::test]
 async fn the_page_and_its_files_are_served_and_nothing_else() {
-    let addr = serve(Server::new(Registry::new()).dev_ui(Traces::new())).await;
+    let addr = serve(Server::new(Registry::new()).protocol(DevUi::from(Traces::new()))).await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -148,7 +148,7 @@ async fn agents_are_listed_with_their_tools() {
     let addr = serve(
         Server::new(Registry::new())
             .agent(&agent)
-            .dev_ui(Traces::new()),
+            .protocol(DevUi::from(Traces::new())),
     )
     .await;
     let (status, body) = get(addr, "/dev/api/agents", None).await;
@@ -169,7 +169,7 @@ async fn sessions_are_read_in_the_callers_scope_only() {
     let addr = serve(users(
         Server::new(Registry::new())
             .agent(&agent)
-            .dev_ui(Traces::new()),
+            .protocol(DevUi::from(Traces::new())),
     ))
     .await;
     let input = json!({"input": {"content": "delete_file {\"path\": \"a.txt\"}"}, "context": {}});
@@ -280,7 +280,7 @@ async fn traces_are_read_live_by_those_who_may() {
     let traces = Traces::new();
     let (_provider, registry) = traced(&traces);
     let dev = DevUi::new(traces).trace_readers(|identity| identity.id() == "ops");
-    let addr = serve(users(Server::new(registry).dev_ui(dev))).await;
+    let addr = serve(users(Server::new(registry).protocol(DevUi::from(dev)))).await;
 
     let (status, body) = get(addr, "/dev/api/traces", Some("alice")).await;
     assert_eq!(status, 403);
@@ -351,7 +351,7 @@ async fn traces_are_read_live_by_those_who_may() {
 async fn without_identities_everybody_reads_the_traces() {
     let traces = Traces::new();
     let (_provider, registry) = traced(&traces);
-    let addr = serve(Server::new(registry).dev_ui(traces)).await;
+    let addr = serve(Server::new(registry).protocol(DevUi::from(traces))).await;
     let (status, body) = get(addr, "/dev/api/traces", None).await;
     assert_eq!((status, body), (200, json!({"traces": []})));
 }
