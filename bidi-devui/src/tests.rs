@@ -280,7 +280,7 @@ async fn traces_are_read_live_by_those_who_may() {
     let traces = Traces::new();
     let (_provider, registry) = traced(&traces);
     let dev = DevUi::new(traces).trace_readers(|identity| identity.id() == "ops");
-    let addr = serve(users(Server::new(registry).protocol(DevUi::from(dev)))).await;
+    let addr = serve(users(Server::new(registry).protocol(dev))).await;
 
     let (status, body) = get(addr, "/dev/api/traces", Some("alice")).await;
     assert_eq!(status, 403);

@@ -351,11 +351,13 @@ pub async fn stored(
 }
 
 /// The sessions of `agent` that `identity` sees (its scope's).
+#[must_use]
 pub fn sessions_of(agent: &LlmAgent, identity: Option<&Identity>) -> Scoped {
     crate::scope(identity).sessions(agent.agent().name(), Arc::clone(agent.agent().store()))
 }
 
 /// A store failure, as a 500.
+#[must_use]
 pub fn store_failed(error: &bidi_session::StoreError) -> Failure {
     Failure::new(
         StatusCode::INTERNAL_SERVER_ERROR,

@@ -64,6 +64,7 @@ pub enum Code {
 
 impl Code {
     /// The code as it is written on the wire (`session_running`, ...).
+    #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::FrameTooLarge => frame::Code::FRAME_TOO_LARGE.as_str(),
@@ -108,14 +109,21 @@ impl Serialize for Code {
 /// suggestion of its error body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// The HTTP status it is answered with.
     pub status: StatusCode,
+    /// Its code, the same on every wire.
     pub code: Code,
+    /// What a user reads: it names no internal id.
     pub message: String,
+    /// A JSON Pointer into what the peer sent, when the failure is there.
     pub path: Option<String>,
+    /// A registered key like the one asked for, when the failure is a missing one.
     pub suggestion: Option<String>,
 }
 
 impl Failure {
+    /// A failure answered with `status`, its `code` and `message`.
+    #[must_use]
     pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -126,16 +134,21 @@ impl Failure {
         }
     }
 
+    /// A request or frame that cannot be read: 400 `malformed_frame`.
+    #[must_use]
     pub fn malformed(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, Code::MalformedFrame, message)
     }
 
     /// The same failure, pointing at `path` (a JSON Pointer into what the peer sent).
+    #[must_use]
     pub fn at(mut self, path: &str) -> Self {
         self.path = Some(path.to_owned());
         self
     }
 
+    /// A key the registry does not have: 404, with a key like it as the suggestion.
+    #[must_use]
     pub fn not_found(missing: &NotFound) -> Self {
         let mut failure = Self::new(StatusCode::NOT_FOUND, Code::NotFound, missing.to_string());
         failure.suggestion.clone_from(&missing.suggestion);
@@ -143,6 +156,7 @@ impl Failure {
     }
 
     /// A JSON connection's error, as HTTP.
+    #[must_use]
     pub fn from_json(error: &JsonError) -> Self {
         match error {
             JsonError::NotFound(missing) => Self::not_found(missing),
@@ -173,11 +187,13 @@ impl Failure {
 
     /// A connection's end, as HTTP: a session that is not there is 404, a bad session id 400,
     /// an idle connection 504, any other failure 500.
+    #[must_use]
     pub fn from_connection(error: &Error) -> Self {
         Refusal::of(error).into()
     }
 
     /// The JSON error body: `{"error":{"status","message","details":{"code","path"?,"suggestion"?}}}`.
+    #[must_use]
     pub fn body(&self) -> ErrorBody<'_> {
         ErrorBody {
             error: Status {
@@ -267,10 +283,7 @@ fn status_name(status: StatusCode, code: Code) -> &'static str {
 
 /// The numeric gRPC code of a failure, as Genkit's reflection API answers it: its status name's
 /// number (`INVALID_ARGUMENT` 3, `INTERNAL` 13, ...).
-#[cfg_attr(
-    not(feature = "reflection"),
-    expect(dead_code, reason = "only the reflection API answers numbers")
-)]
+#[must_use]
 pub fn grpc_code(failure: &Failure) -> u16 {
     match status_name(failure.status, failure.code) {
         "CANCELLED" => 1,
@@ -288,19 +301,20 @@ pub fn grpc_code(failure: &Failure) -> u16 {
     }
 }
 
-#[derive(Serialize)]
+/// A failure's JSON error body (see [`Failure::body`]).
+#[derive(Debug, Serialize)]
 pub struct ErrorBody<'a> {
     error: Status<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct Status<'a> {
     status: &'static str,
     message: &'a str,
     details: Details<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct Details<'a> {
     code: Code,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -397,6 +411,7 @@ struct StreamStatus<'a> {
 }
 
 /// The body of a non-streaming answer: `{"result":output}`.
+#[must_use]
 pub fn result_body(output: &Value) -> Bytes {
     let mut buf = Vec::with_capacity(64);
     buf.extend_from_slice(b"{\"result\":");
@@ -410,6 +425,7 @@ pub fn result_body(output: &Value) -> Bytes {
 
 impl Failure {
     /// A frame the client got wrong (`frame_too_large`, `malformed_frame`, `unknown_frame_type`).
+    #[must_use]
     pub fn from_frame(error: &FrameError) -> Self {
         let status = match error {
             FrameError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -426,6 +442,7 @@ impl Failure {
     }
 
     /// The failure as a WebSocket `error` frame.
+    #[must_use]
     pub fn frame(&self) -> Frame<'_> {
         Frame::Error {
             id: None,

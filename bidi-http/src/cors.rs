@@ -107,14 +107,12 @@ fn parse(origin: &str) -> Result<HeaderValue, InvalidOrigin> {
 #[error("`{0}` is not an origin: write it as scheme://host[:port], like http://localhost:3000")]
 pub struct InvalidOrigin(String);
 
-/// The headers of the server's answers a page reads: the agent routes' session and stream
-/// ids, and the UI message stream's marker.
+/// The headers of the server's own answers a page reads: the agent routes' session id.
 pub(crate) fn exposed() -> Vec<HeaderName> {
-    #[allow(unused_mut, reason = "empty without the agent routes")]
-    let mut exposed = Vec::new();
     #[cfg(feature = "agents")]
-    exposed.push(crate::agent::SESSION_ID);
-    exposed
+    return vec![crate::agent::SESSION_ID];
+    #[cfg(not(feature = "agents"))]
+    Vec::new()
 }
 
 #[cfg(test)]

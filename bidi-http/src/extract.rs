@@ -34,6 +34,7 @@ where
 #[cfg(feature = "agents")]
 #[derive(Debug)]
 pub struct Served {
+    /// The agent.
     pub agent: bidi_llm::LlmAgent,
     /// The name it is served under.
     pub name: String,
@@ -83,11 +84,9 @@ impl axum::extract::FromRequest<crate::Host> for Limited {
 #[cfg(feature = "agents")]
 #[derive(Debug)]
 pub struct JsonBody<T> {
+    /// The body, read.
     pub value: T,
-    #[cfg_attr(
-        not(feature = "ag-ui"),
-        expect(dead_code, reason = "AG-UI reads the messages as sent")
-    )]
+    /// The body as sent.
     pub bytes: axum::body::Bytes,
 }
 

@@ -161,9 +161,11 @@ pub(crate) async fn run(
 
 /// Cancels a connection with [`PeerGone::Disconnected`] when dropped, unless disarmed: the request's
 /// future was dropped because its client went away.
+#[derive(Debug)]
 pub struct CancelOnDrop(pub Option<JsonSendHalf>);
 
 impl CancelOnDrop {
+    /// Leaves the connection be: the request ended as it should.
     pub fn disarm(mut self) {
         self.0 = None;
     }

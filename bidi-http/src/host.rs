@@ -112,7 +112,6 @@ impl Host {
     /// Options for a connection made for a request of `identity`: the identity reaches the
     /// action (`ctx.extensions().get::<Identity>()`), and its agent sessions live in the
     /// identity's scope.
-    #[must_use]
     pub fn connect_options(identity: Option<&Identity>) -> ConnectOptions {
         let options = ConnectOptions::new().extension(crate::scope(identity));
         match identity {

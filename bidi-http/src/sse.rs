@@ -26,6 +26,7 @@ pub const HEADERS: [(HeaderName, HeaderValue); 3] = [
 ];
 
 /// An SSE answer of `body`.
+#[must_use]
 pub fn response(body: Body) -> Response {
     (HEADERS, body).into_response()
 }

@@ -52,6 +52,8 @@ impl Default for Budget {
 }
 
 impl Budget {
+    /// A budget of `limit` bytes.
+    #[must_use]
     pub fn new(limit: usize) -> Self {
         Self {
             kept: AtomicUsize::new(0),
@@ -343,6 +345,7 @@ impl<K: Key> Tees<K> {
 /// end whoever reads it (detached: a page that reloads resumes a chat's answer, a Genkit client
 /// that lost its connection reconnects to its stream); dropping the tee (the answer is over)
 /// ends the readers' bodies and forgets the answer.
+#[derive(Debug)]
 pub struct Tee<K: Key> {
     tees: Arc<Tees<K>>,
     stream: Arc<Stream<K>>,
@@ -374,6 +377,7 @@ impl<K: Key> Tee<K> {
     }
 
     /// The answer, to register.
+    #[must_use]
     pub fn stream(&self) -> Arc<Stream<K>> {
         Arc::clone(&self.stream)
     }

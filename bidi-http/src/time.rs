@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch; 0 for a time before it.
+#[must_use]
 pub fn unix_millis(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| {
         u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
@@ -11,7 +12,7 @@ pub fn unix_millis(time: SystemTime) -> u64 {
 }
 
 /// `time` as RFC 3339 in UTC, to the millisecond (`2026-11-26T14:54:41.123Z`).
-#[cfg(any(feature = "agents", feature = "reflection"))]
+#[must_use]
 pub fn rfc3339(time: SystemTime) -> String {
     let millis = unix_millis(time);
     let (days, rest) = (millis / 86_400_000, millis % 86_400_000);
@@ -26,7 +27,6 @@ pub fn rfc3339(time: SystemTime) -> String {
 }
 
 /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-#[cfg(any(feature = "agents", feature = "reflection"))]
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
@@ -40,7 +40,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-#[cfg(all(test, any(feature = "agents", feature = "reflection")))]
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 

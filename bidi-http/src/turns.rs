@@ -29,6 +29,8 @@ pub struct TurnKey {
 }
 
 impl TurnKey {
+    /// The turn `id` of `agent`, in `identity`'s scope.
+    #[must_use]
     pub fn new(identity: Option<&Identity>, agent: &str, id: &str) -> Self {
         Self {
             scope: crate::scope(identity).as_str().to_owned(),
