@@ -1,6 +1,5 @@
 //! The agent card: who the agent is, where its JSON-RPC endpoint is, what it does.
 
-
 use axum::Json;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, header};

@@ -69,7 +69,6 @@
 //! `TOOL_CALL_END`, before `RUN_ERROR` or the run's cancelled end: it has no result and is not
 //! pending. Tool progress (`tool_execution_delta`) is not shown.
 
-
 use axum::Extension;
 use axum::Router;
 use axum::body::Body;
@@ -87,9 +86,9 @@ use bidi_llm::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use bidi_http::agent::WaitingCalls;
 use bidi_http::codec::{Code, Failure};
 use bidi_http::extract::{JsonBody, Segments, Served};
-use bidi_http::agent::WaitingCalls;
 use bidi_http::{Host, Identity, Protocol};
 
 mod encoder;
@@ -553,13 +552,7 @@ async fn start(
             };
             (
                 AgentInit::new().resume(&input.thread_id),
-                resume(
-                    agent,
-                    &state,
-                    input.messages,
-                    approvals,
-                    agui.waiting_calls,
-                )?,
+                resume(agent, &state, input.messages, approvals, agui.waiting_calls)?,
             )
         }
         None if !entries.is_empty() => {

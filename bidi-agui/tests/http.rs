@@ -76,7 +76,12 @@ fn confirm_tool() -> Value {
 }
 
 async fn serve(agent: &LlmAgent) -> SocketAddr {
-    start(Server::new(registry(&Probe::default())).agent(agent).protocol(AgUi::new())).await
+    start(
+        Server::new(registry(&Probe::default()))
+            .agent(agent)
+            .protocol(AgUi::new()),
+    )
+    .await
 }
 
 fn text_of(events: &[Value], kind: &str) -> String {

@@ -87,7 +87,6 @@ mod request;
 pub use encoder::UiMessageStream;
 use request::{ChatRequest, Trigger, resumed, stateless};
 
-
 /// A chat whose answer streams, as its identity's scope, its agent and its id: what keys its
 /// [`Tee`] in the server's chats.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

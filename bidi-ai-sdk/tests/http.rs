@@ -420,17 +420,16 @@ async fn chats_of_one_identity_are_not_anothers() {
         Scripted::new().text("Hello Bob."),
     ]);
     let agent = LlmAgent::builder("helper", model.clone()).build();
-    let server =
-        Server::new(registry(&Probe::default()))
-            .agent(&agent)
-            .protocol(Chat::new())
-            .auth(|headers| async move {
-                match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-                    Some("Bearer alice") => Ok(bidi_http::Identity::new("alice")),
-                    Some("Bearer bob") => Ok(bidi_http::Identity::new("bob")),
-                    _ => Err(bidi_http::Unauthorized::new("a bearer token is required")),
-                }
-            });
+    let server = Server::new(registry(&Probe::default()))
+        .agent(&agent)
+        .protocol(Chat::new())
+        .auth(|headers| async move {
+            match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                Some("Bearer alice") => Ok(bidi_http::Identity::new("alice")),
+                Some("Bearer bob") => Ok(bidi_http::Identity::new("bob")),
+                _ => Err(bidi_http::Unauthorized::new("a bearer token is required")),
+            }
+        });
     let addr = start(server).await;
     let post = |who: &'static str, body: Value| async move {
         reqwest::Client::new()
@@ -476,18 +475,17 @@ mod resume {
     async fn held() -> (SocketAddr, UnboundedSender<ModelEvent>) {
         let (model, answer) = ChannelModel::new();
         let agent = LlmAgent::builder("helper", model).build();
-        let server =
-            Server::new(registry(&Probe::default()))
-                .agent(&agent)
-                .protocol(bidi_ai_sdk::Chat::new())
-                .auth(|headers| async move {
-                    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-                        Some("Bearer alice") => Ok(Identity::new("alice")),
-                        Some("Bearer bob") => Ok(Identity::new("bob")),
-                        None => Ok(Identity::new("anonymous")),
-                        _ => Err(Unauthorized::new("who?")),
-                    }
-                });
+        let server = Server::new(registry(&Probe::default()))
+            .agent(&agent)
+            .protocol(bidi_ai_sdk::Chat::new())
+            .auth(|headers| async move {
+                match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                    Some("Bearer alice") => Ok(Identity::new("alice")),
+                    Some("Bearer bob") => Ok(Identity::new("bob")),
+                    None => Ok(Identity::new("anonymous")),
+                    _ => Err(Unauthorized::new("who?")),
+                }
+            });
         (start(server).await, answer)
     }
 

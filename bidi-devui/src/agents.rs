@@ -1,7 +1,6 @@
 //! `GET /dev/api/agents`: the agents the server serves, with their tools, so the page can chat
 //! with them and knows which pending calls wait for an approval and which for a result.
 
-
 use axum::Json;
 use axum::extract::State;
 use bidi_llm::{LlmAgent, Tool};

@@ -2,7 +2,6 @@
 //! one snapshot's state, and what changed between two of them. Each identity reads its own
 //! sessions only, through the same scope as the agent endpoints.
 
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -196,7 +195,10 @@ pub(super) async fn abort(
 ) -> Result<Json<Aborted>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
     let store = store(&host, &name, identity.as_ref())?;
-    let head = store.load(&id).await.map_err(|error| store_failed(&error))?;
+    let head = store
+        .load(&id)
+        .await
+        .map_err(|error| store_failed(&error))?;
     let Some(head) = head else {
         return Err(no_session(&id));
     };

@@ -65,7 +65,6 @@ mod stream;
 pub use stream::STREAM_ID;
 use stream::Streams;
 
-
 use std::sync::Arc;
 
 use axum::Extension;
@@ -289,16 +288,8 @@ async fn turn(
     let input = input(request.data)?;
     if detach {
         let encoder = Genkit::new(false, false, None);
-        let started = agent::spawn(
-            host,
-            agent,
-            opened.init,
-            input,
-            identity,
-            encoder,
-            Detached,
-        )
-        .await?;
+        let started =
+            agent::spawn(host, agent, opened.init, input, identity, encoder, Detached).await?;
         let output = json!({
             "sessionId": started.session_id,
             "snapshotId": started.snapshot_id,

@@ -160,9 +160,9 @@ use bidi_flow::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use access::Access;
 use bidi_http::traces::{Traces, Updates};
 use bidi_http::{Beside, BoxFuture, Host, Limits, Protocol, serve};
-use access::Access;
 use runtime_file::{Info, RuntimeFile};
 use server::Api;
 use telemetry::Telemetry;
@@ -182,7 +182,7 @@ const PORTS: std::ops::RangeInclusive<u16> = 3100..=3199;
 ///
 /// ```no_run
 /// use bidi_flow::Registry;
-/// use bidi_http::reflection::Runtime;
+/// use bidi_genkit::reflection::Runtime;
 /// use bidi_http::traces::Traces;
 ///
 /// # #[tokio::main]

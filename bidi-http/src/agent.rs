@@ -65,21 +65,14 @@ struct ExecuteRequest {
 }
 
 /// The agent `name` serves, or 404.
-pub fn agent<'a>(
-    host: &'a Host,
-    kind: &str,
-    name: &str,
-) -> Result<&'a LlmAgent, Failure> {
-    host
-        .agent(name)
-        .filter(|_| kind == "agent")
-        .ok_or_else(|| {
-            Failure::new(
-                StatusCode::NOT_FOUND,
-                Code::NotFound,
-                format!("no agent is served under `/{kind}/{name}/`"),
-            )
-        })
+pub fn agent<'a>(host: &'a Host, kind: &str, name: &str) -> Result<&'a LlmAgent, Failure> {
+    host.agent(name).filter(|_| kind == "agent").ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!("no agent is served under `/{kind}/{name}/`"),
+        )
+    })
 }
 
 /// `POST /agent/{name}/execute`: one execution, as SSE of its events.

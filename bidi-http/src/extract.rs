@@ -51,10 +51,7 @@ struct AgentPath {
 impl FromRequestParts<crate::Host> for Served {
     type Rejection = Failure;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        host: &crate::Host,
-    ) -> Result<Self, Failure> {
+    async fn from_request_parts(parts: &mut Parts, host: &crate::Host) -> Result<Self, Failure> {
         let Segments(AgentPath { kind, name }) =
             Segments::<AgentPath>::from_request_parts(parts, host).await?;
         let agent = crate::agent::agent(host, &kind, &name)?.clone();

@@ -1,7 +1,6 @@
 //! Genkit's flow wire: `POST /{type}/{name}` runs an action on one input, answering JSON or SSE;
 //! `GET /actions` lists the registry.
 
-
 use axum::Extension;
 use axum::Json;
 use axum::Router;
@@ -27,7 +26,15 @@ use crate::{Host, Identity};
 pub(crate) fn routes() -> Router<Host> {
     Router::new()
         .route("/actions", get(actions))
-        .route("/{kind}/{name}", post(run).get(crate::ws::upgrade))
+        .route("/{kind}/{name}", route())
+}
+
+/// `POST` a run; with the feature `ws`, `GET` a WebSocket.
+fn route() -> axum::routing::MethodRouter<Host> {
+    let route = post(run);
+    #[cfg(feature = "ws")]
+    let route = route.get(crate::ws::upgrade);
+    route
 }
 
 /// `GET /actions`: the registry's descriptors.

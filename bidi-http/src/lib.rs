@@ -1,7 +1,8 @@
-//! Serves every flow of a bidi [`Registry`] over HTTP from one [`axum::Router`]: one request per
+//! Serves every flow of a bidi [`Registry`](bidi_flow::Registry) over HTTP from one [`axum::Router`]: one request per
 //! run on [Genkit's flow wire](https://genkit.dev/docs/deploy-node/) (JSON or SSE), full duplex
-//! over WebSocket, and the agent execute endpoints of [`LlmAgent`]s (SSE of agent events, remote
-//! tools the client runs, sessions shared by every server process on one store).
+//! over WebSocket, and the agent execute endpoints of `LlmAgent`s (SSE of agent events, remote
+//! tools the client runs, sessions shared by every server process on one store); and every agent
+//! protocol of its own crate (AG-UI, the AI SDK, A2A, Genkit, MCP, the Dev UI) beside them.
 //!
 //! ```no_run
 //! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
@@ -45,26 +46,56 @@
 //! | `GET /actions` | the registry's action descriptors: key, type, schemas, metadata |
 //! | `POST /{type}/{name}` | runs the action on one input (Genkit's flow wire) |
 //! | `GET /{type}/{name}` with a WebSocket upgrade | one socket, one connection, full duplex |
-//! | `POST /agent/{name}/execute` | one execution of an [`LlmAgent`] added with [`Server::agent`]: SSE of its events |
+//! | `POST /agent/{name}/execute` | one execution of an `LlmAgent` added with [`Server::agent`]: SSE of its events |
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
 //! | `DELETE /agent/{name}/session/{id}` | deletes it: 204; 409 while an answer runs on it |
 //! | `GET /agent/{name}/sessions` | the ids of the caller's sessions of that agent, sorted: `{"sessions": [..]}` |
-//! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
-//! | `GET /agent/{name}/chat/{id}` | the stored chat as the AI SDK's `UIMessage[]`, for `useChat({ messages })` after a reload |
-//! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
-//! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
-//! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
-//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions. A streamed answer carries `x-genkit-stream-id`, and the turn runs on without its client; the same POST with that header (`streamFlow({ url, streamId })`) reads the stream again from its first chunk (while the turn runs, and five minutes after it ended: `Server::genkit_stream_retention`), or gets 204 when there is none. A streamed request that is refused gets 200 and an `error:` record, as from Genkit's servers |
-//! | `POST /agent/{name}/genkit/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}`: the snapshot as Genkit's `SessionSnapshot` (`status` `pending`, `completed`, `failed`, `aborted`, `expired`), or `null` |
-//! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
-//! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
-//! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
 //! the paths above are relative to it. [`Server::routes`] adds routes of your own and
 //! [`Server::layer`] any tower layer, so that `bind` still serves them; [`Server::cors`] lets
 //! pages of other origins call the server from a browser. The crate re-exports [`axum`].
+//!
+//! ## Protocols
+//!
+//! Each agent protocol is a crate of its own, served beside these routes with
+//! [`Server::protocol`]: a program compiles the protocols it serves.
+//!
+//! | crate | protocol | routes |
+//! |---|---|---|
+//! | `bidi-agui` | `AgUi`: [AG-UI](https://docs.ag-ui.com) 1.0 | `POST /agent/{name}/ag-ui`, `GET /agent/{name}/ag-ui/{threadId}` |
+//! | `bidi-ai-sdk` | `Chat`: the Vercel AI SDK's UI message stream (`useChat`), resumable | `POST /agent/{name}/chat`, `GET /agent/{name}/chat/{id}`, `GET /agent/{name}/chat/{id}/stream` |
+//! | `bidi-a2a` | `A2a`: A2A 1.0 over JSON-RPC, with agent cards | `POST /agent/{name}/a2a`, `GET /agent/{name}/a2a/.well-known/agent-card.json` |
+//! | `bidi-genkit` | `AgentWire`: Genkit's agent wire (`remoteAgent`); `Reflection`: Genkit's reflection API, on a listener of its own | `POST /agent/{name}/genkit`, `.../genkit/getSnapshot`, `.../genkit/abort` |
+//! | `bidi-mcp` | `McpServer`: the flows and agents as MCP tools, over streamable HTTP (and stdio) | `POST`/`GET`/`DELETE /mcp` |
+//! | `bidi-devui` | `DevUi`: a page to run actions, chat with agents, watch traces, browse sessions | `GET /dev/`, `/dev/api/..` |
+//!
+//! ```no_run
+//! use bidi_flow::Registry;
+//! use bidi_http::axum::{Router, routing::get};
+//! use bidi_http::{Host, Protocol, Server};
+//!
+//! /// A protocol of your own: `GET /hello` answers how many actions the server serves.
+//! struct Hello;
+//!
+//! impl Protocol for Hello {
+//!     fn routes(&self, host: &Host) -> Router {
+//!         let host = host.clone();
+//!         let count = move || async move { host.registry().actions().len().to_string() };
+//!         Router::new().route("/hello", get(count))
+//!     }
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> std::io::Result<()> {
+//! Server::new(Registry::new()).protocol(Hello).bind().await?.serve().await
+//! # }
+//! ```
+//!
+//! A protocol's routes run under the server's auth, limits, layers and CORS, and build with
+//! this crate's kit: [`codec::Failure`] (refusals), [`sse`] (the SSE writer), [`extract`],
+//! [`agent`] (executions of the server's agents), [`tee`] (answers read again), [`turns`].
 //!
 //! ## Genkit's flow wire
 //!
@@ -160,7 +191,7 @@
 //!
 //! ## Agent execute endpoints
 //!
-//! For each [`LlmAgent`] given to [`Server::agent`], `POST /agent/{name}/execute` runs one
+//! For each `LlmAgent` given to [`Server::agent`], `POST /agent/{name}/execute` runs one
 //! execution:
 //!
 //! ```json
@@ -318,8 +349,8 @@
 //!
 //! # Feature flags
 //!
-//! Each agent front end is a feature, all on by default; without them `bidi-http` serves flows
-//! (the flow wire with SSE, and WebSocket) and compiles no agent loop.
+//! Without `agents` (on by default) `bidi-http` serves flows (the flow wire with SSE, and
+//! WebSocket) and compiles no agent loop.
 //!
 #![doc = document_features::document_features!()]
 //!
@@ -348,11 +379,11 @@ pub mod time;
 pub mod traces;
 #[cfg(feature = "agents")]
 pub mod turns;
+#[cfg(feature = "ws")]
 mod ws;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
-
 
 /// The axum this crate serves with, for the layers and routes you add to a [`Server`] or its
 /// [`router`](Server::router).
@@ -400,6 +431,7 @@ pub const DEFAULT_ADDR: SocketAddr =
 /// wait in the socket reader's read-ahead, which is bounded in bytes as well as in frames, so
 /// a client sending large inputs an action does not take holds about one limit's worth of
 /// them, not a window of eight.
+#[cfg(feature = "ws")]
 pub(crate) const INPUT_WINDOW: usize = 1;
 
 /// The scope of a request's agent sessions: its identity's, or the anonymous scope (never the
@@ -407,4 +439,3 @@ pub(crate) const INPUT_WINDOW: usize = 1;
 pub fn scope(identity: Option<&Identity>) -> bidi_agent::Scope {
     bidi_agent::Scope::new(identity.map_or("", Identity::id))
 }
-

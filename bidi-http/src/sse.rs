@@ -123,7 +123,7 @@ mod tests {
     }
 
     #[test]
-        fn events_are_named() {
+    fn events_are_named() {
         assert_eq!(
             written(|buf| event(buf, "text_delta", &json!({"delta": "hi"}))),
             "before\n\nevent: text_delta\ndata: {\"delta\":\"hi\"}\n\n"

@@ -154,7 +154,10 @@ async fn a_session_is_unknown_to_another_identity() {
         open: Arc::new(Notify::new()),
     };
     let registry = flows(&gate);
-    let addr = start(alice_and_bob(Server::new(registry.clone()).protocol(McpServer::new(registry)))).await;
+    let addr = start(alice_and_bob(
+        Server::new(registry.clone()).protocol(McpServer::new(registry)),
+    ))
+    .await;
     let alice = initialize(addr, "alice").await;
 
     // Alice's call runs as alice, its string output as its text.

@@ -20,9 +20,9 @@ use tests::rng::Rng;
 use tests::tools::wipe;
 
 use bidi_agent::AgentInit;
+use bidi_agui::{Encoder, Event};
 use bidi_flow::Registry;
 use bidi_http::Server;
-use bidi_agui::{Encoder, Event};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
     AgentEvent, AssistantContent, Context, LlmAgent, Message, Status, Tool, ToolEvent, ToolSpec,
@@ -115,7 +115,7 @@ async fn serve(wipes: Arc<AtomicUsize>) -> SocketAddr {
             .agent(&broken)
             .agent(&calculator)
             .agent(&guarded)
-        .protocol(bidi_agui::AgUi::new()),
+            .protocol(bidi_agui::AgUi::new()),
     )
     .await
 }

@@ -175,7 +175,7 @@ async fn genkit_start_drives_a_bidi_program() {
         runtime["genkitVersion"]
             .as_str()
             .unwrap()
-            .starts_with("bidi-http/")
+            .starts_with("bidi-genkit/")
     );
     assert_eq!(runtime["reflectionApiSpecVersion"], 1);
 

@@ -175,11 +175,10 @@ impl Spec {
             .build(),
             LlmAgent::custom("customAgentWithCustomStateStore", count).build(),
         ];
-        let server = agents
-            .iter()
-            .fold(Server::new(Registry::new()).protocol(AgentWire::new()), |server, agent| {
-                server.agent(agent)
-            });
+        let server = agents.iter().fold(
+            Server::new(Registry::new()).protocol(AgentWire::new()),
+            |server, agent| server.agent(agent),
+        );
         let base = format!("http://{}", tests::http::serve(server).await);
         Self {
             base,

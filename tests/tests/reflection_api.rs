@@ -278,7 +278,7 @@ async fn secret_and_health(runtime: &Runtime, id: &str) {
 
     let health = runtime.get(&format!("/api/__health?id={id}")).await;
     assert_eq!(health.status(), 200);
-    assert!(header(&health, "x-genkit-version").starts_with("bidi-http/"));
+    assert!(header(&health, "x-genkit-version").starts_with("bidi-genkit/"));
     assert_eq!(runtime.get("/api/__health").await.status(), 200);
     let other = runtime.get("/api/__health?id=1-3100").await;
     assert_eq!(other.status(), 503);

@@ -33,10 +33,13 @@ async fn serve(script: Vec<u8>) -> SocketAddr {
                 async move { ([(header::CONTENT_TYPE, "text/javascript")], script) }
             }),
         );
-    tests::http::serve(Server::new(Registry::new())
+    tests::http::serve(
+        Server::new(Registry::new())
             .agent(&assistant)
             .protocol(bidi_ai_sdk::Chat::new())
-            .routes(page)).await
+            .routes(page),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,9 +21,9 @@ use tests::rng::Rng;
 use tests::tools::wipe;
 
 use bidi_agent::AgentInit;
+use bidi_ai_sdk::UiMessageStream;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_ai_sdk::UiMessageStream;
 use bidi_http::Server;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{

@@ -3,7 +3,6 @@
 //! when its client goes away, and is read again, from its first chunk, by a request that sends
 //! that header back.
 
-
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};

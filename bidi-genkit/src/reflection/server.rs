@@ -67,11 +67,7 @@ pub(crate) fn router(reflection: Arc<Api>) -> Router {
 
 /// Refuses a request [`Access`] does not let through, and stamps every answer with the
 /// runtime's version, as Genkit's runtimes do.
-async fn guard(
-    State(reflection): State<Arc<Api>>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn guard(State(reflection): State<Arc<Api>>, request: Request, next: Next) -> Response {
     let refusal = reflection
         .access
         .refusal(request.method(), request.headers());
@@ -93,10 +89,7 @@ struct HealthQuery {
 
 /// `GET /api/__health?id=`: 200, or 503 when `id` names another runtime (a file left by a
 /// process that had this port before).
-async fn health(
-    State(reflection): State<Arc<Api>>,
-    Query(query): Query<HealthQuery>,
-) -> Response {
+async fn health(State(reflection): State<Arc<Api>>, Query(query): Query<HealthQuery>) -> Response {
     match query.id {
         Some(id) if id != reflection.id => {
             (StatusCode::SERVICE_UNAVAILABLE, "Invalid runtime ID").into_response()
@@ -289,7 +282,11 @@ async fn run_action(
 /// object `{}`: an init type whose fields all have defaults (`#[serde(default)]`) runs with
 /// them. An init type that takes neither is refused with a message saying how to pass one.
 fn connect(registry: &Registry, key: &str, init: Value) -> Result<JsonConnection, JsonError> {
-    let options = || Host::connect_options(None).input_buffer(1).output_buffer(64);
+    let options = || {
+        Host::connect_options(None)
+            .input_buffer(1)
+            .output_buffer(64)
+    };
     if !init.is_null() {
         return registry.connect_json_with(key, init, options());
     }

@@ -197,7 +197,9 @@ async fn main() -> Result<(), BoxError> {
         .map_err(|error| format!("cannot start: {error}"))?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", bound.local_addr()?)?;
-    let dropped = reflection.serving().map(|runtime| runtime.dropped_spans().clone());
+    let dropped = reflection
+        .serving()
+        .map(|runtime| runtime.dropped_spans().clone());
     if let Some(runtime) = reflection.serving() {
         writeln!(
             stdout,
