@@ -49,16 +49,19 @@
 //! | `GET /agent/{name}/session/{id}` | that agent's session: status, messages, pending tool calls |
 //! | `DELETE /agent/{name}/session/{id}` | deletes it: 204; 409 while an answer runs on it |
 //! | `GET /agent/{name}/sessions` | the ids of the caller's sessions of that agent, sorted: `{"sessions": [..]}` |
-//! | `POST /agent/{name}/chat` | one execution as the Vercel AI SDK's UI message stream (`useChat`): see [`UiMessageStream`] |
-//! | `GET /agent/{name}/chat/{id}` | the stored chat as the AI SDK's `UIMessage[]`, for `useChat({ messages })` after a reload |
-//! | `GET /agent/{name}/chat/{id}/stream` | resumes chat `id`'s UI message stream while its answer runs; 204 when none does |
-//! | `POST /agent/{name}/ag-ui` | one [AG-UI](agui) run of that agent: a `RunAgentInput` in, SSE of AG-UI events out |
-//! | `GET /agent/{name}/ag-ui/{threadId}` | the stored thread as AG-UI messages, for a client that reloads it |
-//! | `POST /agent/{name}/genkit` | one turn on Genkit's agent wire (`remoteAgent` from `genkit/beta/client`): `{"data": AgentInput, "init": AgentInit}`, SSE of `modelChunk`/`turnEnd` chunks then the output; `detach: true` answers at once with the running snapshot; an agent built `client_managed()` takes and answers its client's `state` instead of keeping sessions. A streamed answer carries `x-genkit-stream-id`, and the turn runs on without its client; the same POST with that header (`streamFlow({ url, streamId })`) reads the stream again from its first chunk (while the turn runs, and five minutes after it ended: `Server::genkit_stream_retention`), or gets 204 when there is none. A streamed request that is refused gets 200 and an `error:` record, as from Genkit's servers |
-//! | `POST /agent/{name}/genkit/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}`: the snapshot as Genkit's `SessionSnapshot` (`status` `pending`, `completed`, `failed`, `aborted`, `expired`), or `null` |
-//! | `POST /agent/{name}/genkit/abort` | `{"data": {"snapshotId"}}`: aborts a running turn, in whichever process runs it; answers the status it had |
-//! | `POST /agent/{name}/a2a` | the [A2A](#a2a) 1.0 JSON-RPC endpoint: `SendMessage`, `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`, `SubscribeToTask` (feature `a2a`) |
-//! | `GET /agent/{name}/a2a/.well-known/agent-card.json` | the agent's A2A card (also at `/agent/{name}/.well-known/agent-card.json`) |
+//!
+//! The agent protocols are crates of their own, each a [`Protocol`] added with
+//! [`Server::protocol`], whose routes the server serves beside these under the same auth,
+//! limits, layers and CORS:
+//!
+//! | crate | protocol | routes |
+//! |---|---|---|
+//! | `bidi-ai-sdk` | the AI SDK's UI message stream (`useChat`) | `/agent/{name}/chat`, `.../chat/{id}`, `.../chat/{id}/stream` |
+//! | `bidi-agui` | AG-UI 1.0 | `/agent/{name}/ag-ui`, `.../ag-ui/{threadId}` |
+//! | `bidi-genkit` | Genkit's agent wire; Genkit's reflection API on a listener of its own | `/agent/{name}/genkit`, `.../genkit/getSnapshot`, `.../genkit/abort` |
+//! | `bidi-a2a` | A2A 1.0 JSON-RPC | `/agent/{name}/a2a`, the agent card under it |
+//! | `bidi-mcp` | MCP's streamable HTTP | `/mcp` |
+//! | `bidi-devui` | the Dev UI | `/dev/` |
 //!
 //! Serve it with [`Server::bind`] (which sets the timeouts below), or mount the router where you
 //! like with [`Router::nest`](axum::Router::nest) or [`Router::merge`](axum::Router::merge);
@@ -318,14 +321,18 @@
 //!
 //! # Feature flags
 //!
-//! Each agent front end is a feature, all on by default; without them `bidi-http` serves flows
-//! (the flow wire with SSE, and WebSocket) and compiles no agent loop.
+//! The agent endpoints, and the kit the agent protocol crates build on, are the feature
+//! `agents`, on by default; without it `bidi-http` serves flows (the flow wire with SSE, and
+//! WebSocket) and compiles no agent loop.
 //!
 #![doc = document_features::document_features!()]
 //!
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
 //! one that does not compiles no SQLite.
+//!
+//! [`Registry`]: bidi_flow::Registry
+//! [`LlmAgent`]: bidi_llm::LlmAgent
 
 #![doc(test(attr(deny(warnings))))]
 
