@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Two transports: streamable HTTP on 127.0.0.1 (`http/*`: rmcp's `StreamableHttpService` under
-//! `axum::serve`, against bidi's `Server::mcp()`, both with `TCP_NODELAY`; the client is rmcp's
-//! reqwest transport, one session each), and an in-process byte pipe (`duplex/*`:
+//! `axum::serve`, against bidi's `McpServer` served by a `Server`, both with `TCP_NODELAY`; the
+//! client is rmcp's reqwest transport, one session each), and an in-process byte pipe (`duplex/*`:
 //! `tokio::io::duplex`, newline-delimited JSON-RPC as over stdio, no process boundary). Each
 //! also times a bidi agent tool call (`LlmAgent` whose model answers one word, a new session
 //! per call): no rmcp counterpart, shown for scale.

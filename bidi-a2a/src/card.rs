@@ -1,4 +1,6 @@
-//! The agent card: who the agent is, where its JSON-RPC endpoint is, what it does.
+//! The agent card: who the agent is, where its JSON-RPC endpoint is, what it does. Its
+//! interface URL is built from the request's `Host` and original path, so that it is right
+//! wherever the router is mounted.
 
 use axum::Json;
 use axum::extract::{OriginalUri, State};

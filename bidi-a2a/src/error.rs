@@ -1,5 +1,9 @@
 //! A2A's errors: JSON-RPC error objects with the protocol's codes, and the server's refusals
 //! put in those terms.
+//!
+//! JSON-RPC errors are answered with HTTP 200, as JSON-RPC over HTTP answers them (the Python
+//! SDK's client reads no error body of another status). Messages quote only what the client
+//! sent, capped, and name no Rust types.
 
 use bidi_flow::text::{cap, untyped};
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! The A2A wire: an [`LlmAgent`](bidi_llm::LlmAgent) as an agent of the
+//! The A2A wire: an [`LlmAgent`] as an agent of the
 //! [Agent2Agent protocol](https://a2a-protocol.org/v1.0.0/specification/) 1.0, over its JSON-RPC
 //! binding, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for Python) reach it:
 //! [`A2a`] serves every agent of a [`bidi_http::Server`] so. Give the clients
@@ -146,7 +146,7 @@ use wire::TaskWire;
 type Streams = Arc<Tees<TurnKey>>;
 
 /// A2A 1.0 served by a [`bidi_http::Server`] for each of its agents: `POST
-/// /agent/{name}/a2a` (JSON-RPC) and the agent's card. See the [crate](crate).
+/// /agent/{name}/a2a` (JSON-RPC) and the agent's card. See the [crate docs](crate).
 #[derive(Debug, Clone, Copy, Default)]
 #[must_use]
 pub struct A2a {}

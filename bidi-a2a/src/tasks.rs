@@ -1,6 +1,16 @@
 //! The methods on a task (`GetTask`, `CancelTask`, `SubscribeToTask`) and the task a message
 //! goes on with: a task is read from the store, as the snapshot of its turn, in the caller's
 //! scope; a running one's stream from the tee that keeps it.
+//!
+//! Streamed and `returnImmediately` tasks run through `bidi_http::turns` (the neutral home of
+//! streamed turns, which Genkit's agent wire uses too) under a `TurnKey` (scope, agent, task
+//! id) in A2A's own `Tees`, within the server's one budget, so they run on without their
+//! client. `SubscribeToTask` attaches to one, or follows it from the store's `Streams` on
+//! another process; the records it replays were written for another request, so `reframe`
+//! gives them the subscriber's JSON-RPC id (rewriting what precedes each `,"result":`).
+//! `CancelTask` is the store's abort (`turns::abort`), so it reaches the turn in any process.
+//! A blocking `SendMessage` writes to its body's channel and is cancelled when its client
+//! goes away.
 
 use std::convert::Infallible;
 

@@ -1,6 +1,17 @@
 //! The wire without I/O: a line into a JSON-RPC request, notification or response (or a
 //! refusal carrying the JSON-RPC error to answer with), and a message into a line. Lines are
 //! read with a size limit by `bidi_flow::lines::read_line`.
+//!
+//! Wire types come from `agent-client-protocol-schema` (pinned with `=`, protocol version 1).
+//! A request is decoded once, by its method, into the schema's `ClientRequest`
+//! (`client_request`: the schema crate has the enum but no decoder, and its `untagged` serde
+//! cannot tell methods apart); a method not served is `-32601` with the method as data, params
+//! that do not fit `-32602` naming where. `session/cancel` is decoded the same way into a
+//! `ClientNotification`. The schema crate turns on serde_json's `preserve_order` for the whole
+//! workspace build: JSON object keys keep their insertion order everywhere (tests compare JSON
+//! as values, not as text). An oversized line is answered under the id read from its first
+//! bytes (`head`, a small scanner of top-level members; `read_line` keeps a too-long line's
+//! head).
 
 use std::sync::Arc;
 

@@ -2,6 +2,15 @@
 //! offers them in `initialize`: `read_text_file` reads through the editor (unsaved changes
 //! included), `write_text_file` writes through it (the edit shown as a diff), and
 //! `run_command` runs a program in one of the editor's terminals, shown live in the tool call.
+//!
+//! `initialize` records what the client offers on the connection. The tools are the agent
+//! connection's own (`Policy::tool`, after the agent's, which hide them by name, and before the MCP
+//! ones), each a request to the client through the connection's one request table, as permission
+//! requests are. To the loop they are ordinary tools, so kinds, locations, modes and the permission
+//! gate apply unchanged; the two that change something need permission unless a rule decides. A
+//! running command is a guard: dropped unfinished (the turn cancelled), it sends `terminal/kill`
+//! and `terminal/release` from a task of its own. `terminal/output` is not polled while a command
+//! runs: the embedded terminal is ACP's live view, and the output is read once it exits.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};

@@ -1,6 +1,16 @@
 //! The MCP servers a client names in `session/new` and `session/load`: stdio ones started as
 //! child processes, HTTP ones connected to with the streamable HTTP transport; their tools
 //! offered to the session's prompt turns as `{server}__{tool}`.
+//!
+//! They are rmcp's clients: stdio servers in process groups of their own, closed and reaped
+//! when input ends; HTTP servers over rmcp's streamable HTTP client (reqwest, with no TLS stack
+//! of our own: a program that wants https enables one). SSE servers are refused, since rmcp has
+//! no client for that deprecated transport. Each tool is the connection's own
+//! (`Policy::tool`, a `Tool::dynamic` over a raw JSON Schema) with a call timeout; a result's
+//! images, audio and embedded resources become `ToolEvent::Attachment`s. Servers start in the
+//! `session/new` or `session/load` task, within a start timeout. A server that fails is the
+//! client's configuration: `-32602` naming `mcpServers[i]`, the URL's user info and query
+//! values redacted (also in the HTTP client's error text, which quotes the URL).
 
 use std::collections::HashMap;
 use std::error::Error as _;

@@ -1,5 +1,10 @@
 //! Built without the `mcp` feature: no MCP client. A `session/new` or `session/load` that names
 //! MCP servers is refused with invalid params naming `mcpServers`, never served without them.
+//!
+//! It stands in for `mcp.rs` (`use no_mcp as mcp`, the same `Servers`), so nothing else in the
+//! crate knows the feature; stdio servers are refused too (ACP's baseline, which such a build
+//! cannot keep). `Server::mcp_start_timeout` and `mcp_call_timeout` exist with the feature
+//! only.
 
 use std::time::Duration;
 

@@ -1,5 +1,12 @@
 //! What the server decides about the agent's tools: which need the user's permission, the
 //! session modes, the kind a tool call is shown with, and the files it touches.
+//!
+//! They reach the agent loop as a `bidi_llm::Policy`, a connection extension that carries
+//! behaviour, not only data: a system prompt put before the session's, the agent tools
+//! offered, and a gate every local tool call awaits before it runs (here: asking the client
+//! with `session/request_permission`; a refusal is the tool's error result). Tools that need
+//! approval need permission without a rule: the gate decides them in the turn, so an ACP turn
+//! never ends waiting for a decision.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,12 @@
 //! The server: one reader (the task running [`Server::serve`]), a task per prompt turn, and a
 //! writer all of them share, one line at a time.
+//!
+//! It serves an `LlmAgent`'s typed connection (`connect_with`, then `execute`, like bidi-http's
+//! execute endpoint), not a registered action through a `JsonConnection`: ACP is about agents,
+//! and a turn's events map onto `session/update`s one to one. It registers no action kind.
+//! Any other `bidi_agent::Agent` is served through a `Bridge`; the server holds a `Backend`
+//! (`Llm` or `Bridged`), the bridged side behind one private object-safe trait (`Turns`), so
+//! that `Server` stays a plain type.
 
 use std::fmt;
 use std::io;

@@ -3,6 +3,20 @@
 //!
 //! An [`LlmAgent`]'s turns run on their session's agent connection, kept from one turn to the
 //! next ([`Live`]): each prompt is one more input on it.
+//!
+//! A turn is a wire on the agent seam: `Updates` makes the `session/update`s (and the markers
+//! of the calls the turn reached, for the permission gate), the client is the sink (it writes
+//! them in order, marks each reached call after what precedes it, and is closed by
+//! `session/cancel`, with `Cancelled::ByClient`, or by the client going away, with
+//! `PeerGone::Disconnected`), and `bidi_serve::pump` drives them. A bridged agent's turn is the
+//! same pump with the bridge's updates as the wire: the crate has no turn loop of its own.
+//!
+//! The permission gate runs in the execution, ahead of the events the pump has still to write,
+//! so it waits until everything up to its call's `tool_call` (shown `pending` when the gate
+//! will ask) is written before it sends `session/request_permission`. A cancelled turn's
+//! pending permission request does not refuse the call (that would race the cancellation: the
+//! loop could read the refusal and call the model again); the cancellation drops it with the
+//! tool. The provider's `content_filter` (`StopReason::Refusal`) is ACP's `refusal`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

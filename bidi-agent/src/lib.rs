@@ -87,6 +87,50 @@
 //! `bidi-agent` depends on `bidi-session` without its default feature `sqlite`: a program that
 //! keeps sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default
 //! features), and one that does not compiles no SQLite.
+//!
+//! # Contract
+//!
+//! The rules this crate keeps, for the crates built on it (`bidi-llm`, the protocol crates)
+//! and for anyone extending it. They are numbered so that reviews and other crates' docs can
+//! point at them; a change to the crate keeps every one, or says here which it changes. The
+//! rules of the sessions themselves (S1–S5) are `bidi-session`'s.
+//!
+//! - **A1** [`Agent<State, In, Out, Stream>`](Agent) is a [`BidiFlow`] whose function (a
+//!   `bidi_core::ActionFn` over a [`Session<State>`](Session) and a [`Responder<Stream>`])
+//!   returns [`AgentResult`] `{output, artifacts}`.
+//! - **A2** [`AgentInit`] opens the connection's session as [Sessions](#sessions) says, before
+//!   any input is taken: [`session_id`](AgentInit::session_id) resumes or creates,
+//!   [`resume`](AgentInit::resume) requires the session (JSON `{"sessionId": .., "resume":
+//!   true}`), no id creates one under a fresh id (`bidi_session::new_id`); a store that fails
+//!   makes the first `send` fail with `SendError::Failed` carrying the store's error. The
+//!   output is [`AgentOutput`] `{sessionId, snapshotId, output, state, artifacts}` (camelCase
+//!   in JSON), `snapshotId` being the session's head when the function returned.
+//!   - Without a store, an agent keeps at most 1,024 sessions in memory, and the latest 256
+//!     snapshots of each (past them a session keeps its head alone, written whole), the least
+//!     recently used dropped first; [`AgentBuilder::store`] is the one way to give one.
+//!   - A connection whose `ActionContext` carries a [`Scope`] (an identity) opens its session
+//!     in `bidi_session::Scoped`: the store seen through length-prefixed keys of the scope and
+//!     the agent's name ([`Scope::sessions`]), so a session id names a session of that scope
+//!     and agent only, and two agents sharing a store never adopt each other's sessions.
+//!     Transports give every untrusted caller a scope.
+//!   - Session ids are at most [`MAX_SESSION_ID_BYTES`] (256) bytes, without control
+//!     characters ([`InitError`]), and `AgentInit` refuses unknown fields.
+//!   - [`snapshot`](AgentInit::snapshot) (JSON `snapshotId`) opens the session at that
+//!     snapshot, within the caller's scope: the connection's first write branches from it.
+//!     With a session id too, the snapshot must be one of that session's
+//!     ([`InitError::SnapshotOfAnotherSession`] otherwise); a snapshot outside the caller's
+//!     scope is a `NotFound` of kind `snapshot`.
+//!   - [`AgentBuilder::client_managed`] makes an agent that keeps no sessions (Genkit's
+//!     client-managed state): each connection starts from its init's state, under its session
+//!     id or a fresh one, in a memory store of the connection's own that goes with it, and the
+//!     client takes the state back from [`AgentOutput`]. An init that names a session to
+//!     `resume`, or a `snapshot`, is refused ([`InitError::ClientManaged`]).
+//!   - A stored state that does not decode into the agent's `State` is
+//!     `StoreError::InvalidState` (HTTP 409 on the HTTP wires), never overwritten.
+//! - **A3** [`Responder::send`], [`send_batch`](Responder::send_batch) and
+//!   [`end_turn`](Responder::end_turn): the consumer's `responses()` ends at `end_turn`.
+//! - **A4** Agents register as `/agent/{name}` (`ActionType::AGENT`), with their state's
+//!   schema in the descriptor's metadata (`agent.stateSchema`).
 
 #![doc(test(attr(deny(warnings))))]
 

@@ -407,7 +407,7 @@ impl bidi_serve::Wire for Sse {
 
 /// AG-UI served by a [`bidi_http::Server`] for each of its agents: `POST
 /// /agent/{name}/ag-ui` (a run) and `GET /agent/{name}/ag-ui/{threadId}` (the stored
-/// thread). See the [crate](crate).
+/// thread). See the [crate docs](crate).
 ///
 /// ```no_run
 /// use bidi_agui::AgUi;

@@ -1,4 +1,10 @@
 //! The encoder: an execution's [`AgentEvent`]s as the chunks of the UI message stream.
+//!
+//! Its open block is `bidi_serve`'s `Blocks`, the tracker AG-UI's encoder shares. A tool call
+//! opens at `toolcall_start` (`tool-input-start`); a start without an id, from an older
+//! producer, falls back to the whole call at `toolcall_end`. The repository's
+//! `tests/tests/vercel_client.rs` runs hundreds of seeded executions of the real agent loop
+//! through it, then through `ai`'s `readUIMessageStream`, which must read every one.
 
 use std::collections::{HashMap, HashSet};
 

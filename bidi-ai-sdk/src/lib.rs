@@ -121,7 +121,7 @@ const HEADERS: [(HeaderName, &str); 2] = [
 /// The UI message stream served by a [`bidi_http::Server`] for each of its agents: `POST
 /// /agent/{name}/chat` (an answer), `GET /agent/{name}/chat/{id}` (the stored chat) and `GET
 /// /agent/{name}/chat/{id}/stream` (the answer streaming now, for a client that resumes it).
-/// See the [crate](crate).
+/// See the [crate docs](crate).
 ///
 /// ```no_run
 /// use bidi_ai_sdk::Chat;

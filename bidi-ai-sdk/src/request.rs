@@ -1,5 +1,9 @@
 //! The request: the body `DefaultChatTransport` sends, and the turn it makes on a new chat or
 //! a stored one (the user's message, the client's tool results, the user's approvals).
+//!
+//! A request that is refused gets the server's JSON error body, never a stream: the UI message
+//! stream has no shape for a refusal before it starts (AG-UI's one-event `RUN_ERROR` stream has
+//! no counterpart here), and the AI SDK's transport shows a refused body to its user as text.
 
 use std::collections::HashSet;
 

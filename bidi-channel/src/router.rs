@@ -1,4 +1,27 @@
 //! [`MessageRouter`]: one agent connection per user, replies streamed to channels.
+//!
+//! It drives typed agent connections (`Connection<In, Out, Chunk>`), not a `JsonConnection`,
+//! like bidi-acp: the protocol is about agents. It registers no action kind, and has no `codec`
+//! module of frames: a channel's wire is the channel's (the Bot API's is frankenstein's types).
+//!
+//! - One task per user holds that user's connection, on a session id of its own
+//!   (`bidi_session::new_id`), and takes the user's messages from a queue of 8: one user's turns
+//!   are serialized by construction, and users run concurrently. After the idle timeout (30
+//!   minutes) the task leaves the map and closes its queue under the map's lock (a message
+//!   queued just before is still answered; a sender that finds the queue closed starts a new
+//!   task), then closes its connection, so the agent saves its session: the next message
+//!   starts a new task on a new session, which is session rotation. At most `max_users`
+//!   (10,000) tasks exist; one more user is refused with `Error::TooManyUsers`. Dropping every
+//!   router handle drops the queues: every task ends after its current reply, and the bus
+//!   closes.
+//! - A turn: `user_message` on the bus (`tokio::sync::broadcast`), then the reply, a wire on
+//!   the agent seam whose sink makes the channel's streaming calls one piece at a time, then
+//!   `agent_response` with the same text on both paths. `Chunk::piece` says what a chunk is:
+//!   `text_delta` is text, `toolcall_end` a tool (`status`), and an `error` event (a model
+//!   failure, the turn limit) or `awaiting_tool_execution` / `awaiting_approval` (calls a chat
+//!   can neither run nor approve; the reply says which) a failure. A broken connection is
+//!   opened again on the same session for the next message. `handle` is cancel safe once the
+//!   message is queued: the reply is still delivered.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -22,6 +22,15 @@
 //!
 //! Stream state is kept per user, so replies to several chats are streamed at once.
 //!
+//! The debounce needs no timer: a chunk edits when the pace has passed since the last edit, at
+//! least `min_chars` new characters came, and no `retry_after` is pending. Telegram counts its
+//! limit in UTF-16 code units, and so does the split ([`split`]: after a line break or a space
+//! in the second half of a part, else at the limit), the one wire rule of the crate's own,
+//! tested without I/O. An unchanged final text is not sent again ("message is not modified"
+//! counts as done); an empty reply is sent as `(empty reply)`. Bot API answers are read up to
+//! 1 MiB. Receiving updates (`getUpdates`, webhooks) is left to the program: it calls
+//! [`MessageRouter::handle`](crate::MessageRouter::handle) with the chat id.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //!

@@ -13,6 +13,11 @@
 //! streaming is answered `409 Conflict`. The user id is taken from the path: mount the route
 //! behind your own authentication (an axum layer) so users post only as themselves.
 //!
+//! The response body is a channel of 16 writes, so a slow browser slows the reply. A
+//! message the router refuses (too many users) ends the stream with `error` and `finish`. This
+//! feature is the crate's one dependency on another protocol crate (`bidi-ai-sdk`, for its
+//! encoder).
+//!
 //! ```
 //! use std::sync::Arc;
 //!

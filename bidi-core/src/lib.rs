@@ -81,6 +81,88 @@
 //! # Feature flags
 //!
 //! `bidi-core` has no optional features. Tracing, schemas and registries live in `bidi-flow`.
+//!
+//! # Contract
+//!
+//! The rules this crate keeps, for the crates built on it (flows, agents, transports) and for
+//! anyone extending it. They are numbered so that reviews and other crates' docs can point at
+//! them; a change to the crate keeps every one, or says here which it changes.
+//!
+//! - **C1** [`BidiAction::new`] takes any function of the one bound [`ActionFn`] (with
+//!   [`ActionFuture`] for its future): `Fn(ActionContext, Init, Inbound<In>, Outbound<Stream>)
+//!   -> Fut`, `Send + Sync + 'static`, where `Fut: Future<Output = Result<Out, E>> + Send +
+//!   'static` and `E: Into<BoxError>`. Flows and agents put the same bound on their functions,
+//!   so a mistake gets one diagnostic. A [`BidiAction`] is cheap to clone.
+//! - **C2** [`connect`](BidiAction::connect) spawns exactly one task for the action (inside a
+//!   tokio runtime) and returns a `#[must_use]` [`Connection`];
+//!   [`connect_with`](BidiAction::connect_with) takes [`ConnectOptions`]: buffer sizes, a parent
+//!   cancellation token, extensions, an observer, the grace period.
+//!   [`ConnectOptions::driver`] leaves the task's future ([`ActionTask`]) in a [`Driver`]
+//!   instead of spawning it, for a transport that polls it in its own task beside its reads and
+//!   writes, so that a turn crosses no task boundary. The task must be polled for the action to
+//!   run; a transport that stops driving it spawns it (dropping it drops the action, as a
+//!   runtime shutdown would). Every other rule holds as for a spawned action. Such a task
+//!   wraps its future in [`InPlace`]: the action and the connection's ends wake one another
+//!   from inside its poll, and a tokio runtime would answer each of those wakes as a
+//!   `yield_now` (the back of the queue, an idle worker unparked to steal it); `InPlace` polls
+//!   again at once, up to a budget, and hands the runtime only the wakes from elsewhere.
+//! - **C3** Channels are unbuffered by default (rendezvous): [`Connection::send`] completes only
+//!   when the action has taken the value, [`Outbound::send`] only when the consumer has taken
+//!   the chunk, and a send whose future is dropped delivers nothing. [`ConnectOptions`] can set
+//!   a buffer for either direction. [`Outbound::send_batch`] hands several chunks over as one:
+//!   each counts as taken when the consumer takes the batch.
+//! - **C4** A send after [`close`](Connection::close) fails with the value handed back
+//!   ([`SendError::Closed`]); after the action completed with an output,
+//!   [`SendError::Completed`]; after it ended with an error (its own or a panic),
+//!   [`SendError::Failed`] carrying that error (the one [`output`](Connection::output)
+//!   returns), so a transport can tell its peer why at once; after a cancel,
+//!   [`SendError::Cancelled`]. All deterministic.
+//! - **C5** [`close`](Connection::close) is idempotent and only half-closes:
+//!   [`Inbound::recv`] returns `None` once everything sent was taken.
+//! - **C6** [`responses`](Connection::responses) returns a [`Responses`] (a fused stream of
+//!   `Result<Stream, Error>`) that ends at the next [`Outbound::end_turn`] or when the action
+//!   returns; [`Responses::turn_ended`] tells which. If the action failed, its error is yielded
+//!   once, as the last item. Dropping a `Responses` cancels nothing: the next call goes on where
+//!   it stopped. [`Responses::cancel_with`] cancels from where a consumer reads.
+//! - **C7** [`output`](Connection::output) waits for the action's result, discarding unread
+//!   chunks, so a streaming action can never deadlock it. A completed result wins over a cancel
+//!   that raced with it.
+//! - **C8** [`cancel`](Connection::cancel) / [`cancel_with`](Connection::cancel_with): the first
+//!   cause wins; the action sees it through [`ActionContext`] (`cancelled().await`,
+//!   `is_cancelled()`), and its pending sends and receives return promptly. The action then has
+//!   a grace period ([`ConnectOptions::grace`], default [`DEFAULT_GRACE`], one second) to
+//!   finish; after it, its future is dropped wherever it waits (the cancel wakes the action's
+//!   task, so the grace runs even while the action awaits something that knows nothing of the
+//!   cancel). `output()` after a cancel returns [`Error::Cancelled`] (unless the action had
+//!   already completed) only once the action's future has finished or been dropped: when it
+//!   returns, nothing of the action runs. [`Cause::kind`] says where a cause came from
+//!   ([`CauseKind::Requested`]: a handle's cancel; `Parent`: the parent token; `Dropped`: every
+//!   handle dropped) without matching text; the error inside is the reason, downcastable.
+//! - **C9** Dropping every handle of a connection cancels the action; its task ends within the
+//!   grace period even if the action ignores its cancellation. No task, channel or span outlives
+//!   its connection (the tests check the runtime's count of alive tasks). `done()` on a
+//!   connection or either half waits for that moment without consuming anything;
+//!   `is_finished()` says whether the outcome is decided (completed or cancelled), which can be
+//!   earlier.
+//! - **C10** A panic in the action becomes [`Error::Panicked`] through `responses()` and
+//!   `output()`; it never hangs a caller and never takes the runtime down.
+//! - **C11** The framework owns the end of the stream: the action cannot close its
+//!   [`Outbound`]; returning closes it.
+//! - **C12** [`run`](BidiAction::run) is the one-shot path: the input is the only inbound value,
+//!   then the input is closed, chunks are drained, and the output returned. No task leaks even
+//!   when the caller drops the future midway.
+//! - **C13** [`into_split`](Connection::into_split) gives an owned, cloneable [`SendHalf`] and
+//!   an owned [`RecvHalf`] (responses and output) for full-duplex use from two tasks. Dropping
+//!   every sending half closes the input; dropping every half cancels.
+//! - **C14** [`ActionContext`] carries the cancellation, the action's name, a connection id (a
+//!   UUID), and typed [`Extensions`] (like `http::Extensions`), through which transports hand
+//!   auth and request data to actions.
+//! - **C15** Errors are small and specific: [`Error`] is a `#[non_exhaustive]` enum; the
+//!   action's own error is kept as its source ([`Error::Action`]), so callers can downcast it.
+//!   One [`BoxError`] and one [`NotFound`] (`kind`, `name`, `suggestion`) serve the workspace.
+//!
+//! The crate's public API has no OpenTelemetry, schemars, HTTP or database types: those belong
+//! to the crates above it.
 
 #![doc(test(attr(deny(warnings))))]
 

@@ -1,5 +1,11 @@
 //! The page's files, compiled into the crate: one HTML page, its stylesheet, and its scripts
 //! (ES modules that import one another by relative path).
+//!
+//! They are written by hand and compiled in with `include_str!`: no build step, and nothing
+//! fetched from elsewhere, so the page is answered with a Content Security Policy of `'self'`.
+//! The page drives the server's own routes the way any client would (`GET /actions` and the
+//! schemas it makes its forms from, the WebSocket wire for runs, the UI message stream for
+//! chats); what the Dev UI adds is the read-only JSON under `/dev/api/`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

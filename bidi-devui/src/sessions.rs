@@ -1,6 +1,10 @@
 //! An agent's sessions as the store keeps them, read-only: a session's lineage of snapshots,
 //! one snapshot's state, and what changed between two of them. Each identity reads its own
 //! sessions only, through the same scope as the agent endpoints.
+//!
+//! A lineage is walked from the head through `SessionStore::entry`, parent by parent: a store
+//! lists no snapshots of a session, so the tail of a branch that was left is not shown. A diff
+//! is `bidi_session::Change::diff` of the two states, the JSON Patch a store would write.
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,5 +1,6 @@
 //! The traces the server keeps, for the page: a list, one trace, and every span as it starts and
 //! ends (SSE), to those who may read them ([`DevUi::trace_readers`](super::DevUi::trace_readers)).
+//! The live records are written by `bidi_http::sse`, the one SSE writer.
 
 use std::convert::Infallible;
 use std::time::Duration;

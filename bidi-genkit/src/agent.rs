@@ -57,6 +57,11 @@
 //! - `POST /agent/{name}/genkit/abort`: `{"data": {"snapshotId"}}` → `{snapshotId, status}`,
 //!   the status the snapshot had (none for a snapshot that does not exist); a pending one is
 //!   aborted, and its turn stops at its next lease renewal, in whichever process runs it.
+//!
+//! Genkit's own client, `remoteAgent` from `genkit`'s beta client, is the peer the wire is
+//! tested with, and Genkit's agent conformance spec (`tests/specs/agent.yaml` in the Genkit
+//! repository) runs against it case by case: the repository's `tests/tests/genkit_spec.rs`
+//! says which cases apply and how each runs.
 
 mod init;
 mod message;

@@ -1,5 +1,23 @@
 //! The agent execute endpoints: `POST /agent/{name}/execute` runs one execution of an
 //! [`LlmAgent`] as SSE of its events; `GET /agent/{name}/session/{id}` reads a session.
+//!
+//! It is also the kit every HTTP agent protocol starts its executions with. An endpoint is a
+//! wire on the agent seam (`bidi-serve`): [`spawn`] opens the connection in the request's scope
+//! ([`Host::connect_options`]) and hands it to `bidi_serve::Execution` with the endpoint's
+//! [`HttpWire`] and a sink (the body's channel, a tee, or `bidi_serve::Detached`); a refusal
+//! becomes the endpoint's [`Failure`] before a byte is written.
+//!
+//! One agent, one store, every protocol: a session is the agent's `(scope, name, id)` in its
+//! store, never a wire's, so every wire of an agent in one scope (execute, Genkit's agent and
+//! flow wires, WebSocket, the UI message stream, AG-UI, A2A, MCP, and bidi-acp given that
+//! scope with its `Server::scope`) takes turns of one conversation, in any process on the
+//! store. Each turn claims the session by compare-and-swap on its head and writes what it
+//! added, so turns of two wires never overwrite each other; a wire that keeps a connection
+//! open between turns (ACP) reads the session again when its head moved. Each wire shows the
+//! conversation in its own terms (a replay of `session/update`s, `UIMessage[]`, AG-UI
+//! messages). The repository's `demo/tests/demo.rs` holds one conversation over the AI SDK's
+//! client, the ACP TypeScript SDK's (another process) and the execute wire, read back over
+//! AG-UI.
 
 use std::sync::Arc;
 

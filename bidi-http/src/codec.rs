@@ -1,6 +1,11 @@
 //! The wire, without I/O: request bodies decoded into requests (or refusals), chunks and
 //! outputs encoded into SSE records, the JSON error body every refusal is answered with, and
 //! refusals as WebSocket `error` frames (the WebSocket's frames are `bidi_flow::frame`).
+//!
+//! A [`Failure`] is the one refusal of every HTTP wire: made from a [`Refusal`] (the agent
+//! seam's classification, which flows share), it maps into each protocol's own error shape at
+//! one place in that protocol's crate. Messages name JSON, never Rust types
+//! (`bidi_flow::text::untyped`), and quote what the client sent capped.
 
 use axum::body::Bytes;
 use axum::http::StatusCode;

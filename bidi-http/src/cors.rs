@@ -1,4 +1,9 @@
 //! Cross-origin requests: which browser pages on other origins may call the server.
+//!
+//! The layer is tower-http's `CorsLayer`, put outermost by `Server::router`: a preflight carries
+//! no credentials, so it is answered before the server's auth. The headers a page may read are
+//! `X-Session-Id` and those each protocol names (`Protocol::exposed_headers`: the UI message
+//! stream's `x-vercel-ai-ui-message-stream`, Genkit's `x-genkit-stream-id`).
 
 use std::fmt;
 use std::time::Duration;

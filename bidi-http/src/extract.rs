@@ -1,4 +1,8 @@
 //! Extractors whose refusals are the JSON error body, like every other refusal of the server.
+//!
+//! axum answers what its own extractors refuse in plain text; these answer in the server's JSON
+//! error body instead, also for paths axum cannot read ([`Segments`]), so that a client meets
+//! one shape of error whatever it got wrong.
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;

@@ -1,5 +1,14 @@
 //! Genkit's flow wire: `POST /{type}/{name}` runs an action on one input, answering JSON or SSE;
 //! `GET /actions` lists the registry.
+//!
+//! A request is one connection with room for its one input, so that an action may stream
+//! before it takes it. A streamed answer is written by a task of its own that hands the body
+//! one write at a time (a channel of one), gathering the records ready at once into that write
+//! (up to 16 KiB): backpressure runs from the socket to the action, and a burst costs one
+//! system call. Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the
+//! client does not take is nothing moving, so a client that stops reading is as gone as a
+//! silent one. A failed stream ends with an `error:` record whose `details` is text, which
+//! Genkit's client prints.
 
 use axum::Extension;
 use axum::Json;
@@ -257,7 +266,7 @@ impl Records for Sse {
 
 /// The body of a streamed answer: a writer task reads the connection and hands `records` to
 /// the body through a channel of one write, so a slow client slows the action (which runs at
-/// most [`OUTPUT_BUFFER`] chunks and one write ahead of the socket). The body ends with the
+/// most `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The body ends with the
 /// last record; a client that goes away cancels the connection.
 pub fn records_body(
     output: JsonRecvHalf,

@@ -349,7 +349,8 @@
 //!
 //! # Feature flags
 //!
-//! Without `agents` (on by default) `bidi-http` serves flows (the flow wire with SSE, and
+//! The agent endpoints, and the kit the agent protocol crates build on, are the feature
+//! `agents`, on by default; without it `bidi-http` serves flows (the flow wire with SSE, and
 //! WebSocket) and compiles no agent loop.
 //!
 #![doc = document_features::document_features!()]
@@ -357,6 +358,9 @@
 //! `bidi-http` depends on `bidi-session` without its default feature `sqlite`: a program that keeps
 //! sessions in `bidi_session::SqliteStore` depends on `bidi-session` itself (default features), and
 //! one that does not compiles no SQLite.
+//!
+//! [`Registry`]: bidi_flow::Registry
+//! [`LlmAgent`]: bidi_llm::LlmAgent
 
 #![doc(test(attr(deny(warnings))))]
 

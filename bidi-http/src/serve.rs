@@ -1,6 +1,16 @@
 //! Serving a router on a listener, and the deadlines that keep slow peers from holding
 //! connections: the request head (and the wait for the next request on an idle keep-alive
 //! connection), and the request body.
+//!
+//! [`Bound::serve`] is an accept loop of its own over hyper's HTTP/1 builder with a timer,
+//! because `axum::serve` sets no deadline: a header read timeout (15 s by default) that also
+//! closes idle keep-alive connections, `TCP_NODELAY` on every socket (without it a write that
+//! follows another before the client acknowledged it, a `turn_end` after its chunk, waits for
+//! the delayed acknowledgement), and graceful shutdown, which also stops what the protocols
+//! serve beside the server (`Protocol::bind`: Genkit's reflection API). [`body_deadline`], a
+//! middleware, reads every request body whole within the body timeout (30 s by default, else
+//! 408) before its route runs. `Server::routes`, `Server::layer` and `Server::cors` exist so
+//! that a user's routes and layers are served by this loop too, and keep its deadlines.
 
 use std::io;
 use std::net::SocketAddr;

@@ -88,10 +88,10 @@ impl Server {
     /// [`Identity`], or refuses it with [`Unauthorized`] (answered with 401). Without it, a
     /// request has the identity a layer of yours put in its extensions, or none.
     ///
-    /// It guards the server's address. Genkit's reflection API (feature `reflection`), on a
-    /// port of its own, is not behind it: on a server with auth, that API is served only when
-    /// `GENKIT_REFLECTION_SECRET_TOKEN` is set, and asks every call for that secret instead
-    /// (see `Server::genkit_reflection`).
+    /// It guards the server's address and every [`protocol`](Self::protocol)'s routes. What a
+    /// protocol serves on a listener of its own (Genkit's reflection API, `bidi-genkit`) is not
+    /// behind it: on a server with auth, that API is served only when
+    /// `GENKIT_REFLECTION_SECRET_TOKEN` is set, and asks every call for that secret instead.
     ///
     /// ```
     /// use bidi_http::{Identity, Server, Unauthorized};
@@ -330,15 +330,16 @@ impl Server {
         (router, host, self.protocols)
     }
 
-    /// Binds the server's address (and, with `genkit_reflection` or `GENKIT_ENV=dev` under
-    /// the feature `reflection`, Genkit's reflection API, whose runtime file it writes).
+    /// Binds the server's address, and what its protocols serve beside it
+    /// ([`Protocol::bind`]: Genkit's reflection API, say, which also writes its runtime file).
     ///
     /// # Errors
     ///
-    /// The address cannot be bound (taken, or not this machine's); or, with the reflection
-    /// API, its listener or runtime file (see `reflection::Runtime::bind`), or, on a server
-    /// with [`auth`](Self::auth), no `GENKIT_REFLECTION_SECRET_TOKEN`: an error of kind
-    /// [`InvalidInput`](io::ErrorKind::InvalidInput) carrying `reflection::SecretRequired`.
+    /// The address cannot be bound (taken, or not this machine's), or a protocol's
+    /// [`bind`](Protocol::bind) failed: Genkit's reflection API fails with its listener or
+    /// runtime file, or, on a server with [`auth`](Self::auth), without
+    /// `GENKIT_REFLECTION_SECRET_TOKEN` (an error of kind
+    /// [`InvalidInput`](io::ErrorKind::InvalidInput) carrying `bidi_genkit`'s `SecretRequired`).
     ///
     /// # Cancel safety
     ///

@@ -4,6 +4,28 @@
 //! of their wire's key. Tees with a [`Retention`] (Genkit's) also keep an answer that ended,
 //! for a while and within a bound of bytes, for the clients that come back a moment late.
 //! [`relay`] carries an answer to the clients of other processes.
+//!
+//! One home for every wire that resumes: the UI message stream's chats (keyed by scope, agent
+//! and chat id), and the streamed turns of [`turns`](crate::turns) (keyed by
+//! [`TurnKey`](crate::turns::TurnKey): scope, agent, turn id), which Genkit's agent wire and
+//! A2A's streamed tasks share. A key always carries its identity's scope, so that it never
+//! reaches another identity's answer.
+//!
+//! - A [`Tee`] is a [`bidi_serve::Sink`]: the pump writes an answer to it as to a response
+//!   body. It hands each write to every reader at the pace of the fastest (each reader a
+//!   channel of 64 writes); a reader left 64 writes behind is dropped, so that one resumer
+//!   that never reads holds nobody back.
+//! - It keeps the answer's bytes for the clients that come back (up to [`RESUME_BYTES`], 8 MiB,
+//!   an answer; past that a new reader gets 410), and all the answers of every wire together
+//!   keep at most [`KEPT_BYTES`] (64 MiB), one [`Budget`] for the server.
+//! - An answer through a tee is detached from its readers, a departure from the rule that a
+//!   departed peer cancels its connection: it runs to its end (or its idle timeout) when its
+//!   first client and every resumer are gone, so that a page that reloads gets what was
+//!   written, then the rest, and the session holds the whole answer either way. A tee is never
+//!   closed for the pump.
+//! - A [`Retention`] keeps the answers that ended for a while (Genkit's: five minutes, 16 MiB
+//!   for all, the oldest forgotten first), so that a client that reconnects a moment late reads
+//!   its answer whole. Expired answers are forgotten lazily, with no task per answer.
 
 pub mod relay;
 

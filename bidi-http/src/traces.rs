@@ -4,7 +4,8 @@
 //! [`Traces`] is an OpenTelemetry span processor: every span a flow makes (one per connection,
 //! one per turn, its steps) is recorded when it starts and again when it ends, and announced to
 //! every [`Updates`] subscriber. It keeps the last traces only (200 unless told), so a
-//! long-running development server does not grow.
+//! long-running development server does not grow. It is the one home of the spans seen in
+//! process: development tools read it, and nothing else in the workspace keeps spans.
 //!
 //! ```
 //! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};

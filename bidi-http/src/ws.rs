@@ -6,6 +6,16 @@
 //! not by the runtime's queue.
 //! When the socket's serving ends first, the action goes on in a task of its own for what it
 //! has left (its grace period after a cancel). The frames are `bidi_flow::frame`'s socket wire.
+//!
+//! An input the action has not taken waits as a branch of that `select!` while the action runs
+//! and its chunks are written; a write the client has not taken waits while frames are read
+//! ahead. The reader reads up to 16 frames, and at most `max_message_bytes`, ahead of an input
+//! or a write that waits, looking for a `cancel`: what a client sending large inputs holds is
+//! bounded in bytes (a window of 8 inputs held 8 of them, 8 MiB at the default limit). When
+//! the serving ends first (the client gone, a protocol violation, the idle timeout), the last
+//! frames are written within the idle timeout. A protocol violation closes the socket with
+//! 1002 (1007 for text that is not UTF-8, 1009 for a message over twice the limit) and cancels
+//! the connection with that reason, not with `PeerGone`: the client did not go away.
 
 use std::collections::VecDeque;
 use std::pin::{Pin, pin};

@@ -1,5 +1,9 @@
 //! An [`LlmAgent`] as an MCP tool: a message in, the answer's text and its session out, the
 //! text streamed as progress; run by `bidi-serve`'s [`Execution`] like every agent front end.
+//!
+//! Its wire keeps the text deltas; its sink is the call's: closed by the request's
+//! cancellation (`notifications/cancelled`, the cause saying the MCP client cancelled the
+//! call) or by the call's answer being dropped (`PeerGone::Disconnected`).
 
 use std::sync::Arc;
 

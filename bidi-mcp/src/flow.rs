@@ -1,5 +1,16 @@
 //! A flow tool's call: its arguments sent as the flow's input, its chunks as progress, its
 //! output as the result; the flow runs in the call's own task.
+//!
+//! A call is the flow seam: `connect_json_with` in the caller's scope, one input, close, the
+//! chunks as `notifications/progress`, the output as text (and as `structuredContent` for
+//! objects). The action's task is polled by the call itself (a `Driver`, under `InPlace`, as
+//! the WebSocket does); a call dropped before the action ends cancels the connection and
+//! spawns the action's task to finish its grace period. A flow whose output schema is an
+//! object's advertises it as its tool's `outputSchema` (MCP's rule); a non-object output then
+//! (a `Serialize` disagreeing with its schema) is a tool error, never a `structuredContent`
+//! that breaks the schema. The registry's refusals of arguments are `-32602`, their pointer
+//! prefixed with where the input or init sits in the arguments; a flow's own failure is a tool
+//! result with `isError`.
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;

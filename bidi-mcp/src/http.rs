@@ -1,5 +1,18 @@
 //! The streamable HTTP endpoint: rmcp's service, its sessions bound to the identity that
 //! opened them and capped, and the refusals of requests it cannot read in JSON-RPC's terms.
+//!
+//! `McpHttpService` wraps rmcp's `StreamableHttpService` and owns the session rules rmcp has
+//! no hook for. Its session manager wraps rmcp's `LocalSessionManager` (whose `keep_alive` is
+//! the idle lifetime) and books every session with its owner: created `Opening`, bound to the
+//! `Identity` of the `initialize` request once its answer carries the id, removed when rmcp
+//! closes it (a `DELETE`, the idle timeout, a failed start). The wrapper answers a request
+//! naming a session not bound to the request's identity itself, 404 with `-32001` as for an
+//! unknown one, before rmcp sees it, so another identity's request is never served, cancels
+//! nothing and deletes nothing. An `initialize` takes a reservation (sessions plus
+//! reservations at most `max_sessions`, else 503, `Retry-After`, `-32000`), given back when
+//! its answer is out. The wrapper reads a POST's body first (kept as `Bytes`), so that rmcp's
+//! 415 for a body it cannot parse becomes JSON-RPC's `-32700` or `-32600`. A session store is
+//! never consulted, since a restored session would have no owner.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -40,7 +53,8 @@ const INVALID_REQUEST: i64 = -32600;
 const RETRY_AFTER_SECONDS: u64 = 10;
 
 /// The streamable HTTP endpoint of an [`McpServer`], a tower service to mount on a route (as
-/// [`Server::mcp`](bidi_http::Server::mcp) does at `/mcp`): made by [`McpServer::http`] and
+/// an `McpServer` added with [`Server::protocol`](bidi_http::Server::protocol) does at
+/// `/mcp`): made by [`McpServer::http`] and
 /// [`McpServer::http_with`].
 ///
 /// Each session belongs to the identity whose request opened it; sessions are capped and end

@@ -1,4 +1,16 @@
 //! The tools an [`McpServer`] lists: their names, schemas, and what each runs.
+//!
+//! Names come from the registry on every `tools/list` (a flow's name, `{type}_{name}` on a
+//! clash, then a count). Each session (a clone of the `McpServer`: rmcp's HTTP service makes
+//! one per session) keeps the names of its last listing in a map that a call looks up, so
+//! that a call does not list the registry, which clones every descriptor. A name the map lacks
+//! (a flow registered since, a call before any listing) is resolved against the tools the
+//! session has not named yet, with names it has not given.
+//!
+//! rmcp's request types are an untagged union, so params it cannot read as their method's
+//! reach `on_custom_request`: `tools/call` and `tools/list` are then `-32602` naming where
+//! (`serde_path_to_error`, `bidi_flow::text::pointer`), any other method `-32601`, as are
+//! the resource, prompt and completion methods, which rmcp would answer with empty results.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

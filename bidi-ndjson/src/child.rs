@@ -1,4 +1,13 @@
 //! The agent process: [`Command`] says how to start it, [`Child`] talks to it one line at a time.
+//!
+//! `Command` is cloneable, so that a flow starts one process per connection. `Child` is the one
+//! driver of a process: `listen` and the flow both use its reader and writer halves. It knows
+//! whether a round is open (a prompt written, its `result` or `error` not yet read), which is
+//! what keeps rounds in step. Two timeouts bound a round, per message (silence) and per round;
+//! either kills the process group. An oversized line fails the round while its bytes are read
+//! and dropped, never kept, and the process stays usable. The agent runs in a process group of
+//! its own: `Drop` sends SIGKILL to the group (`nix`), so its children go too (init reaps
+//! them), and tokio's `kill_on_drop` reaps the agent.
 
 use std::collections::HashMap;
 use std::ffi::OsString;

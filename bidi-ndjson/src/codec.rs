@@ -1,5 +1,12 @@
 //! The wire: one JSON object per line. The agent writes typed messages (`progress`, `question`,
 //! `result`, ...); the host writes the optional `init`, the prompt, and `response`s. No I/O here.
+//!
+//! Replies carry `in_reply_to_id` whenever the message had an `id`, the correlation the
+//! protocol proposes; `in_reply_to` is still the message's type, so agents that read only that
+//! read them unchanged. `Question` and `Approval` carry the optional `id` too, so a handler
+//! sees what it answers, and `Host` keeps a request's own id. A text prompt is one line: a
+//! context on a second line could not be told from the next prompt, so such a prompt is
+//! refused (JSON prompts carry both).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,8 @@
 //! An agent process as a bidi flow: prompts and replies in, its messages out, a round a turn.
+//!
+//! The agent's output is read in a task of its own, one message ahead at most, because reading
+//! a line is not cancel safe and a channel receive is: replies and new prompts are taken while
+//! a round runs, and prompts queue behind the running round.
 
 use std::collections::VecDeque;
 use std::time::Duration;

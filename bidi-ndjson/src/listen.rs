@@ -1,4 +1,13 @@
 //! One round with handlers: the `listen` loop.
+//!
+//! A handled message is parsed twice and never as a `serde_json::Value`: its head (`type`,
+//! `id`; the other fields skipped), then straight into the handler's type. A `Map` or `Value`
+//! handler gets every field but `type`. Unhandled, terminal and plain-text lines are decoded
+//! whole into a `Message`. A message of a type that expects a reply and that no handler takes
+//! gets a default one: an agent waiting for an answer nobody gives would wait forever. A round
+//! that fails while the agent is in it is drained, not abandoned, so that the process, and
+//! whatever the agent keeps across rounds, survives. The flow needs none of this: any failure
+//! there ends the connection and the process.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -10,12 +10,20 @@
 //! `client_managed()`; the others keep their sessions in the agent's store.
 //!
 //! Assertions follow the spec's semantics (`contains`: objects by their listed fields, lists as
-//! ordered subsequences), with one difference, written on ARCHITECTURE.md: a bidi model always
-//! streams its answer, so a scripted answer without `streamChunks` still reaches the client as
-//! `modelChunk`s of role `model`. The chunk lists are checked as the spec lists them, with those
-//! model chunks allowed in between and nothing else.
+//! ordered subsequences), with one difference: a bidi model always streams its answer, so a
+//! scripted answer without `streamChunks` still reaches the client as `modelChunk`s of role
+//! `model`. The chunk lists are checked as the spec lists them, with those model chunks allowed
+//! in between and nothing else.
 //!
-//! Cases that are not here, and why, are listed on ARCHITECTURE.md.
+//! Of the spec's 39 cases, 38 apply and pass here; one of them runs differently, and one does
+//! not apply:
+//!
+//! - *multi-turn in one invocation* runs on an agent connection, not over HTTP: over HTTP an
+//!   invocation carries one input (Genkit's `remoteAgent` sends one per request), and a bidi
+//!   connection takes any number.
+//! - *pure detach without payload* does not apply: it sends `detach` as a second input of the
+//!   invocation that carries the message, while over HTTP a detach is the flag on the input it
+//!   detaches, and a request of `{detach: true}` alone is refused (400: nothing to do).
 
 use std::time::Duration;
 

@@ -1,6 +1,25 @@
 //! The sessions of a connection: `session/new`, `session/load` (replaying the conversation),
 //! `session/close` and `session/set_mode`, and what the server keeps of a session besides
 //! the agent's state (its mode, the answers that hold for the rest of it).
+//!
+//! - The sessions live in the agent's store in the scope `acp` (or the one `Server::scope`
+//!   names, one `Rules` field read where sessions are created, replayed and connected to).
+//!   `Scoped` keys are length-prefixed, so no client id reaches another scope's keys or an
+//!   unscoped session.
+//! - A session's mode and its "always" answers are a record of the server's own under the same
+//!   session id, in a `Scoped` store of scope `bidi-acp` (for the sessions of scope `acp`;
+//!   `bidi-acp:{len}:{scope}` for another scope's, so one id in two scopes is two records).
+//!   Never written into the agent's state: an execution saves the whole `LlmSession` it
+//!   claimed, so a concurrent write there would conflict with it. Client ids cannot reach the
+//!   record: they are ids of the clients' scope, whose keys start with a digit.
+//! - Past `max_sessions`, `-32603` with `reason: too_many_sessions`: `-32800` (LSP's "request
+//!   cancelled") would read as the client's own cancellation. A session being opened counts
+//!   from the start of its request, before its MCP servers start, so the requests in flight
+//!   cannot overshoot.
+//! - `available_commands_update` is sent after the `session/new` or `session/load` answer:
+//!   clients drop the updates of a session they do not know yet.
+//! - Each prompt turn has a number unique on the connection, so that a turn that ends after
+//!   its session was closed and opened again leaves the new session's state alone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -1,5 +1,8 @@
 //! What the reader and the tasks it starts share: the sessions open on the connection, the
 //! one line writer, and our own requests waiting for the client's answer.
+//!
+//! Our requests (permission requests, the editor's files and terminals) go through one table
+//! of pending ids, `Shared::request`; all of them fail when the client's input ends.
 
 use std::collections::HashMap;
 use std::io;

@@ -1,6 +1,12 @@
 //! A session's agent connection, kept from one prompt turn to the next: each prompt is one more
 //! input on it, so a turn starts from the session the connection holds instead of loading it
 //! from the store, and costs the same on a long session as on a new one.
+//!
+//! A session shared with other front ends may take their turns between two of its prompts,
+//! in this process or another on the store. The connection's next execution claims the
+//! session by compare-and-swap from the head it cached, finds that the head moved, reads the
+//! session again and starts from there (`bidi_llm`'s claim), so the other turns are neither
+//! lost nor overwritten, and the kept connection needs no check of its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -1,5 +1,6 @@
-//! The bidi-core contract, rule by rule (C1–C15 in ARCHITECTURE.md). Each test runs on a
-//! multi-thread runtime and on a current-thread runtime unless it needs a paused clock.
+//! The bidi-core contract, rule by rule (C1–C15, in the Contract section of the crate docs).
+//! Each test runs on a multi-thread runtime and on a current-thread runtime unless it needs a
+//! paused clock.
 
 #![allow(clippy::unwrap_used)]
 

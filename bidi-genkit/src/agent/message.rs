@@ -1,5 +1,8 @@
 //! Genkit's message shapes (`MessageData`: a role and its parts) from and to bidi-llm's
 //! messages.
+//!
+//! A conversation is shown as Genkit's messages: the results of one model message's tool
+//! calls go together in one `tool` message.
 
 use bidi_llm::{
     Approval, AssistantContent, AssistantMessage, Attachment, Message, ToolCall, ToolResultMessage,

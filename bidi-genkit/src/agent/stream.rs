@@ -2,6 +2,15 @@
 //! (`bidi_http::turns`) under a stream id (the `x-genkit-stream-id` header of its answer), runs on
 //! when its client goes away, and is read again, from its first chunk, by a request that sends
 //! that header back.
+//!
+//! The stream id is the turn's snapshot id, the id a store's `Streams` keys the turn's pieces
+//! by, so a request on another process follows the stream from the store (through the
+//! caller's scope: the snapshot's `entry`, then its pieces; nothing published yet is waited
+//! for). A client-managed agent's turn has no snapshot in a shared store: its stream is one of
+//! this process only, under an id minted with `bidi_session::new_id`; it runs on, and its
+//! reconnecting client still gets the output, which carries the state the client keeps.
+//! Answers that are not streamed, detached turns and refusals carry no stream id: they are
+//! whole at once.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};

@@ -1,5 +1,7 @@
 //! The runtime file that announces a runtime to Genkit's tools:
 //! `<projectRoot>/.genkit/runtimes/<pid>-<port>-<ms>.json`, which `genkit start` watches.
+//! The project root is found the tools' way (their markers, not `Cargo.toml`), and the file is
+//! removed when serving ends or the runtime is dropped.
 
 use std::fs;
 use std::io;

@@ -1,5 +1,11 @@
 //! The reflection API's routes (version 1): health, notify, actions, values, `runAction` and
 //! `cancelAction`, behind the checks of [`Access`].
+//!
+//! They answer over the server's registry: `GET /api/actions` is `GET /actions`'s descriptors.
+//! `runAction` is the flow wire's run (`bidi_http::flow::records_body`, writing NDJSON records
+//! instead of SSE's) whose headers carry the connection span's ids
+//! (`JsonConnection::span_context`) before any body, and runs are kept by trace id for
+//! `cancelAction`.
 
 use std::collections::HashMap;
 use std::fmt;

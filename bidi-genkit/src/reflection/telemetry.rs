@@ -1,6 +1,11 @@
 //! Spans forwarded to the telemetry server of Genkit's tools: every span start and end of a
 //! [`Traces`](bidi_http::traces::Traces) store, as Genkit's `TraceData` with `genkit:*` attributes,
 //! posted to `{telemetryServerUrl}/api/traces`.
+//!
+//! The store is the one the `Reflection` was given (the Dev UI's, say), else one installed as
+//! the global tracer provider once per process. Posts go one at a time from one task: a dead or
+//! hanging telemetry server costs that task two seconds a post, never a run, and what the
+//! store's channel drops meanwhile is counted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,6 +2,15 @@
 //! [`Streams`](bidi_session::Streams) (when the store has them, as `PostgresStore` does) under
 //! its turn's snapshot id, and followed from there by a client that comes back to it on
 //! another process.
+//!
+//! A [`Publisher`] is a task per answer that stores what queued while the last piece was being
+//! stored as the next piece, so that the answer never waits on the store; a reader in the
+//! answer's own process keeps reading its [`Tee`](super::Tee), with no copy. A client that
+//! comes back and finds no answer in its process follows the running turn of the session from
+//! the store ([`follow`]). The repository's `examples/tests/serve.rs` runs two `serve`
+//! processes on one PostgreSQL database and resumes on the process that is not streaming: a
+//! chat with the AI SDK's `reconnectToStream` (`tests/node/vercel_reconnect.mjs`), and a
+//! Genkit stream by its stream id.
 
 use std::sync::Arc;
 
