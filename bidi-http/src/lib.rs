@@ -1,8 +1,9 @@
-//! Serves every flow of a bidi [`Registry`](bidi_flow::Registry) over HTTP from one [`axum::Router`]: one request per
+//! Serves every flow of a bidi [`Registry`] over HTTP from one [`axum::Router`]: one request per
 //! run on [Genkit's flow wire](https://genkit.dev/docs/deploy-node/) (JSON or SSE), full duplex
-//! over WebSocket, and the agent execute endpoints of `LlmAgent`s (SSE of agent events, remote
-//! tools the client runs, sessions shared by every server process on one store); and every agent
-//! protocol of its own crate (AG-UI, the AI SDK, A2A, Genkit, MCP, the Dev UI) beside them.
+//! over WebSocket, and the agent execute endpoints of [`LlmAgent`]s (SSE of agent events,
+//! remote tools the client runs, sessions shared by every server process on one store); and
+//! every agent protocol, each a crate of its own (AG-UI, the AI SDK, A2A, Genkit, MCP, the Dev
+//! UI), beside them.
 //!
 //! ```no_run
 //! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
