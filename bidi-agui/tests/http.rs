@@ -582,3 +582,42 @@ async fn a_user_message_while_a_frontend_tool_waits_sets_the_call_aside() {
     assert_eq!(tail[1]["role"], "user");
     assert_eq!(tail[1]["content"], "never mind, what time is it?");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_read_mid_run_shows_the_message_the_run_answers() {
+    use bidi_llm::testing::ChannelModel;
+    use bidi_llm::{ModelEvent, StopReason, Usage};
+    use futures_util::StreamExt as _;
+
+    let (model, answer) = ChannelModel::new();
+    let agent = LlmAgent::builder("helper", model).build();
+    let addr = serve(&agent).await;
+    let response = post(addr, &input("t-mid", "r1", json!([user("u1", "hello")]), json!([]))).await;
+    answer.send(ModelEvent::TextStart).unwrap();
+    answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
+    let mut stream = response.bytes_stream();
+    let mut read = String::new();
+    while !read.contains("\"Hel\"") {
+        read.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+    }
+    let thread = |addr| async move {
+        let response = reqwest::get(url(addr, "/agent/helper/ag-ui/t-mid")).await;
+        response.unwrap().json::<Vec<Value>>().await.unwrap()
+    };
+    // A client that reloads now reads the question the running answer is for.
+    let mid = thread(addr).await;
+    assert_eq!(mid.len(), 1, "{mid:?}");
+    assert_eq!((&mid[0]["role"], &mid[0]["content"]), (&json!("user"), &json!("hello")));
+    answer.send(ModelEvent::TextDelta("lo".into())).unwrap();
+    answer.send(ModelEvent::TextEnd).unwrap();
+    let usage = Usage::default();
+    let done = ModelEvent::Done { stop_reason: StopReason::Stop, usage };
+    answer.send(done).unwrap();
+    while let Some(bytes) = stream.next().await {
+        read.push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());
+    }
+    assert!(read.contains("RUN_FINISHED"), "{read}");
+    let after = thread(addr).await;
+    let roles: Vec<&Value> = after.iter().map(|message| &message["role"]).collect();
+    assert_eq!(roles, [&json!("user"), &json!("assistant")], "{after:?}");
+}

@@ -225,7 +225,7 @@ async fn chat(
             // stay unless the request brings its own.
             let (mut state, input) = stateless(agent, &request)?;
             let before = session.state();
-            if before.status == Status::Running {
+            if agent::is_running(session) || before.status == Status::Running {
                 return Err(Failure::new(
                     StatusCode::CONFLICT,
                     Code::SessionRunning,

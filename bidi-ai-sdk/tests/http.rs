@@ -511,6 +511,23 @@ mod resume {
             .unwrap()
     }
 
+    /// The stored chat as `useChat({ messages })` reads it after a reload: the roles of its
+    /// messages and the first one's text.
+    async fn history(addr: SocketAddr, who: &str, chat: &str) -> (Vec<String>, Value) {
+        let response = reqwest::Client::new()
+            .get(url(addr, &format!("/agent/helper/chat/{chat}")))
+            .header("authorization", format!("Bearer {who}"))
+            .send()
+            .await
+            .unwrap();
+        let messages: Vec<Value> = response.json().await.unwrap();
+        let roles = messages
+            .iter()
+            .map(|message| message["role"].as_str().unwrap().to_owned())
+            .collect();
+        (roles, messages[0]["parts"][0]["text"].clone())
+    }
+
     /// Asserts `response` is 204 with no body.
     async fn nothing(response: reqwest::Response) {
         assert_eq!(response.status().as_u16(), 204);
@@ -577,6 +594,8 @@ mod resume {
         answer.send(ModelEvent::TextStart).unwrap();
         answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
         first.until("\"Hel\"").await;
+        // A page that reloads now reads the question its answer is for.
+        assert_eq!(history(addr, "alice", "c1").await, (vec!["user".into()], json!("hi")));
 
         // Another identity's chat of that id is not this one.
         nothing(resume(addr, "bob", "c1").await).await;
@@ -623,6 +642,8 @@ mod resume {
         assert_eq!(chunks[4]["delta"], "lo!");
         assert_eq!(second, first, "the whole stream");
         assert_eq!(third, first, "the whole stream");
+        let (roles, question) = history(addr, "alice", "c1").await;
+        assert_eq!((roles, question), (vec!["user".into(), "assistant".into()], json!("hi")));
 
         // The answer is over: nothing to resume.
         nothing(resume(addr, "alice", "c1").await).await;

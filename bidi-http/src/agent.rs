@@ -436,20 +436,38 @@ async fn delete_session(
     }
 }
 
-/// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404.
+/// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404. While
+/// an execution runs on it, its status is `running` and its messages end with the message the
+/// execution answers.
 async fn session(
     State(host): State<Host>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<SessionView>, Failure> {
     let identity = identity.map(|Extension(identity)| identity);
-    let state = stored(&host, &kind, &name, identity.as_ref(), &id).await?;
+    let agent = agent(&host, &kind, &name)?;
+    let Some(session) = load(agent, identity.as_ref(), &id).await? else {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!("no session `{}`", cap(&id)),
+        ));
+    };
+    let running = is_running(&session);
+    let state = session.state();
     Ok(Json(SessionView {
         session_id: id,
-        status: state.status,
+        status: if running { Status::Running } else { state.status },
         messages: state.messages.into_vec(),
         pending_tool_calls: state.pending_tool_calls,
     }))
+}
+
+/// Whether an execution runs on `session` as it was read: its head is pending under a lease
+/// that holds (in this process or another).
+#[must_use]
+pub fn is_running(session: &Session<LlmSession>) -> bool {
+    session.head().status == bidi_session::Status::Pending
 }
 
 /// What a user message does while calls of its session wait for the client: each protocol's

@@ -21,9 +21,10 @@ use crate::tool::Tool;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Status {
-    /// An execution was running when a session of bidi 0.1 was saved; sessions no longer
-    /// store it (a running execution is a pending snapshot, with its lease, in the store).
-    #[schemars(description = "Running (only in sessions saved by an older version).")]
+    /// An execution runs on the session: what its readers see while its pending snapshot
+    /// holds it (the store keeps no such status: a running execution is a pending snapshot,
+    /// with its lease; sessions of bidi 0.1 were saved with it).
+    #[schemars(description = "An execution runs on the session.")]
     Running,
     /// Tool calls wait for the caller: remote calls for their results, calls of tools that
     /// [need approval](crate::Tool::needs_approval) for a decision. The next input must answer
@@ -466,7 +467,7 @@ pub(crate) async fn claim(
     let mut reloaded = false;
     for _ in 0..MAX_UPDATE_ATTEMPTS {
         session.with_state(|state| check(state, input, local))?;
-        match session.start(Lease::new(owner, term)).await {
+        match session.start_with(Lease::new(owner, term), view(input)).await {
             // The execution's own: its conversation grows in place, not copied from the cache's.
             Ok(_) => return Ok(session.take_state()),
             Err(StoreError::Running { lease, .. }) if reloaded => {
@@ -486,6 +487,22 @@ pub(crate) async fn claim(
         session_id: session.id().to_owned(),
         attempts: MAX_UPDATE_ATTEMPTS,
     }))
+}
+
+/// What the pending snapshot of an execution shows readers while it runs: the user's message
+/// it answers, so that a conversation read mid-answer (a page that reloads, another tab, an
+/// editor) shows the question above the answer streaming in. Its finish's change replaces it.
+/// Tool results and decisions are not shown: were the execution's process to die, the next
+/// one goes on from this view, and the calls they answer must still wait for them then.
+fn view(input: &TurnInput) -> Change {
+    let TurnInput::User(user) = input else {
+        return Change::new();
+    };
+    // Strings and numbers: it always makes JSON.
+    match serde_json::value::to_raw_value(&Message::User(user.clone())) {
+        Ok(json) => Change::new().push_json("/messages", json),
+        Err(_) => Change::new(),
+    }
 }
 
 /// Extends the lease of the running execution by `term` from now: a write of a few bytes, the

@@ -619,11 +619,26 @@ impl SessionStore for MemoryStore {
             // Nothing follows a held snapshot: it is the head.
             match finish.checkpoint {
                 Some(state) => log.keep(at, state),
-                // The pending snapshot's state was read: it goes on with the change.
-                None if log.kept_at == at => finish
+                // The pending snapshot's state was read, and it is its parent's: it goes on
+                // with the change.
+                None if log.kept_at == at && log.nodes[at].change.is_empty() => finish
                     .change
                     .apply(&mut log.kept)
                     .map_err(StoreError::backend)?,
+                // The state read was the running turn's own view (its change at the start):
+                // the finish's change is made of the parent's state.
+                None if log.kept_at == at => {
+                    let parent = log.nodes[at].parent;
+                    let mut state = match parent {
+                        Some(parent) => log.replayed(parent)?,
+                        None => Value::Null,
+                    };
+                    finish
+                        .change
+                        .apply(&mut state)
+                        .map_err(StoreError::backend)?;
+                    log.keep(at, state);
+                }
                 // Its parent's state is kept: the change is applied when it is read.
                 None => {}
             }

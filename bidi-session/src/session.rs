@@ -374,6 +374,22 @@ where
     /// This session's next write reads the head again first, as after a dropped
     /// [`update_state`](Self::update_state).
     pub async fn start(&self, lease: Lease) -> Result<Entry, StoreError> {
+        self.start_with(lease, Change::new()).await
+    }
+
+    /// [`start`](Self::start), the pending snapshot showing readers `change` while the turn
+    /// runs (the message it answers, say: a change of the cached state). The turn's
+    /// [`finish`](Self::finish) replaces it with the whole turn's change; the cached state
+    /// stays the one the turn starts from.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_with(&self, lease: Lease, change: Change) -> Result<Entry, StoreError> {
         let prepared = {
             let mut cached = self.lock();
             match unsure(&cached) {
@@ -389,7 +405,7 @@ where
             Ok(parent) => parent,
             Err(expected) => return Err(self.reread(expected).await),
         };
-        let pending = Append::pending(parent, lease);
+        let pending = Append::pending(parent, lease).with_change(change);
         let head = self.settle(self.backend().append(&self.id, pending).await)?;
         let mut cached = self.lock();
         cached.head = head.clone();

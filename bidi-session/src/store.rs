@@ -358,6 +358,16 @@ impl Append {
         }
     }
 
+    /// Gives the snapshot `change`. On a pending snapshot, it is what readers see of the turn
+    /// while it runs (the message it answers, say): its finish's change replaces it, made of
+    /// the parent's state as well. A snapshot whose lease lapsed keeps it, as its state is
+    /// final then.
+    #[must_use]
+    pub fn with_change(mut self, change: Change) -> Self {
+        self.change = change;
+        self
+    }
+
     /// Makes the snapshot a checkpoint: `state` is the state after its change.
     #[must_use]
     pub fn with_checkpoint(mut self, state: Value) -> Self {

@@ -65,6 +65,7 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     concurrent_appends(Arc::clone(&store), &prefix, 8).await;
     concurrent_updates(Arc::clone(&store), &prefix, 8, 25).await;
     turns(&*store, &prefix).await;
+    running_views(&*store, &prefix).await;
     aborts(&*store, &prefix).await;
     expired_leases(&*store, &prefix).await;
     checkpoints(&*store, &prefix).await;
@@ -627,6 +628,77 @@ pub async fn turns(store: &dyn SessionStore, prefix: &str) {
         "terminal stays"
     );
     assert_eq!(store.abort("no-such-snapshot").await.expect("abort"), None);
+}
+
+/// A running turn's view: a pending snapshot appended with a change shows it while the turn
+/// runs (read as the head and by id), its finish's change replaces it (made of the parent's
+/// state, never on top of the view), also when the view was read in between; and a turn whose
+/// lease lapsed keeps its view as its final state.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
+pub async fn running_views(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}running-views");
+    let root = create(store, &id, json!({"messages": ["hi", "hello"]})).await;
+    let term = Duration::from_secs(60);
+    let asked = Change::new().push("/messages", json!("question"));
+    let pending = store
+        .append(
+            &id,
+            Append::pending(Parent::Head(root.id.clone()), lease("turn-1", term))
+                .with_change(asked.clone()),
+        )
+        .await
+        .expect("start a turn with a view");
+    let view = json!({"messages": ["hi", "hello", "question"]});
+    let loaded = head(store, &id).await;
+    assert_eq!(
+        (loaded.entry.status, &loaded.state),
+        (Status::Pending, &view),
+        "a running turn shows its view"
+    );
+    assert_eq!(state_at(store, &pending.id).await, view, "by id too");
+    let answered = asked.push("/messages", json!("answer"));
+    store
+        .finish(
+            &pending.id,
+            Finish::new("turn-1", Status::Completed, answered),
+        )
+        .await
+        .expect("finish");
+    let after = json!({"messages": ["hi", "hello", "question", "answer"]});
+    assert_eq!(
+        head(store, &id).await.state,
+        after,
+        "the finish's change replaces the view"
+    );
+    assert_eq!(state_at(store, &pending.id).await, after);
+    // A turn whose lease lapses keeps its view: its state is final.
+    let mut lapsed_lease = lease("crashed", Duration::ZERO);
+    lapsed_lease.expires_at = lapsed_lease.expires_at.saturating_sub(1);
+    let lapsed = store
+        .append(
+            &id,
+            Append::pending(Parent::Head(pending.id.clone()), lapsed_lease)
+                .with_change(Change::new().push("/messages", json!("lost"))),
+        )
+        .await
+        .expect("start a turn");
+    let loaded = head(store, &id).await;
+    assert_eq!(loaded.entry.id, lapsed.id);
+    assert_eq!(
+        loaded.state,
+        json!({"messages": ["hi", "hello", "question", "answer", "lost"]}),
+        "a lapsed turn's view is its state"
+    );
+    set_n(store, &id, Parent::Head(lapsed.id.clone()), 1)
+        .await
+        .expect("go on after it");
 }
 
 /// Aborting a running turn: the snapshot reads aborted at once, its turn learns it at its next

@@ -253,6 +253,15 @@ async fn a_session_running_elsewhere_is_409() {
     let refused: Value = second.json().await.unwrap();
     assert_eq!(refused["error"]["details"]["code"], "session_running");
     assert_eq!(refused["error"]["status"], "ABORTED");
+    // Read mid-answer, the session runs and shows the message it answers.
+    let session = |addr| async move {
+        let response = reqwest::get(url(addr, "/agent/travel/session/busy")).await;
+        response.unwrap().json::<Value>().await.unwrap()
+    };
+    let running = session(addr).await;
+    assert_eq!(running["status"], "running", "{running}");
+    assert_eq!(running["messages"].as_array().unwrap().len(), 1, "{running}");
+    assert_eq!(running["messages"][0]["content"], "think", "{running}");
 
     answer.send(ModelEvent::TextStart).unwrap();
     answer.send(ModelEvent::TextDelta("done".into())).unwrap();
@@ -269,6 +278,16 @@ async fn a_session_running_elsewhere_is_409() {
     }
     let events = parse(&rest);
     assert_eq!(events.last().unwrap().1["status"], "completed");
+    // Once answered, the question is there once, with its answer.
+    let done = session(addr).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let roles: Vec<&str> = done["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"], "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

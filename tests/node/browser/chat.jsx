@@ -4,6 +4,12 @@
 // The page reads `?chat=<id>&prompt=<text>`: it fetches `GET /agent/assistant/chat/<id>` (the
 // stored chat as `UIMessage[]`), hands it to `useChat({ messages })`, shows every message,
 // sends `prompt` on the same chat, and sets `data-done` on <body> once the answer is in.
+//
+// With `&resume=1` it follows the README's reload recipe instead: the stored chat, then
+// `useChat({ messages, resume: true })`, which reads the answer still streaming
+// (`GET .../chat/<id>/stream`); once that answer shows, it posts `<api>/release` (the test's
+// route that lets the model finish), and it is done when the answer ends with `until`.
+// `&api=<origin>` calls a server of another origin (CORS).
 
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport } from 'ai';
@@ -13,6 +19,9 @@ import { createRoot } from 'react-dom/client';
 const params = new URLSearchParams(location.search);
 const chatId = params.get('chat');
 const prompt = params.get('prompt');
+const resume = params.get('resume') === '1';
+const until = params.get('until') ?? '';
+const api = params.get('api') ?? '';
 
 function text(message) {
   return message.parts
@@ -25,7 +34,8 @@ function Chat({ restored }) {
   const { messages, sendMessage, status, error } = useChat({
     id: chatId,
     messages: restored,
-    transport: new DefaultChatTransport({ api: '/agent/assistant/chat' }),
+    resume,
+    transport: new DefaultChatTransport({ api: `${api}/agent/assistant/chat` }),
   });
   const sent = useRef(false);
   useEffect(() => {
@@ -34,7 +44,17 @@ function Chat({ restored }) {
       sendMessage({ text: prompt });
     }
   }, [sendMessage]);
-  const done = sent.current && status === 'ready' && messages.at(-1)?.role === 'assistant';
+  const last = messages.at(-1);
+  const released = useRef(false);
+  useEffect(() => {
+    if (resume && !released.current && last?.role === 'assistant' && text(last) !== '') {
+      released.current = true;
+      fetch(`${api}/release`, { method: 'POST' });
+    }
+  }, [last]);
+  const done = resume
+    ? status === 'ready' && last?.role === 'assistant' && text(last).endsWith(until)
+    : sent.current && status === 'ready' && last?.role === 'assistant';
   useEffect(() => {
     if (done || error) document.body.dataset.done = '1';
   }, [done, error]);
@@ -50,5 +70,5 @@ function Chat({ restored }) {
   );
 }
 
-const restored = await (await fetch(`/agent/assistant/chat/${encodeURIComponent(chatId)}`)).json();
+const restored = await (await fetch(`${api}/agent/assistant/chat/${encodeURIComponent(chatId)}`)).json();
 createRoot(document.getElementById('root')).render(<Chat restored={restored} />);
