@@ -592,7 +592,11 @@ async fn a_thread_read_mid_run_shows_the_message_the_run_answers() {
     let (model, answer) = ChannelModel::new();
     let agent = LlmAgent::builder("helper", model).build();
     let addr = serve(&agent).await;
-    let response = post(addr, &input("t-mid", "r1", json!([user("u1", "hello")]), json!([]))).await;
+    let response = post(
+        addr,
+        &input("t-mid", "r1", json!([user("u1", "hello")]), json!([])),
+    )
+    .await;
     answer.send(ModelEvent::TextStart).unwrap();
     answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
     let mut stream = response.bytes_stream();
@@ -607,11 +611,17 @@ async fn a_thread_read_mid_run_shows_the_message_the_run_answers() {
     // A client that reloads now reads the question the running answer is for.
     let mid = thread(addr).await;
     assert_eq!(mid.len(), 1, "{mid:?}");
-    assert_eq!((&mid[0]["role"], &mid[0]["content"]), (&json!("user"), &json!("hello")));
+    assert_eq!(
+        (&mid[0]["role"], &mid[0]["content"]),
+        (&json!("user"), &json!("hello"))
+    );
     answer.send(ModelEvent::TextDelta("lo".into())).unwrap();
     answer.send(ModelEvent::TextEnd).unwrap();
     let usage = Usage::default();
-    let done = ModelEvent::Done { stop_reason: StopReason::Stop, usage };
+    let done = ModelEvent::Done {
+        stop_reason: StopReason::Stop,
+        usage,
+    };
     answer.send(done).unwrap();
     while let Some(bytes) = stream.next().await {
         read.push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());

@@ -595,7 +595,10 @@ mod resume {
         answer.send(ModelEvent::TextDelta("Hel".into())).unwrap();
         first.until("\"Hel\"").await;
         // A page that reloads now reads the question its answer is for.
-        assert_eq!(history(addr, "alice", "c1").await, (vec!["user".into()], json!("hi")));
+        assert_eq!(
+            history(addr, "alice", "c1").await,
+            (vec!["user".into()], json!("hi"))
+        );
 
         // Another identity's chat of that id is not this one.
         nothing(resume(addr, "bob", "c1").await).await;
@@ -643,7 +646,10 @@ mod resume {
         assert_eq!(second, first, "the whole stream");
         assert_eq!(third, first, "the whole stream");
         let (roles, question) = history(addr, "alice", "c1").await;
-        assert_eq!((roles, question), (vec!["user".into(), "assistant".into()], json!("hi")));
+        assert_eq!(
+            (roles, question),
+            (vec!["user".into(), "assistant".into()], json!("hi"))
+        );
 
         // The answer is over: nothing to resume.
         nothing(resume(addr, "alice", "c1").await).await;

@@ -457,7 +457,11 @@ async fn session(
     let state = session.state();
     Ok(Json(SessionView {
         session_id: id,
-        status: if running { Status::Running } else { state.status },
+        status: if running {
+            Status::Running
+        } else {
+            state.status
+        },
         messages: state.messages.into_vec(),
         pending_tool_calls: state.pending_tool_calls,
     }))

@@ -467,7 +467,10 @@ pub(crate) async fn claim(
     let mut reloaded = false;
     for _ in 0..MAX_UPDATE_ATTEMPTS {
         session.with_state(|state| check(state, input, local))?;
-        match session.start_with(Lease::new(owner, term), view(input)).await {
+        match session
+            .start_with(Lease::new(owner, term), view(input))
+            .await
+        {
             // The execution's own: its conversation grows in place, not copied from the cache's.
             Ok(_) => return Ok(session.take_state()),
             Err(StoreError::Running { lease, .. }) if reloaded => {

@@ -100,10 +100,13 @@
 //!   runs, under a [`Lease`] `{owner, startedAt, expiresAt}` (the running mark, outside the
 //!   conversation: claiming it is the pending snapshot's write, renewing it a write of a few
 //!   bytes), then `completed`, `failed` (with `error: {message}`) or `aborted`; `expired` is a
-//!   pending snapshot whose lease lapsed, computed on read. Nothing may follow a pending
-//!   snapshot whose lease holds ([`StoreError::Running`]); a lapsed lease is over for good (no
-//!   late renewal or finish: a reader may have gone on from the snapshot's state), and the next
-//!   turn takes the session over. `abort(snapshot_id)` marks a pending snapshot `aborted` at
+//!   pending snapshot whose lease lapsed, computed on read. A pending snapshot's state is its
+//!   parent's with the change it was appended with ([`Append::with_change`]): the running
+//!   turn's view (an agent shows the message it answers), which its finish's change replaces.
+//!   Nothing may follow a pending snapshot whose lease holds ([`StoreError::Running`]); a
+//!   lapsed lease is over for good (no late renewal or finish: a reader may have gone on from
+//!   the snapshot's state), and the next turn takes the session over: [`Session`] goes on from
+//!   the state before the dead turn, a branch from its parent. `abort(snapshot_id)` marks a pending snapshot `aborted` at
 //!   once, for any process sharing the store; its turn learns it at its next renewal, stops,
 //!   and still writes what it did. Now and then a snapshot also carries its state whole (a
 //!   checkpoint: when the changes a load would replay pass four times the last checkpoint and
@@ -138,11 +141,13 @@
 //!   `update_state(new)` (finds the change by comparing the two states as JSON; a state of at
 //!   most about 128 bytes of JSON is written whole instead, which costs less than the diff),
 //!   `update(|state| ..)`, which retries a pure mutator on conflict, and a turn's lifecycle:
-//!   `start(lease)` (the pending snapshot), `renew(expires_at)` (answers whether the turn was
+//!   `start(lease)` (the pending snapshot; `start_with(lease, view)` with the turn's view),
+//!   `renew(expires_at)` (answers whether the turn was
 //!   aborted), `finish(state, change, status, error)`. [`Session::load_snapshot`] opens a
 //!   session at a snapshot; its first write branches from it. A session read while a turn ran
 //!   on it (its cached head pending under a live lease) refuses to write until reloaded: that
-//!   turn's finish changes the state under the same snapshot. A write dropped before the store
+//!   turn's finish changes the state under the same snapshot; one whose lease has lapsed since
+//!   reads the session again first. A write dropped before the store
 //!   answered (any of them) leaves the session unsure of its head: its next write reads the
 //!   head again and answers a conflict, so no change is found against a state the store may no
 //!   longer have. A store's write, dropped, happened whole or not at all.

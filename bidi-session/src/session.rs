@@ -74,6 +74,8 @@ where
     State: Serialize + DeserializeOwned + Clone + Send + 'static,
 {
     /// Loads the head of `id` (its latest snapshot), or `None` if there is no such session.
+    /// A head whose turn's process died (its lease lapsed) is skipped: the session is loaded
+    /// at the snapshot before it, and its next write goes on from there, a branch.
     ///
     /// # Errors
     ///
@@ -83,10 +85,10 @@ where
     ///
     /// Cancel safe: dropping it loses nothing.
     pub async fn load(store: Arc<dyn SessionStore>, id: &str) -> Result<Option<Self>, StoreError> {
-        let Some(snapshot) = (*store).load(id).await? else {
+        let Some((snapshot, branch)) = current(&*store, id).await? else {
             return Ok(None);
         };
-        Ok(Some(Self::from_snapshot(store, snapshot, false)?))
+        Ok(Some(Self::from_snapshot(store, snapshot, branch)?))
     }
 
     /// Loads the session at snapshot `snapshot_id`, or `None` if there is no such snapshot.
@@ -289,7 +291,7 @@ where
     ) -> Result<(), StoreError> {
         let prepared = {
             let mut cached = self.lock();
-            match unsure(&cached) {
+            match unsure(&cached).or_else(|| lapsed(&cached.head)) {
                 Some(expected) => Err(expected),
                 None => {
                     running(&self.id, &cached.head)?;
@@ -392,7 +394,7 @@ where
     pub async fn start_with(&self, lease: Lease, change: Change) -> Result<Entry, StoreError> {
         let prepared = {
             let mut cached = self.lock();
-            match unsure(&cached) {
+            match unsure(&cached).or_else(|| lapsed(&cached.head)) {
                 Some(expected) => Err(expected),
                 None => {
                     running(&self.id, &cached.head)?;
@@ -519,9 +521,7 @@ where
     ///
     /// Cancel safe: the cached state changes only once the head is read.
     pub async fn reload(&self) -> Result<(), StoreError> {
-        let snapshot = self
-            .backend()
-            .load(&self.id)
+        let (snapshot, branch) = current(self.backend(), &self.id)
             .await?
             .ok_or_else(|| StoreError::not_found(&*self.id))?;
         let Snapshot { entry, state } = snapshot;
@@ -531,7 +531,7 @@ where
             #[cfg(debug_assertions)]
             taken: None,
             head: entry,
-            branch: false,
+            branch,
             unsure: false,
         };
         Ok(())
@@ -617,12 +617,39 @@ impl<State> fmt::Debug for Session<State> {
     }
 }
 
-/// [`StoreError::Running`] if `head` was read while a turn ran on it: that turn's finish
-/// changes the state under the same snapshot, so the cached state is stale by then and a write
-/// after it must re-read first.
+/// The snapshot session `id` goes on from, and whether its next write branches: its head; or,
+/// when the head is a turn whose process died (its lease lapsed: [`Status::Expired`]), the
+/// snapshot before it, so that the session is taken over from the state before that turn
+/// (whose pending snapshot may show what it was answering, never how it ended).
+async fn current(
+    store: &dyn SessionStore,
+    id: &str,
+) -> Result<Option<(Snapshot, bool)>, StoreError> {
+    let Some(head) = store.load(id).await? else {
+        return Ok(None);
+    };
+    if head.entry.status == Status::Expired
+        && let Some(parent) = &head.entry.parent_id
+        && let Some(before) = store.load_snapshot(parent).await?
+    {
+        return Ok(Some((before, true)));
+    }
+    Ok(Some((head, false)))
+}
+
 /// The head the session knew before a write of it was dropped unanswered, if one was.
 fn unsure<State>(cached: &Cached<State>) -> Option<String> {
     cached.unsure.then(|| cached.head.id.clone())
+}
+
+/// `head`, if it was read while a turn ran on it and that turn's lease has lapsed since: its
+/// process died, and the cached state is that turn's view. A write re-reads the session
+/// first, and goes on from the state before the turn (see [`Session::load`]).
+fn lapsed(head: &Entry) -> Option<String> {
+    head.lease
+        .as_ref()
+        .filter(|lease| lease.is_expired())
+        .map(|_| head.id.clone())
 }
 
 /// The running turn's snapshot and its lease's owner.
@@ -636,6 +663,9 @@ fn holder<State>(cached: &Cached<State>) -> Result<(String, String), StoreError>
     }
 }
 
+/// [`StoreError::Running`] if `head` was read while a turn ran on it: that turn's finish
+/// changes the state under the same snapshot, so the cached state is stale by then and a write
+/// after it must re-read first.
 fn running(session_id: &str, head: &Entry) -> Result<(), StoreError> {
     match &head.lease {
         Some(lease) if !lease.is_expired() => Err(StoreError::Running {

@@ -104,7 +104,10 @@ const REST: &str = "lo!";
 
 /// The assistant answering what the test sends its model, with `POST /release` finishing the
 /// answer; `page` serves the page beside it, `cors` lets a page of that origin call it.
-async fn held(page: Option<Router>, cors: Option<String>) -> (SocketAddr, UnboundedSender<ModelEvent>) {
+async fn held(
+    page: Option<Router>,
+    cors: Option<String>,
+) -> (SocketAddr, UnboundedSender<ModelEvent>) {
     let (model, answer) = ChannelModel::new();
     let assistant = LlmAgent::builder("assistant", model).build();
     let release = answer.clone();

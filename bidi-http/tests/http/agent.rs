@@ -260,7 +260,11 @@ async fn a_session_running_elsewhere_is_409() {
     };
     let running = session(addr).await;
     assert_eq!(running["status"], "running", "{running}");
-    assert_eq!(running["messages"].as_array().unwrap().len(), 1, "{running}");
+    assert_eq!(
+        running["messages"].as_array().unwrap().len(),
+        1,
+        "{running}"
+    );
     assert_eq!(running["messages"][0]["content"], "think", "{running}");
 
     answer.send(ModelEvent::TextStart).unwrap();

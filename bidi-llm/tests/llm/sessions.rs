@@ -74,8 +74,9 @@ async fn an_execution_holds_its_session_running_until_its_end() {
     assert_eq!(lease.owner, owner);
     assert!(lease.started_at <= now_ms());
     assert!(lease.expires_at >= lease.started_at + 59_000, "{lease:?}");
-    // Saved as it was before the execution: nothing of its work in progress.
-    assert!(running.messages.is_empty(), "{running:?}");
+    // Saved as it was before the execution, with the message it answers: nothing of its
+    // work in progress.
+    assert_eq!(texts(&running), ["hi"], "{running:?}");
 
     answer(&tx, "hello");
     assert_eq!(stream.result().await.unwrap().status, Status::Completed);
@@ -247,7 +248,8 @@ async fn an_expired_lease_is_taken_over_and_a_live_one_is_not() {
     assert_eq!(result.status, Status::Completed, "{result:?}");
     let (state, entry) = saved(&*store, "s").await;
     assert_eq!((state.status, entry.lease), (Status::Completed, None));
-    assert_eq!(entry.parent_id.as_deref(), Some(held.id.as_str()));
+    // Taken over from the state before the dead turn: a branch from its parent.
+    assert_eq!(entry.parent_id, held.parent_id);
     assert_eq!(state.messages.len(), 4);
 
     // A `running` status in the state (a session of bidi 0.1) holds nothing either.
