@@ -109,6 +109,7 @@
 mod card;
 mod error;
 mod input;
+mod lineage;
 mod task;
 mod tasks;
 mod types;
@@ -124,7 +125,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bidi_agent::AgentInit;
 use bidi_flow::text::{cap, pointer, reason};
-use bidi_llm::{LlmAgent, LlmSession, ToolCall};
+use bidi_llm::{LlmAgent, LlmSession, TurnInput};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -140,7 +141,7 @@ use error::{
     PUSH_NOT_SUPPORTED, UNSUPPORTED, VERSION_NOT_SUPPORTED,
 };
 use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
-use wire::TaskWire;
+use wire::{Continued, TaskWire};
 
 /// The tasks streaming in this process, for the clients that subscribe to them again.
 type Streams = Arc<Tees<TurnKey>>;
@@ -413,9 +414,23 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client && detach {
         call.keeps_sessions("`returnImmediately`")?;
     }
-    let (init, pending) = open(call, &message).await?;
-    let input = input::decode(&message, &pending)?;
+    let Opened {
+        init,
+        state,
+        continues,
+    } = open(call, &message).await?;
+    let pending = state
+        .as_ref()
+        .map_or(&[][..], |state| &state.pending_tool_calls[..]);
+    let mut input = input::decode(&message, pending)?;
+    // Text alone, where calls wait: the user moves on, and the calls are set aside.
+    if let (TurnInput::User(user), Some(state)) = (&input, &state)
+        && !state.pending_tool_calls.is_empty()
+    {
+        input = call.agent.set_aside(state, user.clone());
+    }
     let limit = configuration.history_length;
+    let task = continues.as_ref().map(|continued| continued.task.clone());
     // A task answered at once streams for those who subscribe to it.
     let wire = TaskWire::new(
         call.id.clone(),
@@ -423,7 +438,8 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         message.clone(),
         call.locals(),
         limit,
-    );
+    )
+    .continuing(continues);
     let turn = (init, input);
     let refused = |failure: Failure| refusal(&failure, &message);
     if client || !(stream || detach) {
@@ -436,13 +452,14 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         });
     }
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
-    let started = bidi_http::turns::start(
+    let started = bidi_http::turns::start_as(
         call.streams,
         call.host,
         (call.agent, call.name),
         turn,
         call.identity,
         wire,
+        task.as_deref(),
     );
     let (started, task_id, body) = started.await.map_err(refused)?;
     let Some(mut task) = working else {
@@ -473,36 +490,54 @@ fn refusal(failure: &Failure, message: &Message) -> RpcError {
     }
 }
 
+/// The session a message goes on with, and the task it continues.
+struct Opened {
+    init: AgentInit<LlmSession>,
+    /// The session's state, where calls of it wait: what the message answers, or sets aside.
+    state: Option<LlmSession>,
+    /// The task the message continues: one that waits for input.
+    continues: Option<Continued>,
+}
+
+impl Opened {
+    /// A message that starts a task of its own on `init`'s session.
+    fn new(init: AgentInit<LlmSession>) -> Self {
+        Self {
+            init,
+            state: None,
+            continues: None,
+        }
+    }
+}
+
 /// The session `message` goes on with (the one its `taskId` or `contextId` names, or a new
-/// one) and the calls it waits for.
+/// one), and the task it continues: the one its `taskId` names, or the one its context waits
+/// for input on.
 ///
 /// # Errors
 ///
 /// A task that is not the caller's (-32001), over or running (-32004), of another context,
 /// or a context that does not exist (-32602).
-async fn open(
-    call: &Call<'_>,
-    message: &Message,
-) -> Result<(AgentInit<LlmSession>, Vec<ToolCall>), RpcError> {
+async fn open(call: &Call<'_>, message: &Message) -> Result<Opened, RpcError> {
     let client = call.agent.agent().is_client_managed();
     if message.task_id.is_some() {
         call.keeps_sessions("a message on a task")?;
     }
     match (&message.task_id, &message.context_id) {
         (Some(task), context) => tasks::waiting(call, task, context.as_deref()).await,
-        (None, Some(context)) if client => Ok((AgentInit::new().session_id(context), Vec::new())),
+        (None, Some(context)) if client => Ok(Opened::new(AgentInit::new().session_id(context))),
         (None, Some(context)) => {
-            let mut pending = Vec::new();
-            if input::answers(message) {
-                let session = agent::load(call.agent, call.identity, context).await;
-                let session = session.map_err(|failure| RpcError::internal(failure.message))?;
-                if let Some(session) = session {
-                    pending = session.state().pending_tool_calls;
-                }
-            }
-            Ok((AgentInit::new().resume(context), pending))
+            let store = agent::sessions_of(call.agent, call.identity);
+            Ok(match lineage::head(&store, context).await? {
+                Some(lineage::Head::Waiting(lineage)) => tasks::continuation(*lineage),
+                Some(lineage::Head::Done(state)) => Opened {
+                    state: (!state.pending_tool_calls.is_empty()).then_some(*state),
+                    ..Opened::new(AgentInit::new().resume(context))
+                },
+                None => Opened::new(AgentInit::new().resume(context)),
+            })
         }
-        (None, None) => Ok((AgentInit::new(), Vec::new())),
+        (None, None) => Ok(Opened::new(AgentInit::new())),
     }
 }
 
