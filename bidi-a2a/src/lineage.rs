@@ -12,8 +12,13 @@
 //! the task (`canceled`) and, not waiting for input, starts no continuation: the session's next
 //! message is a new task, whose text sets the canceled task's calls aside.
 //!
-//! Nothing lives in process memory, so any process sharing the store reads a task alike, and
-//! nothing is written beyond the turns themselves but the marker of a cancel.
+//! Why the store and not process memory: a task outlives the request, the stream and the
+//! process that ran its first turn (a client answers it minutes later, through another
+//! process behind the same load balancer), and the session's snapshots are the one record
+//! every process reads. So nothing is remembered in memory, nothing is written beyond the
+//! turns themselves but the marker of a cancel, and a task reads alike from any process.
+//! The price is a walk back from the head on each read of a task, as long as the turns after
+//! it (a task far behind a long session's head costs more to read than a recent one).
 
 use std::time::Duration;
 

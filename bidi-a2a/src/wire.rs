@@ -457,4 +457,77 @@ mod tests {
         let status = &records[0]["result"]["statusUpdate"]["status"];
         assert_eq!(status["state"], "TASK_STATE_CANCELED");
     }
+    #[test]
+    fn a_continuation_names_its_task_and_numbers_its_answers_after_the_earlier_ones() {
+        let continued = Continued {
+            task: "t0".into(),
+            before: 0,
+            answers: 1,
+        };
+        let mut wire = TaskWire::new(json!(2), true, request(), Arc::from([]), None)
+            .continuing(Some(continued.clone()));
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        wire.event(
+            AgentEvent::TextDelta {
+                delta: "more".into(),
+            },
+            &mut out,
+        );
+        wire.event(answer("more"), &mut out);
+        wire.event(complete(Status::Completed), &mut out);
+        let records = records(&out);
+        let task = &records[0]["result"]["task"];
+        assert_eq!(task["id"], "t0", "the task's id, not the turn's snapshot");
+        assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+        let chunk = &records[2]["result"]["artifactUpdate"];
+        assert_eq!(chunk["taskId"], "t0");
+        assert_eq!(chunk["artifact"]["artifactId"], "answer-2");
+        let last = &records[records.len() - 1]["result"]["statusUpdate"];
+        assert_eq!(last["taskId"], "t0");
+
+        // Blocking: the task's answers are all its turns'.
+        let mut wire = TaskWire::new(json!(3), false, request(), Arc::from([]), None)
+            .continuing(Some(continued));
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        let said = |text: &str| {
+            LlmMessage::Assistant(AssistantMessage {
+                content: vec![AssistantContent::Text { text: text.into() }],
+                ..AssistantMessage::default()
+            })
+        };
+        let conversation = vec![
+            LlmMessage::User(UserMessage::new("first")),
+            said("earlier"),
+            LlmMessage::User(UserMessage::new("then")),
+            said("later"),
+        ];
+        wire.event(
+            AgentEvent::SessionEnd {
+                session_id: "s1".into(),
+                messages: conversation[2..].to_vec(),
+                snapshot_id: Some("t1".into()),
+            },
+            &mut out,
+        );
+        wire.event(complete(Status::Completed), &mut out);
+        let output: AgentOutput<LlmSession, u32> = serde_json::from_value(json!({
+            "sessionId": "s1", "snapshotId": "t1", "output": 0,
+            "state": {"messages": conversation},
+        }))
+        .unwrap();
+        wire.output(&output);
+        wire.end(&mut out);
+        let response: Value = serde_json::from_slice(&out).unwrap();
+        let task = &response["result"]["task"];
+        assert_eq!(task["id"], "t0");
+        let answers: Vec<&str> = task["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|artifact| artifact["parts"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(answers, ["earlier", "later"]);
+    }
 }

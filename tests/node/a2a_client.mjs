@@ -2,8 +2,9 @@
 // bidi `LlmAgent`s over bidi-http's A2A wire. Usage: node a2a_client.mjs <baseUrl>
 //
 // The server is `tests/tests/a2a_clients.rs`'s: `helper` (scripted answers), `tools` (a remote
-// tool `lookup` and a tool `wipe` that needs approval), `slow` (a model that answers only when
-// `POST /finish` says so), `memo` (client-managed). Each check prints one JSON line,
+// tool `lookup` and a tool `wipe` that needs approval), `ask` (the same tools, a task that asks
+// for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
+// calls `lookup` when `POST /ask` does), `memo` (client-managed). Each check prints one JSON line,
 // `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 // asserts what it saw. The last line is `N passed, M failed`: M checks threw.
 
