@@ -23,7 +23,7 @@ pub(crate) const INVALID_PARAMS: i32 = -32602;
 pub(crate) const INTERNAL: i32 = -32603;
 /// No task of that id (in the caller's scope).
 pub(crate) const TASK_NOT_FOUND: i32 = -32001;
-/// The task is over, or waits for input: nothing runs to cancel.
+/// The task is over: nothing to cancel.
 pub(crate) const TASK_NOT_CANCELABLE: i32 = -32002;
 /// The agent sends no push notifications.
 pub(crate) const PUSH_NOT_SUPPORTED: i32 = -32003;

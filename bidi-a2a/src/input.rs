@@ -39,11 +39,6 @@ struct ToolOutput {
     is_error: bool,
 }
 
-/// Whether `message` carries a data part (answers to pending calls).
-pub(crate) fn answers(message: &Message) -> bool {
-    message.parts.iter().any(|part| part.data.is_some())
-}
-
 /// The turn input `message` makes, where the session waits for `pending` calls.
 ///
 /// # Errors

@@ -41,32 +41,50 @@
 //!   the agent card. Its one interface is `JSONRPC` 1.0 at `/agent/{name}/a2a`, on the host
 //!   the request named; it streams, sends no push notifications, takes and answers text and
 //!   JSON, and has a skill for the conversation and one for each of the agent's tools.
-//! - `POST /agent/{name}/a2a`: JSON-RPC 2.0. `SendMessage` runs a task to its end and answers
-//!   it (`configuration.returnImmediately`: answers the working task at once, and the task
-//!   runs on without its client); `SendStreamingMessage` answers SSE whose every `data:` is a
+//! - `POST /agent/{name}/a2a`: JSON-RPC 2.0. `SendMessage` runs the message's turn and
+//!   answers the task once the turn has ended (the task is then over, or asks for input;
+//!   `configuration.returnImmediately`: answers the working task at once, and the turn runs
+//!   on without its client); `SendStreamingMessage` answers SSE whose every `data:` is a
 //!   JSON-RPC response of the request's id: the task (submitted), its status (working), the
 //!   answer as artifact chunks (`answer-1`, `answer-2`, .. one per model message that says
 //!   something, `append` after its first chunk, an empty `lastChunk`), then its final
 //!   status; the task runs on if its client goes away. `GetTask` reads a task
-//!   (`historyLength` limits its history), `CancelTask` cancels a running one, in whichever
-//!   process runs it, and `SubscribeToTask` streams a running task again from its first
-//!   event (a task that waits for input answers its current state, one that is over is
-//!   refused).
+//!   (`historyLength` limits its history), `CancelTask` cancels one that runs (in whichever
+//!   process runs it) or waits for input, and `SubscribeToTask` streams a running task again
+//!   from the first event of its running turn (a task that waits for input answers its
+//!   current state, one that is over is refused).
 //!
-//! A **task is a turn** of the agent on a session: the task's `contextId` is the session's id
-//! (a message without one starts a new session), its `id` the turn's snapshot. Its state is
-//! how the turn ended: `TASK_STATE_COMPLETED`, `TASK_STATE_FAILED` (its status message says
-//! why), `TASK_STATE_CANCELED`, `TASK_STATE_INPUT_REQUIRED`, or `TASK_STATE_WORKING` while
-//! it runs; its artifacts are the turn's answer, its history the session's conversation.
+//! A **task runs until it is terminal, across the inputs it asks for.** Its `contextId` is the
+//! session's id (a message without one starts a new session), its `id` the snapshot of its
+//! first turn of the agent. A turn that stops for input leaves the task
+//! `TASK_STATE_INPUT_REQUIRED`; the message that answers it runs the next turn of the same
+//! task, `TASK_STATE_WORKING` again, and so on until a turn ends it: `TASK_STATE_COMPLETED`,
+//! `TASK_STATE_FAILED` (its status message says why) or `TASK_STATE_CANCELED`. Every answer
+//! names the task: each turn's `SendMessage` result and `SendStreamingMessage` events (a
+//! continuation's stream opens with the task, working), `GetTask`, `CancelTask` and
+//! `SubscribeToTask`. Its state is its latest turn's, its artifacts the answers of all its
+//! turns (`answer-1`, `answer-2`, .. across them), its history the session's conversation.
+//! A message in the context without a `taskId` starts a new task, unless the context's last
+//! task waits for input: the session has one conversation, so that message continues it.
+//!
+//! The store alone says which turns make a task, so any process sharing it answers alike: a
+//! turn whose parent turn ended waiting for input continues its parent's task, any other
+//! starts one, and a task's turns are found by walking its session back from the head.
+//! `CancelTask` on a task that waits for input writes an empty, aborted turn after it, which
+//! ends it `TASK_STATE_CANCELED` (a message on it is then refused with -32004, as on any task
+//! that is over); the next message in the context starts a new task, and its text sets the
+//! canceled calls aside.
 //!
 //! **Input required.** A turn that stops for remote tool calls, or for calls of tools that
-//! need approval, is `TASK_STATE_INPUT_REQUIRED`, its status message one data part
-//! `{"awaitingToolExecution": [{"id", "name", "arguments"}], "awaitingApproval": [..]}`.
-//! The client answers with a message on the same `taskId` (and `contextId`) whose data part
-//! is `{"results": [{"toolCallId", "output", "isError"?}], "approvals": [{"toolCallId",
-//! "approved", "reason"?}]}` (`output` is text, or any JSON); text parts beside it are what
-//! the user says next. That message runs the session's next turn: a new task, in the same
-//! context.
+//! need approval, leaves the task `TASK_STATE_INPUT_REQUIRED`, its status message one data
+//! part `{"awaitingToolExecution": [{"id", "name", "arguments"}], "awaitingApproval": [..]}`.
+//! The client answers with a message on the same `taskId` (its `contextId` may be left out)
+//! whose data part is `{"results": [{"toolCallId", "output", "isError"?}], "approvals":
+//! [{"toolCallId", "approved", "reason"?}]}` (`output` is text, or any JSON); text parts
+//! beside it are what the user says next. A message of text alone is the user moving on:
+//! the waiting calls are answered as set aside (each remote call an error result, each
+//! approval denied, saying the user moved on), then the model reads the text. Either way
+//! the task runs on under its id.
 //!
 //! With the A2A JS SDK (`@a2a-js/sdk` 1.x), approving the first waiting call of `task`:
 //!
@@ -95,7 +113,7 @@
 //! **Errors** are JSON-RPC errors in A2A's codes: -32700 (not JSON), -32600 (no JSON-RPC
 //! request), -32601 (no such method), -32602 (invalid params; `data.path` is a JSON Pointer
 //! to what is wrong), -32603 (the server failed), -32001 (no such task, in the caller's
-//! identity), -32002 (the task is not running: nothing to cancel), -32003 (no push
+//! identity), -32002 (the task is over: nothing to cancel), -32003 (no push
 //! notifications), -32004 (not supported: a message on a task that is over, a context busy
 //! with another task, tasks of an agent that keeps no sessions, listing tasks), -32005
 //! (the client accepts none of the agent's output modes), -32007 (no extended card), -32009
@@ -109,6 +127,7 @@
 mod card;
 mod error;
 mod input;
+mod lineage;
 mod task;
 mod tasks;
 mod types;
@@ -124,7 +143,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bidi_agent::AgentInit;
 use bidi_flow::text::{cap, pointer, reason};
-use bidi_llm::{LlmAgent, LlmSession, ToolCall};
+use bidi_llm::{LlmAgent, LlmSession, TurnInput};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -140,7 +159,7 @@ use error::{
     PUSH_NOT_SUPPORTED, UNSUPPORTED, VERSION_NOT_SUPPORTED,
 };
 use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
-use wire::TaskWire;
+use wire::{Continued, TaskWire};
 
 /// The tasks streaming in this process, for the clients that subscribe to them again.
 type Streams = Arc<Tees<TurnKey>>;
@@ -413,9 +432,23 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client && detach {
         call.keeps_sessions("`returnImmediately`")?;
     }
-    let (init, pending) = open(call, &message).await?;
-    let input = input::decode(&message, &pending)?;
+    let Opened {
+        init,
+        state,
+        continues,
+    } = open(call, &message).await?;
+    let pending = state
+        .as_ref()
+        .map_or(&[][..], |state| &state.pending_tool_calls[..]);
+    let mut input = input::decode(&message, pending)?;
+    // Text alone, where calls wait: the user moves on, and the calls are set aside.
+    if let (TurnInput::User(user), Some(state)) = (&input, &state)
+        && !state.pending_tool_calls.is_empty()
+    {
+        input = call.agent.set_aside(state, user.clone());
+    }
     let limit = configuration.history_length;
+    let task = continues.as_ref().map(|continued| continued.task.clone());
     // A task answered at once streams for those who subscribe to it.
     let wire = TaskWire::new(
         call.id.clone(),
@@ -423,7 +456,8 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         message.clone(),
         call.locals(),
         limit,
-    );
+    )
+    .continuing(continues);
     let turn = (init, input);
     let refused = |failure: Failure| refusal(&failure, &message);
     if client || !(stream || detach) {
@@ -436,13 +470,14 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         });
     }
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
-    let started = bidi_http::turns::start(
+    let started = bidi_http::turns::start_as(
         call.streams,
         call.host,
         (call.agent, call.name),
         turn,
         call.identity,
         wire,
+        task.as_deref(),
     );
     let (started, task_id, body) = started.await.map_err(refused)?;
     let Some(mut task) = working else {
@@ -473,36 +508,54 @@ fn refusal(failure: &Failure, message: &Message) -> RpcError {
     }
 }
 
+/// The session a message goes on with, and the task it continues.
+struct Opened {
+    init: AgentInit<LlmSession>,
+    /// The session's state, where calls of it wait: what the message answers, or sets aside.
+    state: Option<LlmSession>,
+    /// The task the message continues: one that waits for input.
+    continues: Option<Continued>,
+}
+
+impl Opened {
+    /// A message that starts a task of its own on `init`'s session.
+    fn new(init: AgentInit<LlmSession>) -> Self {
+        Self {
+            init,
+            state: None,
+            continues: None,
+        }
+    }
+}
+
 /// The session `message` goes on with (the one its `taskId` or `contextId` names, or a new
-/// one) and the calls it waits for.
+/// one), and the task it continues: the one its `taskId` names, or the one its context waits
+/// for input on.
 ///
 /// # Errors
 ///
 /// A task that is not the caller's (-32001), over or running (-32004), of another context,
 /// or a context that does not exist (-32602).
-async fn open(
-    call: &Call<'_>,
-    message: &Message,
-) -> Result<(AgentInit<LlmSession>, Vec<ToolCall>), RpcError> {
+async fn open(call: &Call<'_>, message: &Message) -> Result<Opened, RpcError> {
     let client = call.agent.agent().is_client_managed();
     if message.task_id.is_some() {
         call.keeps_sessions("a message on a task")?;
     }
     match (&message.task_id, &message.context_id) {
         (Some(task), context) => tasks::waiting(call, task, context.as_deref()).await,
-        (None, Some(context)) if client => Ok((AgentInit::new().session_id(context), Vec::new())),
+        (None, Some(context)) if client => Ok(Opened::new(AgentInit::new().session_id(context))),
         (None, Some(context)) => {
-            let mut pending = Vec::new();
-            if input::answers(message) {
-                let session = agent::load(call.agent, call.identity, context).await;
-                let session = session.map_err(|failure| RpcError::internal(failure.message))?;
-                if let Some(session) = session {
-                    pending = session.state().pending_tool_calls;
-                }
-            }
-            Ok((AgentInit::new().resume(context), pending))
+            let store = agent::sessions_of(call.agent, call.identity);
+            Ok(match lineage::head(&store, context).await? {
+                Some(lineage::Head::Waiting(lineage)) => tasks::continuation(*lineage),
+                Some(lineage::Head::Done(state)) => Opened {
+                    state: (!state.pending_tool_calls.is_empty()).then_some(*state),
+                    ..Opened::new(AgentInit::new().resume(context))
+                },
+                None => Opened::new(AgentInit::new().resume(context)),
+            })
         }
-        (None, None) => Ok((AgentInit::new(), Vec::new())),
+        (None, None) => Ok(Opened::new(AgentInit::new())),
     }
 }
 

@@ -1,4 +1,4 @@
-//! A turn as an A2A task: its state, the status message that says why (the calls it waits
+//! A task's turns as an A2A task: its state, the status message that says why (the calls it waits
 //! for, the error it failed with), its answer as artifacts, and the conversation as its
 //! history. One home for both ways a task is read: from the wire that runs it, and from the
 //! store (`GetTask`, `CancelTask`).
@@ -73,8 +73,8 @@ pub(crate) fn answer_id(n: usize) -> String {
     format!("answer-{n}")
 }
 
-/// The answer of a turn whose messages are `turn`: an artifact for each model message with
-/// text (a failed or cut short one's text so far too), in order.
+/// The answer of the turns whose messages are `turn` (a task's, all its turns'): an artifact
+/// for each model message with text (a failed or cut short one's text so far too), in order.
 pub(crate) fn artifacts(turn: &[LlmMessage]) -> Vec<Artifact> {
     turn.iter()
         .filter_map(|message| match message {
@@ -216,7 +216,7 @@ fn file(attachment: &Attachment) -> Option<Part> {
     }
 }
 
-/// Task `ids` whose turn added `turn` to `conversation` and ended in `status`.
+/// Task `ids` whose turns added `turn` to `conversation`, its latest ended in `status`.
 pub(crate) fn task(
     ids: &Ids,
     status: TaskStatus,

@@ -1,16 +1,19 @@
 //! The methods on a task (`GetTask`, `CancelTask`, `SubscribeToTask`) and the task a message
-//! goes on with: a task is read from the store, as the snapshot of its turn, in the caller's
+//! goes on with: a task is read from the store, as its turns (`lineage`), in the caller's
 //! scope; a running one's stream from the tee that keeps it.
 //!
-//! Streamed and `returnImmediately` tasks run through `bidi_http::turns` (the neutral home of
+//! Streamed and `returnImmediately` turns run through `bidi_http::turns` (the neutral home of
 //! streamed turns, which Genkit's agent wire uses too) under a `TurnKey` (scope, agent, task
-//! id) in A2A's own `Tees`, within the server's one budget, so they run on without their
-//! client. `SubscribeToTask` attaches to one, or follows it from the store's `Streams` on
-//! another process; the records it replays were written for another request, so `reframe`
-//! gives them the subscriber's JSON-RPC id (rewriting what precedes each `,"result":`).
-//! `CancelTask` is the store's abort (`turns::abort`), so it reaches the turn in any process.
-//! A blocking `SendMessage` writes to its body's channel and is cancelled when its client
-//! goes away.
+//! id: a turn that continues a task is keyed by the task's id, not its own snapshot's) in
+//! A2A's own `Tees`, within the server's one budget, so they run on without their client.
+//! `SubscribeToTask` attaches to the task's running turn, or follows it from the store's
+//! `Streams` on another process (under the turn's own snapshot id, found from the task's
+//! lineage); the records it replays were written for another request, so `reframe` gives them
+//! the subscriber's JSON-RPC id (rewriting what precedes each `,"result":`). `CancelTask` of a
+//! running task is the store's abort of its running turn (`turns::abort`), so it reaches the
+//! turn in any process; of a task that waits for input, the marker `lineage` writes. A
+//! blocking `SendMessage` writes to its body's channel and is cancelled when its client goes
+//! away.
 
 use std::convert::Infallible;
 
@@ -18,24 +21,26 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
-use bidi_llm::{LlmSession, Message as LlmMessage, Status, ToolCall};
-use bidi_session::{Scoped, SessionStore as _, Status as Snapshot};
+use bidi_llm::{Message as LlmMessage, Status};
+use bidi_session::{Scoped, Status as Snapshot};
 use futures_util::StreamExt as _;
 use serde_json::Value;
 
 use super::error::{TASK_NOT_CANCELABLE, UNSUPPORTED};
+use super::lineage::{self, Lineage};
 use super::task::{self, Pending};
 use super::types::{Event, GetParams, Ids, Response as Rpc, RpcError, Task, TaskParams, TaskState};
-use super::{Call, json_response, params};
+use super::wire::Continued;
+use super::{Call, Opened, json_response, params};
 use bidi_http::agent;
 use bidi_http::tee::relay;
 use bidi_http::tee::{Attached, RESUME_BYTES};
 use bidi_http::turns::TurnKey;
 
-/// A task as the store has it, with the calls its session waits for.
+/// A task as the store has it, with its turns.
 pub(super) struct Stored {
     pub(super) task: Task,
-    pub(super) calls: Vec<ToolCall>,
+    pub(super) lineage: Lineage,
 }
 
 fn failed(error: &bidi_session::StoreError) -> RpcError {
@@ -66,14 +71,20 @@ pub(super) async fn load(
     locals: &[String],
     limit: Option<u32>,
 ) -> Result<Option<Stored>, RpcError> {
-    let Some(snapshot) = store.load_snapshot(id).await.map_err(|e| failed(&e))? else {
+    let Some(lineage) = lineage::resolve(store, id).await? else {
         return Ok(None);
     };
-    let state: LlmSession = serde_json::from_value(snapshot.state)
-        .map_err(|_| RpcError::internal("the task's session cannot be read by this agent"))?;
-    let entry = snapshot.entry;
+    let task = view(&lineage, locals, limit);
+    Ok(Some(Stored { task, lineage }))
+}
+
+/// The task whose turns are `lineage`: where its latest turn stands, the answers of all its
+/// turns, the conversation.
+pub(super) fn view(lineage: &Lineage, locals: &[String], limit: Option<u32>) -> Task {
+    let entry = &lineage.latest;
+    let state = &lineage.state;
     let ids = Ids {
-        task: entry.id.clone(),
+        task: lineage.task.clone(),
         context: entry.session_id.clone(),
     };
     let message = |error: Option<&Value>| {
@@ -92,28 +103,7 @@ pub(super) async fn load(
         (_, Status::Error) => (TaskState::Failed, last_error(&state.messages)),
         _ => (TaskState::Completed, None),
     };
-    // A pending snapshot's state is its parent's: its turn has added nothing yet.
-    let parent = entry
-        .parent_id
-        .as_deref()
-        .filter(|_| state_now != TaskState::Working);
-    let first = match parent {
-        Some(parent) => store
-            .load_snapshot(parent)
-            .await
-            .map_err(|e| failed(&e))?
-            .and_then(|parent| {
-                parent
-                    .state
-                    .get("messages")
-                    .and_then(Value::as_array)
-                    .map(Vec::len)
-            })
-            .unwrap_or(0),
-        None if state_now == TaskState::Working => state.messages.len(),
-        None => 0,
-    };
-    let turn = state.messages.get(first..).unwrap_or_default();
+    let turns = state.messages.get(lineage.before..).unwrap_or_default();
     let pending = Pending::of(&state.pending_tool_calls, locals);
     let status = task::status(
         &ids,
@@ -122,11 +112,7 @@ pub(super) async fn load(
         &pending,
         entry.updated_at,
     );
-    let task = task::task(&ids, status, turn, &state.messages, locals, limit);
-    Ok(Some(Stored {
-        task,
-        calls: state.pending_tool_calls,
-    }))
+    task::task(&ids, status, turns, &state.messages, locals, limit)
 }
 
 /// The error of the session's last failed model call.
@@ -147,33 +133,50 @@ pub(super) async fn get(call: &Call<'_>, params: Option<Value>) -> Result<Respon
     Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()))
 }
 
-/// `CancelTask`: aborts the running task, in whichever process runs it, and answers it
-/// canceled; its turn stops at its next lease renewal.
+/// `CancelTask`: cancels a task that runs (aborts its running turn, in whichever process runs
+/// it; the turn stops at its next lease renewal) or waits for input (records its cancel), and
+/// answers it canceled.
 pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Response, RpcError> {
     call.keeps_sessions("`CancelTask`")?;
     let TaskParams { id } = self::params(params)?;
     let store = agent::sessions_of(call.agent, call.identity);
-    let had = bidi_http::turns::abort(&store, &id).await;
-    match had.map_err(|failure| RpcError::internal(failure.message))? {
-        None => Err(RpcError::task_not_found(&id)),
-        Some(Snapshot::Pending) => {
-            let stored = load(&store, &id, &call.locals(), None).await?;
+    let locals = call.locals();
+    // A turn that ends, or a message that answers the task, between the read and the cancel:
+    // read it again.
+    for _ in 0..3 {
+        let lineage = lineage::resolve(&store, &id).await?;
+        let lineage = lineage.ok_or_else(|| RpcError::task_not_found(&id))?;
+        let canceled = if lineage.latest.status == Snapshot::Pending {
+            let had = bidi_http::turns::abort(&store, &lineage.latest.id).await;
+            had.map_err(|failure| RpcError::internal(failure.message))? == Some(Snapshot::Pending)
+        } else if lineage.waits() {
+            lineage::cancel_waiting(&store, &lineage).await?
+        } else {
+            let state = view(&lineage, &locals, Some(0)).status.state;
+            return Err(RpcError::new(
+                TASK_NOT_CANCELABLE,
+                format!(
+                    "task `{}` is {}: there is nothing to cancel",
+                    cap(&id),
+                    named(state)
+                ),
+            ));
+        };
+        if canceled {
+            let stored = load(&store, &id, &locals, None).await?;
             let stored = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
-            Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()))
+            return Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()));
         }
-        Some(_) => Err(RpcError::new(
-            TASK_NOT_CANCELABLE,
-            format!(
-                "task `{}` is not running (it is over, canceled already, or waits for input): \
-                 there is nothing to cancel",
-                cap(&id)
-            ),
-        )),
     }
+    Err(RpcError::internal(format!(
+        "task `{}` kept changing while it was canceled: try again",
+        cap(&id)
+    )))
 }
 
-/// `SubscribeToTask`: a running task's stream from its first event, from this process or
-/// another one sharing the store; the current state of a task that waits for input.
+/// `SubscribeToTask`: the stream of a task's running turn from its first event, from this
+/// process or another one sharing the store; the current state of a task that waits for
+/// input.
 pub(super) async fn subscribe(
     call: &Call<'_>,
     params: Option<Value>,
@@ -202,16 +205,15 @@ pub(super) async fn subscribe(
         Attached::Nothing => {}
     }
     let store = agent::sessions_of(call.agent, call.identity);
-    let entry = store.entry(&id).await.map_err(|e| failed(&e))?;
-    if entry.is_some_and(|entry| entry.status == Snapshot::Pending) {
-        // Another process sharing the store may be streaming it.
-        let followed = relay::follow(&store, &id).await.map_err(|e| failed(&e))?;
-        if let Some(body) = followed {
+    let stored = load(&store, &id, &call.locals(), None).await?;
+    let Stored { task, lineage } = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
+    if lineage.latest.status == Snapshot::Pending {
+        // Another process sharing the store may be streaming its running turn.
+        let followed = relay::follow(&store, &lineage.latest.id).await;
+        if let Some(body) = followed.map_err(|e| failed(&e))? {
             return Ok(bidi_http::sse::response(reframe(body, &call.id)));
         }
     }
-    let stored = load(&store, &id, &call.locals(), None).await?;
-    let task = stored.ok_or_else(|| RpcError::task_not_found(&id))?.task;
     match task.status.state {
         state @ (TaskState::Completed | TaskState::Failed | TaskState::Canceled) => {
             Err(RpcError::new(
@@ -231,8 +233,8 @@ pub(super) async fn subscribe(
     }
 }
 
-/// The session a message on task `id` (of `context`, if the client says) goes on with, and
-/// the calls it answers: the task must wait for input.
+/// The session a message on task `id` (of `context`, if the client says) goes on with: the
+/// task must wait for input.
 ///
 /// # Errors
 ///
@@ -242,10 +244,10 @@ pub(super) async fn waiting(
     call: &Call<'_>,
     id: &str,
     context: Option<&str>,
-) -> Result<(AgentInit<LlmSession>, Vec<ToolCall>), RpcError> {
+) -> Result<Opened, RpcError> {
     let store = agent::sessions_of(call.agent, call.identity);
     let stored = load(&store, id, &[], Some(0)).await?;
-    let Stored { task, calls } = stored.ok_or_else(|| RpcError::task_not_found(id))?;
+    let Stored { task, lineage } = stored.ok_or_else(|| RpcError::task_not_found(id))?;
     if context.is_some_and(|context| context != task.context_id) {
         return Err(RpcError::invalid_params(
             "/params/message/contextId",
@@ -253,10 +255,7 @@ pub(super) async fn waiting(
         ));
     }
     match task.status.state {
-        TaskState::InputRequired => {
-            let init = AgentInit::new().session_id(task.context_id).snapshot(id);
-            Ok((init, calls))
-        }
+        TaskState::InputRequired => Ok(continuation(lineage)),
         TaskState::Working => Err(RpcError::new(
             UNSUPPORTED,
             format!(
@@ -274,6 +273,31 @@ pub(super) async fn waiting(
                 named(state)
             ),
         )),
+    }
+}
+
+/// The session a message on task `lineage`, which waits for input, goes on with: from its
+/// latest turn, whose calls the message answers (or sets aside), under the task's id.
+pub(super) fn continuation(lineage: Lineage) -> Opened {
+    let session = lineage.latest.session_id.clone();
+    // From the head, as a turn that must follow it: two answers at once cannot both run.
+    let init = if lineage.head {
+        AgentInit::new().resume(session)
+    } else {
+        AgentInit::new()
+            .session_id(session)
+            .snapshot(lineage.latest.id.clone())
+    };
+    let turns = lineage.state.messages.get(lineage.before..);
+    let continues = Continued {
+        task: lineage.task,
+        before: lineage.before,
+        answers: task::artifacts(turns.unwrap_or_default()).len(),
+    };
+    Opened {
+        init,
+        state: Some(lineage.state),
+        continues: Some(continues),
     }
 }
 

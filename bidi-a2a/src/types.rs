@@ -130,7 +130,8 @@ pub(crate) struct Artifact {
     pub(crate) parts: Vec<Part>,
 }
 
-/// A task: one turn of the agent on a session (its context).
+/// A task: the turns of the agent on a session (its context) from a message until it is
+/// over, across the inputs it asks for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Task {
@@ -143,7 +144,7 @@ pub(crate) struct Task {
     pub(crate) history: Vec<Message>,
 }
 
-/// A task's id and its context's: a turn's snapshot and its session.
+/// A task's id and its context's: its first turn's snapshot and its session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Ids {
     pub(crate) task: String,

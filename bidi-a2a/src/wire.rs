@@ -15,6 +15,18 @@ use super::types::{
     Artifact, ArtifactUpdate, Event, Ids, Message, Part, Response, StatusUpdate, Task, TaskState,
 };
 
+/// A turn that continues a task which waited for input: the task, and what its earlier turns
+/// did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Continued {
+    /// The task's id.
+    pub(crate) task: String,
+    /// How many messages the conversation held before the task began.
+    pub(crate) before: usize,
+    /// How many answer artifacts its earlier turns made.
+    pub(crate) answers: usize,
+}
+
 /// Writes a task's events: as SSE records while it runs (`stream`), or its task once it
 /// has ended.
 #[derive(Debug)]
@@ -29,6 +41,8 @@ pub(crate) struct TaskWire {
     locals: Arc<[String]>,
     /// How much history the task carries back.
     limit: Option<u32>,
+    /// The task this turn continues, if it is not a task's first turn.
+    continues: Option<Continued>,
     /// How many answer artifacts were opened, and whether the last one is open.
     answers: usize,
     open: bool,
@@ -57,6 +71,7 @@ impl TaskWire {
             ids: Ids::default(),
             locals,
             limit,
+            continues: None,
             answers: 0,
             open: false,
             pending: Pending::default(),
@@ -66,6 +81,14 @@ impl TaskWire {
             turn: Vec::new(),
             conversation: Vec::new(),
         }
+    }
+
+    /// The wire of a turn that continues task `continues`: its events name that task, and
+    /// its answers follow the earlier turns'.
+    pub(crate) fn continuing(mut self, continues: Option<Continued>) -> Self {
+        self.answers = continues.as_ref().map_or(0, |continued| continued.answers);
+        self.continues = continues;
+        self
     }
 
     /// Appends one record: `data: {"jsonrpc":"2.0","id":..,"result":event}\n\n`.
@@ -135,12 +158,23 @@ impl TaskWire {
     }
 
     fn started(&mut self, session_id: &str, snapshot_id: Option<&String>, out: &mut Vec<u8>) {
+        let continued = self
+            .continues
+            .as_ref()
+            .map(|continued| continued.task.clone());
+        let first = if continued.is_some() {
+            TaskState::Working
+        } else {
+            TaskState::Submitted
+        };
         self.ids = Ids {
-            task: snapshot_id.cloned().unwrap_or_else(bidi_session::new_id),
+            task: continued
+                .or_else(|| snapshot_id.cloned())
+                .unwrap_or_else(bidi_session::new_id),
             context: session_id.to_owned(),
         };
         if self.stream {
-            let task = self.submitted(&self.ids, TaskState::Submitted);
+            let task = self.submitted(&self.ids, first);
             self.record(&Event::Task(task), out);
             self.status_update(TaskState::Working, out);
         }
@@ -219,10 +253,15 @@ impl Wire for TaskWire {
         let state = self.state();
         let error = self.error.as_deref();
         let status = task::status(&self.ids, state, error, &self.pending, SystemTime::now());
+        // A task's answers are those of all its turns.
+        let turns = match &self.continues {
+            Some(continued) => self.conversation.get(continued.before..),
+            None => None,
+        };
         let task = task::task(
             &self.ids,
             status,
-            &self.turn,
+            turns.unwrap_or(&self.turn),
             &self.conversation,
             &self.locals,
             self.limit,
@@ -417,5 +456,78 @@ mod tests {
         let records = records(&out);
         let status = &records[0]["result"]["statusUpdate"]["status"];
         assert_eq!(status["state"], "TASK_STATE_CANCELED");
+    }
+    #[test]
+    fn a_continuation_names_its_task_and_numbers_its_answers_after_the_earlier_ones() {
+        let continued = Continued {
+            task: "t0".into(),
+            before: 0,
+            answers: 1,
+        };
+        let mut wire = TaskWire::new(json!(2), true, request(), Arc::from([]), None)
+            .continuing(Some(continued.clone()));
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        wire.event(
+            AgentEvent::TextDelta {
+                delta: "more".into(),
+            },
+            &mut out,
+        );
+        wire.event(answer("more"), &mut out);
+        wire.event(complete(Status::Completed), &mut out);
+        let records = records(&out);
+        let task = &records[0]["result"]["task"];
+        assert_eq!(task["id"], "t0", "the task's id, not the turn's snapshot");
+        assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+        let chunk = &records[2]["result"]["artifactUpdate"];
+        assert_eq!(chunk["taskId"], "t0");
+        assert_eq!(chunk["artifact"]["artifactId"], "answer-2");
+        let last = &records[records.len() - 1]["result"]["statusUpdate"];
+        assert_eq!(last["taskId"], "t0");
+
+        // Blocking: the task's answers are all its turns'.
+        let mut wire = TaskWire::new(json!(3), false, request(), Arc::from([]), None)
+            .continuing(Some(continued));
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        let said = |text: &str| {
+            LlmMessage::Assistant(AssistantMessage {
+                content: vec![AssistantContent::Text { text: text.into() }],
+                ..AssistantMessage::default()
+            })
+        };
+        let conversation = vec![
+            LlmMessage::User(UserMessage::new("first")),
+            said("earlier"),
+            LlmMessage::User(UserMessage::new("then")),
+            said("later"),
+        ];
+        wire.event(
+            AgentEvent::SessionEnd {
+                session_id: "s1".into(),
+                messages: conversation[2..].to_vec(),
+                snapshot_id: Some("t1".into()),
+            },
+            &mut out,
+        );
+        wire.event(complete(Status::Completed), &mut out);
+        let output: AgentOutput<LlmSession, u32> = serde_json::from_value(json!({
+            "sessionId": "s1", "snapshotId": "t1", "output": 0,
+            "state": {"messages": conversation},
+        }))
+        .unwrap();
+        wire.output(&output);
+        wire.end(&mut out);
+        let response: Value = serde_json::from_slice(&out).unwrap();
+        let task = &response["result"]["task"];
+        assert_eq!(task["id"], "t0");
+        let answers: Vec<&str> = task["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|artifact| artifact["parts"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(answers, ["earlier", "later"]);
     }
 }

@@ -251,7 +251,7 @@
 //! | UI message stream | a `tool-approval-request` part; the answer finishes | the next request's `approval-responded` part |
 //! | AG-UI | `RUN_FINISHED` with outcome `interrupt`, one interrupt (`tool_approval`) per call | the next run's `resume` entries: `resolved` approves, `cancelled` denies |
 //! | Genkit's agent wire | `turnEnd` and the output with `finishReason: "interrupted"`, the calls in the message | `resume.restart`: the approved calls |
-//! | A2A | `TASK_STATE_INPUT_REQUIRED`, the data part's `awaitingApproval` | a message on the task with the data part `{"approvals": [..]}` |
+//! | A2A | the task `TASK_STATE_INPUT_REQUIRED`, the status data part's `awaitingApproval` | a message on the task with the data part `{"approvals": [..]}`: the same task runs on (text alone denies the calls, as the user moving on) |
 //! | WebSocket, Genkit's flow wire | the agent's events as chunks (`awaiting_approval`) | an input `{"approvals": [..]}` |
 //! | ACP (bidi-acp) | `session/request_permission` to the editor | the editor's choice (once or always) |
 //! | MCP | not yet: a tool call of an agent that waits answers what the model said so far | — |

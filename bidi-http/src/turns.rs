@@ -50,10 +50,29 @@ impl TurnKey {
 pub async fn start<W: HttpWire>(
     tees: &Arc<Tees<TurnKey>>,
     host: &Host,
+    agent: (&LlmAgent, &str),
+    turn: (AgentInit<LlmSession>, TurnInput),
+    identity: Option<&Identity>,
+    wire: W,
+) -> Result<(Started, String, Body), Failure> {
+    start_as(tees, host, agent, turn, identity, wire, None).await
+}
+
+/// [`start`], the turn's stream found under `id` rather than the turn's own id: a wire whose
+/// clients name a run of turns by the first one's id (an A2A task that took several inputs)
+/// keys each turn of the run by it. Answers `id` as the turn's id.
+///
+/// # Errors
+///
+/// The turn's refusal, as [`agent::start`]'s.
+pub async fn start_as<W: HttpWire>(
+    tees: &Arc<Tees<TurnKey>>,
+    host: &Host,
     (agent, name): (&LlmAgent, &str),
     (init, input): (AgentInit<LlmSession>, TurnInput),
     identity: Option<&Identity>,
     wire: W,
+    id: Option<&str>,
 ) -> Result<(Started, String, Body), Failure> {
     let client = agent.agent().is_client_managed();
     let (snapshot, started) = oneshot::channel();
@@ -65,13 +84,15 @@ pub async fn start<W: HttpWire>(
     let (tee, reader) = Tee::new(Arc::clone(tees), publisher);
     let stream = tee.stream();
     let started = agent::spawn(host, agent, init, input, identity, wire, tee).await?;
-    let id = match started.snapshot_id.as_ref().filter(|_| !client) {
-        Some(id) => {
-            let _ = snapshot.send(id.clone());
-            id.clone()
+    let own = match started.snapshot_id.as_ref().filter(|_| !client) {
+        Some(own) => {
+            // Published under the turn's own snapshot: readers elsewhere find it from the store.
+            let _ = snapshot.send(own.clone());
+            own.clone()
         }
         None => bidi_session::new_id(),
     };
+    let id = id.map_or(own, str::to_owned);
     tees.insert(TurnKey::new(identity, name, &id), &stream);
     Ok((started, id, reader.body()))
 }

@@ -2,8 +2,9 @@
 `LlmAgent`s over bidi-http's A2A wire. Usage: python a2a_client.py <baseUrl>
 
 The server is `tests/tests/a2a_clients.rs`'s: `helper` (scripted answers), `tools` (a remote
-tool `lookup` and a tool `wipe` that needs approval), `slow` (a model that answers only when
-`POST /finish` says so), `memo` (client-managed). Each check prints one JSON line,
+tool `lookup` and a tool `wipe` that needs approval), `ask` (the same tools, a task that asks
+for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
+calls `lookup` when `POST /ask` does), `memo` (client-managed). Each check prints one JSON line,
 `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 asserts what it saw. The last line is `N passed, M failed`: M checks threw.
 """
@@ -22,6 +23,7 @@ from a2a.types.a2a_pb2 import (
     GetTaskRequest,
     Message,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 
@@ -116,6 +118,8 @@ async def main(base):
     tools = await blocking.create_from_url(f"{base}/agent/tools/a2a")
     slow = await streaming.create_from_url(f"{base}/agent/slow/a2a")
     memo = await blocking.create_from_url(f"{base}/agent/memo/a2a")
+    ask = await blocking.create_from_url(f"{base}/agent/ask/a2a")
+    ask_streams = await streaming.create_from_url(f"{base}/agent/ask/a2a")
 
     async def send(client, msg):
         async for event in client.send_message(request(msg)):
@@ -169,7 +173,7 @@ async def main(base):
         call = data(asked.status.message.parts)["awaitingApproval"][0]
         approvals = {"approvals": [{"toolCallId": call["id"], "approved": True}]}
         answered = await send(tools, message([approvals], asked.id, asked.context_id))
-        return {"asked": seen(asked), "answered": seen(answered)}
+        return {"asked": seen(asked), "answered": seen(answered), "sameTask": answered.id == asked.id}
 
     async def cancel_and_errors():
         all_events = []
@@ -194,6 +198,141 @@ async def main(base):
             "clientManaged": await refused(memo.get_task(GetTaskRequest(id="x"))),
         }
 
+    def task_of(event):
+        for field in ("task", "status_update", "artifact_update"):
+            if event.HasField(field):
+                value = getattr(event, field)
+                return value.id if field == "task" else value.task_id
+        return None
+
+    async def rounds():
+        asked = await send(ask, message(["find the file"]))
+        call = data(asked.status.message.parts)["awaitingToolExecution"][0]
+        results = {"results": [{"toolCallId": call["id"], "output": "found"}]}
+        again = await send(ask, message([results], asked.id, asked.context_id))
+        waiting = await ask.get_task(GetTaskRequest(id=asked.id))
+        approval = data(again.status.message.parts)["awaitingApproval"][0]
+        approvals = {"approvals": [{"toolCallId": approval["id"], "approved": True}]}
+        done = await send(ask, message([approvals], asked.id))
+        got = await ask.get_task(GetTaskRequest(id=asked.id))
+        return {
+            "asked": seen(asked),
+            "again": seen(again),
+            "waiting": seen(waiting),
+            "done": seen(done),
+            "got": seen(got),
+            "sameTask": [t.id == asked.id for t in (again, waiting, done, got)],
+        }
+
+    async def text_answer():
+        asked = await send(ask, message(["find it again"]))
+        all_events = await stream(
+            ask_streams, message(["never mind, say hi"], asked.id, asked.context_id)
+        )
+        seen_events = events(all_events)
+        got = await ask.get_task(GetTaskRequest(id=asked.id))
+        history = [json_format.MessageToDict(m) for m in got.history]
+        return {
+            "asked": state(asked),
+            "first": seen_events["kinds"][0],
+            "last": seen_events["kinds"][-1],
+            "answer": seen_events["answer"],
+            "sameTask": all(task_of(e) == asked.id for e in all_events),
+            "got": {**seen(got), "history": json.dumps(history)},
+        }
+
+    async def refusal(call):
+        try:
+            await call
+        except Exception as error:  # noqa: BLE001 - its class is what is checked
+            # The SDK raises the class of the A2A error code it read.
+            codes = {
+                "TaskNotFoundError": -32001,
+                "TaskNotCancelableError": -32002,
+                "UnsupportedOperationError": -32004,
+            }
+            name = type(error).__name__
+            return {"refused": True, "name": name, "code": codes.get(name)}
+        return {"refused": False}
+
+    async def first_event(iterator):
+        async for event in iterator:
+            return event
+        return None
+
+    async def cancel_waiting():
+        asked = await send(ask, message(["find a third time"]))
+        canceled = await ask.cancel_task(CancelTaskRequest(id=asked.id))
+        got = await ask.get_task(GetTaskRequest(id=asked.id))
+        following = await send(ask, message(["something else"], context_id=asked.context_id))
+        return {
+            "canceled": {**seen(canceled), "sameTask": canceled.id == asked.id},
+            "got": state(got),
+            "message": await refusal(send(ask, message(["go on"], asked.id))),
+            "again": await refusal(ask.cancel_task(CancelTaskRequest(id=asked.id))),
+            "subscribe": await refusal(
+                first_event(ask_streams.subscribe(SubscribeToTaskRequest(id=asked.id)))
+            ),
+            "next": {
+                **seen(following),
+                "newTask": following.id != asked.id,
+                "sameContext": following.context_id == asked.context_id,
+            },
+        }
+
+    async def slow_asks(text):
+        """Streams `text` to `slow`, which calls `lookup` once asked to: the waiting task."""
+        all_events = []
+        async with httpx.AsyncClient() as http:
+            async for event in slow.send_message(request(message([text]))):
+                all_events.append(event)
+                if len(all_events) == 1:
+                    await http.post(f"{base}/ask")
+        task = all_events[0].task
+        last = all_events[-1].status_update.status.message.parts
+        call = data(last)["awaitingToolExecution"][0]
+        results = {"results": [{"toolCallId": call["id"], "output": "found"}]}
+        return task, events(all_events)["kinds"], message([results], task.id, task.context_id)
+
+    async def subscribe_continuation():
+        task, kinds, reply = await slow_asks("look")
+        continuation = slow.send_message(request(reply)).__aiter__()
+        await continuation.__anext__()
+        all_events = []
+        async with httpx.AsyncClient() as http:
+            async for event in slow.subscribe(SubscribeToTaskRequest(id=task.id)):
+                all_events.append(event)
+                if len(all_events) == 1:
+                    await http.post(f"{base}/finish")
+        async for _ in continuation:
+            pass
+        followed = events(all_events)
+        got = await slow.get_task(GetTaskRequest(id=task.id))
+        return {
+            "asked": kinds[-1],
+            "first": "task" if all_events[0].HasField("task") else "other",
+            "sameTask": all(task_of(e) == task.id for e in all_events),
+            "answer": followed["answer"],
+            "last": followed["kinds"][-1],
+            "got": state(got),
+        }
+
+    async def cancel_continuation():
+        task, _, reply = await slow_asks("look again")
+        all_events = []
+        canceled = None
+        async for event in slow.send_message(request(reply)):
+            all_events.append(event)
+            if len(all_events) == 2:
+                canceled = await slow.cancel_task(CancelTaskRequest(id=task.id))
+        got = await slow.get_task(GetTaskRequest(id=task.id))
+        return {
+            "canceled": state(canceled),
+            "sameTask": canceled.id == task.id,
+            "last": events(all_events)["kinds"][-1],
+            "got": state(got),
+        }
+
     await check("card", card)
     await check("send", first)
     await check("send in the same context", again)
@@ -202,7 +341,12 @@ async def main(base):
     await check("input required: a remote tool", remote)
     await check("input required: an approval", approval)
     await check("cancel a running task and errors", cancel_and_errors)
-    for client in (helper, helper_streams, tools, slow, memo):
+    await check("a task lives across its inputs", rounds)
+    await check("a task answered with text", text_answer)
+    await check("cancel a task that waits for input", cancel_waiting)
+    await check("subscribe to a continuation", subscribe_continuation)
+    await check("cancel a running continuation", cancel_continuation)
+    for client in (helper, helper_streams, tools, slow, memo, ask, ask_streams):
         await client.close()
 
 

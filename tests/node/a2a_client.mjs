@@ -2,8 +2,9 @@
 // bidi `LlmAgent`s over bidi-http's A2A wire. Usage: node a2a_client.mjs <baseUrl>
 //
 // The server is `tests/tests/a2a_clients.rs`'s: `helper` (scripted answers), `tools` (a remote
-// tool `lookup` and a tool `wipe` that needs approval), `slow` (a model that answers only when
-// `POST /finish` says so), `memo` (client-managed). Each check prints one JSON line,
+// tool `lookup` and a tool `wipe` that needs approval), `ask` (the same tools, a task that asks
+// for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
+// calls `lookup` when `POST /ask` does), `memo` (client-managed). Each check prints one JSON line,
 // `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 // asserts what it saw. The last line is `N passed, M failed`: M checks threw.
 
@@ -186,7 +187,12 @@ await check('input required: a remote tool', async () => {
       contextId: asked.contextId,
     }),
   });
-  return { asked: seen(asked), answered: seen(answered), sameContext: answered.contextId === asked.contextId };
+  return {
+    asked: seen(asked),
+    answered: seen(answered),
+    sameContext: answered.contextId === asked.contextId,
+    sameTask: answered.id === asked.id,
+  };
 });
 
 await check('input required: an approval, streamed', async () => {
@@ -206,6 +212,7 @@ await check('input required: an approval, streamed', async () => {
     asked: events(asked).kinds,
     pending: data(last.status.message.parts),
     answered: events(answered),
+    sameTask: answered.every(({ payload }) => (payload.value.taskId ?? payload.value.id) === task.id),
   };
 });
 
@@ -275,6 +282,134 @@ await check('errors', async () => {
     params: (await raw('helper', { jsonrpc: '2.0', id: 4, method: 'SendMessage', params: { message: { role: 'ROLE_USER', parts: [{ text: 1 }] } } })).body.error,
     push: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { taskPushNotificationConfig: { url: 'http://127.0.0.1:1/hook', id: 'p', taskId: '', tenant: '', token: '' } } })),
     modes: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { acceptedOutputModes: ['image/png'] } })),
+  };
+});
+
+await check('a task lives across its inputs', async () => {
+  const ask = await client('ask');
+  const asked = await ask.sendMessage({ message: message(['find the file']) });
+  const ids = { taskId: asked.id, contextId: asked.contextId };
+  const call = data(asked.status.message.parts).awaitingToolExecution[0];
+  const again = await ask.sendMessage({
+    message: message([{ results: [{ toolCallId: call.id, output: 'found' }] }], ids),
+  });
+  const waiting = await ask.getTask({ id: asked.id });
+  const approval = data(again.status.message.parts).awaitingApproval[0];
+  // The task's id alone names it.
+  const done = await ask.sendMessage({
+    message: message([{ approvals: [{ toolCallId: approval.id, approved: true }] }], { taskId: asked.id }),
+  });
+  const got = await ask.getTask({ id: asked.id });
+  return {
+    asked: seen(asked),
+    again: seen(again),
+    waiting: seen(waiting),
+    done: seen(done),
+    got: seen(got),
+    sameTask: [again, waiting, done, got].map((task) => task.id === asked.id),
+  };
+});
+
+await check('a task answered with text', async () => {
+  const ask = await client('ask');
+  const asked = await ask.sendMessage({ message: message(['find it again']) });
+  const all = [];
+  for await (const event of ask.sendMessageStream({
+    message: message(['never mind, say hi'], { taskId: asked.id, contextId: asked.contextId }),
+  })) all.push(event);
+  const { kinds, answer } = events(all);
+  const got = await ask.getTask({ id: asked.id });
+  return {
+    asked: state(asked),
+    first: kinds[0],
+    last: kinds[kinds.length - 1],
+    answer,
+    sameTask: all.every(({ payload }) => (payload.value.taskId ?? payload.value.id) === asked.id),
+    got: { ...seen(got), history: JSON.stringify(got.history) },
+  };
+});
+
+await check('cancel a task that waits for input', async () => {
+  const ask = await client('ask');
+  const asked = await ask.sendMessage({ message: message(['find a third time']) });
+  const canceled = await ask.cancelTask({ id: asked.id });
+  const got = await ask.getTask({ id: asked.id });
+  return {
+    canceled: { ...seen(canceled), sameTask: canceled.id === asked.id },
+    got: state(got),
+    message: await refusal(ask.sendMessage({ message: message(['go on'], { taskId: asked.id }) })),
+    again: await refusal(ask.cancelTask({ id: asked.id })),
+    subscribe: await refusal(ask.resubscribeTask({ id: asked.id }).next()),
+    next: await (async () => {
+      const next = await ask.sendMessage({ message: message(['something else'], { contextId: asked.contextId }) });
+      return { ...seen(next), newTask: next.id !== asked.id, sameContext: next.contextId === asked.contextId };
+    })(),
+  };
+});
+
+/** Streams `text` to `slow`, which calls `lookup` once asked to: the task, waiting for input. */
+async function slowAsks(slow, text) {
+  const all = [];
+  let asked = false;
+  for await (const event of slow.sendMessageStream({ message: message([text]) })) {
+    all.push(event);
+    if (!asked) {
+      asked = true;
+      await fetch(`${base}/ask`, { method: 'POST' });
+    }
+  }
+  const task = all[0].payload.value;
+  const call = data(all[all.length - 1].payload.value.status.message.parts).awaitingToolExecution[0];
+  const reply = message([{ results: [{ toolCallId: call.id, output: 'found' }] }], {
+    taskId: task.id,
+    contextId: task.contextId,
+  });
+  return { task, kinds: events(all).kinds, reply };
+}
+
+await check('subscribe to a continuation', async () => {
+  const slow = await client('slow');
+  const { task, kinds, reply } = await slowAsks(slow, 'look');
+  const continuation = slow.sendMessageStream({ message: reply })[Symbol.asyncIterator]();
+  await continuation.next();
+  const all = [];
+  let finished = false;
+  for await (const event of slow.resubscribeTask({ id: task.id })) {
+    all.push(event);
+    if (!finished) {
+      finished = true;
+      await fetch(`${base}/finish`, { method: 'POST' });
+    }
+  }
+  while (!(await continuation.next()).done);
+  const followed = events(all);
+  const got = await slow.getTask({ id: task.id });
+  return {
+    asked: kinds[kinds.length - 1],
+    first: all[0].payload.$case,
+    sameTask: all.every(({ payload }) => (payload.value.taskId ?? payload.value.id) === task.id),
+    answer: followed.answer,
+    last: followed.kinds[followed.kinds.length - 1],
+    got: state(got),
+  };
+});
+
+await check('cancel a running continuation', async () => {
+  const slow = await client('slow');
+  const { task, reply } = await slowAsks(slow, 'look again');
+  const all = [];
+  let canceled;
+  for await (const event of slow.sendMessageStream({ message: reply })) {
+    all.push(event);
+    if (all.length === 2) canceled = await slow.cancelTask({ id: task.id });
+  }
+  const kinds = events(all).kinds;
+  const got = await slow.getTask({ id: task.id });
+  return {
+    canceled: state(canceled),
+    sameTask: canceled.id === task.id,
+    last: kinds[kinds.length - 1],
+    got: state(got),
   };
 });
 

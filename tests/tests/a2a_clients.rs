@@ -30,8 +30,10 @@ struct Query {
     query: String,
 }
 
-/// What the clients talk to: `helper` and `tools` answer from `helper` and `tools`, `slow`
-/// answers once `POST /finish` says so, `memo` keeps no sessions.
+/// What the clients talk to: `helper` and `tools` answer from `helper` and `tools`, `ask`
+/// from `ask_script` (a task that asks for input again and again), `slow` answers once
+/// `POST /finish` says so (or calls `lookup` once `POST /ask` says so), `memo` keeps no
+/// sessions.
 async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> String {
     let helper = LlmAgent::builder("helper", ScriptedModel::new(helper.to_vec()))
         .tool(Tool::remote::<Query>(
@@ -48,11 +50,42 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
         ))
         .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
         .build();
+    let ask = LlmAgent::builder("ask", ScriptedModel::new(ask_script()))
+        .tool(Tool::remote::<Query>(
+            "lookup",
+            "Lookup",
+            "Looks a file up on the client's disk",
+        ))
+        .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
+        .build();
     let (model, say) = ChannelModel::new();
     // A short lease: a canceled task stops at its next renewal, a third of a term later.
     let slow = LlmAgent::builder("slow", model)
+        .tool(Tool::remote::<Query>(
+            "lookup",
+            "Lookup",
+            "Looks a file up on the client's disk",
+        ))
         .lease(Duration::from_secs(1))
         .build();
+    let asks = say.clone();
+    let ask_route = axum::routing::post(move || {
+        for event in [
+            ModelEvent::ToolCallStart {
+                id: "s1".into(),
+                name: "lookup".into(),
+            },
+            ModelEvent::ToolCallDelta(r#"{"query":"slow"}"#.into()),
+            ModelEvent::ToolCallEnd,
+            ModelEvent::Done {
+                stop_reason: StopReason::ToolCalls,
+                usage: Usage::default(),
+            },
+        ] {
+            let _ = asks.send(event);
+        }
+        async {}
+    });
     let memo = LlmAgent::builder("memo", ScriptedModel::new(memo.to_vec()))
         .client_managed()
         .build();
@@ -73,10 +106,15 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
     let server = Server::new(Registry::new())
         .agent(&helper)
         .agent(&tools)
+        .agent(&ask)
         .agent(&slow)
         .agent(&memo)
         .protocol(bidi_a2a::A2a::new())
-        .routes(axum::Router::new().route("/finish", finish));
+        .routes(
+            axum::Router::new()
+                .route("/finish", finish)
+                .route("/ask", ask_route),
+        );
     format!("http://{}", tests::http::serve(server).await)
 }
 
@@ -139,12 +177,94 @@ fn tools_script() -> Vec<Scripted> {
     ]
 }
 
+/// `ask`'s answers, the same for both clients, which run the same checks on it in order: a
+/// task that asks for a result, then an approval, then completes; one answered with text; one
+/// canceled while it waits, then a new task in its context.
+fn ask_script() -> Vec<Scripted> {
+    vec![
+        Scripted::new().tool_call("k1", "lookup", &json!({"query": "file"})),
+        Scripted::new()
+            .text("Found it.")
+            .tool_call("k2", "wipe", &json!({"target": "disk"})),
+        Scripted::new().text("All done."),
+        Scripted::new().tool_call("k3", "lookup", &json!({"query": "file"})),
+        Scripted::new().text("Hi."),
+        Scripted::new().tool_call("k4", "lookup", &json!({"query": "file"})),
+        Scripted::new().text("Something else, then."),
+    ]
+}
+
+/// What both clients saw of a task that lives across its inputs (`ask`'s script).
+fn lives_across_its_inputs(checks: &HashMap<String, Value>) {
+    let rounds = &checks["a task lives across its inputs"];
+    has(
+        rounds,
+        &json!({
+            "asked": {"state": "TASK_STATE_INPUT_REQUIRED",
+                      "statusData": {"awaitingToolExecution": [
+                          {"id": "k1", "name": "lookup", "arguments": {"query": "file"}}]}},
+            "again": {"state": "TASK_STATE_INPUT_REQUIRED", "answer": "Found it.",
+                      "statusData": {"awaitingApproval": [
+                          {"id": "k2", "name": "wipe", "arguments": {"target": "disk"}}]}},
+            "waiting": {"state": "TASK_STATE_INPUT_REQUIRED", "answer": "Found it."},
+            "done": {"state": "TASK_STATE_COMPLETED", "answer": "Found it.|All done."},
+            "got": {"state": "TASK_STATE_COMPLETED", "answer": "Found it.|All done."},
+            "sameTask": [true, true, true, true],
+        }),
+    );
+    let history = rounds["got"]["history"].as_array().unwrap();
+    assert_eq!(history.first().unwrap(), "user:find the file", "{rounds}");
+    assert_eq!(history.last().unwrap(), "agent:All done.", "{rounds}");
+
+    let text = &checks["a task answered with text"];
+    has(
+        text,
+        &json!({"asked": "TASK_STATE_INPUT_REQUIRED", "first": "task:TASK_STATE_WORKING",
+                "last": "status:TASK_STATE_COMPLETED", "answer": "Hi.", "sameTask": true,
+                "got": {"state": "TASK_STATE_COMPLETED", "answer": "Hi."}}),
+    );
+    // The call was set aside: its result says the user moved on.
+    let said = text["got"]["history"].to_string();
+    assert!(said.contains("moved on"), "{text}");
+
+    has(
+        &checks["cancel a task that waits for input"],
+        &json!({
+            "canceled": {"state": "TASK_STATE_CANCELED", "sameTask": true},
+            "got": "TASK_STATE_CANCELED",
+            "message": {"refused": true, "code": -32004},
+            "again": {"refused": true, "code": -32002},
+            "subscribe": {"refused": true, "code": -32004},
+            "next": {"state": "TASK_STATE_COMPLETED", "answer": "Something else, then.",
+                     "newTask": true, "sameContext": true},
+        }),
+    );
+}
+
+/// What both clients saw of a continuation of `slow`'s task, followed and canceled.
+fn continuations_are_followed_and_canceled(checks: &HashMap<String, Value>) {
+    let followed = &checks["subscribe to a continuation"];
+    has(
+        followed,
+        &json!({"asked": "status:TASK_STATE_INPUT_REQUIRED", "first": "task",
+                "sameTask": true, "answer": "slow answer",
+                "last": "status:TASK_STATE_COMPLETED", "got": "TASK_STATE_COMPLETED"}),
+    );
+    has(
+        &checks["cancel a running continuation"],
+        &json!({"canceled": "TASK_STATE_CANCELED", "sameTask": true,
+                "last": "status:TASK_STATE_CANCELED", "got": "TASK_STATE_CANCELED"}),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_a2a_js_sdk_client_drives_agents() {
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
     let summary = client("a2a_client.mjs", vec![base.clone()]).await;
-    let checks = checks(&summary, 13);
+    let checks = checks(&summary, 18);
+    lives_across_its_inputs(&checks);
+    continuations_are_followed_and_canceled(&checks);
 
     let card = &checks["card"];
     has(
@@ -206,7 +326,7 @@ async fn the_a2a_js_sdk_client_drives_agents() {
             "asked": {"state": "TASK_STATE_INPUT_REQUIRED", "statusData": {"awaitingToolExecution": [
                 {"id": "c1", "name": "lookup", "arguments": {"query": "file"}}]}},
             "answered": {"state": "TASK_STATE_COMPLETED", "answer": "Found it in /tmp/file"},
-            "sameContext": true,
+            "sameContext": true, "sameTask": true,
         }),
     );
     let approval = &checks["input required: an approval, streamed"];
@@ -214,7 +334,7 @@ async fn the_a2a_js_sdk_client_drives_agents() {
         approval,
         &json!({
             "pending": {"awaitingApproval": [{"id": "c2", "name": "wipe", "arguments": {"target": "disk"}}]},
-            "answered": {"answer": "Wiped."},
+            "answered": {"answer": "Wiped."}, "sameTask": true,
         }),
     );
     assert_eq!(
@@ -288,7 +408,9 @@ async fn the_a2a_python_sdk_client_drives_agents() {
     })
     .await
     .unwrap();
-    let checks = checks(&summary, 8);
+    let checks = checks(&summary, 13);
+    lives_across_its_inputs(&checks);
+    continuations_are_followed_and_canceled(&checks);
     has(
         &checks["card"],
         &json!({"name": "helper", "streaming": true, "binding": "JSONRPC", "version": "1.0"}),
@@ -332,6 +454,7 @@ async fn the_a2a_python_sdk_client_drives_agents() {
             "asked": {"state": "TASK_STATE_INPUT_REQUIRED", "statusData": {"awaitingApproval": [
                 {"id": "c2", "name": "wipe", "arguments": {"target": "disk"}}]}},
             "answered": {"state": "TASK_STATE_COMPLETED", "answer": "Wiped."},
+            "sameTask": true,
         }),
     );
     let canceled = &checks["cancel a running task and errors"];
