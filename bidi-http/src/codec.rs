@@ -39,10 +39,6 @@ pub enum Code {
     /// The input does not fit the action.
     InvalidInput,
     /// A new agent session needs a `context`.
-    #[cfg_attr(
-        not(feature = "agents"),
-        expect(dead_code, reason = "only the agent endpoints refuse with it")
-    )]
     ContextRequired,
     /// Another execution runs on the session.
     SessionRunning,
