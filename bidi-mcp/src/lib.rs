@@ -109,6 +109,8 @@
 
 #[cfg(feature = "agents")]
 mod agent;
+#[cfg(feature = "agents")]
+mod approval;
 mod flow;
 mod http;
 mod tools;
