@@ -254,7 +254,7 @@
 //! | A2A | the task `TASK_STATE_INPUT_REQUIRED`, the status data part's `awaitingApproval` | a message on the task with the data part `{"approvals": [..]}`: the same task runs on (text alone denies the calls, as the user moving on) |
 //! | WebSocket, Genkit's flow wire | the agent's events as chunks (`awaiting_approval`) | an input `{"approvals": [..]}` |
 //! | ACP (bidi-acp) | `session/request_permission` to the editor | the editor's choice (once or always) |
-//! | MCP | not yet: a tool call of an agent that waits answers what the model said so far | — |
+//! | MCP (bidi-mcp) | an `elicitation/create` per call, `{approved, reason?}`, inside the tool call; without the client's elicitation capability, the result's text and its `pendingApprovals` | the elicitation's answer (`accept` with `approved`; `decline` and `cancel` deny), the call going on; or a next call with `sessionId` and `approvals: [{toolCallId, approved, reason?}]` |
 //!
 //! # Deploying several processes
 //!

@@ -1,26 +1,37 @@
 //! An [`LlmAgent`] as an MCP tool: a message in, the answer's text and its session out, the
 //! text streamed as progress; run by `bidi-serve`'s [`Execution`] like every agent front end.
 //!
-//! Its wire keeps the text deltas; its sink is the call's: closed by the request's
-//! cancellation (`notifications/cancelled`, the cause saying the MCP client cancelled the
-//! call) or by the call's answer being dropped (`PeerGone::Disconnected`).
+//! Its wire keeps the text deltas and what the turn waits on; its sink is the call's: closed
+//! by the request's cancellation (`notifications/cancelled`, the cause saying the MCP client
+//! cancelled the call) or by the call's answer being dropped (`PeerGone::Disconnected`).
+//!
+//! A turn that stops for calls waiting for approval asks the client through elicitation, one
+//! question per call, when the client supports it, and goes on with the session with the
+//! decisions, in the same call, until the turn completes; the elicitation wait ends with the
+//! call's cancellation. A client without elicitation reads what waits in the result, and
+//! answers with the `approvals` argument of a next call (see [`approval`](super::approval)).
 
 use std::sync::Arc;
 
-use bidi_agent::{AgentInit, RefusalKind};
+use bidi_agent::{AgentInit, Refusal, RefusalKind};
 use bidi_core::{BoxError, PeerGone};
-use bidi_llm::{AgentEvent, Context, LlmAgent, TurnInput, UserMessage};
+use bidi_llm::{
+    AgentEvent, Approval, Context, LlmAgent, LlmSession, Resume, ToolCall, TurnInput, UserMessage,
+};
 use bidi_serve::{Closed, Execution, Frames, Sink, Wire};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Tool};
-use rmcp::service::RequestContext;
+use rmcp::model::{
+    CallToolResult, ClientResult, ContentBlock, ElicitRequest, ErrorData, ServerRequest, Tool,
+};
+use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::approval::{self, Waiting};
 use super::tools::invalid_argument;
 use super::{CANCELLED, Progress, identity};
-use bidi_http::Host;
+use bidi_http::{Host, Identity};
 
 /// The tool of `agent`, named `name`.
 pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
@@ -29,15 +40,16 @@ pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
         "properties": {
             "message": {
                 "type": "string",
-                "description": "What the user says to the agent."
+                "description": "What the user says to the agent. It may be left out of a call \
+                                that sends approvals."
             },
             "sessionId": {
                 "type": "string",
                 "description": "The session to go on with: the sessionId of an earlier answer. \
                                 Without it, a new session starts."
-            }
+            },
+            "approvals": approval::schema()
         },
-        "required": ["message"],
         "additionalProperties": false
     });
     let output = json!({
@@ -51,6 +63,20 @@ pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
                 "type": "string",
                 "description": "The session of the conversation: send it with the next message \
                                 to go on with it."
+            },
+            "pendingApprovals": {
+                "type": "array",
+                "description": "The calls the agent waits to have approved before it goes on: \
+                                answer them with approvals in a next call on the session.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "toolCallId": {"type": "string"},
+                        "name": {"type": "string"},
+                        "arguments": {}
+                    },
+                    "required": ["toolCallId", "name", "arguments"]
+                }
             }
         },
         "required": ["text", "sessionId"],
@@ -61,115 +87,383 @@ pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
     };
     let description = format!(
         "Talks with the agent {}: answers a message; send the answer's sessionId with the \
-         next message to go on with the conversation.",
+         next message to go on with the conversation. When the agent waits for approval of \
+         a call and the client cannot be asked, the answer lists it in pendingApprovals: \
+         send the decisions as approvals, with the sessionId.",
         agent.agent().name()
     );
     Tool::new(name, description, Arc::new(schema)).with_raw_output_schema(Arc::new(output))
 }
 
 /// What a call of an agent tool takes.
-struct Arguments {
-    message: String,
-    session_id: Option<String>,
+#[derive(Debug, PartialEq)]
+enum Arguments {
+    /// A message, on a new session or the one named.
+    Message {
+        message: String,
+        session_id: Option<String>,
+    },
+    /// Decisions on the calls the session waits to have approved, and what the user says
+    /// next, if anything.
+    Answers {
+        session_id: String,
+        approvals: Vec<Approval>,
+        message: Option<String>,
+    },
 }
 
 /// The call's arguments.
 ///
 /// # Errors
 ///
-/// A missing or non-string `message`, a non-string `sessionId` or any other argument, as
-/// `-32602`.
+/// A non-string `message` or `sessionId`, approvals that are not a list of decisions or come
+/// without a `sessionId`, neither a message nor approvals, or any other argument, as `-32602`.
 fn arguments(mut arguments: Map<String, Value>) -> Result<Arguments, ErrorData> {
-    let message = match arguments.remove("message") {
-        Some(Value::String(message)) => message,
-        Some(_) => return Err(invalid_argument("/message", "a string is expected")),
-        None => return Err(invalid_argument("/message", "the message is missing")),
+    let mut string = |name: &str| match arguments.remove(name) {
+        Some(Value::String(value)) => Ok(Some(value)),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => Err(invalid_argument(
+            &format!("/{name}"),
+            "a string is expected",
+        )),
     };
-    let session_id = match arguments.remove("sessionId") {
-        Some(Value::String(id)) => Some(id),
+    let message = string("message")?;
+    let session_id = string("sessionId")?;
+    let approvals = match arguments.remove("approvals") {
         None | Some(Value::Null) => None,
-        Some(_) => return Err(invalid_argument("/sessionId", "a string is expected")),
+        Some(approvals) => Some(approval::parse(approvals)?),
     };
     if let Some(unknown) = arguments.keys().next() {
         return Err(invalid_argument(
             &format!("/{}", bidi_flow::text::cap(unknown)),
-            "unknown argument: this tool takes `message` and `sessionId`",
+            "unknown argument: this tool takes `message`, `sessionId` and `approvals`",
         ));
     }
-    Ok(Arguments {
-        message,
-        session_id,
-    })
+    match (message, session_id, approvals) {
+        (message, Some(session_id), Some(approvals)) => Ok(Arguments::Answers {
+            session_id,
+            approvals,
+            message,
+        }),
+        (_, None, Some(_)) => Err(invalid_argument(
+            "/sessionId",
+            "approvals answer the calls of a session: name it",
+        )),
+        (Some(message), session_id, None) => Ok(Arguments::Message {
+            message,
+            session_id,
+        }),
+        (None, _, None) => Err(invalid_argument(
+            "/message",
+            "the message is missing (a call without one sends approvals)",
+        )),
+    }
 }
 
-/// One execution of `agent` for a call: the answer's text and session, or why there is none.
+/// One call of an agent tool: the executions it runs on the session, the text they said so
+/// far, and the progress it notifies.
+struct Call<'a> {
+    agent: &'a LlmAgent,
+    ctx: &'a RequestContext<RoleServer>,
+    identity: Option<Identity>,
+    progress: Progress,
+    text: String,
+}
+
+/// How one execution of a call ended.
+enum Ended {
+    /// The turn is over.
+    Completed,
+    /// It failed, saying this.
+    Failed(String),
+    /// It stopped for these calls.
+    Waiting(Waiting),
+}
+
+/// What the client said when asked about the calls waiting for approval.
+enum Asked {
+    /// A decision on each.
+    Decided(Vec<Approval>),
+    /// The call was cancelled while it waited.
+    Cancelled,
+    /// The client could not be asked, or its answer says nothing: why.
+    Failed(String),
+}
+
+/// The executions of `agent` for a call, until its turn is over: the answer's text and
+/// session, what waits, or why there is none.
 ///
 /// # Errors
 ///
-/// Bad arguments, or a session that does not exist or does not fit, as `-32602`.
+/// Bad arguments, a session that does not exist or does not fit, or approvals that do not
+/// answer what the session waits on, as `-32602`.
 pub(super) async fn call(
     agent: &LlmAgent,
     arguments: Map<String, Value>,
     ctx: RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
-    let Arguments {
-        message,
-        session_id,
-    } = self::arguments(arguments)?;
-    let init = match session_id {
-        Some(id) => AgentInit::new().resume(id),
-        None => {
-            let state = agent
-                .new_session(Context::default())
-                .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
-            AgentInit::new().init(state)
+    let arguments = self::arguments(arguments)?;
+    let mut call = Call {
+        agent,
+        ctx: &ctx,
+        identity: identity(&ctx),
+        progress: Progress::new(&ctx),
+        text: String::new(),
+    };
+    // Where a refused input is the caller's.
+    let answers = matches!(arguments, Arguments::Answers { .. });
+    let (mut init, mut input) = call.open(arguments).await?;
+    let mut first = true;
+    loop {
+        let resumed = init.session_id.clone();
+        let (session_id, ended) = match call.run(init, input).await {
+            Ok(run) => run,
+            Err(refusal) => {
+                return match refusal.kind() {
+                    RefusalKind::NotFound
+                    | RefusalKind::InvalidInit
+                    | RefusalKind::SessionIncompatible => {
+                        Err(invalid_argument("/sessionId", refusal.message()))
+                    }
+                    RefusalKind::InvalidInput if first && answers => {
+                        Err(invalid_argument("/approvals", refusal.message()))
+                    }
+                    RefusalKind::InvalidInput if first => match resumed {
+                        Some(id) => Err(call.waiting(&id).await?.refusal(refusal.message())),
+                        None => Err(invalid_argument("/message", refusal.message())),
+                    },
+                    _ => Ok(CallToolResult::error(vec![ContentBlock::text(
+                        refusal.into_message(),
+                    )])),
+                };
+            }
+        };
+        first = false;
+        let waiting = match ended {
+            Ended::Failed(message) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
+            }
+            Ended::Completed => return Ok(call.answer(&session_id, None, None)),
+            Ended::Waiting(waiting) => waiting,
+        };
+        if !waiting.remote.is_empty() || !call.can_ask() {
+            return Ok(call.answer(&session_id, Some(&waiting), None));
         }
-    };
-    let conn = agent.connect_with(init, Host::connect_options(identity(&ctx).as_ref()));
-    let input = TurnInput::User(UserMessage::new(message));
-    let (frames, mut replies) = mpsc::channel(1);
-    let sink = CallSink {
-        frames,
-        cancelled: ctx.ct.clone(),
-    };
-    let started = match Execution::new(conn, input).start(Reply, sink).await {
-        Ok(started) => started,
-        Err(refusal) => {
-            return match refusal.kind() {
-                RefusalKind::NotFound
-                | RefusalKind::InvalidInit
-                | RefusalKind::SessionIncompatible => {
-                    Err(invalid_argument("/sessionId", refusal.message()))
+        match call.ask(&waiting.approvals).await {
+            Asked::Decided(approvals) => {
+                let mut resume = Resume::new();
+                for approval in approvals {
+                    resume = resume.approval(approval);
                 }
-                _ => Ok(CallToolResult::error(vec![ContentBlock::text(
-                    refusal.into_message(),
-                )])),
-            };
-        }
-    };
-    let mut progress = Progress::new(&ctx);
-    let mut text = String::new();
-    let mut failure = None;
-    // The sink is dropped once the execution is over.
-    while let Some(Pieces(pieces)) = replies.recv().await {
-        for piece in pieces {
-            match piece {
-                Piece::Text(delta) => {
-                    text.push_str(&delta);
-                    progress.send(delta).await;
-                }
-                Piece::Failed(message) => failure = Some(message),
+                init = AgentInit::new().resume(session_id);
+                input = TurnInput::Resume(resume);
+            }
+            Asked::Cancelled => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(CANCELLED)]));
+            }
+            Asked::Failed(why) => {
+                return Ok(call.answer(&session_id, Some(&waiting), Some(&why)));
             }
         }
     }
-    if let Some(message) = failure {
-        return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
+}
+
+impl Call<'_> {
+    /// The session a call's `arguments` go on with (a new one if they name none), and its
+    /// input.
+    ///
+    /// # Errors
+    ///
+    /// Approvals that do not answer what the session waits on, or a session that does not
+    /// exist, as `-32602`.
+    async fn open(
+        &self,
+        arguments: Arguments,
+    ) -> Result<(AgentInit<LlmSession>, TurnInput), ErrorData> {
+        match arguments {
+            Arguments::Answers {
+                session_id,
+                approvals,
+                message,
+            } => {
+                self.waiting(&session_id).await?.check(&approvals)?;
+                let mut resume = Resume::new();
+                for approval in approvals {
+                    resume = resume.approval(approval);
+                }
+                if let Some(message) = message {
+                    resume = resume.message(UserMessage::new(message));
+                }
+                let init = AgentInit::new().resume(session_id);
+                Ok((init, TurnInput::Resume(resume)))
+            }
+            Arguments::Message {
+                message,
+                session_id: Some(id),
+            } => Ok((
+                AgentInit::new().resume(id),
+                TurnInput::User(UserMessage::new(message)),
+            )),
+            Arguments::Message {
+                message,
+                session_id: None,
+            } => {
+                let state = self
+                    .agent
+                    .new_session(Context::default())
+                    .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+                let init = AgentInit::new().init(state);
+                Ok((init, TurnInput::User(UserMessage::new(message))))
+            }
+        }
     }
-    // What the tool's outputSchema says; the text once more as the content, for clients that
-    // read no structuredContent.
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
-    result.structured_content = Some(json!({ "text": text, "sessionId": started.session_id }));
-    Ok(result)
+
+    /// One execution of `input` on the session `init` names: its session and how it ended,
+    /// its text added to the call's and notified as progress.
+    ///
+    /// # Errors
+    ///
+    /// The execution's refusal.
+    async fn run(
+        &mut self,
+        init: AgentInit<LlmSession>,
+        input: TurnInput,
+    ) -> Result<(String, Ended), Refusal> {
+        let options = Host::connect_options(self.identity.as_ref());
+        let conn = self.agent.connect_with(init, options);
+        let (frames, mut replies) = mpsc::channel(1);
+        let sink = CallSink {
+            frames,
+            cancelled: self.ctx.ct.clone(),
+        };
+        let started = Execution::new(conn, input).start(Reply, sink).await?;
+        // The text of an execution after the first begins a paragraph of its own.
+        let mut separate = !self.text.is_empty();
+        let mut failure = None;
+        let mut waiting = Waiting::default();
+        // The sink is dropped once the execution is over: its session saved.
+        while let Some(Pieces(pieces)) = replies.recv().await {
+            for piece in pieces {
+                match piece {
+                    Piece::Text(mut delta) => {
+                        if std::mem::take(&mut separate) {
+                            delta.insert_str(0, "\n\n");
+                        }
+                        self.text.push_str(&delta);
+                        self.progress.send(delta).await;
+                    }
+                    Piece::Failed(message) => failure = Some(message),
+                    Piece::Approvals(calls) => waiting.approvals = calls,
+                    Piece::Remote(calls) => waiting.remote = calls,
+                }
+            }
+        }
+        let ended = match failure {
+            Some(message) => Ended::Failed(message),
+            None if waiting.is_empty() => Ended::Completed,
+            None => Ended::Waiting(waiting),
+        };
+        Ok((started.session_id, ended))
+    }
+
+    /// What the session `id` waits on, as the caller sees it.
+    ///
+    /// # Errors
+    ///
+    /// A session that does not exist, as `-32602`; the store's failure, as `-32603`.
+    async fn waiting(&self, id: &str) -> Result<Waiting, ErrorData> {
+        let session = bidi_http::agent::load(self.agent, self.identity.as_ref(), id)
+            .await
+            .map_err(|failure| ErrorData::internal_error(failure.message, None))?;
+        match session {
+            Some(session) => Ok(Waiting::of(self.agent, &session.state())),
+            None => Err(invalid_argument(
+                "/sessionId",
+                &format!("no session `{}`", bidi_flow::text::cap(id)),
+            )),
+        }
+    }
+
+    /// Whether the client answers elicitations of a form.
+    fn can_ask(&self) -> bool {
+        self.ctx
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+    }
+
+    /// Asks the client about each of `calls`, one after the other.
+    async fn ask(&self, calls: &[ToolCall]) -> Asked {
+        let mut approvals = Vec::with_capacity(calls.len());
+        for call in calls {
+            let request = ElicitRequest::new(approval::request(self.agent, call));
+            let sent = self
+                .ctx
+                .peer
+                .send_cancellable_request(
+                    ServerRequest::ElicitRequest(request),
+                    PeerRequestOptions::no_options(),
+                )
+                .await;
+            let mut handle = match sent {
+                Ok(handle) => handle,
+                Err(error) => return Asked::Failed(format!("the client cannot be asked: {error}")),
+            };
+            let answer = tokio::select! {
+                answer = &mut handle.rx => answer,
+                () = self.ctx.ct.cancelled() => {
+                    // Tells the client the question is over; one that went away hears nothing.
+                    let _ = handle.cancel(Some(CANCELLED.to_owned())).await;
+                    return Asked::Cancelled;
+                }
+            };
+            let decision = match answer {
+                Ok(Ok(ClientResult::ElicitResult(answer))) => approval::decision(call, answer),
+                Ok(Ok(_)) => Err("the client answered the question with another result".into()),
+                Ok(Err(error)) => Err(format!("the client did not answer the question: {error}")),
+                Err(_) => Err("the client went away before it answered".into()),
+            };
+            match decision {
+                Ok(approval) => approvals.push(approval),
+                Err(why) => return Asked::Failed(why),
+            }
+        }
+        Asked::Decided(approvals)
+    }
+
+    /// The call's result: the text so far and the session, and what waits if the turn
+    /// stopped (then an error if the client could not be asked, saying `why`).
+    fn answer(
+        &self,
+        session_id: &str,
+        waiting: Option<&Waiting>,
+        why: Option<&str>,
+    ) -> CallToolResult {
+        let mut structured = json!({ "text": self.text, "sessionId": session_id });
+        // The text once more as the content, for clients that read no structuredContent.
+        let mut content = vec![ContentBlock::text(self.text.clone())];
+        if let Some(waiting) = waiting {
+            if !waiting.approvals.is_empty() {
+                structured["pendingApprovals"] = waiting.pending_approvals();
+            }
+            let note = waiting.note(session_id);
+            let note = match why {
+                Some(why) => format!("Asking for approval failed: {why}.\n\n{note}"),
+                None => note,
+            };
+            if self.text.is_empty() {
+                content.clear();
+            }
+            content.push(ContentBlock::text(note));
+        }
+        let mut result = if why.is_some() {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        result.structured_content = Some(structured);
+        result
+    }
 }
 
 /// What an execution tells its call.
@@ -178,6 +472,10 @@ enum Piece {
     Text(String),
     /// The execution failed, saying this.
     Failed(String),
+    /// The turn stopped for these calls, waiting for approval.
+    Approvals(Vec<ToolCall>),
+    /// The turn stopped for these calls, which the agent's client runs.
+    Remote(Vec<ToolCall>),
 }
 
 /// The pieces of one write.
@@ -206,6 +504,12 @@ impl Wire for Reply {
         match event {
             AgentEvent::TextDelta { delta } => out.0.push(Piece::Text(delta)),
             AgentEvent::Error { error, .. } => out.0.push(Piece::Failed(error)),
+            AgentEvent::AwaitingApproval { tool_calls, .. } => {
+                out.0.push(Piece::Approvals(tool_calls));
+            }
+            AgentEvent::AwaitingToolExecution { tool_calls, .. } => {
+                out.0.push(Piece::Remote(tool_calls));
+            }
             _ => {}
         }
     }
@@ -232,5 +536,67 @@ impl Sink<Pieces> for CallSink {
             () = self.frames.closed() => Box::new(PeerGone::Disconnected),
             () = self.cancelled.cancelled() => CANCELLED.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(arguments: Value) -> Result<Arguments, String> {
+        let Value::Object(arguments) = arguments else {
+            unreachable!("an object")
+        };
+        self::arguments(arguments).map_err(|error| error.message.to_string())
+    }
+
+    #[test]
+    fn a_call_takes_a_message_or_approvals_on_a_session() {
+        assert_eq!(
+            parsed(json!({"message": "hi"})),
+            Ok(Arguments::Message {
+                message: "hi".into(),
+                session_id: None
+            })
+        );
+        let decisions = json!([{"toolCallId": "c1", "approved": true}]);
+        assert_eq!(
+            parsed(json!({"sessionId": "s", "approvals": decisions})),
+            Ok(Arguments::Answers {
+                session_id: "s".into(),
+                approvals: vec![Approval::approve("c1")],
+                message: None
+            })
+        );
+        let refused = |arguments| parsed(arguments).err().unwrap_or_default();
+        assert_eq!(
+            refused(json!({"approvals": decisions})),
+            "invalid argument at `/sessionId`: approvals answer the calls of a session: name it"
+        );
+        assert_eq!(
+            refused(json!({"sessionId": "s"})),
+            "invalid argument at `/message`: the message is missing (a call without one sends \
+             approvals)"
+        );
+        assert!(refused(json!({"message": "hi", "nope": 1})).contains("`/nope`: unknown argument"));
+        assert!(
+            refused(json!({"sessionId": "s", "approvals": [{"toolCallId": 1, "approved": true}]}))
+                .starts_with("invalid argument at `/approvals/0/toolCallId`")
+        );
+    }
+
+    #[test]
+    fn the_schemas_take_approvals_and_say_what_waits() {
+        let agent = LlmAgent::builder("bank", bidi_llm::testing::ScriptedModel::new([])).build();
+        let tool = tool("bank".into(), &agent);
+        let input = Value::Object((*tool.input_schema).clone());
+        assert_eq!(input["properties"]["approvals"]["type"], "array");
+        assert_eq!(input.get("required"), None);
+        let output = tool
+            .output_schema
+            .map(|schema| Value::Object((*schema).clone()))
+            .unwrap_or_default();
+        assert_eq!(output["required"], json!(["text", "sessionId"]));
+        assert_eq!(output["properties"]["pendingApprovals"]["type"], "array");
     }
 }

@@ -27,6 +27,25 @@
 //!   the content, and the `sessionId` is to be sent with the next message to go on with the
 //!   conversation; the text streams as progress notifications. The registry's flow of an
 //!   agent served so is not listed a second time.
+//! - **Approvals.** When the agent's model calls a tool that
+//!   [needs approval](bidi_llm::Tool::needs_approval), the turn stops before the tool runs.
+//!   A client that declared the `elicitation` capability is asked, in the same call, one
+//!   `elicitation/create` per waiting call: a message naming the tool and its arguments, and a
+//!   form `{"approved": boolean, "reason"?: string}`. `accept` with `approved: true` approves
+//!   the call as it was shown; `approved: false`, `decline` and `cancel` deny it, and the model
+//!   reads the `reason`. The call then goes on with the session, its text streaming on, until
+//!   the turn completes (or asks again); its result is the whole answer's text. Cancelling the
+//!   call (`notifications/cancelled`) cancels the question too.
+//! - A client **without elicitation** gets the result as the turn stopped: the text so far,
+//!   then a text naming each waiting call (its `toolCallId`, tool and arguments) and how to
+//!   answer, and `pendingApprovals: [{toolCallId, name, arguments}]` in its
+//!   `structuredContent`. It answers by calling the tool again with the `sessionId` and
+//!   `approvals: [{toolCallId, approved, reason?}]`, a decision on each waiting call (a
+//!   `message` may come with them, read after the decisions; without approvals, `message` is
+//!   required). Approvals that do not answer exactly what waits (a call that does not wait, a
+//!   second decision on one, a call left undecided, no `sessionId`), and a message sent while
+//!   calls wait, are `-32602` naming the argument. Calls of tools the agent's client runs
+//!   (remote tools) cannot be answered over MCP: the result's text names them.
 //! - A session calls its tools by the names its last `tools/list` gave them (a clone of an
 //!   [`McpServer`] serves a session of its own); a flow registered since has its name, or
 //!   `{type}_{name}` when the session's tools have that name already.
@@ -109,6 +128,8 @@
 
 #[cfg(feature = "agents")]
 mod agent;
+#[cfg(feature = "agents")]
+mod approval;
 mod flow;
 mod http;
 mod tools;

@@ -4,13 +4,18 @@
 // (the SDK validates each result's structuredContent against its tool's outputSchema), a streaming flow
 // called with a progress token, an agent called twice in one session, a slow flow cancelled
 // (the server records the cancel's cause in `$MCP_MARKER_DIR/{transport}`, which the script
-// waits for), and bad arguments answered with -32602 naming the argument.
+// waits for), and bad arguments answered with -32602 naming the argument. The agent `bank`
+// calls a tool that needs approval: this client (without elicitation) reads what waits in the
+// result and answers with a second call carrying `approvals`; a second client, with an
+// elicitation handler, is asked, and approves, denies, declines, or cancels the call while
+// asked.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
@@ -43,14 +48,15 @@ async function checks(transportName, client) {
   await check(`${transportName}: tools/list lists the flows and the agent with schemas`, async () => {
     const { tools } = await client.listTools();
     const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
-    assertJson(Object.keys(byName).sort(), ['chat', 'count', 'greet', 'slow'], 'tool names');
+    assertJson(Object.keys(byName).sort(), ['bank', 'chat', 'count', 'greet', 'slow'], 'tool names');
     assert(byName.count.description === 'Counts up to a number', 'count has its description');
     assert(byName.count.inputSchema.properties.upTo, () => `count's schema: ${JSON.stringify(byName.count.inputSchema)}`);
     const greet = byName.greet.inputSchema;
     assert(greet.properties.input?.type === 'string', () => `greet's input: ${JSON.stringify(greet)}`);
     assert(greet.properties.init, () => `greet's init: ${JSON.stringify(greet)}`);
     assert(byName.slow.inputSchema.properties.input, 'slow takes a wrapped input');
-    assertJson(byName.chat.inputSchema.required, ['message'], 'chat requires a message');
+    assert(byName.chat.inputSchema.properties.message?.type === 'string', 'chat takes a message');
+    assert(byName.chat.inputSchema.properties.approvals?.type === 'array', 'and approvals');
   });
 
   await check(`${transportName}: object outputs have an outputSchema, which the SDK validates with`, async () => {
@@ -113,6 +119,49 @@ async function checks(transportName, client) {
     assertJson(second.structuredContent, { text: 'You said: again (before: hello there)', sessionId }, 'second answer');
   });
 
+  await check(`${transportName}: without elicitation, the result names the call waiting for approval, and approvals answer it`, async () => {
+    const first = await client.callTool({ name: 'bank', arguments: { message: 'send bob 5' } });
+    assert(!first.isError, () => JSON.stringify(first));
+    const { text, sessionId, pendingApprovals } = first.structuredContent;
+    assertJson(text, 'Let me use transfer.', 'what the model said so far');
+    assert(pendingApprovals?.length === 1, () => `pendingApprovals: ${JSON.stringify(first.structuredContent)}`);
+    const [waiting] = pendingApprovals;
+    assertJson([waiting.name, waiting.arguments], ['transfer', { to: 'bob', amount: 5 }], 'the waiting call');
+    const said = first.content.map((block) => block.text).join('\n');
+    for (const part of [`call \`${waiting.toolCallId}\`: transfer with {`, '"amount":5', '"to":"bob"', '"approvals"', sessionId]) {
+      assert(said.includes(part), () => `the text names ${part}: ${said}`);
+    }
+
+    const unknown = await mcpError(client.callTool({
+      name: 'bank', arguments: { sessionId, approvals: [{ toolCallId: 'nope', approved: true }] },
+    }));
+    assert(unknown.code === -32602 && unknown.message.includes('/approvals/0/toolCallId'), unknown.message);
+    const shape = await mcpError(client.callTool({
+      name: 'bank', arguments: { sessionId, approvals: [{ toolCallId: waiting.toolCallId, approved: 'yes' }] },
+    }));
+    assert(shape.code === -32602 && shape.message.includes('/approvals/0/approved'), shape.message);
+    const undecided = await mcpError(client.callTool({ name: 'bank', arguments: { sessionId, message: 'hello?' } }));
+    assert(undecided.code === -32602 && undecided.message.includes('/approvals'), undecided.message);
+    assert(undecided.message.includes(waiting.toolCallId), undecided.message);
+    const sessionless = await mcpError(client.callTool({
+      name: 'bank', arguments: { approvals: [{ toolCallId: waiting.toolCallId, approved: true }] },
+    }));
+    assert(sessionless.code === -32602 && sessionless.message.includes('/sessionId'), sessionless.message);
+
+    const answered = await client.callTool({
+      name: 'bank', arguments: { sessionId, approvals: [{ toolCallId: waiting.toolCallId, approved: true }] },
+    });
+    assertJson(answered.structuredContent, { text: 'transfer said: sent 5 to bob', sessionId }, 'the tool ran, the answer goes on');
+
+    const again = await client.callTool({ name: 'bank', arguments: { sessionId, message: 'once more' } });
+    const [next] = again.structuredContent.pendingApprovals;
+    const denied = await client.callTool({
+      name: 'bank',
+      arguments: { sessionId, approvals: [{ toolCallId: next.toolCallId, approved: false, reason: 'not twice' }] },
+    });
+    assertJson(denied.structuredContent.text, 'transfer said: the user denied this call: not twice', 'the model read the denial');
+  });
+
   await check(`${transportName}: an unknown session is -32602 naming sessionId`, async () => {
     const error = await mcpError(client.callTool({ name: 'chat', arguments: { message: 'hi', sessionId: 'nope' } }));
     assert(error.code === -32602, () => `code ${error.code}: ${error.message}`);
@@ -148,6 +197,75 @@ async function checks(transportName, client) {
   });
 }
 
+/**
+ * A client whose elicitation handler answers by `asked.answer(request, extra)`, recording each
+ * question in `asked.questions`.
+ */
+function askedClient(asked) {
+  const client = new Client({ name: 'bidi-tests-elicit', version: '0.0.0' }, { capabilities: { elicitation: {} } });
+  client.setRequestHandler(ElicitRequestSchema, (request, extra) => {
+    asked.questions.push(request.params);
+    return asked.answer(request, extra);
+  });
+  return client;
+}
+
+async function elicitationChecks(transportName, client, asked) {
+  await check(`${transportName}: a call that needs approval is asked through elicitation; approved, the tool runs and the answer goes on`, async () => {
+    asked.answer = () => ({ action: 'accept', content: { approved: true } });
+    const before = asked.questions.length;
+    const { result, notified } = await watched(client, { name: 'bank', arguments: { message: 'send bob 5' } });
+    assert(!result.isError, () => JSON.stringify(result));
+    const whole = 'Let me use transfer.\n\ntransfer said: sent 5 to bob';
+    assertJson(result.structuredContent.text, whole, 'the whole answer');
+    assert(result.structuredContent.pendingApprovals === undefined, 'nothing waits');
+    assertJson(result.content, [{ type: 'text', text: whole }], 'the text');
+    assertJson(notified.map((n) => n.params.message).join(''), whole, 'the text as progress, across the approval');
+    assert(asked.questions.length === before + 1, () => `one question: ${JSON.stringify(asked.questions.slice(before))}`);
+    const question = asked.questions.at(-1);
+    assert(question.message.startsWith('The agent bank asks to run transfer with {'), question.message);
+    assert(question.message.includes('"amount":5') && question.message.includes('"to":"bob"'), question.message);
+    assert(question.requestedSchema.properties.approved?.type === 'boolean', () => JSON.stringify(question.requestedSchema));
+    assert(question.requestedSchema.properties.reason?.type === 'string', () => JSON.stringify(question.requestedSchema));
+    assertJson(question.requestedSchema.required, ['approved'], 'approved is required');
+  });
+
+  await check(`${transportName}: denied through elicitation, the model reads the denial and its reason`, async () => {
+    asked.answer = () => ({ action: 'accept', content: { approved: false, reason: 'too much' } });
+    const result = await client.callTool({ name: 'bank', arguments: { message: 'send bob 5' } });
+    assertJson(result.structuredContent.text, 'Let me use transfer.\n\ntransfer said: the user denied this call: too much', 'the answer');
+    asked.answer = () => ({ action: 'decline' });
+    const declined = await client.callTool({ name: 'bank', arguments: { message: 'send bob 5' } });
+    assertJson(declined.structuredContent.text, 'Let me use transfer.\n\ntransfer said: the user denied this call', 'declined');
+  });
+
+  await check(`${transportName}: a call cancelled while its approval is asked cancels the question`, async () => {
+    let aborted = false;
+    const before = asked.questions.length;
+    asked.answer = (_request, extra) => new Promise((resolve) => {
+      extra.signal.addEventListener('abort', () => {
+        aborted = true;
+        resolve({ action: 'cancel' });
+      });
+    });
+    const controller = new AbortController();
+    const call = client.callTool(
+      { name: 'bank', arguments: { message: 'send bob 5' } },
+      undefined,
+      { signal: controller.signal },
+    );
+    const outcome = call.then(
+      (result) => { throw new Error(`expected an abort, got ${JSON.stringify(result)}`); },
+      (error) => error,
+    );
+    while (asked.questions.length === before) await sleep(20);
+    controller.abort('enough');
+    const error = await outcome;
+    assert(/enough|abort/i.test(describe(error)), describe(error));
+    while (!aborted) await sleep(20);
+  });
+}
+
 await run(async (url) => {
   assert(bin && markers, 'MCP_SERVER_BIN and MCP_MARKER_DIR are set');
   const stdio = new Client({ name: 'bidi-tests', version: '0.0.0' });
@@ -160,10 +278,21 @@ await run(async (url) => {
   await checks('stdio', stdio);
   await stdio.close();
 
+  const asked = { questions: [], answer: () => ({ action: 'decline' }) };
+  const stdioAsked = askedClient(asked);
+  await stdioAsked.connect(new StdioClientTransport({ command: bin, args: ['stdio'], stderr: 'inherit' }));
+  await elicitationChecks('stdio', stdioAsked, asked);
+  await stdioAsked.close();
+
   const http = new Client({ name: 'bidi-tests', version: '0.0.0' });
   await http.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
   await checks('http', http);
   await http.close();
+
+  const httpAsked = askedClient(asked);
+  await httpAsked.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+  await elicitationChecks('http', httpAsked, asked);
+  await httpAsked.close();
 });
 
 // Calls a tool with a progress token and watches what arrives, in order, as the transport

@@ -1,6 +1,9 @@
 //! The MCP TypeScript SDK's `Client` (`tests/mcp`) against bidi's MCP server: the
 //! `mcp-server` program over stdio (the script starts it) and over streamable HTTP (started
-//! here on a free port of 127.0.0.1). See `tests/mcp/mcp_client.mjs` for the checks. And the
+//! here on a free port of 127.0.0.1). See `tests/mcp/mcp_client.mjs` for the checks, among
+//! them a call of an agent whose tool needs approval, asked through the SDK client's
+//! elicitation handler (approved, denied, declined, cancelled while asked) or, for a client
+//! without elicitation, named in the result and answered by a second call. And the
 //! MCP Inspector's command line (`@modelcontextprotocol/inspector-cli`, also in `tests/mcp`),
 //! listing and calling the same tools over both transports.
 
@@ -103,12 +106,16 @@ fn the_inspector_cli_lists_and_calls_tools_over_stdio_and_http() -> Result<(), S
             .filter_map(|tool| tool["name"].as_str())
             .collect();
         names.sort_unstable();
-        assert_eq!(names, ["chat", "count", "greet", "slow"], "{target:?}");
+        assert_eq!(
+            names,
+            ["bank", "chat", "count", "greet", "slow"],
+            "{target:?}"
+        );
         // An object output is the tool's outputSchema; a string output has none.
         for tool in listed["tools"].as_array().into_iter().flatten() {
             let (name, schema) = (&tool["name"], &tool["outputSchema"]);
             match name.as_str() {
-                Some("count" | "chat") => assert_eq!(schema["type"], "object", "{name}"),
+                Some("count" | "chat" | "bank") => assert_eq!(schema["type"], "object", "{name}"),
                 _ => assert!(schema.is_null(), "{name}: {schema}"),
             }
         }

@@ -9,11 +9,15 @@
 //! (when set) with the cancel's cause; `chat` is an `LlmAgent` whose model says what it heard,
 //! and what it heard before in the session.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_llm::{LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Usage};
+use bidi_llm::testing::Scripted;
+use bidi_llm::{
+    LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Tool, Usage, simple_tool,
+};
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde::{Deserialize, Serialize};
 
@@ -138,6 +142,60 @@ impl Model for Echoing {
     }
 }
 
+/// Scripted by what it reads: a user message is answered by a call of `transfer`, a tool's
+/// result by what it said.
+#[derive(Default)]
+struct Banker {
+    /// Calls made so far, for their ids.
+    calls: AtomicU32,
+}
+
+impl Model for Banker {
+    fn name(&self) -> &str {
+        "banker"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let answer = match request.messages.last() {
+            Some(Message::ToolResult(result)) => {
+                Scripted::new().text(&format!("transfer said: {}", result.content))
+            }
+            _ => {
+                let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+                let arguments = serde_json::json!({"to": "bob", "amount": 5});
+                Scripted::new().text("Let me use transfer.").tool_call(
+                    &format!("call-{n}"),
+                    "transfer",
+                    &arguments,
+                )
+            }
+        };
+        stream::iter(answer.events()).boxed()
+    }
+}
+
+/// What `transfer` takes.
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Transfer {
+    /// To whom.
+    to: String,
+    /// How much.
+    amount: u32,
+}
+
+/// Sends money, once approved.
+fn transfer() -> Tool {
+    simple_tool(
+        "transfer",
+        "transfer",
+        "Sends money to someone",
+        |_id, Transfer { to, amount }| async move {
+            Ok::<_, String>((format!("sent {amount} to {to}"), None))
+        },
+    )
+    .needs_approval()
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
     let registry = Registry::new();
@@ -145,16 +203,21 @@ async fn main() -> Result<(), BoxError> {
     registry.register(BidiFlow::new("greet", greet))?;
     registry.register(BidiFlow::new("slow", slow).with_description("Waits to be cancelled"))?;
     let agent = LlmAgent::builder("chat", Echoing).build();
+    let bank = LlmAgent::builder("bank", Banker::default())
+        .tool(transfer())
+        .build();
     match std::env::args().nth(1).as_deref() {
         Some("stdio") => {
             bidi_mcp::McpServer::new(registry)
                 .agent(&agent)
+                .agent(&bank)
                 .serve_stdio()
                 .await?;
         }
         Some("http") => {
             let bound = bidi_http::Server::new(registry.clone())
                 .agent(&agent)
+                .agent(&bank)
                 .protocol(bidi_mcp::McpServer::new(registry))
                 .addr(([127, 0, 0, 1], 0).into())
                 .bind()
