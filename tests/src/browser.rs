@@ -67,8 +67,9 @@ pub fn browse(url: &str, until: &str, screenshot: Option<&Path>) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Bundles the page `tests/node/browser/{page}.jsx` (`chat` or `copilotkit`) with esbuild,
-/// after `npm ci` of `tests/node`, into `dir/{page}.js`, and returns that path.
+/// Bundles the page `tests/node/browser/{page}.jsx` (`chat` or `copilotkit`; `chat-ai7` is
+/// `chat.jsx` on the AI SDK 7 of `tests/node7`) with esbuild, after `npm ci` of `tests/node`
+/// (and of `tests/node7` for `chat-ai7`), into `dir/{page}.js`, and returns that path.
 ///
 /// # Panics
 ///
@@ -76,8 +77,14 @@ pub fn browse(url: &str, until: &str, screenshot: Option<&Path>) -> String {
 #[must_use]
 pub fn bundle(page: &str, dir: &Path) -> PathBuf {
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-    if let Err(e) = npm_ci(&clients) {
-        panic!("npm ci in {}: {e}", clients.display());
+    let mut installs = vec![clients.clone()];
+    if page.ends_with("-ai7") {
+        installs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("node7"));
+    }
+    for dir in installs {
+        if let Err(e) = npm_ci(&dir) {
+            panic!("npm ci in {}: {e}", dir.display());
+        }
     }
     let out = dir.join(format!("{page}.js"));
     let status = Command::new("node")

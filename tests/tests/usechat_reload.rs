@@ -147,14 +147,27 @@ enum Opened {
 
 /// A page opened mid-answer follows the README's reload recipe (the stored chat, then
 /// `useChat({ messages, resume: true })`) and shows the question above its answer, from the
-/// stored conversation alone: the running turn's question is in it.
+/// stored conversation alone: the running turn's question is in it. With the AI SDK 6.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_opened_mid_answer_shows_the_question_above_it() {
+    mid_answer("chat").await;
+}
+
+/// The same with the AI SDK 7 (`ai` 7 and `@ai-sdk/react` 4, from `tests/node7`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_the_ai_sdk_7_opened_mid_answer_shows_the_question_above_it() {
+    mid_answer("chat-ai7").await;
+}
+
+/// Opens `page` mid-answer in the three ways of [`Opened`], checking each shows the question
+/// above the answer it resumes.
+async fn mid_answer(page_name: &'static str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_owned();
-    let script = tokio::task::spawn_blocking(move || std::fs::read(bundle("chat", &path)).unwrap())
-        .await
-        .unwrap();
+    let script =
+        tokio::task::spawn_blocking(move || std::fs::read(bundle(page_name, &path)).unwrap())
+            .await
+            .unwrap();
     for (n, opened) in [Opened::Reload, Opened::SecondTab, Opened::OtherOrigin]
         .into_iter()
         .enumerate()
