@@ -585,8 +585,8 @@ async fn a_user_message_while_a_frontend_tool_waits_sets_the_call_aside() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_read_mid_run_shows_the_message_the_run_answers() {
+    use bidi_llm::ModelEvent;
     use bidi_llm::testing::ChannelModel;
-    use bidi_llm::{ModelEvent, StopReason, Usage};
     use futures_util::StreamExt as _;
 
     let (model, answer) = ChannelModel::new();
@@ -615,14 +615,7 @@ async fn a_thread_read_mid_run_shows_the_message_the_run_answers() {
         (&mid[0]["role"], &mid[0]["content"]),
         (&json!("user"), &json!("hello"))
     );
-    answer.send(ModelEvent::TextDelta("lo".into())).unwrap();
-    answer.send(ModelEvent::TextEnd).unwrap();
-    let usage = Usage::default();
-    let done = ModelEvent::Done {
-        stop_reason: StopReason::Stop,
-        usage,
-    };
-    answer.send(done).unwrap();
+    bidi_llm::testing::finish_text(&answer, "lo");
     while let Some(bytes) = stream.next().await {
         read.push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());
     }

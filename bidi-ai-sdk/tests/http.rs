@@ -462,7 +462,7 @@ mod resume {
 
     use bidi_http::{Identity, Server, Unauthorized};
     use bidi_llm::testing::ChannelModel;
-    use bidi_llm::{LlmAgent, ModelEvent, StopReason, Usage};
+    use bidi_llm::{LlmAgent, ModelEvent};
     use futures_util::StreamExt as _;
     use serde_json::{Value, json};
     use tokio::sync::mpsc::UnboundedSender;
@@ -576,14 +576,7 @@ mod resume {
     }
 
     fn finish(answer: &UnboundedSender<ModelEvent>) {
-        answer.send(ModelEvent::TextDelta("lo!".into())).unwrap();
-        answer.send(ModelEvent::TextEnd).unwrap();
-        answer
-            .send(ModelEvent::Done {
-                stop_reason: StopReason::Stop,
-                usage: Usage::default(),
-            })
-            .unwrap();
+        bidi_llm::testing::finish_text(answer, "lo!");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

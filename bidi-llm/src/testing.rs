@@ -274,6 +274,25 @@ impl Scripted {
     }
 }
 
+/// Ends a text answer that a [`ChannelModel`] is giving: `rest` as the last delta, then the
+/// end of the text and of the answer (stop reason `Stop`). Sends nothing more once the model's
+/// answer is gone.
+pub fn finish_text(answer: &mpsc::UnboundedSender<ModelEvent>, rest: &str) {
+    let done = ModelEvent::Done {
+        stop_reason: StopReason::Stop,
+        usage: Usage::default(),
+    };
+    for event in [
+        ModelEvent::TextDelta(rest.to_owned()),
+        ModelEvent::TextEnd,
+        done,
+    ] {
+        if answer.send(event).is_err() {
+            return;
+        }
+    }
+}
+
 /// A model that streams what the test sends through its channel, as it comes: each request
 /// takes the events up to and including the next `Done` or `Error`, so one sender scripts
 /// several answers. Requests are answered one at a time, in order; once the sender is dropped,

@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use bidi_flow::Registry;
 use bidi_http::{Cors, Server};
 use bidi_llm::testing::{ChannelModel, DemoModel};
-use bidi_llm::{LlmAgent, ModelEvent, StopReason, Usage};
+use bidi_llm::{LlmAgent, ModelEvent};
 use futures_util::StreamExt as _;
 use serde_json::json;
 use tests::browser::{browse, bundle};
@@ -114,13 +114,7 @@ async fn held(
     let routes = Router::new().route(
         "/release",
         post(move || {
-            for event in [ModelEvent::TextDelta(REST.into()), ModelEvent::TextEnd] {
-                let _ = release.send(event);
-            }
-            let _ = release.send(ModelEvent::Done {
-                stop_reason: StopReason::Stop,
-                usage: Usage::default(),
-            });
+            bidi_llm::testing::finish_text(&release, REST);
             async {}
         }),
     );

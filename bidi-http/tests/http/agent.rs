@@ -268,14 +268,7 @@ async fn a_session_running_elsewhere_is_409() {
     assert_eq!(running["messages"][0]["content"], "think", "{running}");
 
     answer.send(ModelEvent::TextStart).unwrap();
-    answer.send(ModelEvent::TextDelta("done".into())).unwrap();
-    answer.send(ModelEvent::TextEnd).unwrap();
-    answer
-        .send(ModelEvent::Done {
-            stop_reason: StopReason::Stop,
-            usage: Usage::default(),
-        })
-        .unwrap();
+    bidi_llm::testing::finish_text(&answer, "done");
     let mut rest = String::new();
     while let Some(bytes) = first.next().await {
         rest.push_str(std::str::from_utf8(&bytes.unwrap()).unwrap());
