@@ -191,8 +191,10 @@ async function checks(transportName, client) {
     );
     assert(/enough|abort/i.test(describe(error)), describe(error));
     const marker = join(markers, transportName);
-    while (!existsSync(marker)) await sleep(20);
-    const cause = readFileSync(marker, 'utf8');
+    // The server writes the file as the flow ends: wait for its text, not just for the file.
+    const written = () => (existsSync(marker) ? readFileSync(marker, 'utf8') : '');
+    while (written() === '') await sleep(20);
+    const cause = written();
     assert(cause.includes('the MCP client cancelled the call'), `the cause: ${cause}`);
   });
 }
