@@ -1,4 +1,4 @@
-// The Dev UI (`/dev/` of bidi-http, feature `dev-ui`) in headless Chromium, driven by
+// The Dev UI (`/dev/`, served by bidi-devui's `DevUi`) in headless Chromium, driven by
 // puppeteer-core: the checks of `tests/tests/dev_ui.rs`. Usage:
 //
 //   node dev_ui.mjs http://127.0.0.1:PORT SCREENSHOT_DIR
