@@ -265,6 +265,8 @@ run(async (base) => {
       await say('tell me slowly');
       // The model thinks for three seconds: the page reloads while it does.
       await page.waitForSelector('.chat .busy:not([hidden])');
+      // The chat is the session once its answer started.
+      await page.waitForSelector('.chat .session-id[data-session]:not([data-session=""])');
       const echoSession = await page.$eval('.chat .session-id', (el) => el.dataset.session);
       await shot('chat-thinking');
       await page.reload();

@@ -6,8 +6,8 @@
 // request that carries the answered tool parts. Once an answer ends, the conversation is read
 // back from the session (`GET /agent/{name}/session/{id}`), as after a reload. Stop aborts the
 // session's running turn (`POST /dev/api/agents/{name}/sessions/{id}/abort`). The chat's id
-// is the session's, kept in localStorage, with the question being answered, which the session
-// shows only once its answer ends.
+// is the session's, kept in localStorage; while an answer runs, the session shows its
+// question.
 
 import { h, replace, errorBox, badge, shortId } from './dom.js';
 import { getJson, postJson, readEvents, seg, ApiError } from './api.js';
@@ -15,7 +15,6 @@ import { markdown } from './markdown.js';
 import { callCard, PAGE_TOOLS } from './calls.js';
 
 const sessionKey = (agent) => `bidi-dev/chat/${agent}`;
-const askingKey = (agent) => `bidi-dev/chat/${agent}/asking`;
 const TOOLS_KEY = 'bidi-dev/page-tools';
 
 function storedTools() {
@@ -293,12 +292,10 @@ export function chatView(agent) {
     delete messages.dataset.following;
     if (failure && !started) {
       // Refused before any answer: nothing ran.
-      localStorage.removeItem(askingKey(agent.name));
       bubble('notice', errorBox(failure));
       messages.dataset.restored ??= String(messages.children.length);
     } else {
       if (failure && failure.name !== 'AbortError') notices.push(failure.message);
-      localStorage.removeItem(askingKey(agent.name));
       const session = sessionId ? await readSession() : null;
       if (mine !== generation) return;
       if (session) {
@@ -328,7 +325,6 @@ export function chatView(agent) {
     pending.clear();
     hint.textContent = '';
     sent += 1;
-    localStorage.removeItem(askingKey(agent.name));
     follow(`${chat}/chat`, { id: sessionId, messages: [{ id: `answers-${Date.now()}-${sent}`, role: 'assistant', parts }] });
   };
 
@@ -341,8 +337,6 @@ export function chatView(agent) {
     sent += 1;
     const body = { id, messages: [{ id: `user-${Date.now()}-${sent}`, role: 'user', parts: [{ type: 'text', text }] }] };
     if (!sessionId) body.tools = PAGE_TOOLS.filter((_, i) => toolBoxes[i].checked);
-    // Until its answer ends, the session does not show the question: a reload reads it here.
-    localStorage.setItem(askingKey(agent.name), JSON.stringify({ sessionId: id, text }));
     return follow(`${chat}/chat`, body, () => {
       if (id !== sessionId) {
         sessionId = id;
@@ -371,20 +365,12 @@ export function chatView(agent) {
     if (!session) return;
     showConversation(session);
     delete messages.dataset.restored;
-    let asked = null;
-    try {
-      asked = JSON.parse(localStorage.getItem(askingKey(agent.name)) ?? 'null');
-    } catch {
-      asked = null;
-    }
-    await follow(`${chat}/chat/${seg(sessionId)}/stream`, undefined, () => {
-      if (asked?.sessionId === sessionId && typeof asked.text === 'string') render({ role: 'user', content: asked.text });
-    });
+    // A running answer's session shows the question it answers: the rest follows.
+    await follow(`${chat}/chat/${seg(sessionId)}/stream`);
   };
   const forget = () => {
     sessionId = null;
     localStorage.removeItem(sessionKey(agent.name));
-    localStorage.removeItem(askingKey(agent.name));
     showSession();
   };
 
