@@ -244,6 +244,16 @@ await check('cancel a running task', async () => {
   return { canceled: state(canceled), stream: events(all).kinds, after: state(again) };
 });
 
+/** The events of `task` resubscribed to, `slow` told to finish once the first one is in. */
+async function followToTheEnd(slow, task) {
+  const all = [];
+  for await (const event of slow.resubscribeTask({ id: task.id })) {
+    all.push(event);
+    if (all.length === 1) await fetch(`${base}/finish`, { method: 'POST' });
+  }
+  return all;
+}
+
 await check('subscribe to a running task', async () => {
   const slow = await client('slow');
   const stream = slow.sendMessageStream({ message: message(['take your time']) });
@@ -252,15 +262,7 @@ await check('subscribe to a running task', async () => {
     task = event.payload.value;
     break;
   }
-  const all = [];
-  let finished = false;
-  for await (const event of slow.resubscribeTask({ id: task.id })) {
-    all.push(event);
-    if (!finished) {
-      finished = true;
-      await fetch(`${base}/finish`, { method: 'POST' });
-    }
-  }
+  const all = await followToTheEnd(slow, task);
   return { ...events(all), first: all[0].payload.$case, sameTask: all[0].payload.value.id === task.id };
 });
 
@@ -372,15 +374,7 @@ await check('subscribe to a continuation', async () => {
   const { task, kinds, reply } = await slowAsks(slow, 'look');
   const continuation = slow.sendMessageStream({ message: reply })[Symbol.asyncIterator]();
   await continuation.next();
-  const all = [];
-  let finished = false;
-  for await (const event of slow.resubscribeTask({ id: task.id })) {
-    all.push(event);
-    if (!finished) {
-      finished = true;
-      await fetch(`${base}/finish`, { method: 'POST' });
-    }
-  }
+  const all = await followToTheEnd(slow, task);
   while (!(await continuation.next()).done);
   const followed = events(all);
   const got = await slow.getTask({ id: task.id });

@@ -30,6 +30,19 @@ struct Query {
     query: String,
 }
 
+/// An agent `name` answering `script`, with the client's `lookup` and the approval-gated
+/// `wipe`.
+fn lookup_and_wipe(name: &str, script: Vec<Scripted>) -> LlmAgent {
+    LlmAgent::builder(name, ScriptedModel::new(script))
+        .tool(Tool::remote::<Query>(
+            "lookup",
+            "Lookup",
+            "Looks a file up on the client's disk",
+        ))
+        .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
+        .build()
+}
+
 /// What the clients talk to: `helper` and `tools` answer from `helper` and `tools`, `ask`
 /// from `ask_script` (a task that asks for input again and again), `slow` answers once
 /// `POST /finish` says so (or calls `lookup` once `POST /ask` says so), `memo` keeps no
@@ -42,22 +55,8 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
             "Looks a file up on the client's disk",
         ))
         .build();
-    let tools = LlmAgent::builder("tools", ScriptedModel::new(tools.to_vec()))
-        .tool(Tool::remote::<Query>(
-            "lookup",
-            "Lookup",
-            "Looks a file up on the client's disk",
-        ))
-        .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
-        .build();
-    let ask = LlmAgent::builder("ask", ScriptedModel::new(ask_script()))
-        .tool(Tool::remote::<Query>(
-            "lookup",
-            "Lookup",
-            "Looks a file up on the client's disk",
-        ))
-        .tool(tests::tools::wipe(Arc::new(AtomicUsize::new(0))))
-        .build();
+    let tools = lookup_and_wipe("tools", tools.to_vec());
+    let ask = lookup_and_wipe("ask", ask_script());
     let (model, say) = ChannelModel::new();
     // A short lease: a canceled task stops at its next renewal, a third of a term later.
     let slow = LlmAgent::builder("slow", model)
