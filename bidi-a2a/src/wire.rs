@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bidi_agent::AgentOutput;
+use bidi_flow::wire::Wire;
 use bidi_llm::{AgentEvent, LlmSession, Message as LlmMessage, Status};
-use bidi_serve::Wire;
 use serde_json::Value;
 
 use super::task::{self, Pending};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use agent_client_protocol_schema::v1::{ContentBlock, Error, SessionUpdate, StopReason};
 use bidi_agent::{Agent, AgentInit, Scope};
 use bidi_core::ConnectOptions;
-use bidi_serve::{Ended, Wire};
+use bidi_flow::wire::{Ended, Wire};
 use bidi_session::{Session, SessionStore, StoreError};
 use futures_util::future::BoxFuture;
 use serde::Serialize;
@@ -239,7 +239,8 @@ where
                 token: &token,
             };
             let mut updates = Updates(&*bridge);
-            let ended = bidi_serve::pump(&mut responses, None, &mut updates, &client, None).await;
+            let ended =
+                bidi_flow::wire::pump(&mut responses, None, &mut updates, &client, None).await;
             match ended {
                 Ended::Done => {}
                 Ended::Failed(refusal) => return Err(failed(&refusal)),

@@ -4,11 +4,11 @@
 //! An [`LlmAgent`]'s turns run on their session's agent connection, kept from one turn to the
 //! next ([`Live`]): each prompt is one more input on it.
 //!
-//! A turn is a wire on the agent seam: `Updates` makes the `session/update`s (and the markers
+//! A turn is a wire on the wire seam (`bidi_flow::wire`): `Updates` makes the `session/update`s (and the markers
 //! of the calls the turn reached, for the permission gate), the client is the sink (it writes
 //! them in order, marks each reached call after what precedes it, and is closed by
 //! `session/cancel`, with `Cancelled::ByClient`, or by the client going away, with
-//! `PeerGone::Disconnected`), and `bidi_serve::pump` drives them. A bridged agent's turn is the
+//! `PeerGone::Disconnected`), and `bidi_flow::wire::pump` drives them. A bridged agent's turn is the
 //! same pump with the bridge's updates as the wire: the crate has no turn loop of its own.
 //!
 //! The permission gate runs in the execution, ahead of the events the pump has still to write,
@@ -31,11 +31,11 @@ use agent_client_protocol_schema::v1::{
 };
 use bidi_core::{BoxError, PeerGone};
 use bidi_flow::text::cap;
+use bidi_flow::wire::{Closed, Ended, Frames, Sink, Wire};
 use bidi_llm::{
     AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, LlmAgent, Message, Policy, Status,
     TurnInput, execute,
 };
-use bidi_serve::{Closed, Ended, Frames, Sink, Wire};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -195,7 +195,7 @@ async fn turn(
         session_id,
         token,
     };
-    let ended = bidi_serve::pump(&mut run, None, &mut updates, &sink, None).await;
+    let ended = bidi_flow::wire::pump(&mut run, None, &mut updates, &sink, None).await;
     // A gate still waiting for its call to be shown waits no more.
     updates.open.close();
     if matches!(ended, Ended::Stopped) {

@@ -1,7 +1,7 @@
 //! The encoder: one execution's agent events as the AG-UI events of one run.
 //!
 //! It is stateful and total: blocks left open by a failure or a cancellation are closed before
-//! the error, and nothing follows `RUN_ERROR`. The open block is `bidi_serve`'s `Blocks`, the
+//! the error, and nothing follows `RUN_ERROR`. The open block is `bidi_llm`'s `Blocks`, the
 //! tracker the UI message stream's encoder shares. A tool call opens at `toolcall_start` (which
 //! carries its id and tool); a start without an id, from an older producer, falls back to the
 //! whole call at `toolcall_end`. Text deltas are written straight from the event, without an

@@ -95,7 +95,7 @@ mod encoder;
 mod history;
 mod input;
 
-use bidi_serve::{Block, Blocks};
+use bidi_llm::{Block, Blocks};
 pub use encoder::Encoder;
 use encoder::Phase;
 
@@ -357,7 +357,7 @@ struct Delta<'a> {
     delta: &'a str,
 }
 
-impl bidi_serve::Wire for Sse {
+impl bidi_flow::wire::Wire for Sse {
     type Event = AgentEvent;
     type Output = bidi_agent::AgentOutput<LlmSession, u32>;
     type Frames = Vec<u8>;
@@ -625,7 +625,7 @@ mod tests {
 
     #[test]
     fn the_written_stream_is_the_encoders_events_deltas_included() {
-        use bidi_serve::Wire as _;
+        use bidi_flow::wire::Wire as _;
 
         let events = [
             AgentEvent::SessionStart {

@@ -1,6 +1,6 @@
 //! The encoder: an execution's [`AgentEvent`]s as the chunks of the UI message stream.
 //!
-//! Its open block is `bidi_serve`'s `Blocks`, the tracker AG-UI's encoder shares. A tool call
+//! Its open block is `bidi_llm`'s `Blocks`, the tracker AG-UI's encoder shares. A tool call
 //! opens at `toolcall_start` (`tool-input-start`); a start without an id, from an older
 //! producer, falls back to the whole call at `toolcall_end`. The repository's
 //! `tests/tests/vercel_client.rs` runs hundreds of seeded executions of the real agent loop
@@ -16,8 +16,9 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use bidi_agent::AgentOutput;
+use bidi_flow::wire::Wire;
 use bidi_llm::LlmSession;
-use bidi_serve::{Block, Blocks, Wire};
+use bidi_llm::{Block, Blocks};
 
 /// The kinds of content block a delta goes to.
 #[derive(Debug, Clone, Copy)]

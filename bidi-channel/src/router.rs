@@ -15,7 +15,7 @@
 //!   router handle drops the queues: every task ends after its current reply, and the bus
 //!   closes.
 //! - A turn: `user_message` on the bus (`tokio::sync::broadcast`), then the reply, a wire on
-//!   the agent seam whose sink makes the channel's streaming calls one piece at a time, then
+//!   the wire seam (`bidi_flow::wire`) whose sink makes the channel's streaming calls one piece at a time, then
 //!   `agent_response` with the same text on both paths. `Chunk::piece` says what a chunk is:
 //!   `text_delta` is text, `toolcall_end` a tool (`status`), and an `error` event (a model
 //!   failure, the turn limit) or `awaiting_tool_execution` / `awaiting_approval` (calls a chat
@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use bidi_agent::{Agent, AgentInit, AgentOutput};
 use bidi_core::Connection;
+use bidi_flow::wire::{Closed, Frames, Sink, Wire};
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput, UserMessage};
-use bidi_serve::{Closed, Frames, Sink, Wire};
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -604,7 +604,7 @@ async fn turn<B: Backend>(
                 channel,
                 user_id,
             };
-            bidi_serve::pump(&mut responses, None, &mut wire, &sink, None).await;
+            bidi_flow::wire::pump(&mut responses, None, &mut wire, &sink, None).await;
             if !responses.turn_ended() {
                 broken = true;
                 wire.failure

@@ -249,7 +249,7 @@ async fn message(State(web): State<Arc<Web>>, Path(user): Path<String>, body: By
             tracing::warn!(user_id = user, %error, "a web reply failed");
         }
     });
-    UiMessageStream::response(Body::from_stream(bidi_serve::sink::stream(rx)))
+    UiMessageStream::response(Body::from_stream(bidi_flow::wire::sink::stream(rx)))
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {

@@ -140,6 +140,10 @@
 //!   [`lines::read_line`]: a size limit, and never more than the limit of a line in memory.
 //! - **T2c** Errors quote what a peer sent through [`text::cap`] and name where a value is
 //!   wrong with [`text::pointer`] (a JSON Pointer): one home for both, in every crate.
+//! - **T2d** Every protocol writes a connection to its peer through one seam, [`wire`]: a
+//!   flow's turns ([`wire::pump_turns`]) and an agent's execution alike, through a protocol's
+//!   [`wire::Wire`] to a [`wire::Sink`], batched, cancelled with `PeerGone` once the peer goes
+//!   away or stays idle (W1–W4).
 //! - **T3** Action kinds are open: a protocol crate registers its own kind and key prefix with
 //!   [`ActionType::from_static`] without editing this crate.
 //! - **T4** Every protocol crate follows one template, `docs/adding-a-protocol-crate.md` in the
@@ -178,6 +182,7 @@ pub mod log;
 mod registry;
 pub mod text;
 mod trace;
+pub mod wire;
 
 pub use flow::{ActionType, BidiFlow};
 pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};

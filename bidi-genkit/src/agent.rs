@@ -86,7 +86,7 @@ use bidi_session::{self as snapshot, Change, Scoped, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use bidi_serve::{Detached, Wire};
+use bidi_flow::wire::{Detached, Wire};
 
 use bidi_http::agent;
 use bidi_http::codec::{self, Code, Failure};

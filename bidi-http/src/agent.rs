@@ -2,9 +2,9 @@
 //! [`LlmAgent`] as SSE of its events; `GET /agent/{name}/session/{id}` reads a session.
 //!
 //! It is also the kit every HTTP agent protocol starts its executions with. An endpoint is a
-//! wire on the agent seam (`bidi-serve`): [`spawn`] opens the connection in the request's scope
-//! ([`Host::connect_options`]) and hands it to `bidi_serve::Execution` with the endpoint's
-//! [`HttpWire`] and a sink (the body's channel, a tee, or `bidi_serve::Detached`); a refusal
+//! wire on the wire seam, started by `bidi_llm::peer`: [`spawn`] opens the connection in the request's scope
+//! ([`Host::connect_options`]) and hands it to `bidi_llm::peer::Execution` with the endpoint's
+//! [`HttpWire`] and a sink (the body's channel, a tee, or `bidi_flow::wire::Detached`); a refusal
 //! becomes the endpoint's [`Failure`] before a byte is written.
 //!
 //! One agent, one store, every protocol: a session is the agent's `(scope, name, id)` in its
@@ -31,11 +31,12 @@ use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_flow::text::cap;
+use bidi_flow::wire::{Detached, Sink, Wire, sink};
+use bidi_llm::peer::{Execution, Started};
 use bidi_llm::{
     AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
     TurnInput,
 };
-use bidi_serve::{Detached, Execution, Sink, Started, Wire, sink};
 use bidi_session::{Scoped, Session, SessionStore};
 use serde::{Deserialize, Serialize};
 use serde_json::json;

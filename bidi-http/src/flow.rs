@@ -2,10 +2,11 @@
 //! `GET /actions` lists the registry.
 //!
 //! A request is one connection with room for its one input, so that an action may stream
-//! before it takes it. A streamed answer is written by a task of its own that hands the body
-//! one write at a time (a channel of one), gathering the records ready at once into that write
-//! (up to 16 KiB): backpressure runs from the socket to the action, and a burst costs one
-//! system call. Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the
+//! before it takes it. A streamed answer is written by a task of its own that pumps the
+//! connection's turns through the wire seam (`bidi_flow::wire`), handing the body one write at
+//! a time (a channel of one), the records ready at once gathered into that write (up to 16 KiB)
+//! and the last chunks' records sent with the last record: backpressure runs from the socket to
+//! the action, and a burst costs one system call. Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the
 //! client does not take is nothing moving, so a client that stops reading is as gone as a
 //! silent one. A failed stream ends with an `error:` record whose `details` is text, which
 //! Genkit's client prints.
@@ -19,14 +20,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
-use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::codec::{self, Code, Failure, FlowRequest};
 use crate::extract::{Limited, Segments};
-use bidi_core::PeerGone;
+use bidi_core::{BoxError, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
+use bidi_flow::wire::{self, Closed, Detached, Sink, Wire};
 
 use crate::{Host, Identity};
 
@@ -199,36 +200,32 @@ impl Drop for CancelOnDrop {
 
 /// Reads the connection to its end, chunks discarded: the output, or why there is none.
 async fn collect(mut output: JsonRecvHalf, mut idle: Idle) -> Result<Value, Failure> {
-    let mut stopped = false;
-    loop {
-        let mut turn = output.responses();
-        loop {
-            let next = tokio::select! {
-                biased;
-                next = turn.next() => next,
-                () = idle.expired(), if !stopped => {
-                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
-                    stopped = true;
-                    continue;
-                }
-            };
-            match next {
-                Some(Ok(_)) => idle.touch(),
-                Some(Err(_)) | None => break,
-            }
-        }
-        if !turn.turn_ended() {
-            break;
-        }
-    }
+    wire::pump_turns(
+        &mut output,
+        &mut Discard,
+        &Detached,
+        Some(&mut idle),
+        &mut (),
+    )
+    .await;
     output
         .output()
         .await
         .map_err(|error| Failure::from_json(&error))
 }
 
-/// How many bytes of records a write gathers at most before it goes to the socket.
-const WRITE_BATCH: usize = 16 * 1024;
+/// The wire of a JSON answer: the chunks are read only to wait for the output.
+struct Discard;
+
+impl Wire for Discard {
+    type Event = Value;
+    type Output = ();
+    type Frames = ();
+
+    fn event(&mut self, _: Value, (): &mut ()) {}
+
+    fn failed(&mut self, _: &str, (): &mut ()) {}
+}
 
 /// How many chunks an action may send ahead of the writer. Unbuffered, each chunk would wait
 /// for the writer to take it, and every write would carry one record: a system call and a
@@ -288,7 +285,8 @@ pub fn records_body(
     Body::from_stream(body)
 }
 
-/// Every chunk's record, then the last record.
+/// Every chunk's record, then the last record, through the wire seam's pump: what is ready at
+/// once goes in one write, and the last chunks' records go with the last record.
 async fn write_records(
     mut output: JsonRecvHalf,
     mut idle: Idle,
@@ -296,68 +294,44 @@ async fn write_records(
     guard: CancelOnDrop,
     records: impl Records,
 ) {
+    let body = Writes(writes);
+    let mut wire = Chunks(records);
     let mut buf = Vec::with_capacity(256);
-    let mut stopped = false;
-    'turns: loop {
-        let mut turn = output.responses();
-        loop {
-            let next = tokio::select! {
-                biased;
-                next = turn.next() => next,
-                () = writes.closed(), if !stopped => {
-                    turn.cancel_with(PeerGone::Disconnected);
-                    stopped = true;
-                    continue;
-                }
-                () = idle.expired(), if !stopped => {
-                    turn.cancel_with(PeerGone::Idle(idle.timeout()));
-                    stopped = true;
-                    continue;
-                }
-            };
-            let Some(Ok(chunk)) = next else { break };
-            records.chunk(&chunk, &mut buf);
-            // What else is ready now goes in the same write.
-            let mut ended = false;
-            while buf.len() < WRITE_BATCH {
-                match turn.next().now_or_never() {
-                    Some(Some(Ok(chunk))) => records.chunk(&chunk, &mut buf),
-                    Some(_) => {
-                        ended = true;
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            idle.touch();
-            if ended && !turn.turn_ended() {
-                // The connection is ending: these records go out in one write with the last.
-                break;
-            }
-            if !buf.is_empty() {
-                let write = Bytes::from(std::mem::replace(&mut buf, Vec::with_capacity(256)));
-                match idle.within(writes.send((write, false))).await {
-                    Some(Ok(())) => {}
-                    Some(Err(_)) => {
-                        turn.cancel_with(PeerGone::Disconnected);
-                        break 'turns;
-                    }
-                    None => {
-                        // The client stopped reading: it is as gone as a silent one.
-                        turn.cancel_with(PeerGone::Idle(idle.timeout()));
-                        break 'turns;
-                    }
-                }
-            }
-            if ended {
-                break;
-            }
-        }
-        if !turn.turn_ended() {
-            break;
-        }
-    }
+    wire::pump_turns(&mut output, &mut wire, &body, Some(&mut idle), &mut buf).await;
     guard.disarm();
-    records.end(output.output().await, &mut buf);
-    let _ = idle.within(writes.send((Bytes::from(buf), true))).await;
+    wire.0.end(output.output().await, &mut buf);
+    let _ = idle.within(body.0.send((Bytes::from(buf), true))).await;
+}
+
+/// [`Records`] as a wire: a record per chunk; a failure is said by the last record, which
+/// reads it from the output.
+struct Chunks<R>(R);
+
+impl<R: Records> Wire for Chunks<R> {
+    type Event = Value;
+    type Output = ();
+    type Frames = Vec<u8>;
+
+    fn event(&mut self, chunk: Value, out: &mut Vec<u8>) {
+        self.0.chunk(&chunk, out);
+    }
+
+    fn failed(&mut self, _: &str, _: &mut Vec<u8>) {}
+}
+
+/// The writes of a streamed answer's body; the last is flagged, so that the body ends with it.
+struct Writes(mpsc::Sender<(Bytes, bool)>);
+
+impl Sink<Vec<u8>> for Writes {
+    async fn send(&self, records: Vec<u8>) -> Result<(), Closed> {
+        self.0
+            .send((Bytes::from(records), false))
+            .await
+            .map_err(|_| Closed)
+    }
+
+    async fn closed(&self) -> BoxError {
+        self.0.closed().await;
+        Box::new(PeerGone::Disconnected)
+    }
 }

@@ -11,7 +11,7 @@
 //! A2A's streamed tasks share. A key always carries its identity's scope, so that it never
 //! reaches another identity's answer.
 //!
-//! - A [`Tee`] is a [`bidi_serve::Sink`]: the pump writes an answer to it as to a response
+//! - A [`Tee`] is a [`bidi_flow::wire::Sink`]: the pump writes an answer to it as to a response
 //!   body. It hands each write to every reader at the pace of the fastest (each reader a
 //!   channel of 64 writes); a reader left 64 writes behind is dropped, so that one resumer
 //!   that never reads holds nobody back.
@@ -41,7 +41,7 @@ use futures_util::future::select_all;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use bidi_serve::{Closed, Sink};
+use bidi_flow::wire::{Closed, Sink};
 use relay::Publisher;
 
 /// How many bytes of an answer are kept for the clients that resume it: past them, the answer

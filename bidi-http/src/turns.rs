@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use bidi_agent::AgentInit;
+use bidi_llm::peer::Started;
 use bidi_llm::{LlmAgent, LlmSession, TurnInput};
-use bidi_serve::Started;
 use bidi_session::{Scoped, SessionStore as _, Status};
 use tokio::sync::oneshot;
 

@@ -28,6 +28,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bidi_core::{ActionTask, Driver, InPlace, PeerGone};
 use bidi_flow::frame::{self, Frame, FrameError, Op};
+use bidi_flow::wire::{self, Ended, Wire};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
 use futures_util::stream::{SplitSink, SplitStream};
@@ -84,7 +85,11 @@ struct Writer {
 
 impl Writer {
     async fn send(&mut self, frame: &Frame<'_>) -> Result<(), axum::Error> {
-        let result = self.sink.send(Message::Text(frame.to_text().into())).await;
+        self.send_text(frame.to_text()).await
+    }
+
+    async fn send_text(&mut self, text: String) -> Result<(), axum::Error> {
+        let result = self.sink.send(Message::Text(text.into())).await;
         self.activity.touch();
         result
     }
@@ -561,28 +566,19 @@ impl Connected<'_> {
 type Step = Result<(), End>;
 
 /// Every turn's chunks and its end not written yet, then the output (or the error that ended
-/// the connection), then a normal close.
+/// the connection), then a normal close: the rest of the connection's turns pumped through the
+/// wire seam, one frame a write.
 async fn write_rest(mut output: JsonRecvHalf, writer: &mut Writer) {
-    'turns: loop {
-        let mut turn = output.responses();
-        while let Some(item) = turn.next().await {
-            let Ok(chunk) = item else { break 'turns };
-            let frame = Frame::Chunk {
-                id: None,
-                chunk: &chunk,
-            };
-            if writer.send(&frame).await.is_err() {
-                turn.cancel_with(PeerGone::Disconnected);
-                break 'turns;
-            }
-        }
-        if !turn.turn_ended() {
-            break;
-        }
-        drop(turn);
-        if writer.send(&Frame::TurnEnd { id: None }).await.is_err() {
-            output.cancel_with(PeerGone::Disconnected);
-            break;
+    let socket = Socket(tokio::sync::Mutex::new(writer));
+    let mut last = Texts::default();
+    let ended = wire::pump_turns(&mut output, &mut Rest, &socket, None, &mut last).await;
+    let writer = socket.0.into_inner();
+    if matches!(ended, Ended::Stopped) {
+        return;
+    }
+    for text in last.0 {
+        if writer.send_text(text).await.is_err() {
+            return;
         }
     }
     let last = match output.output().await {
@@ -597,5 +593,56 @@ async fn write_rest(mut output: JsonRecvHalf, writer: &mut Writer) {
     };
     if last.is_ok() {
         writer.close(close_code::NORMAL, "").await;
+    }
+}
+
+/// The socket wire's frames of a connection's chunks and turn ends.
+struct Rest;
+
+impl Wire for Rest {
+    type Event = Value;
+    type Output = ();
+    type Frames = Texts;
+
+    fn event(&mut self, chunk: Value, out: &mut Texts) {
+        let frame = Frame::Chunk {
+            id: None,
+            chunk: &chunk,
+        };
+        out.0.push(frame.to_text());
+    }
+
+    /// The output's error frame says why.
+    fn failed(&mut self, _: &str, _: &mut Texts) {}
+
+    fn turn_end(&mut self, out: &mut Texts) {
+        out.0.push(Frame::TurnEnd { id: None }.to_text());
+    }
+}
+
+/// Frames not written yet, written one at a time.
+#[derive(Default)]
+struct Texts(Vec<String>);
+
+impl wire::Frames for Texts {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+/// The socket's writer as the sink of the rest of its connection.
+struct Socket<'a>(tokio::sync::Mutex<&'a mut Writer>);
+
+impl wire::Sink<Texts> for Socket<'_> {
+    async fn send(&self, Texts(texts): Texts) -> Result<(), wire::Closed> {
+        let mut writer = self.0.lock().await;
+        for text in texts {
+            writer.send_text(text).await.map_err(|_| wire::Closed)?;
+        }
+        Ok(())
     }
 }

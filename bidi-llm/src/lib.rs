@@ -75,7 +75,8 @@
 //! `running` with a [`Lease`] as it starts and saves how it ended as it ends, so agents in
 //! several processes sharing a store never run one session at once.
 //!
-//! [`testing`] has models for tests and examples; `OpenAiModel` (feature `openai`) streams from
+//! [`peer`] serves an agent's executions to a peer through a protocol's wire (every agent
+//! front end stands on it). [`testing`] has models for tests and examples; `OpenAiModel` (feature `openai`) streams from
 //! any OpenAI-compatible Chat Completions endpoint.
 //!
 //! # Feature flags
@@ -90,6 +91,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod blocks;
 mod conversation;
 mod custom;
 mod error;
@@ -99,6 +101,7 @@ mod message;
 mod model;
 #[cfg(feature = "openai")]
 mod openai;
+pub mod peer;
 mod policy;
 mod session;
 pub mod testing;
@@ -107,6 +110,7 @@ mod turn;
 
 pub use agent::{LlmAgent, LlmAgentBuilder};
 pub use bidi_session::Lease;
+pub use blocks::{Block, Blocks};
 pub use conversation::Conversation;
 pub use custom::CustomTurn;
 pub use error::{Error, ErrorCode, ExecuteError, ModelError};

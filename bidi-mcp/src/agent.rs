@@ -1,5 +1,5 @@
 //! An [`LlmAgent`] as an MCP tool: a message in, the answer's text and its session out, the
-//! text streamed as progress; run by `bidi-serve`'s [`Execution`] like every agent front end.
+//! text streamed as progress; run by `bidi-llm`'s [`Execution`] like every agent front end.
 //!
 //! Its wire keeps the text deltas and what the turn waits on; its sink is the call's: closed
 //! by the request's cancellation (`notifications/cancelled`, the cause saying the MCP client
@@ -15,10 +15,11 @@ use std::sync::Arc;
 
 use bidi_agent::{AgentInit, Refusal, RefusalKind};
 use bidi_core::{BoxError, PeerGone};
+use bidi_flow::wire::{Closed, Frames, Sink, Wire};
+use bidi_llm::peer::Execution;
 use bidi_llm::{
     AgentEvent, Approval, Context, LlmAgent, LlmSession, Resume, ToolCall, TurnInput, UserMessage,
 };
-use bidi_serve::{Closed, Execution, Frames, Sink, Wire};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResult, ClientResult, ContentBlock, ElicitRequest, ErrorData, ServerRequest, Tool,
@@ -497,7 +498,7 @@ struct Reply;
 
 impl Wire for Reply {
     type Event = AgentEvent;
-    type Output = bidi_serve::Output;
+    type Output = bidi_llm::peer::Output;
     type Frames = Pieces;
 
     fn event(&mut self, event: AgentEvent, out: &mut Pieces) {

@@ -2,7 +2,8 @@
 //! output as the result; the flow runs in the call's own task.
 //!
 //! A call is the flow seam: `connect_json_with` in the caller's scope, one input, close, the
-//! chunks as `notifications/progress`, the output as text (and as `structuredContent` for
+//! chunks as `notifications/progress` (pumped by the wire seam, `bidi_flow::wire`, with the
+//! call's cancellation as the sink's close), the output as text (and as `structuredContent` for
 //! objects). The action's task is polled by the call itself (a `Driver`, under `InPlace`, as
 //! the WebSocket does); a call dropped before the action ends cancels the connection and
 //! spawns the action's task to finish its grace period. A flow whose output schema is an
@@ -15,13 +16,14 @@
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 
-use bidi_core::{ActionTask, Driver, InPlace, PeerGone};
+use bidi_core::{ActionTask, BoxError, Driver, InPlace, PeerGone};
+use bidi_flow::wire::{self, Closed, Frames, Sink, Wire};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
-use futures_util::StreamExt as _;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::tools::{self, Shape};
 use super::{CANCELLED, McpServer, Progress, identity};
@@ -138,32 +140,74 @@ async fn exchange(
     // Any other failure to send: the flow ended without taking it, and its output says how.
     input_half.close();
     drop(input_half);
-    let mut progress = Progress::new(ctx);
-    // Made once: each `cancelled()` registers with the token when first polled.
-    let mut cancelled = pin!(ctx.ct.cancelled());
-    let mut stopped = false;
-    loop {
-        let mut turn = output.responses();
-        loop {
-            let next = tokio::select! {
-                biased;
-                next = turn.next() => next,
-                () = &mut cancelled, if !stopped => {
-                    turn.cancel_with(CANCELLED);
-                    stopped = true;
-                    continue;
-                }
-            };
-            match next {
-                Some(Ok(chunk)) => progress.send(chunk.to_string()).await,
-                Some(Err(_)) | None => break,
-            }
-        }
-        if !turn.turn_ended() {
-            break;
+    let progress = Notify {
+        progress: Progress::new(ctx),
+        call: &ctx.ct,
+    };
+    let mut wire = Steps {
+        wanted: progress.progress.wanted(),
+    };
+    let mut last = Pending::default();
+    wire::pump_turns(&mut output, &mut wire, &progress, None, &mut last).await;
+    let _ = progress.send(last).await;
+    Ok(output.output().await)
+}
+
+/// A flow's chunks as the steps of its call's progress, as their JSON text: none if the
+/// caller did not ask for progress.
+struct Steps {
+    wanted: bool,
+}
+
+impl Wire for Steps {
+    type Event = Value;
+    type Output = ();
+    type Frames = Pending;
+
+    fn event(&mut self, chunk: Value, out: &mut Pending) {
+        if self.wanted {
+            out.0.push(chunk.to_string());
         }
     }
-    Ok(output.output().await)
+
+    /// The result says why.
+    fn failed(&mut self, _: &str, _: &mut Pending) {}
+}
+
+/// Progress steps not notified yet, notified one at a time.
+#[derive(Default)]
+struct Pending(Vec<String>);
+
+impl Frames for Pending {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+/// A call's progress notifications: the sink of its flow's chunks, closed when the client
+/// cancels the call (`notifications/cancelled`).
+struct Notify<'a> {
+    progress: Progress,
+    call: &'a CancellationToken,
+}
+
+impl Sink<Pending> for Notify<'_> {
+    /// A client that is gone is noticed by the call's cancellation, not here.
+    async fn send(&self, Pending(steps): Pending) -> Result<(), Closed> {
+        for step in steps {
+            self.progress.send(step).await;
+        }
+        Ok(())
+    }
+
+    async fn closed(&self) -> BoxError {
+        self.call.cancelled().await;
+        CANCELLED.into()
+    }
 }
 
 /// A flow's output as a tool result: a string as its text, any other value as its JSON, and

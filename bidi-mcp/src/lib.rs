@@ -140,6 +140,7 @@ use std::fmt;
 use std::io;
 #[cfg(feature = "agents")]
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bidi_flow::Registry;
@@ -343,7 +344,7 @@ fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
 /// The progress notifications of one call: none unless the call carries a `progressToken`.
 struct Progress {
     to: Option<(ProgressToken, Peer<RoleServer>)>,
-    count: u32,
+    count: AtomicU32,
 }
 
 impl Progress {
@@ -353,19 +354,24 @@ impl Progress {
                 .meta
                 .get_progress_token()
                 .map(|token| (token, ctx.peer.clone())),
-            count: 0,
+            count: AtomicU32::new(0),
         }
+    }
+
+    /// Whether the caller asked for progress.
+    fn wanted(&self) -> bool {
+        self.to.is_some()
     }
 
     /// Notifies `message` as the next step, if the caller asked for progress. A client that
     /// is gone is noticed by the call's cancellation, not here.
-    async fn send(&mut self, message: String) {
+    async fn send(&self, message: String) {
         let Some((token, peer)) = &self.to else {
             return;
         };
-        self.count += 1;
-        let param = ProgressNotificationParam::new(token.clone(), f64::from(self.count))
-            .with_message(message);
+        let count = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let param =
+            ProgressNotificationParam::new(token.clone(), f64::from(count)).with_message(message);
         let _ = peer.notify_progress(param).await;
     }
 }

@@ -1,17 +1,19 @@
-//! The agent seam: starting an execution for a peer, and pumping a stream into a wire.
+//! An agent's executions for a peer, and the wire seam's pump under them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use bidi_agent::AgentInit;
+use bidi_agent::{Refusal, RefusalKind};
 use bidi_core::{BidiAction, BoxError, Error, Inbound, Outbound, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
+use bidi_flow::wire::{Closed, Detached, Ended, Sink, Wire, pump};
+use bidi_llm::peer::{Execution, Output};
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
     AgentEvent, ErrorCode, LlmAgent, ModelEvent, StopReason, TurnInput, Usage, UserMessage,
 };
-use bidi_serve::{Closed, Ended, Execution, Output, RefusalKind, Sink, Wire, pump};
 use tokio::sync::{mpsc, oneshot};
 
 /// Each event's kind, a line each; a failure as `failed: {message}`.
@@ -119,7 +121,7 @@ async fn an_execution_nobody_reads_runs_to_its_end_when_detached() {
     let agent = LlmAgent::builder("helper", model).build();
     let conn = agent.connect(AgentInit::new().session_id("d"));
     let started = Execution::new(conn, hello())
-        .start(Kinds, bidi_serve::Detached)
+        .start(Kinds, Detached)
         .await
         .unwrap();
     assert_eq!(started.session_id, "d");
@@ -237,10 +239,10 @@ async fn a_failed_stream_ends_with_the_wires_failure() {
     let (sink, frames) = mpsc::channel(4);
     let ended = pump(&mut responses, None, &mut Numbers, &sink, None).await;
     drop(sink);
-    let Ended::Failed(refusal) = ended else {
+    let Ended::Failed(error) = ended else {
         panic!("{ended:?}");
     };
-    assert_eq!(refusal.kind(), RefusalKind::Failed);
+    assert_eq!(Refusal::of(&error).kind(), RefusalKind::Failed);
     let written = written(frames).await;
     assert!(written.starts_with("7\nfailed: "), "{written}");
     assert!(written.contains("the disk is full"), "{written}");

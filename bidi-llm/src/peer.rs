@@ -1,18 +1,109 @@
-//! Starting an execution for a peer: the session it runs on or its refusal, answered before
-//! the first byte, then the execution pumped in a task of its own.
+//! An agent's executions for a peer: the session each runs on or its refusal, answered
+//! before the first byte, then its events pumped through a protocol's wire.
+//!
+//! A front end of an agent (HTTP execute, AG-UI, the UI message stream, Genkit's agent wire,
+//! A2A, MCP's agent tools, ACP's session updates, chat channels) does three things for each
+//! execution its peer asks for:
+//!
+//! - **Start** ([`Execution`]): open a connection on the session the peer names (new,
+//!   resumed, or made from the peer's transcript, in its scope), send the input, and answer
+//!   the session it runs on, or a typed [`Refusal`], before a byte is written, so the front
+//!   end answers with its protocol's head or its protocol's error.
+//! - **Pump** and **wire**: the execution's events through the protocol's
+//!   [`Wire`] to a [`Sink`], by the one seam flows use too
+//!   ([`bidi_flow::wire`]).
+//! - **Blocks** ([`Blocks`](crate::Blocks)): a wire that streams blocks (text, reasoning, a tool
+//!   call's input) closes the open one before anything else.
+//!
+//! A new protocol is one more [`Wire`] (and the route or method that hands it to
+//! [`Execution::start`]); everything else is shared.
+//!
+//! ```
+//! use bidi_agent::{AgentInit, RefusalKind};
+//! use bidi_flow::wire::Wire;
+//! use bidi_llm::testing::{Scripted, ScriptedModel};
+//! use bidi_llm::peer::{self, Execution};
+//! use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage};
+//!
+//! /// Each event's kind, a line each.
+//! struct Kinds;
+//!
+//! impl Wire for Kinds {
+//!     type Event = AgentEvent;
+//!     type Output = peer::Output;
+//!     type Frames = Vec<u8>;
+//!
+//!     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
+//!         out.extend_from_slice(event.kind().as_bytes());
+//!         out.push(b'\n');
+//!     }
+//!
+//!     fn failed(&mut self, message: &str, out: &mut Vec<u8>) {
+//!         out.extend_from_slice(format!("failed: {message}\n").as_bytes());
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let agent = LlmAgent::builder("helper", ScriptedModel::new([Scripted::new().text("Hi!")])).build();
+//! let hello = || TurnInput::User(UserMessage::new("hello"));
+//!
+//! // A session that does not exist, resumed: refused before anything is written.
+//! let conn = agent.connect(AgentInit::new().resume("nobody"));
+//! let (body, _frames) = tokio::sync::mpsc::channel(1);
+//! let refused = Execution::new(conn, hello()).start(Kinds, body).await.unwrap_err();
+//! assert_eq!(refused.kind(), RefusalKind::NotFound);
+//!
+//! // A new one: started, then its events.
+//! let conn = agent.connect(AgentInit::new());
+//! let (body, mut frames) = tokio::sync::mpsc::channel(1);
+//! let started = Execution::new(conn, hello()).start(Kinds, body).await?;
+//! let mut kinds = Vec::new();
+//! while let Some(batch) = frames.recv().await {
+//!     kinds.extend(batch);
+//! }
+//! let kinds = String::from_utf8(kinds)?;
+//! assert!(kinds.starts_with("session_start\n"));
+//! assert!(kinds.ends_with("execute_complete\n"));
+//! # let _ = started;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Contract
+//!
+//! - **A1 Start.** `Execution::new(conn, input).idle_timeout(t).start(wire, sink)` opens the
+//!   execution in a task of its own and answers [`Started`] `{session_id, snapshot_id}` or a
+//!   typed [`Refusal`] ([`RefusalKind`]; a cancel on purpose is `Cancelled`, never a failure)
+//!   before the wire writes a byte, so the front end answers with its head (a session header,
+//!   a 202) or its protocol's error (an HTTP status, a one-event `RUN_ERROR` stream, a
+//!   JSON-RPC error). A requester that goes away before the answer cancels the execution as
+//!   `PeerGone`. [`Refusal::of`] (in `bidi-agent`) is the one classification of a
+//!   connection's errors.
+//! - **A2 Pump, wire and sink** are `bidi_flow::wire`'s (W1–W4): what the last events wrote
+//!   goes out in one write with the wire's end (and its output, for a wire that shows it).
+//! - **A3 One home for ids.** Session and snapshot ids are minted by `bidi_session::new_id`
+//!   (an agent names a new session itself when its init has no id; ACP and the chat channels
+//!   mint theirs there too).
 
 use std::time::Duration;
 
 use bidi_agent::{AgentOutput, Refusal, RefusalKind};
-use bidi_core::{Connection, PeerGone};
+use bidi_core::{BoxError, Connection, Error, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
-use bidi_llm::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, execute};
+use bidi_flow::wire::{Ended, Events, Frames as _, Sink, Wire, pump_held, stop};
 use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 
-use crate::pump::{Ended, expired, pump, stop};
-use crate::sink::Sink;
-use crate::wire::{Frames as _, Wire};
+use crate::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, execute};
+
+impl Events<AgentEvent> for ExecuteStream<'_> {
+    type Error = Error;
+
+    fn cancel_with(&self, cause: BoxError) {
+        ExecuteStream::cancel_with(self, cause);
+    }
+}
 
 /// A connection of an [`LlmAgent`](bidi_llm::LlmAgent): what [`Execution`] runs on.
 pub type AgentConnection = Connection<TurnInput, Output, AgentEvent>;
@@ -43,16 +134,17 @@ pub struct Started {
 ///
 /// ```
 /// use bidi_agent::AgentInit;
+/// use bidi_flow::wire::Wire;
+/// use bidi_llm::peer::{self, Execution};
 /// use bidi_llm::testing::{Scripted, ScriptedModel};
 /// use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage};
-/// use bidi_serve::{Execution, Wire, sink};
 ///
 /// /// The answer's text.
 /// struct Text;
 ///
 /// impl Wire for Text {
 ///     type Event = AgentEvent;
-///     type Output = bidi_serve::Output;
+///     type Output = peer::Output;
 ///     type Frames = Vec<u8>;
 ///
 ///     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
@@ -79,7 +171,6 @@ pub struct Started {
 ///     text.extend(batch);
 /// }
 /// assert_eq!(text, b"Hi!");
-/// # let _ = sink::stream::<Vec<u8>>;
 /// # Ok(())
 /// # }
 /// ```
@@ -169,7 +260,16 @@ async fn run<W, S>(
         let _ = conn.output().await;
         return;
     };
-    let ended = pump(&mut run, Some(first), &mut wire, &sink, idle.as_mut()).await;
+    let mut frames = W::Frames::default();
+    let ended = pump_held(
+        &mut run,
+        Some(first),
+        &mut wire,
+        &sink,
+        idle.as_mut(),
+        &mut frames,
+    )
+    .await;
     drop(run);
     conn.close();
     let output = conn.output();
@@ -190,7 +290,7 @@ async fn run<W, S>(
     } else {
         Some(output)
     };
-    let mut frames = W::Frames::default();
+    // What the last events wrote goes out with the end, in one write.
     wire.end(&mut frames);
     if !frames.is_empty() {
         match idle.as_mut() {
@@ -200,6 +300,17 @@ async fn run<W, S>(
     }
     if let Some(output) = output {
         let _ = output.await;
+    }
+}
+
+/// Completes with the timeout once `idle` expired; never without one.
+async fn expired(idle: Option<&mut Idle>) -> Duration {
+    match idle {
+        Some(idle) => {
+            idle.expired().await;
+            idle.timeout()
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -6,30 +6,30 @@ use std::future::Future;
 use bidi_core::{BoxError, PeerGone};
 use tokio::sync::mpsc;
 
-/// Nobody reads an execution's frames any more.
+/// Nobody reads a connection's frames any more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Closed;
 
-/// Where an execution's frames go, one write at a time: a response body, a socket, a channel's
+/// Where a connection's frames go, one write at a time: a response body, a socket, a channel's
 /// streaming calls, or several readers at once.
 ///
 /// The pump writes a batch of frames once there is room for it, so a slow peer slows the
-/// execution; and it stops the execution once [`closed`](Self::closed) completes.
+/// action; and it cancels the connection once [`closed`](Self::closed) completes.
 pub trait Sink<F>: Send + Sync {
     /// Writes `frames` once there is room for them.
     ///
     /// # Errors
     ///
-    /// [`Closed`] once nobody reads any more: the execution is then cancelled with
+    /// [`Closed`] once nobody reads any more: the connection is then cancelled with
     /// [`PeerGone::Disconnected`].
     ///
     /// # Cancel safety
     ///
     /// Dropped before it completes (on the idle timeout), the frames may be lost: the
-    /// execution is cancelled then.
+    /// connection is cancelled then.
     fn send(&self, frames: F) -> impl Future<Output = Result<(), Closed>> + Send;
 
-    /// Completes once the execution is to stop, with the cause to cancel it with: nobody
+    /// Completes once the connection is to stop, with the cause to cancel it with: nobody
     /// reads any more ([`PeerGone::Disconnected`]), or the peer asked to stop. Never, by
     /// default.
     ///
@@ -39,8 +39,8 @@ pub trait Sink<F>: Send + Sync {
     }
 }
 
-/// Nobody reads, and nobody goes away: the sink of a detached execution, which runs to its end
-/// without its client.
+/// Nobody reads, and nobody goes away: the sink of a detached execution (which runs to its end
+/// without its client), or of an answer that reads the chunks only to wait for the output.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Detached;
 
