@@ -5,67 +5,59 @@
 
 use std::time::SystemTime;
 
-use bidi_llm::{Attachment, Message as LlmMessage, ToolCall, UserMessage};
+use bidi_llm::{Attachment, Message as LlmMessage, ToolCall, TurnState, UserMessage};
 use serde_json::{Value, json};
 
 use super::types::{Artifact, Ids, Message, Part, Role, Task, TaskState, TaskStatus};
 
-/// The calls a turn stopped for: remote calls the client runs, and calls waiting for the
-/// client's approval.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Pending {
-    pub(crate) execution: Vec<ToolCall>,
-    pub(crate) approval: Vec<ToolCall>,
-}
-
-impl Pending {
-    /// The pending calls of a session, told apart by the agent's `locals` (its tools with an
-    /// executor, whose calls wait for approval).
-    pub(crate) fn of(calls: &[ToolCall], locals: &[String]) -> Self {
-        let (approval, execution) = calls
-            .iter()
-            .cloned()
-            .partition(|call| locals.contains(&call.name));
-        Self {
-            execution,
-            approval,
-        }
-    }
-
-    /// The data part of an `input-required` status: `{"awaitingToolExecution": [calls],
-    /// "awaitingApproval": [calls]}`, each call `{id, name, arguments}`, empty lists left out.
-    pub(crate) fn data(&self) -> Value {
-        let mut data = json!({});
-        if !self.execution.is_empty() {
-            data["awaitingToolExecution"] = json!(self.execution);
-        }
-        if !self.approval.is_empty() {
-            data["awaitingApproval"] = json!(self.approval);
-        }
-        data
-    }
-}
-
-/// The status of task `ids` in `state`, reached at `at`: an `input-required` task says which
-/// calls it waits for (`pending`), a failed one its `error`, a canceled one so.
-pub(crate) fn status(
-    ids: &Ids,
-    state: TaskState,
-    error: Option<&str>,
-    pending: &Pending,
-    at: SystemTime,
-) -> TaskStatus {
-    let parts = match state {
-        TaskState::InputRequired => Some(vec![Part::data(pending.data())]),
-        TaskState::Failed => Some(vec![Part::text(error.unwrap_or("the task failed"))]),
-        TaskState::Canceled => Some(vec![Part::text("the task was canceled")]),
-        _ => None,
+/// The status of task `ids` whose turn is `turn`, reached at `at`: A2A's view of the one turn
+/// lifecycle (`bidi_llm::TurnState`), read in this one place whether the task runs on the
+/// wire or is read from the store. An `input-required` task says which calls it waits for, a
+/// failed one its error, a canceled one so.
+pub(crate) fn status(ids: &Ids, turn: &TurnState, at: SystemTime) -> TaskStatus {
+    let text = |text: &str| Some(vec![Part::text(text)]);
+    let (state, parts) = match turn {
+        TurnState::Running => (TaskState::Working, None),
+        TurnState::Waiting { results, approvals } => (
+            TaskState::InputRequired,
+            Some(vec![Part::data(waiting(results, approvals))]),
+        ),
+        TurnState::Completed => (TaskState::Completed, None),
+        TurnState::Failed(failure) => (TaskState::Failed, text(&failure.error)),
+        TurnState::Aborted => (TaskState::Canceled, text("the task was canceled")),
+        TurnState::Expired => (
+            TaskState::Failed,
+            text("the task stopped: the process running it went away"),
+        ),
+        _ => (TaskState::Failed, text("the task failed")),
     };
+    with_parts(ids, state, parts, at)
+}
+
+/// The status of a task that says its state alone: submitted, or working.
+pub(crate) fn bare(ids: &Ids, state: TaskState, at: SystemTime) -> TaskStatus {
+    with_parts(ids, state, None, at)
+}
+
+fn with_parts(ids: &Ids, state: TaskState, parts: Option<Vec<Part>>, at: SystemTime) -> TaskStatus {
     TaskStatus {
         state,
         message: parts.map(|parts| Message::agent(format!("{}-status", ids.task), ids, parts)),
         timestamp: bidi_http::time::rfc3339(at),
     }
+}
+
+/// The data part of an `input-required` status: `{"awaitingToolExecution": [calls],
+/// "awaitingApproval": [calls]}`, each call `{id, name, arguments}`, empty lists left out.
+fn waiting(results: &[ToolCall], approvals: &[ToolCall]) -> Value {
+    let mut data = json!({});
+    if !results.is_empty() {
+        data["awaitingToolExecution"] = json!(results);
+    }
+    if !approvals.is_empty() {
+        data["awaitingApproval"] = json!(approvals);
+    }
+    data
 }
 
 /// The id of a task's `n`th answer (from 1).
@@ -285,7 +277,7 @@ mod tests {
             said("Found x"),
         ];
         let at = UNIX_EPOCH + Duration::from_secs(1);
-        let status = status(&ids(), TaskState::Completed, None, &Pending::default(), at);
+        let status = status(&ids(), &TurnState::Completed, at);
         let task = task(&ids(), status, &conversation[1..], &conversation, &[], None);
         let json = serde_json::to_value(&task).unwrap();
         assert_eq!(
@@ -330,8 +322,11 @@ mod tests {
             name: name.into(),
             arguments: json!({}),
         };
-        let pending = Pending::of(&[call("a", "ask"), call("b", "wipe")], &["wipe".into()]);
-        let status = status(&ids(), TaskState::InputRequired, None, &pending, UNIX_EPOCH);
+        let waiting = TurnState::Waiting {
+            results: vec![call("a", "ask")],
+            approvals: vec![call("b", "wipe")],
+        };
+        let status = status(&ids(), &waiting, UNIX_EPOCH);
         assert_eq!(
             serde_json::to_value(&status.message).unwrap(),
             json!({
@@ -342,25 +337,18 @@ mod tests {
                 }, "mediaType": "application/json"}],
             })
         );
-        let failed = super::status(
-            &ids(),
-            TaskState::Failed,
-            Some("boom"),
-            &Pending::default(),
-            UNIX_EPOCH,
-        );
+        let boom = bidi_llm::Failure {
+            code: bidi_flow::Code::Model,
+            error: "boom".into(),
+        };
+        let failed = super::status(&ids(), &TurnState::Failed(boom), UNIX_EPOCH);
+        assert_eq!(failed.state, TaskState::Failed);
         assert_eq!(
             failed.message.unwrap().parts,
             vec![Part::text("boom")],
             "a failure says its error"
         );
-        let done = super::status(
-            &ids(),
-            TaskState::Completed,
-            None,
-            &Pending::default(),
-            UNIX_EPOCH,
-        );
+        let done = super::status(&ids(), &TurnState::Completed, UNIX_EPOCH);
         assert!(done.message.is_none());
     }
 

@@ -21,14 +21,14 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
-use bidi_llm::{Message as LlmMessage, Status};
+use bidi_llm::TurnState;
 use bidi_session::{Scoped, Status as Snapshot};
 use futures_util::StreamExt as _;
 use serde_json::Value;
 
 use super::error::{TASK_NOT_CANCELABLE, UNSUPPORTED};
 use super::lineage::{self, Lineage};
-use super::task::{self, Pending};
+use super::task;
 use super::types::{Event, GetParams, Ids, Response as Rpc, RpcError, Task, TaskParams, TaskState};
 use super::wire::Continued;
 use super::{Call, Opened, json_response, params};
@@ -87,40 +87,11 @@ pub(super) fn view(lineage: &Lineage, locals: &[String], limit: Option<u32>) -> 
         task: lineage.task.clone(),
         context: entry.session_id.clone(),
     };
-    let message = |error: Option<&Value>| {
-        let message = error.and_then(|error| error.get("message"));
-        message.and_then(Value::as_str).map(str::to_owned)
-    };
-    let (state_now, error) = match (entry.status, state.status) {
-        (Snapshot::Pending, _) => (TaskState::Working, None),
-        (Snapshot::Aborted, _) => (TaskState::Canceled, None),
-        (Snapshot::Failed, _) => (TaskState::Failed, message(entry.error.as_ref())),
-        (Snapshot::Expired, _) => (
-            TaskState::Failed,
-            Some("the task stopped: the process running it went away".to_owned()),
-        ),
-        (_, Status::AwaitingToolExecution) => (TaskState::InputRequired, None),
-        (_, Status::Error) => (TaskState::Failed, last_error(&state.messages)),
-        _ => (TaskState::Completed, None),
-    };
+    let is_local = |name: &str| locals.iter().any(|local| local == name);
+    let turn = TurnState::stored(entry.status, entry.error.as_ref(), state, is_local);
     let turns = state.messages.get(lineage.before..).unwrap_or_default();
-    let pending = Pending::of(&state.pending_tool_calls, locals);
-    let status = task::status(
-        &ids,
-        state_now,
-        error.as_deref(),
-        &pending,
-        entry.updated_at,
-    );
+    let status = task::status(&ids, &turn, entry.updated_at);
     task::task(&ids, status, turns, &state.messages, locals, limit)
-}
-
-/// The error of the session's last failed model call.
-fn last_error(messages: &[LlmMessage]) -> Option<String> {
-    messages.iter().rev().find_map(|message| match message {
-        LlmMessage::Error(failed) => Some(failed.error.clone()),
-        _ => None,
-    })
 }
 
 /// `GetTask`: the task.

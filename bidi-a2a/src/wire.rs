@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bidi_agent::AgentOutput;
+use bidi_flow::Code;
 use bidi_flow::wire::Wire;
-use bidi_llm::{AgentEvent, LlmSession, Message as LlmMessage, Status};
+use bidi_llm::{AgentEvent, Ending, Failure, LlmSession, Message as LlmMessage, TurnState};
 use serde_json::Value;
 
-use super::task::{self, Pending};
+use super::task;
 use super::types::{
     Artifact, ArtifactUpdate, Event, Ids, Message, Part, Response, StatusUpdate, Task, TaskState,
+    TaskStatus,
 };
 
 /// A turn that continues a task which waited for input: the task, and what its earlier turns
@@ -46,10 +48,10 @@ pub(crate) struct TaskWire {
     /// How many answer artifacts were opened, and whether the last one is open.
     answers: usize,
     open: bool,
-    pending: Pending,
-    aborted: bool,
-    error: Option<String>,
-    status: Option<Status>,
+    /// How the turn ends, as its events say.
+    ending: Ending,
+    /// Why the stream was cut short, if it was.
+    cut: Option<String>,
     /// The turn's messages, and the whole conversation once the agent returned it.
     turn: Vec<LlmMessage>,
     conversation: Vec<LlmMessage>,
@@ -74,10 +76,8 @@ impl TaskWire {
             continues: None,
             answers: 0,
             open: false,
-            pending: Pending::default(),
-            aborted: false,
-            error: None,
-            status: None,
+            ending: Ending::default(),
+            cut: None,
             turn: Vec::new(),
             conversation: Vec::new(),
         }
@@ -96,9 +96,7 @@ impl TaskWire {
         bidi_http::sse::data(out, &Response::result(&self.id, event));
     }
 
-    fn status_update(&self, state: TaskState, out: &mut Vec<u8>) {
-        let error = self.error.as_deref();
-        let status = task::status(&self.ids, state, error, &self.pending, SystemTime::now());
+    fn status_update(&self, status: TaskStatus, out: &mut Vec<u8>) {
         let update = StatusUpdate {
             task_id: self.ids.task.clone(),
             context_id: self.ids.context.clone(),
@@ -127,7 +125,7 @@ impl TaskWire {
         Task {
             id: ids.task.clone(),
             context_id: ids.context.clone(),
-            status: task::status(ids, state, None, &Pending::default(), SystemTime::now()),
+            status: task::bare(ids, state, SystemTime::now()),
             artifacts: Vec::new(),
             history: vec![Message {
                 context_id: Some(ids.context.clone()),
@@ -147,14 +145,22 @@ impl TaskWire {
         }
     }
 
-    /// How the task ended.
-    fn state(&self) -> TaskState {
-        match self.status {
-            _ if self.aborted => TaskState::Canceled,
-            Some(Status::AwaitingToolExecution) => TaskState::InputRequired,
-            Some(Status::Completed) => TaskState::Completed,
-            _ => TaskState::Failed,
+    /// Where the task's turn stands now that it ended: as its events say, or failed with why
+    /// its stream was cut short (the turn's own error first, if it said one).
+    fn turn(&self) -> TurnState {
+        let state = self.ending.state();
+        match &self.cut {
+            None => state.unwrap_or_else(|| failed("the task ended before it finished")),
+            Some(_) if matches!(state, Some(TurnState::Failed(_))) => {
+                state.unwrap_or(TurnState::Aborted)
+            }
+            Some(cut) => failed(cut),
         }
+    }
+
+    /// The status of the task now that its turn ended.
+    fn ended(&self) -> TaskStatus {
+        task::status(&self.ids, &self.turn(), SystemTime::now())
     }
 
     fn started(&mut self, session_id: &str, snapshot_id: Option<&String>, out: &mut Vec<u8>) {
@@ -176,7 +182,10 @@ impl TaskWire {
         if self.stream {
             let task = self.submitted(&self.ids, first);
             self.record(&Event::Task(task), out);
-            self.status_update(TaskState::Working, out);
+            self.status_update(
+                task::bare(&self.ids, TaskState::Working, SystemTime::now()),
+                out,
+            );
         }
     }
 
@@ -200,29 +209,19 @@ impl Wire for TaskWire {
     const OUTPUT: bool = true;
 
     fn event(&mut self, event: AgentEvent, out: &mut Vec<u8>) {
+        self.ending.observe(&event);
         match &event {
             AgentEvent::SessionStart {
                 session_id,
                 snapshot_id,
             } => self.started(session_id, snapshot_id.as_ref(), out),
             AgentEvent::TextDelta { delta } if !delta.is_empty() => self.text(delta, out),
-            AgentEvent::MessageEnd { message } => {
-                self.close(out);
-                self.aborted = matches!(**message, LlmMessage::Aborted(_));
-            }
-            AgentEvent::AwaitingToolExecution { tool_calls, .. } => {
-                self.pending.execution.extend(tool_calls.iter().cloned());
-            }
-            AgentEvent::AwaitingApproval { tool_calls, .. } => {
-                self.pending.approval.extend(tool_calls.iter().cloned());
-            }
-            AgentEvent::Error { error, .. } => self.error = Some(error.clone()),
+            AgentEvent::MessageEnd { .. } => self.close(out),
             AgentEvent::SessionEnd { messages, .. } => messages.clone_into(&mut self.turn),
-            AgentEvent::ExecuteComplete { status, .. } => {
+            AgentEvent::ExecuteComplete { .. } => {
                 self.close(out);
-                self.status = Some(*status);
                 if self.stream {
-                    self.status_update(self.state(), out);
+                    self.status_update(self.ended(), out);
                 }
             }
             _ => {}
@@ -231,13 +230,11 @@ impl Wire for TaskWire {
 
     fn failed(&mut self, message: &str, out: &mut Vec<u8>) {
         self.close(out);
-        if self.status.is_none() || self.error.is_none() {
-            self.error = Some(message.to_owned());
+        let complete = self.ending.is_complete();
+        self.cut = Some(message.to_owned());
+        if self.stream && !complete {
+            self.status_update(self.ended(), out);
         }
-        if self.stream && self.status.is_none() {
-            self.status_update(TaskState::Failed, out);
-        }
-        self.status = Some(Status::Error);
     }
 
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
@@ -250,9 +247,7 @@ impl Wire for TaskWire {
         if self.stream {
             return;
         }
-        let state = self.state();
-        let error = self.error.as_deref();
-        let status = task::status(&self.ids, state, error, &self.pending, SystemTime::now());
+        let status = self.ended();
         // A task's answers are those of all its turns.
         let turns = match &self.continues {
             Some(continued) => self.conversation.get(continued.before..),
@@ -270,9 +265,17 @@ impl Wire for TaskWire {
     }
 }
 
+/// A failed turn saying `message`.
+fn failed(message: &str) -> TurnState {
+    TurnState::Failed(Failure {
+        code: Code::ConnectionFailed,
+        error: message.to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use bidi_llm::{AssistantContent, AssistantMessage, ToolCall, UserMessage};
+    use bidi_llm::{AssistantContent, AssistantMessage, Status, ToolCall, UserMessage};
     use serde_json::json;
 
     use super::*;

@@ -7,6 +7,33 @@
 //! Any other `bidi_agent::Agent` is served through a `Bridge`; the server holds a `Backend`
 //! (`Llm` or `Bridged`), the bridged side behind one private object-safe trait (`Turns`), so
 //! that `Server` stays a plain type.
+//!
+//! # Who owns a session's state
+//!
+//! A session's state has one owner at a time, and the places it lives in are not copies:
+//!
+//! - **The store** holds the conversation, the truth every front end and process shares
+//!   (`bidi-session`); nothing here caches it apart from the agent connection.
+//! - **The slot** (`Slot`, in the connection's session table) holds what ACP adds for as
+//!   long as the session is open here: its mode, working directory, "always" answers, MCP
+//!   servers, which turn runs, whether a load runs. It is read and written under one
+//!   `std::sync::Mutex`, never held across an `.await`.
+//! - **The agent connection** (`Live`) is owned by the slot while no turn runs and moved to
+//!   the running turn while one does (`take_agent`), then given back; it is never shared.
+//! - **`Idle`** is not a session's state: it is the connection-wide order of the kept agent
+//!   connections, so that at most `max_idle_agent_connections` stay open. It is locked after
+//!   the session table, never before, and that is the one lock order.
+//!
+//! One task per session, the reader routing to it, was weighed and not taken. The bounds are
+//! the connection's, not a session's (open sessions, kept connections, requests in flight,
+//! the client's pending answers), so a shared owner would remain beside the session tasks. A
+//! `session/cancel` must reach a turn while it runs, so a session task would select over its
+//! inbox and the running turn: the concurrency the slot's short lock handles today, moved
+//! inside the task. And every request (a prompt, a cancel, a mode change) would cross one more
+//! channel and task before it starts, on the round trip the ACP benchmark measures. The
+//! `impl Shared` blocks are split by concern: the line writer and our requests to the client
+//! (`shared`), sessions opened, loaded and closed (`session`), the kept connections
+//! (`turn::live`).
 
 use std::fmt;
 use std::io;

@@ -33,8 +33,8 @@ use bidi_core::{BoxError, PeerGone};
 use bidi_flow::text::cap;
 use bidi_flow::wire::{Closed, Ended, Frames, Sink, Wire};
 use bidi_llm::{
-    AgentEvent, ErrorCode as LlmErrorCode, ExecuteResult, LlmAgent, Message, Policy, Status,
-    TurnInput, execute,
+    AgentEvent, Code as LlmCode, ExecuteResult, LlmAgent, Message, Policy, TurnInput, TurnState,
+    execute,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -745,10 +745,11 @@ impl Wire for Updates<'_> {
     fn failed(&mut self, _: &str, _: &mut Shown) {}
 }
 
-/// How the turn ended, in ACP's terms; a failure is an error answer.
+/// How the turn ended, in ACP's terms: its state (`bidi_llm::TurnState`) as a stop reason; a
+/// failure is an error answer.
 fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
-    match result.status {
-        Status::Completed => {
+    match result.state() {
+        TurnState::Completed => {
             let last = result
                 .messages
                 .iter()
@@ -763,19 +764,17 @@ fn stop_reason(result: &ExecuteResult) -> Result<StopReason, Error> {
                 _ => StopReason::EndTurn,
             })
         }
-        Status::Error => match &result.error {
-            Some(failure) if failure.code == LlmErrorCode::MaxTurns => {
-                Ok(StopReason::MaxTurnRequests)
-            }
-            Some(failure) => Err(Error::internal_error().data(json!({
-                "code": failure.code,
-                "error": failure.error,
-            }))),
-            None => Err(Error::internal_error().data("the agent's turn failed")),
-        },
-        Status::AwaitingToolExecution => Err(Error::internal_error().data(
+        TurnState::Aborted => Ok(StopReason::Cancelled),
+        TurnState::Failed(failure) if failure.code == LlmCode::MaxTurns => {
+            Ok(StopReason::MaxTurnRequests)
+        }
+        TurnState::Failed(failure) => Err(Error::internal_error().data(json!({
+            "code": failure.code,
+            "error": failure.error,
+        }))),
+        TurnState::Waiting { .. } => Err(Error::internal_error().data(
             "the model called tools the agent has no executor for; an ACP client cannot run them",
         )),
-        _ => Err(Error::internal_error().data(format!("the turn ended as {:?}", result.status))),
+        other => Err(Error::internal_error().data(format!("the turn ended {}", other.name()))),
     }
 }

@@ -142,7 +142,7 @@ mod scope;
 pub use agent::{
     Agent, AgentBuilder, AgentInit, AgentOutput, AgentResult, InitError, MAX_SESSION_ID_BYTES,
 };
-pub use refusal::{Refusal, RefusalKind};
+pub use refusal::Refusal;
 pub use responder::{Artifact, Responder};
 pub use scope::Scope;
 

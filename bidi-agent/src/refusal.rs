@@ -1,64 +1,45 @@
 //! Why an agent's execution did not start, or why its connection ended: one classification
-//! of a connection's errors that every front end maps to its protocol's own error.
+//! of a connection's errors, under the one stable [`Code`], that every front end maps to its
+//! protocol's own error.
 
 use std::fmt;
 
 use bidi_core::{Error, NotFound, PeerGone};
+use bidi_flow::Code;
 use bidi_flow::text::untyped;
 
-/// What kind of refusal a [`Refusal`] is: what a front end maps to its protocol's error (an
-/// HTTP status, a JSON-RPC code, an A2A task state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RefusalKind {
-    /// Another execution holds the session; nothing changed.
-    SessionRunning,
-    /// The session (or snapshot) asked for does not exist.
-    NotFound,
-    /// The session's id or snapshot does not fit (empty, too long, another session's).
-    InvalidInit,
-    /// The input does not fit where the session stands; nothing changed.
-    InvalidInput,
-    /// The stored session does not fit the agent (written by an older version of it).
-    SessionIncompatible,
-    /// Nothing moved between the peer and the execution for the idle timeout.
-    IdleTimeout,
-    /// The peer went away.
-    PeerGone,
-    /// The connection was cancelled on purpose (its client's cancel, or the server's) before
-    /// the agent completed: not a failure of the agent.
-    Cancelled,
-    /// The input was not taken: the connection no longer takes inputs.
-    SendFailed,
-    /// Anything else: the agent failed or panicked.
-    Failed,
-}
-
 /// Why an execution did not start (or a connection failed), in words a user may read, with
-/// its [`kind`](Self::kind) for the front end to put in its protocol's terms.
+/// its stable [`code`](Self::code) for the front end to put in its protocol's terms: a
+/// session another execution holds ([`Code::SessionRunning`]), one that is not there
+/// ([`Code::NotFound`]), an init or input that does not fit ([`Code::InvalidInit`],
+/// [`Code::InvalidInput`]), a stored state that does not ([`Code::SessionIncompatible`]), an
+/// idle or departed peer ([`Code::IdleTimeout`], [`Code::PeerGone`]), a cancel on purpose
+/// ([`Code::Cancelled`], never a failure), an input not taken ([`Code::SendFailed`]), or the
+/// agent's failure ([`Code::ConnectionFailed`], or the agent's own code: [`Code::Model`], ...).
 ///
 /// ```
 /// use bidi_core::{Error, PeerGone};
-/// use bidi_agent::{Refusal, RefusalKind};
+/// use bidi_agent::Refusal;
+/// use bidi_flow::Code;
 ///
 /// let missing = Error::action(bidi_session::StoreError::not_found("chat-9"));
-/// assert_eq!(Refusal::of(&missing).kind(), RefusalKind::NotFound);
+/// assert_eq!(Refusal::of(&missing).code(), Code::NotFound);
 ///
 /// let gone = Error::Cancelled(bidi_core::Cause::new(PeerGone::Disconnected));
-/// assert_eq!(Refusal::of(&gone).kind(), RefusalKind::PeerGone);
+/// assert_eq!(Refusal::of(&gone).code(), Code::PeerGone);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    kind: RefusalKind,
+    code: Code,
     message: String,
     missing: Option<NotFound>,
 }
 
 impl Refusal {
-    /// A refusal of `kind` saying `message`.
-    pub fn new(kind: RefusalKind, message: impl Into<String>) -> Self {
+    /// A refusal under `code` saying `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
-            kind,
+            code,
             message: message.into(),
             missing: None,
         }
@@ -69,37 +50,33 @@ impl Refusal {
     #[must_use]
     pub fn of(error: &Error) -> Self {
         let message = untyped(&error.to_string());
-        let kind = match error {
+        let code = match error {
             Error::Action(source) => match source.downcast_ref::<bidi_session::StoreError>() {
                 Some(bidi_session::StoreError::NotFound(missing)) => {
                     return Self {
-                        kind: RefusalKind::NotFound,
+                        code: Code::NotFound,
                         message,
                         missing: Some(missing.clone()),
                     };
                 }
-                Some(bidi_session::StoreError::InvalidState { .. }) => {
-                    RefusalKind::SessionIncompatible
-                }
-                _ if source.downcast_ref::<crate::InitError>().is_some() => {
-                    RefusalKind::InvalidInit
-                }
-                _ => RefusalKind::Failed,
+                Some(bidi_session::StoreError::InvalidState { .. }) => Code::SessionIncompatible,
+                _ if source.downcast_ref::<crate::InitError>().is_some() => Code::InvalidInit,
+                _ => Code::ConnectionFailed,
             },
             Error::Cancelled(cause) => match cause.peer_gone() {
-                Some(PeerGone::Idle(_)) => RefusalKind::IdleTimeout,
-                Some(PeerGone::Disconnected) => RefusalKind::PeerGone,
-                _ => RefusalKind::Cancelled,
+                Some(PeerGone::Idle(_)) => Code::IdleTimeout,
+                Some(PeerGone::Disconnected) => Code::PeerGone,
+                _ => Code::Cancelled,
             },
-            _ => RefusalKind::Failed,
+            _ => Code::ConnectionFailed,
         };
-        Self::new(kind, message)
+        Self::new(code, message)
     }
 
-    /// What kind of refusal it is.
+    /// Its stable code.
     #[must_use]
-    pub fn kind(&self) -> RefusalKind {
-        self.kind
+    pub fn code(&self) -> Code {
+        self.code
     }
 
     /// What it says, for a user.
@@ -108,7 +85,7 @@ impl Refusal {
         &self.message
     }
 
-    /// What was not found, for a [`RefusalKind::NotFound`] from the store.
+    /// What was not found, for a [`Code::NotFound`] from the store.
     #[must_use]
     pub fn missing(&self) -> Option<&NotFound> {
         self.missing.as_ref()

@@ -49,9 +49,8 @@ pub struct Encoder {
     /// The text, reasoning or tool call block being streamed.
     pub(super) blocks: Blocks,
     /// A model answer was cut short by a cancellation.
-    cancelled: bool,
-    /// The calls waiting for approval: the run's interrupts.
-    interrupts: Vec<Interrupt>,
+    /// How the run's turn ends, as its events say.
+    ending: Ending,
     /// The messages as the client has them, for snapshots; `None`: no snapshots.
     snapshot: Option<Snapshot>,
     /// Write `RUN_FINISHED` as clients before AG-UI 1.0 read it.
@@ -93,8 +92,7 @@ impl Encoder {
             phase: Phase::Idle,
             message_id: None,
             blocks: Blocks::default(),
-            cancelled: false,
-            interrupts: Vec::new(),
+            ending: Ending::default(),
             snapshot: None,
             legacy: false,
         }
@@ -144,6 +142,7 @@ impl Encoder {
             return;
         }
         self.start(out);
+        self.ending.observe(event);
         match event {
             AgentEvent::MessageStart { .. } => {
                 self.close(out);
@@ -194,7 +193,6 @@ impl Encoder {
             }
             AgentEvent::MessageEnd { message } => {
                 self.close(out);
-                self.cancelled |= matches!(**message, Message::Aborted(_));
                 let message_id = self.message_id.take();
                 if let Some(snapshot) = &mut self.snapshot {
                     snapshot.answer(message, message_id);
@@ -219,9 +217,6 @@ impl Encoder {
                     role: "tool".to_owned(),
                 });
             }
-            AgentEvent::AwaitingApproval { tool_calls, .. } => {
-                self.interrupts = tool_calls.iter().map(Interrupt::approval).collect();
-            }
             AgentEvent::ToolExecutionData {
                 tool_call_id,
                 name,
@@ -235,40 +230,35 @@ impl Encoder {
                 snapshot: custom.clone(),
             }),
             AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),
-            AgentEvent::ExecuteComplete {
-                status,
-                pending_tool_calls,
-                ..
-            } => {
-                if *status == bidi_llm::Status::Error {
-                    // A failure the execution did not report with an `error` event first.
-                    self.fail("the execution failed", None, out);
-                    return;
-                }
-                self.close(out);
-                let outcome = if !self.interrupts.is_empty() {
-                    if let Some(snapshot) = self.snapshot.take() {
-                        out.push(Event::MessagesSnapshot {
-                            messages: snapshot.messages,
-                        });
+            AgentEvent::ExecuteComplete { .. } => {
+                // The turn's state as the run's outcome: approvals interrupt it, the client's
+                // calls are its pending calls, an aborted answer cancels it.
+                let outcome = match self.ending.state() {
+                    Some(TurnState::Waiting { approvals, .. }) if !approvals.is_empty() => {
+                        self.close(out);
+                        if let Some(snapshot) = self.snapshot.take() {
+                            out.push(Event::MessagesSnapshot {
+                                messages: snapshot.messages,
+                            });
+                        }
+                        Outcome::Interrupt {
+                            interrupts: approvals.iter().map(Interrupt::approval).collect(),
+                        }
                     }
-                    Outcome::Interrupt {
-                        interrupts: std::mem::take(&mut self.interrupts),
-                    }
-                } else if !pending_tool_calls.is_empty() {
-                    Outcome::Success {
-                        pending_tool_call_ids: pending_tool_calls
-                            .iter()
-                            .map(|call| call.id.clone())
-                            .collect(),
-                    }
-                } else if self.cancelled {
-                    Outcome::Cancelled
-                } else {
-                    Outcome::Success {
+                    Some(TurnState::Waiting { results, .. }) => Outcome::Success {
+                        pending_tool_call_ids: results.into_iter().map(|call| call.id).collect(),
+                    },
+                    Some(TurnState::Aborted) => Outcome::Cancelled,
+                    Some(TurnState::Completed) => Outcome::Success {
                         pending_tool_call_ids: Vec::new(),
+                    },
+                    _ => {
+                        // A failure the execution did not report with an `error` event first.
+                        self.fail("the execution failed", None, out);
+                        return;
                     }
                 };
+                self.close(out);
                 let outcome = match outcome {
                     Outcome::Success { .. } | Outcome::Cancelled if self.legacy => {
                         Outcome::Success {
@@ -444,7 +434,7 @@ impl Encoder {
     }
 
     /// Ends every open block and the run with `RUN_ERROR`.
-    fn fail(&mut self, message: &str, code: Option<ErrorCode>, out: &mut Vec<Event>) {
+    fn fail(&mut self, message: &str, code: Option<Code>, out: &mut Vec<Event>) {
         self.close(out);
         let code = code.and_then(|code| {
             serde_json::to_value(code)

@@ -79,9 +79,9 @@ use axum::routing::{get, post};
 use bidi_agent::AgentInit;
 use bidi_flow::text::cap;
 use bidi_llm::{
-    AgentEvent, Approval, AssistantContent, AssistantMessage, Attachment, Context, ErrorCode,
+    AgentEvent, Approval, AssistantContent, AssistantMessage, Attachment, Context, Ending,
     LlmAgent, LlmSession, Message, Resume, Tool, ToolCall, ToolResultMessage, ToolSpec, TurnInput,
-    UserMessage,
+    TurnState, UserMessage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -508,7 +508,7 @@ fn accepts_events(headers: &HeaderMap) -> bool {
 fn refused(failure: Failure) -> Response {
     sse(&[Event::RunError {
         message: failure.message,
-        code: Some(failure.code.name().to_owned()),
+        code: Some(failure.code.as_str().to_owned()),
     }])
 }
 

@@ -564,7 +564,7 @@ impl Wire for UiMessageStream {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use bidi_llm::{AgentEvent, AssistantMessage, ErrorCode, ErrorMessage, Message, Role, Status};
+    use bidi_llm::{AgentEvent, AssistantMessage, Code, ErrorMessage, Message, Role, Status};
     use serde_json::{Value, json};
 
     use super::*;
@@ -778,7 +778,7 @@ mod tests {
                 })),
             },
             AgentEvent::Error {
-                code: ErrorCode::Other,
+                code: Code::Other,
                 error: "boom".into(),
                 message: None,
             },

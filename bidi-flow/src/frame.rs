@@ -14,12 +14,13 @@
 //! | multiplexed (one stream, many connections: the stdio example) | `{"type":"connect","id":"a","key":"/bidi-flow/echo","init":…}` | by the peer's `id` | ignored |
 //!
 //! ```
-//! use bidi_flow::frame::{self, Code, Frame, Op};
+//! use bidi_flow::Code;
+//! use bidi_flow::frame::{self, Frame, Op};
 //! use serde_json::json;
 //!
 //! assert_eq!(frame::decode(br#"{"type":"send","input":"hi"}"#)?, Op::Send { input: json!("hi") });
 //! let error = frame::decode(br#"{"type":"dance"}"#).unwrap_err();
-//! assert_eq!(error.code(), Code::UNKNOWN_FRAME_TYPE);
+//! assert_eq!(error.code(), Code::UnknownFrameType);
 //!
 //! let mut buf = Vec::new();
 //! Frame::Chunk { id: None, chunk: &json!("hi") }.encode(&mut buf);
@@ -27,12 +28,11 @@
 //! # Ok::<_, frame::FrameError>(())
 //! ```
 
-use std::fmt;
-
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Code;
 use crate::JsonError;
 use crate::text::{cap, pointer, reason};
 
@@ -43,89 +43,6 @@ pub const MAX_FRAME_BYTES: usize = 1 << 20;
 /// The longest connection `id` a multiplexed frame may carry, in bytes: an id is echoed in every
 /// frame about its connection, so a longer one is refused (`malformed_frame`, naming no id).
 pub const MAX_ID_BYTES: usize = 256;
-
-/// What was wrong, in an `error` frame's `code`: a lowercase name with `_`. Codes are open, like
-/// action kinds: a transport adds its own (bidi-http's `idle_timeout`, `session_running`, ...)
-/// with [`Code::from_static`].
-///
-/// ```
-/// use bidi_flow::frame::Code;
-///
-/// const SESSION_RUNNING: Code = Code::from_static("session_running");
-/// assert_eq!(SESSION_RUNNING.as_str(), "session_running");
-/// assert_eq!(Code::MALFORMED_FRAME.to_string(), "malformed_frame");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Code(&'static str);
-
-impl Code {
-    /// A frame over the size limit.
-    pub const FRAME_TOO_LARGE: Self = Self::from_static("frame_too_large");
-    /// Not JSON, not an object, a field missing, unknown or of the wrong type.
-    pub const MALFORMED_FRAME: Self = Self::from_static("malformed_frame");
-    /// A `type` the wire does not have.
-    pub const UNKNOWN_FRAME_TYPE: Self = Self::from_static("unknown_frame_type");
-    /// A frame for a connection that is not open (on a socket: before `init`).
-    pub const UNKNOWN_CONNECTION: Self = Self::from_static("unknown_connection");
-    /// A connection opened under an id (on a socket: a second `init`) that is open already.
-    pub const DUPLICATE_CONNECTION: Self = Self::from_static("duplicate_connection");
-    /// More connections than the server keeps open at once.
-    pub const TOO_MANY_CONNECTIONS: Self = Self::from_static("too_many_connections");
-    /// No action under the key; the error has a `suggestion` when a key resembles it.
-    pub const NOT_FOUND: Self = Self::from_static("not_found");
-    /// The init does not fit the action; the error has the JSON Pointer `path`.
-    pub const INVALID_INIT: Self = Self::from_static("invalid_init");
-    /// The input does not fit the action; the error has the JSON Pointer `path`.
-    pub const INVALID_INPUT: Self = Self::from_static("invalid_input");
-    /// The input was not taken: the input is closed or the connection is over.
-    pub const SEND_FAILED: Self = Self::from_static("send_failed");
-    /// The action failed or panicked: the connection's last frame.
-    pub const CONNECTION_FAILED: Self = Self::from_static("connection_failed");
-    /// The connection was cancelled (by a `cancel` of its client, or by the server) before the
-    /// action completed: the connection's last frame, its `message` the cancel's reason.
-    pub const CANCELLED: Self = Self::from_static("cancelled");
-    /// Nothing moved on the connection for the transport's idle timeout.
-    pub const IDLE_TIMEOUT: Self = Self::from_static("idle_timeout");
-
-    /// The code `name`, checked at compile time when used in a `const`.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `name` is empty or has anything but lowercase ASCII letters, digits and `_`.
-    #[must_use]
-    pub const fn from_static(name: &'static str) -> Self {
-        let bytes = name.as_bytes();
-        assert!(!bytes.is_empty(), "a frame code is not empty");
-        let mut i = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
-            assert!(
-                b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_',
-                "a frame code is lowercase ASCII letters, digits and `_`"
-            );
-            i += 1;
-        }
-        Self(name)
-    }
-
-    /// The code as it is written on the wire.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        self.0
-    }
-}
-
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl Serialize for Code {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.0)
-    }
-}
 
 /// What a frame from the peer asks of its connection. `K` is what an opening frame names the
 /// action by: nothing on a socket (its URL does), the key on a multiplexed stream.
@@ -223,9 +140,9 @@ impl FrameError {
     #[must_use]
     pub fn code(&self) -> Code {
         match self {
-            Self::TooLarge { .. } => Code::FRAME_TOO_LARGE,
-            Self::Malformed { .. } => Code::MALFORMED_FRAME,
-            Self::UnknownType { .. } => Code::UNKNOWN_FRAME_TYPE,
+            Self::TooLarge { .. } => Code::FrameTooLarge,
+            Self::Malformed { .. } => Code::MalformedFrame,
+            Self::UnknownType { .. } => Code::UnknownFrameType,
         }
     }
 
@@ -296,8 +213,8 @@ pub enum Frame<'a> {
         /// The output.
         output: &'a Value,
     },
-    /// A refused frame (the stream goes on), or with [`Code::CONNECTION_FAILED`] or
-    /// [`Code::CANCELLED`] the connection's last frame: `{"type":"error","code","message","path"?,"suggestion"?}`.
+    /// A refused frame (the stream goes on), or with [`Code::ConnectionFailed`] or
+    /// [`Code::Cancelled`] the connection's last frame: `{"type":"error","code","message","path"?,"suggestion"?}`.
     Error {
         /// The connection the refused frame named, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -323,7 +240,8 @@ impl<'a> Frame<'a> {
     /// for the rest.
     ///
     /// ```
-    /// use bidi_flow::frame::{Code, Frame};
+    /// use bidi_flow::Code;
+    /// use bidi_flow::frame::Frame;
     /// use bidi_flow::{BidiFlow, Registry};
     /// # use bidi_core::{BoxError, Inbound, Outbound};
     /// # let registry = Registry::new();
@@ -335,24 +253,22 @@ impl<'a> Frame<'a> {
     /// let Frame::Error { code, suggestion, .. } = Frame::refusal(Some("a"), &error, &message) else {
     ///     unreachable!()
     /// };
-    /// assert_eq!((code, suggestion), (Code::NOT_FOUND, Some("/bidi-flow/echo")));
+    /// assert_eq!((code, suggestion), (Code::NotFound, Some("/bidi-flow/echo")));
     /// # Ok::<_, bidi_flow::RegistryError>(())
     /// ```
     #[must_use]
     pub fn refusal(id: Option<&'a str>, error: &'a JsonError, message: &'a str) -> Self {
         let (code, path, suggestion) = match error {
-            JsonError::NotFound(missing) => (Code::NOT_FOUND, None, missing.suggestion.as_deref()),
-            JsonError::InvalidInit { path, .. } => (Code::INVALID_INIT, Some(path.as_str()), None),
-            JsonError::InvalidInput { path, .. } => {
-                (Code::INVALID_INPUT, Some(path.as_str()), None)
-            }
+            JsonError::NotFound(missing) => (Code::NotFound, None, missing.suggestion.as_deref()),
+            JsonError::InvalidInit { path, .. } => (Code::InvalidInit, Some(path.as_str()), None),
+            JsonError::InvalidInput { path, .. } => (Code::InvalidInput, Some(path.as_str()), None),
             JsonError::Connection(bidi_core::Error::Cancelled(cause))
                 if cause.peer_gone().is_none() =>
             {
-                (Code::CANCELLED, None, None)
+                (Code::Cancelled, None, None)
             }
-            JsonError::Connection(_) => (Code::CONNECTION_FAILED, None, None),
-            _ => (Code::SEND_FAILED, None, None),
+            JsonError::Connection(_) => (Code::ConnectionFailed, None, None),
+            _ => (Code::SendFailed, None, None),
         };
         Self::Error {
             id,
@@ -620,13 +536,13 @@ mod tests {
     #[test]
     fn bad_socket_frames_are_typed_errors() {
         let code = |bytes: &[u8]| decode(bytes).unwrap_err().code();
-        assert_eq!(code(br#"{"type":"dance"}"#), Code::UNKNOWN_FRAME_TYPE);
-        assert_eq!(code(br#"{"input":1}"#), Code::MALFORMED_FRAME);
-        assert_eq!(code(b"not json"), Code::MALFORMED_FRAME);
-        assert_eq!(code(b"{nope"), Code::MALFORMED_FRAME);
-        assert_eq!(code(b"[1]"), Code::MALFORMED_FRAME);
+        assert_eq!(code(br#"{"type":"dance"}"#), Code::UnknownFrameType);
+        assert_eq!(code(br#"{"input":1}"#), Code::MalformedFrame);
+        assert_eq!(code(b"not json"), Code::MalformedFrame);
+        assert_eq!(code(b"{nope"), Code::MalformedFrame);
+        assert_eq!(code(b"[1]"), Code::MalformedFrame);
         // A frame that names a connection belongs to the other wire.
-        assert_eq!(code(br#"{"type":"send","id":"a"}"#), Code::MALFORMED_FRAME);
+        assert_eq!(code(br#"{"type":"send","id":"a"}"#), Code::MalformedFrame);
         let error = decode(br#"{"type":"send","reason":7}"#).unwrap_err();
         assert!(
             matches!(&error, FrameError::Malformed { path: Some(p), .. } if p == "/reason"),
@@ -658,7 +574,7 @@ mod tests {
         let error = decode_addressed(br#"{"type":"jump","id":"x"}"#).unwrap_err();
         assert_eq!(
             (error.id(), error.code()),
-            (Some("x"), Code::UNKNOWN_FRAME_TYPE)
+            (Some("x"), Code::UnknownFrameType)
         );
         let error = decode_addressed(br#"{"id":"x"}"#).unwrap_err();
         assert_eq!(error.id(), Some("x"));
@@ -680,7 +596,7 @@ mod tests {
         for kind in ["connect", "send", "jump"] {
             let frame = format!(r#"{{"type":"{kind}","id":"{long}"}}"#);
             let error = decode_addressed(frame.as_bytes()).unwrap_err();
-            assert_eq!((error.id(), error.code()), (None, Code::MALFORMED_FRAME));
+            assert_eq!((error.id(), error.code()), (None, Code::MalformedFrame));
             assert_eq!(
                 error.to_string(),
                 "an `id` is at most 256 bytes long, not 100000"

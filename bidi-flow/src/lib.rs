@@ -173,6 +173,7 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+mod code;
 mod flow;
 pub mod frame;
 pub mod idle;
@@ -184,6 +185,7 @@ pub mod text;
 mod trace;
 pub mod wire;
 
+pub use code::Code;
 pub use flow::{ActionType, BidiFlow};
 pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use registry::{ActionDesc, Registry, RegistryError};

@@ -81,7 +81,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bidi_agent::AgentOutput;
 use bidi_flow::text::cap;
-use bidi_llm::{AgentEvent, LlmAgent, LlmSession, Message, Resume, Status, ToolCall, TurnInput};
+use bidi_llm::{
+    AgentEvent, Ending, LlmAgent, LlmSession, Message, Resume, ToolCall, TurnInput, TurnState,
+};
 use bidi_session::{self as snapshot, Change, Scoped, SessionStore, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -395,7 +397,10 @@ struct Genkit {
     pending: Vec<ToolCall>,
     /// The local calls running, by id: their results name the tool.
     running: Vec<(String, String)>,
-    status: Option<Status>,
+    /// How the turn ends, as its events say.
+    ending: Ending,
+    /// `failed` wrote the end.
+    cut: bool,
     error: Option<String>,
     /// The session's state, for a client that keeps it.
     state: Option<Value>,
@@ -418,7 +423,8 @@ impl Genkit {
             answer: None,
             pending: Vec::new(),
             running: Vec::new(),
-            status: None,
+            ending: Ending::default(),
+            cut: false,
             error: None,
             state: None,
             artifacts: Vec::new(),
@@ -439,12 +445,9 @@ impl Genkit {
     }
 
     fn finish_reason(&self) -> &'static str {
-        match (self.status, &self.answer) {
-            (Some(Status::Error), _) | (None, _) => "failed",
-            (Some(Status::AwaitingToolExecution), _) => "interrupted",
-            (_, Some(Message::Aborted(_))) => "aborted",
-            _ => "stop",
-        }
+        self.ending
+            .state()
+            .map_or("failed", |turn| finish_reason(&turn))
     }
 
     fn result(&self) -> Value {
@@ -485,6 +488,7 @@ impl Wire for Genkit {
     const OUTPUT: bool = true;
 
     fn event(&mut self, event: AgentEvent, buf: &mut Vec<u8>) {
+        self.ending.observe(&event);
         match &event {
             AgentEvent::SessionStart { session_id, .. } => {
                 session_id.clone_into(&mut self.session_id);
@@ -544,8 +548,7 @@ impl Wire for Genkit {
             }
             AgentEvent::Error { error, .. } => self.error = Some(error.clone()),
             AgentEvent::SessionEnd { snapshot_id, .. } => self.snapshot_id.clone_from(snapshot_id),
-            AgentEvent::ExecuteComplete { status, .. } => {
-                self.status = Some(*status);
+            AgentEvent::ExecuteComplete { .. } => {
                 let mut turn_end = json!({ "turnEnd": { "finishReason": self.finish_reason() } });
                 if let Some(id) = self.snapshot_id.as_ref().filter(|_| !self.client) {
                     turn_end["turnEnd"]["snapshotId"] = json!(id);
@@ -568,7 +571,7 @@ impl Wire for Genkit {
             // The error body is strings: it always serializes.
             let _ = serde_json::to_writer(&mut *buf, &failure.body());
         }
-        self.status = None;
+        self.cut = true;
     }
 
     fn output(&mut self, output: &AgentOutput<LlmSession, u32>) {
@@ -579,7 +582,7 @@ impl Wire for Genkit {
     }
 
     fn end(&mut self, buf: &mut Vec<u8>) {
-        if self.status.is_none() {
+        if self.cut || !self.ending.is_complete() {
             return; // `failed` wrote the end.
         }
         let output = self.result();
@@ -660,14 +663,22 @@ fn view(snapshot: &Snapshot) -> Value {
     }
     if let Ok(state) = serde_json::from_value::<LlmSession>(snapshot.state.clone()) {
         view["state"] = self::state(&entry.session_id, &state);
-        view["finishReason"] = json!(match (entry.status, state.status) {
-            (snapshot::Status::Aborted, _) => "aborted",
-            (snapshot::Status::Failed, _) | (_, Status::Error) => "failed",
-            (_, Status::AwaitingToolExecution) => "interrupted",
-            _ => "stop",
-        });
+        let turn = TurnState::stored(entry.status, entry.error.as_ref(), &state, |_| false);
+        view["finishReason"] = json!(finish_reason(&turn));
     }
     view
+}
+
+/// A turn's state as Genkit's finish reason, read the same way from the turn's events and from
+/// its snapshot: `interrupted` while calls wait, `aborted`, `stop`, or `failed` (an expired
+/// turn too).
+fn finish_reason(turn: &TurnState) -> &'static str {
+    match turn {
+        TurnState::Waiting { .. } => "interrupted",
+        TurnState::Aborted => "aborted",
+        TurnState::Completed => "stop",
+        _ => "failed",
+    }
 }
 
 /// A session's state as Genkit's `SessionState`: `{sessionId, messages, custom, artifacts}`.

@@ -34,8 +34,8 @@ use bidi_flow::text::cap;
 use bidi_flow::wire::{Detached, Sink, Wire, sink};
 use bidi_llm::peer::{Execution, Started};
 use bidi_llm::{
-    AgentEvent, Context, ErrorCode, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall,
-    TurnInput,
+    AgentEvent, Context, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall, TurnInput,
+    TurnState,
 };
 use bidi_session::{Scoped, Session, SessionStore};
 use serde::{Deserialize, Serialize};
@@ -321,7 +321,7 @@ fn event_record(event: &AgentEvent, buf: &mut Vec<u8>) {
 /// The `error` event of an execution the connection's end cut short.
 fn failed_event(message: &str, buf: &mut Vec<u8>) {
     let event = AgentEvent::Error {
-        code: ErrorCode::Other,
+        code: Code::Other,
         error: message.to_owned(),
         message: None,
     };
@@ -335,7 +335,12 @@ pub struct SessionView {
     session_id: String,
     status: Status,
     messages: Vec<Message>,
+    /// The calls of the client's tools waiting for their results.
     pending_tool_calls: Vec<ToolCall>,
+    /// The calls of the agent's tools waiting for a decision, as `execute_complete` names
+    /// them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pending_approvals: Vec<ToolCall>,
 }
 
 /// The state of session `id` of the agent served under `/{kind}/{name}/`, as `identity` sees
@@ -437,9 +442,11 @@ async fn delete_session(
     }
 }
 
-/// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404. While
-/// an execution runs on it, its status is `running` and its messages end with the message the
-/// execution answers.
+/// `GET /agent/{name}/session/{id}`: the session as the identity asking sees it, or 404: its
+/// turn's state (`bidi_llm::TurnState`) as the execute wire says it. While an execution runs
+/// on it, its status is `running` and its messages end with the message the execution
+/// answers; while calls wait, `pendingToolCalls` names the client's and `pendingApprovals`
+/// those waiting for a decision, as `execute_complete` does.
 async fn session(
     State(host): State<Host>,
     Segments((kind, name, id)): Segments<(String, String, String)>,
@@ -454,17 +461,17 @@ async fn session(
             format!("no session `{}`", cap(&id)),
         ));
     };
-    let running = is_running(&session);
-    let state = session.state();
+    let turn = agent.turn_state(&session);
+    let (pending_tool_calls, pending_approvals) = match &turn {
+        TurnState::Waiting { results, approvals } => (results.clone(), approvals.clone()),
+        _ => (Vec::new(), Vec::new()),
+    };
     Ok(Json(SessionView {
         session_id: id,
-        status: if running {
-            Status::Running
-        } else {
-            state.status
-        },
-        messages: state.messages.into_vec(),
-        pending_tool_calls: state.pending_tool_calls,
+        status: turn.status(),
+        messages: session.with_state(|state| state.messages.to_vec()),
+        pending_tool_calls,
+        pending_approvals,
     }))
 }
 

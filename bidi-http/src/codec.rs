@@ -2,109 +2,25 @@
 //! outputs encoded into SSE records, the JSON error body every refusal is answered with, and
 //! refusals as WebSocket `error` frames (the WebSocket's frames are `bidi_flow::frame`).
 //!
-//! A [`Failure`] is the one refusal of every HTTP wire: made from a [`Refusal`] (the agent
-//! seam's classification, which flows share), it maps into each protocol's own error shape at
-//! one place in that protocol's crate. Messages name JSON, never Rust types
+//! A [`Failure`] is the one refusal of every HTTP wire: made from a [`Refusal`] (the one
+//! classification of a connection's errors, which flows share) under its stable [`Code`]
+//! (`bidi_flow::Code`, the one vocabulary of every wire), with the HTTP status this module
+//! gives each code; it maps into each protocol's own error shape at one place in that
+//! protocol's crate. Messages name JSON, never Rust types
 //! (`bidi_flow::text::untyped`), and quote what the client sent capped.
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use bidi_agent::{Refusal, RefusalKind};
+use bidi_agent::Refusal;
 use bidi_core::{Error, NotFound};
+pub use bidi_flow::Code;
 use bidi_flow::JsonError;
-use bidi_flow::frame::{self, Frame, FrameError};
+use bidi_flow::frame::{Frame, FrameError};
 use bidi_flow::text::{cap, pointer, reason};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// What was wrong, in an error body's `details.code` and a WebSocket `error` frame's `code`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
-    /// A request body or WebSocket message over the limit.
-    FrameTooLarge,
-    /// Not JSON, not an object, a field missing, unknown or of the wrong type.
-    MalformedFrame,
-    /// A WebSocket frame whose `type` is not `init`, `send`, `close` or `cancel`.
-    UnknownFrameType,
-    /// A second `init` on a socket whose connection is open.
-    DuplicateConnection,
-    /// A `send`, `close` or `cancel` before `init`.
-    UnknownConnection,
-    /// No action (or agent, or session) under that name.
-    NotFound,
-    /// The init does not fit the action.
-    InvalidInit,
-    /// The input does not fit the action.
-    InvalidInput,
-    /// A new agent session needs a `context`.
-    ContextRequired,
-    /// Another execution runs on the session.
-    SessionRunning,
-    /// The session's stored state does not fit the agent (written by an older version of it).
-    SessionIncompatible,
-    /// The input was not taken: the input is closed or the connection is over.
-    SendFailed,
-    /// The action failed or panicked.
-    ConnectionFailed,
-    /// The connection was cancelled on purpose (the client's `cancel`, or the server's).
-    Cancelled,
-    /// Nothing moved on the connection for the idle timeout.
-    IdleTimeout,
-    /// The request has no identity the server accepts.
-    Unauthorized,
-    /// The route takes another method, or a WebSocket upgrade.
-    MethodNotAllowed,
-    /// The request's body did not arrive within the body timeout.
-    RequestTimeout,
-    /// The request does not fit how the agent keeps its sessions: a client's state for an
-    /// agent that keeps them, a session id for one whose clients keep them.
-    FailedPrecondition,
-}
-
-impl Code {
-    /// The code as it is written on the wire (`session_running`, ...).
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::FrameTooLarge => frame::Code::FRAME_TOO_LARGE.as_str(),
-            Self::MalformedFrame => frame::Code::MALFORMED_FRAME.as_str(),
-            Self::UnknownFrameType => frame::Code::UNKNOWN_FRAME_TYPE.as_str(),
-            Self::DuplicateConnection => frame::Code::DUPLICATE_CONNECTION.as_str(),
-            Self::UnknownConnection => frame::Code::UNKNOWN_CONNECTION.as_str(),
-            Self::NotFound => frame::Code::NOT_FOUND.as_str(),
-            Self::InvalidInit => frame::Code::INVALID_INIT.as_str(),
-            Self::InvalidInput => frame::Code::INVALID_INPUT.as_str(),
-            Self::SendFailed => frame::Code::SEND_FAILED.as_str(),
-            Self::ConnectionFailed => frame::Code::CONNECTION_FAILED.as_str(),
-            Self::Cancelled => frame::Code::CANCELLED.as_str(),
-            Self::IdleTimeout => frame::Code::IDLE_TIMEOUT.as_str(),
-            Self::ContextRequired => "context_required",
-            Self::SessionRunning => "session_running",
-            Self::SessionIncompatible => "session_incompatible",
-            Self::Unauthorized => "unauthorized",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::RequestTimeout => "request_timeout",
-            Self::FailedPrecondition => "failed_precondition",
-        }
-    }
-
-    /// The code of a refused frame.
-    fn from_frame(code: frame::Code) -> Self {
-        match code {
-            frame::Code::FRAME_TOO_LARGE => Self::FrameTooLarge,
-            frame::Code::UNKNOWN_FRAME_TYPE => Self::UnknownFrameType,
-            _ => Self::MalformedFrame,
-        }
-    }
-}
-
-impl Serialize for Code {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
-    }
-}
 
 /// A refused request or frame: the HTTP status, and the code, message, JSON Pointer and
 /// suggestion of its error body.
@@ -215,22 +131,22 @@ impl Failure {
 /// any other failure 500.
 impl From<Refusal> for Failure {
     fn from(refusal: Refusal) -> Self {
-        let (status, code) = match refusal.kind() {
-            RefusalKind::NotFound => {
+        let (status, code) = match refusal.code() {
+            Code::NotFound => {
                 if let Some(missing) = refusal.missing() {
                     return Self::not_found(missing);
                 }
                 (StatusCode::NOT_FOUND, Code::NotFound)
             }
-            RefusalKind::SessionRunning => (StatusCode::CONFLICT, Code::SessionRunning),
-            RefusalKind::SessionIncompatible => (StatusCode::CONFLICT, Code::SessionIncompatible),
-            RefusalKind::InvalidInit => (StatusCode::BAD_REQUEST, Code::InvalidInit),
-            RefusalKind::InvalidInput => (StatusCode::BAD_REQUEST, Code::InvalidInput),
-            RefusalKind::IdleTimeout => (StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout),
+            Code::SessionRunning => (StatusCode::CONFLICT, Code::SessionRunning),
+            Code::SessionIncompatible => (StatusCode::CONFLICT, Code::SessionIncompatible),
+            Code::InvalidInit => (StatusCode::BAD_REQUEST, Code::InvalidInit),
+            Code::InvalidInput => (StatusCode::BAD_REQUEST, Code::InvalidInput),
+            Code::IdleTimeout => (StatusCode::GATEWAY_TIMEOUT, Code::IdleTimeout),
             // Nobody reads this answer; 499 is what proxies log for it.
-            RefusalKind::PeerGone => (client_closed(), Code::ConnectionFailed),
-            RefusalKind::Cancelled => (client_closed(), Code::Cancelled),
-            RefusalKind::SendFailed => (StatusCode::CONFLICT, Code::SendFailed),
+            Code::PeerGone => (client_closed(), Code::ConnectionFailed),
+            Code::Cancelled => (client_closed(), Code::Cancelled),
+            Code::SendFailed => (StatusCode::CONFLICT, Code::SendFailed),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::ConnectionFailed),
         };
         Self::new(status, code, refusal.into_message())
@@ -432,7 +348,7 @@ impl Failure {
             FrameError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
         };
-        let mut failure = Self::new(status, Code::from_frame(error.code()), error.to_string());
+        let mut failure = Self::new(status, error.code(), error.to_string());
         if let FrameError::Malformed {
             path: Some(path), ..
         } = error
@@ -447,7 +363,7 @@ impl Failure {
     pub fn frame(&self) -> Frame<'_> {
         Frame::Error {
             id: None,
-            code: frame::Code::from_static(self.code.name()),
+            code: self.code,
             message: &self.message,
             path: self.path.as_deref(),
             suggestion: self.suggestion.as_deref(),
@@ -516,13 +432,13 @@ mod tests {
 
     #[test]
     fn refused_frames_keep_their_code_and_path() {
-        let error = frame::decode(br#"{"type":"send","inptu":1}"#).unwrap_err();
+        let error = bidi_flow::frame::decode(br#"{"type":"send","inptu":1}"#).unwrap_err();
         let failure = Failure::from_frame(&error);
         assert_eq!(
             (failure.code, failure.path.as_deref()),
             (Code::MalformedFrame, Some("/inptu"))
         );
-        let error = frame::decode(br#"{"type":"dance"}"#).unwrap_err();
+        let error = bidi_flow::frame::decode(br#"{"type":"dance"}"#).unwrap_err();
         assert_eq!(Failure::from_frame(&error).code, Code::UnknownFrameType);
         let error = FrameError::check_size(2, 1).unwrap_err();
         let failure = Failure::from_frame(&error);

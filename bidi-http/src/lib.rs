@@ -247,7 +247,7 @@
 //!
 //! | wire | what says a call waits | how the client answers |
 //! |---|---|---|
-//! | execute | `awaiting_approval {toolCalls}`, then `execute_complete` with `status: awaiting_tool_execution` and `pendingApprovals` | `input: {"approvals": [{toolCallId, approved, reason?}]}` |
+//! | execute | `awaiting_approval {toolCalls}`, then `execute_complete` with `status: awaiting_tool_execution` and `pendingApprovals`; the session (`GET /agent/{name}/session/{id}`) names them as `pendingApprovals` too | `input: {"approvals": [{toolCallId, approved, reason?}]}` |
 //! | UI message stream | a `tool-approval-request` part; the answer finishes | the next request's `approval-responded` part |
 //! | AG-UI | `RUN_FINISHED` with outcome `interrupt`, one interrupt (`tool_approval`) per call | the next run's `resume` entries: `resolved` approves, `cancelled` denies |
 //! | Genkit's agent wire | `turnEnd` and the output with `finishReason: "interrupted"`, the calls in the message | `resume.restart`: the approved calls |

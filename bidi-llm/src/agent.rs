@@ -14,6 +14,7 @@ use crate::message::{ToolResultMessage, UserMessage};
 use crate::model::{Model, ModelEvent, ModelRequest};
 use crate::policy::Policy;
 use crate::session::{self, Approval, Context, LlmSession, Resume, Status, TurnInput};
+use crate::state::TurnState;
 use crate::tool::Tool;
 use crate::turn::{self, Config, Turn};
 
@@ -149,6 +150,22 @@ impl LlmAgent {
     #[must_use]
     pub fn tools(&self) -> &[Tool] {
         &self.config.tools
+    }
+
+    /// Where the last turn of `session` stands, as it was read: running, waiting for the
+    /// client's results or for approvals (the calls of this agent's own tools), completed,
+    /// failed, aborted or expired. What every wire that reads a stored session shows, each in
+    /// its own terms.
+    #[must_use]
+    pub fn turn_state(&self, session: &Session<LlmSession>) -> TurnState {
+        let head = session.head();
+        let is_local = |name: &str| {
+            let tool = self.config.tools.iter().find(|tool| tool.name() == name);
+            tool.is_some_and(Tool::is_local)
+        };
+        session.with_state(|state| {
+            TurnState::stored(head.status, head.error.as_ref(), state, is_local)
+        })
     }
 
     /// Opens a connection: the session is resumed or created as `init` says. Send it

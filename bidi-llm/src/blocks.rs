@@ -26,7 +26,9 @@ pub enum Block {
     },
 }
 
-/// The one tracker of a wire's open block: what [`Wire::failed`] and [`Wire::end`] close.
+/// The one tracker of a wire's open block: what
+/// [`Wire::failed`](bidi_flow::wire::Wire::failed) and
+/// [`Wire::end`](bidi_flow::wire::Wire::end) close.
 ///
 /// ```
 /// use bidi_llm::{Block, Blocks};

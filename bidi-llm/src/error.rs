@@ -1,11 +1,10 @@
 //! Typed errors: [`Error`] (why an execution failed or its input was refused), [`ModelError`]
 //! (why a model call failed), [`ExecuteError`] (why a caller got no result), and the
-//! [`ErrorCode`] an `error` event carries.
+//! [`Code`] an `error` event carries.
 
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use bidi_flow::Code;
 
 use crate::event::AgentEvent;
 use crate::message::Message;
@@ -120,7 +119,7 @@ pub enum Error {
 impl Error {
     /// What the `error` event calls it.
     #[must_use]
-    pub fn code(&self) -> ErrorCode {
+    pub fn code(&self) -> Code {
         match self {
             Self::AwaitingToolResults { .. }
             | Self::AwaitingApproval { .. }
@@ -132,11 +131,11 @@ impl Error {
             | Self::MissingResults { .. }
             | Self::NothingPending
             | Self::InvalidContext { .. }
-            | Self::InvalidArguments { .. } => ErrorCode::InvalidInput,
-            Self::SessionRunning { .. } => ErrorCode::SessionRunning,
-            Self::Model(_) => ErrorCode::Model,
-            Self::MaxTurns { .. } => ErrorCode::MaxTurns,
-            Self::Store(_) => ErrorCode::Store,
+            | Self::InvalidArguments { .. } => Code::InvalidInput,
+            Self::SessionRunning { .. } => Code::SessionRunning,
+            Self::Model(_) => Code::Model,
+            Self::MaxTurns { .. } => Code::MaxTurns,
+            Self::Store(_) => Code::Store,
         }
     }
 
@@ -155,28 +154,6 @@ fn ids(ids: &[String]) -> String {
         .map(|id| format!("`{id}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// What kind of failure an `error` event reports: `snake_case` on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// The input does not fit where the session stands, or a new session's context is refused;
-    /// the session is unchanged.
-    InvalidInput,
-    /// Another execution holds the session; the session is unchanged.
-    SessionRunning,
-    /// The model call failed.
-    Model,
-    /// The execution made as many model calls as it may.
-    MaxTurns,
-    /// The session store failed.
-    Store,
-    /// A code this version does not know (from a newer peer), or none.
-    #[default]
-    #[serde(other)]
-    Other,
 }
 
 /// Why a model call failed: what [`ModelEvent::Error`](crate::ModelEvent::Error) carries.

@@ -4,9 +4,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::ErrorCode;
 use crate::message::{Attachment, Message, Role, ToolCall};
 use crate::session::Status;
+use bidi_flow::Code;
 
 /// One event of an execution: `type` tag in `snake_case`, `camelCase` fields.
 ///
@@ -173,7 +173,7 @@ pub enum AgentEvent {
     Error {
         /// What kind of failure.
         #[serde(default)]
-        code: ErrorCode,
+        code: Code,
         /// What.
         error: String,
         /// The message it left, if any.

@@ -11,10 +11,13 @@ use futures_util::StreamExt as _;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ErrorCode, ExecuteError};
+use bidi_flow::Code;
+
+use crate::error::ExecuteError;
 use crate::event::AgentEvent;
 use crate::message::{Message, ToolCall};
 use crate::session::{Status, TurnInput};
+use crate::state::{self, Ending, TurnState};
 
 /// How an execution ended: its `execute_complete` event, the messages of its `session_end`, and
 /// what its `error` event said.
@@ -39,11 +42,36 @@ pub struct ExecuteResult {
     pub error: Option<Failure>,
 }
 
+impl ExecuteResult {
+    /// Where the execution's turn stands now that it ended: waiting for the calls it names,
+    /// failed, aborted (its answer was), or completed.
+    #[must_use]
+    pub fn state(&self) -> TurnState {
+        match self.status {
+            Status::AwaitingToolExecution => TurnState::Waiting {
+                results: self.pending_tool_calls.clone(),
+                approvals: self.pending_approvals.clone(),
+            },
+            Status::Error => {
+                TurnState::Failed(self.error.clone().unwrap_or_else(|| state::failure(None)))
+            }
+            _ if self
+                .messages
+                .iter()
+                .any(|message| matches!(message, Message::Aborted(_))) =>
+            {
+                TurnState::Aborted
+            }
+            _ => TurnState::Completed,
+        }
+    }
+}
+
 /// What an `error` event reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Failure {
     /// What kind of failure.
-    pub code: ErrorCode,
+    pub code: Code,
     /// What happened.
     pub error: String,
 }
@@ -81,11 +109,8 @@ pub struct Failure {
 pub struct ExecuteStream<'a> {
     responses: Responses<'a, AgentEvent>,
     messages: Vec<Message>,
-    /// What `awaiting_approval` said.
-    approvals: Vec<ToolCall>,
-    error: Option<Failure>,
-    /// What `execute_complete` said: status, pending calls, cost.
-    complete: Option<(Status, Vec<ToolCall>, f64)>,
+    /// How it ends, as its events say.
+    ending: Ending,
     failed: Option<bidi_core::Error>,
 }
 
@@ -109,9 +134,7 @@ pub async fn execute<Out: Send + 'static>(
     Ok(ExecuteStream {
         responses: conn.responses(),
         messages: Vec::new(),
-        approvals: Vec::new(),
-        error: None,
-        complete: None,
+        ending: Ending::default(),
         failed: None,
     })
 }
@@ -135,14 +158,15 @@ impl ExecuteStream<'_> {
         if let Some(error) = self.failed {
             return Err(ExecuteError::Connection(error));
         }
-        let (status, pending_tool_calls, cost) = self.complete.ok_or(ExecuteError::Unfinished)?;
+        let (status, pending_tool_calls, cost, pending_approvals, error) =
+            self.ending.into_parts().ok_or(ExecuteError::Unfinished)?;
         Ok(ExecuteResult {
             status,
             messages: self.messages,
             pending_tool_calls,
-            pending_approvals: self.approvals,
+            pending_approvals,
             cost,
-            error: self.error,
+            error,
         })
     }
 
@@ -154,25 +178,10 @@ impl ExecuteStream<'_> {
 
     /// Keeps what the result is made of.
     fn observe(&mut self, event: &AgentEvent) {
-        match event {
-            AgentEvent::SessionEnd { messages, .. } => self.messages.clone_from(messages),
-            AgentEvent::AwaitingApproval { tool_calls, .. } => {
-                self.approvals.clone_from(tool_calls);
-            }
-            AgentEvent::Error { code, error, .. } => {
-                self.error = Some(Failure {
-                    code: *code,
-                    error: error.clone(),
-                });
-            }
-            AgentEvent::ExecuteComplete {
-                status,
-                pending_tool_calls,
-                cost,
-                ..
-            } => self.complete = Some((*status, pending_tool_calls.clone(), *cost)),
-            _ => {}
+        if let AgentEvent::SessionEnd { messages, .. } = event {
+            self.messages.clone_from(messages);
         }
+        self.ending.observe(event);
     }
 }
 

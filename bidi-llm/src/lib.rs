@@ -104,16 +104,18 @@ mod openai;
 pub mod peer;
 mod policy;
 mod session;
+mod state;
 pub mod testing;
 mod tool;
 mod turn;
 
 pub use agent::{LlmAgent, LlmAgentBuilder};
+pub use bidi_flow::Code;
 pub use bidi_session::Lease;
 pub use blocks::{Block, Blocks};
 pub use conversation::Conversation;
 pub use custom::CustomTurn;
-pub use error::{Error, ErrorCode, ExecuteError, ModelError};
+pub use error::{Error, ExecuteError, ModelError};
 pub use event::AgentEvent;
 pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};
 pub use message::{
@@ -126,4 +128,5 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequ
 pub use openai::OpenAiModel;
 pub use policy::Policy;
 pub use session::{Approval, Context, LlmSession, Resume, Status, TurnInput};
+pub use state::{Ending, TurnState};
 pub use tool::{Tool, ToolEvent, simple_tool};

@@ -19,7 +19,8 @@
 //! [`Execution::start`]); everything else is shared.
 //!
 //! ```
-//! use bidi_agent::{AgentInit, RefusalKind};
+//! use bidi_agent::AgentInit;
+//! use bidi_flow::Code;
 //! use bidi_flow::wire::Wire;
 //! use bidi_llm::testing::{Scripted, ScriptedModel};
 //! use bidi_llm::peer::{self, Execution};
@@ -52,7 +53,7 @@
 //! let conn = agent.connect(AgentInit::new().resume("nobody"));
 //! let (body, _frames) = tokio::sync::mpsc::channel(1);
 //! let refused = Execution::new(conn, hello()).start(Kinds, body).await.unwrap_err();
-//! assert_eq!(refused.kind(), RefusalKind::NotFound);
+//! assert_eq!(refused.code(), Code::NotFound);
 //!
 //! // A new one: started, then its events.
 //! let conn = agent.connect(AgentInit::new());
@@ -74,7 +75,7 @@
 //!
 //! - **A1 Start.** `Execution::new(conn, input).idle_timeout(t).start(wire, sink)` opens the
 //!   execution in a task of its own and answers [`Started`] `{session_id, snapshot_id}` or a
-//!   typed [`Refusal`] ([`RefusalKind`]; a cancel on purpose is `Cancelled`, never a failure)
+//!   typed [`Refusal`] (its stable [`Code`]; a cancel on purpose is `Cancelled`, never a failure)
 //!   before the wire writes a byte, so the front end answers with its head (a session header,
 //!   a 202) or its protocol's error (an HTTP status, a one-event `RUN_ERROR` stream, a
 //!   JSON-RPC error). A requester that goes away before the answer cancels the execution as
@@ -88,14 +89,15 @@
 
 use std::time::Duration;
 
-use bidi_agent::{AgentOutput, Refusal, RefusalKind};
+use bidi_agent::{AgentOutput, Refusal};
 use bidi_core::{BoxError, Connection, Error, PeerGone};
+use bidi_flow::Code;
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::wire::{Ended, Events, Frames as _, Sink, Wire, pump_held, stop};
 use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 
-use crate::{AgentEvent, ErrorCode, ExecuteStream, LlmSession, TurnInput, execute};
+use crate::{AgentEvent, ExecuteStream, LlmSession, TurnInput, execute};
 
 impl Events<AgentEvent> for ExecuteStream<'_> {
     type Error = Error;
@@ -105,10 +107,10 @@ impl Events<AgentEvent> for ExecuteStream<'_> {
     }
 }
 
-/// A connection of an [`LlmAgent`](bidi_llm::LlmAgent): what [`Execution`] runs on.
+/// A connection of an [`LlmAgent`](crate::LlmAgent): what [`Execution`] runs on.
 pub type AgentConnection = Connection<TurnInput, Output, AgentEvent>;
 
-/// The output of an [`LlmAgent`](bidi_llm::LlmAgent)'s connection: its session's state and
+/// The output of an [`LlmAgent`](crate::LlmAgent)'s connection: its session's state and
 /// how many executions it ran. What a [`Wire`] that shows it reads.
 pub type Output = AgentOutput<LlmSession, u32>;
 
@@ -222,7 +224,7 @@ impl Execution {
         tokio::spawn(run(self.conn, self.input, head, wire, sink, idle));
         answer.await.unwrap_or_else(|_| {
             Err(Refusal::new(
-                RefusalKind::Failed,
+                Code::ConnectionFailed,
                 "the execution ended before it started",
             ))
         })
@@ -248,7 +250,7 @@ async fn run<W, S>(
         Err(error) => {
             let refusal = match error.error() {
                 Some(error) => Refusal::of(error),
-                None => Refusal::new(RefusalKind::SendFailed, error.to_string()),
+                None => Refusal::new(Code::SendFailed, error.to_string()),
             };
             let _ = head.send(Err(refusal));
             return;
@@ -349,12 +351,12 @@ async fn first(
             return None;
         }
         Some(Ok(event)) => Err(Refusal::new(
-            RefusalKind::Failed,
+            Code::ConnectionFailed,
             format!("the execution began with `{}`", event.kind()),
         )),
         Some(Err(error)) => Err(Refusal::of(error)),
         None => Err(Refusal::new(
-            RefusalKind::Failed,
+            Code::ConnectionFailed,
             "the execution ended before it started",
         )),
     };
@@ -370,12 +372,13 @@ async fn first(
     }
 }
 
-/// An execution's refusal as its first event says it (`error` before `session_start`).
-fn refused(code: ErrorCode, error: &str) -> Refusal {
-    let kind = match code {
-        ErrorCode::SessionRunning => RefusalKind::SessionRunning,
-        ErrorCode::InvalidInput => RefusalKind::InvalidInput,
-        _ => RefusalKind::Failed,
+/// An execution's refusal as its first event says it (`error` before `session_start`): a
+/// session another execution holds, or an input that does not fit; any other the agent's
+/// failure.
+fn refused(code: Code, error: &str) -> Refusal {
+    let code = match code {
+        Code::SessionRunning | Code::InvalidInput => code,
+        _ => Code::ConnectionFailed,
     };
-    Refusal::new(kind, error)
+    Refusal::new(code, error)
 }

@@ -158,7 +158,7 @@ pub(crate) struct Turn<'a> {
     /// The connection's policy, if it has one.
     policy: Option<&'a Policy>,
     /// What the execution's last failure said, for its snapshot.
-    error: Option<String>,
+    error: Option<(String, bidi_flow::Code)>,
 }
 
 impl<'a> Turn<'a> {
@@ -246,7 +246,7 @@ impl<'a> Turn<'a> {
                 snapshot::Status::Failed,
                 self.error
                     .take()
-                    .map(|message| json!({ "message": message })),
+                    .map(|(message, code)| json!({ "message": message, "code": code })),
             ),
             _ if interrupted || self.watch.aborted => (snapshot::Status::Aborted, None),
             _ => (snapshot::Status::Completed, None),
@@ -283,7 +283,7 @@ impl<'a> Turn<'a> {
 
     /// Reports `error` (and the message it left) in an `error` event.
     fn fail(&mut self, error: &Error, message: Option<Message>) {
-        self.error = Some(error.to_string());
+        self.error = Some((error.to_string(), error.code()));
         self.emit(error.event(message));
     }
 

@@ -5,15 +5,13 @@
 use std::time::Duration;
 
 use bidi_agent::AgentInit;
-use bidi_agent::{Refusal, RefusalKind};
+use bidi_agent::Refusal;
 use bidi_core::{BidiAction, BoxError, Error, Inbound, Outbound, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::wire::{Closed, Detached, Ended, Sink, Wire, pump};
 use bidi_llm::peer::{Execution, Output};
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
-use bidi_llm::{
-    AgentEvent, ErrorCode, LlmAgent, ModelEvent, StopReason, TurnInput, Usage, UserMessage,
-};
+use bidi_llm::{AgentEvent, Code, LlmAgent, ModelEvent, StopReason, TurnInput, Usage, UserMessage};
 use tokio::sync::{mpsc, oneshot};
 
 /// Each event's kind, a line each; a failure as `failed: {message}`.
@@ -73,7 +71,7 @@ async fn a_refusal_is_answered_before_a_byte_is_written() {
         .start(Kinds, sink)
         .await
         .unwrap_err();
-    assert_eq!(refusal.kind(), RefusalKind::NotFound);
+    assert_eq!(refusal.code(), Code::NotFound);
     assert_eq!(refusal.missing().unwrap().name, "nobody");
     assert_eq!(written(frames).await, "", "nothing is written");
 }
@@ -97,7 +95,7 @@ async fn a_session_another_execution_holds_is_refused_and_the_first_goes_on() {
         .start(Kinds, sink)
         .await
         .unwrap_err();
-    assert_eq!(refusal.kind(), RefusalKind::SessionRunning);
+    assert_eq!(refusal.code(), Code::SessionRunning);
     assert_eq!(written(second).await, "");
 
     answer.send(ModelEvent::TextStart).unwrap();
@@ -135,7 +133,7 @@ async fn an_execution_nobody_reads_runs_to_its_end_when_detached() {
             .await
             .unwrap();
         match &result.error {
-            Some(failure) if failure.code == ErrorCode::SessionRunning => {
+            Some(failure) if failure.code == Code::SessionRunning => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             error => {
@@ -242,7 +240,7 @@ async fn a_failed_stream_ends_with_the_wires_failure() {
     let Ended::Failed(error) = ended else {
         panic!("{ended:?}");
     };
-    assert_eq!(Refusal::of(&error).kind(), RefusalKind::Failed);
+    assert_eq!(Refusal::of(&error).code(), Code::ConnectionFailed);
     let written = written(frames).await;
     assert!(written.starts_with("7\nfailed: "), "{written}");
     assert!(written.contains("the disk is full"), "{written}");

@@ -13,12 +13,14 @@
 
 use std::sync::Arc;
 
-use bidi_agent::{AgentInit, Refusal, RefusalKind};
+use bidi_agent::{AgentInit, Refusal};
 use bidi_core::{BoxError, PeerGone};
+use bidi_flow::Code;
 use bidi_flow::wire::{Closed, Frames, Sink, Wire};
 use bidi_llm::peer::Execution;
 use bidi_llm::{
-    AgentEvent, Approval, Context, LlmAgent, LlmSession, Resume, ToolCall, TurnInput, UserMessage,
+    AgentEvent, Approval, Context, Ending, LlmAgent, LlmSession, Resume, ToolCall, TurnInput,
+    TurnState, UserMessage,
 };
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -171,14 +173,27 @@ struct Call<'a> {
     text: String,
 }
 
-/// How one execution of a call ended.
+/// How one execution of a call ended, in the call's terms: the turn's state
+/// (`bidi_llm::TurnState`) as this tool answers it.
 enum Ended {
-    /// The turn is over.
+    /// The turn is over (completed, or aborted).
     Completed,
     /// It failed, saying this.
     Failed(String),
     /// It stopped for these calls.
     Waiting(Waiting),
+}
+
+impl Ended {
+    /// The call's view of a turn that ended in `turn`.
+    fn of(turn: TurnState) -> Self {
+        match turn {
+            TurnState::Failed(failure) => Self::Failed(failure.error),
+            TurnState::Waiting { .. } => Self::Waiting(Waiting::of(turn)),
+            TurnState::Expired => Self::Failed("the agent's process went away".to_owned()),
+            _ => Self::Completed,
+        }
+    }
 }
 
 /// What the client said when asked about the calls waiting for approval.
@@ -220,16 +235,14 @@ pub(super) async fn call(
         let (session_id, ended) = match call.run(init, input).await {
             Ok(run) => run,
             Err(refusal) => {
-                return match refusal.kind() {
-                    RefusalKind::NotFound
-                    | RefusalKind::InvalidInit
-                    | RefusalKind::SessionIncompatible => {
+                return match refusal.code() {
+                    Code::NotFound | Code::InvalidInit | Code::SessionIncompatible => {
                         Err(invalid_argument("/sessionId", refusal.message()))
                     }
-                    RefusalKind::InvalidInput if first && answers => {
+                    Code::InvalidInput if first && answers => {
                         Err(invalid_argument("/approvals", refusal.message()))
                     }
-                    RefusalKind::InvalidInput if first => match resumed {
+                    Code::InvalidInput if first => match resumed {
                         Some(id) => Err(call.waiting(&id).await?.refusal(refusal.message())),
                         None => Err(invalid_argument("/message", refusal.message())),
                     },
@@ -337,11 +350,13 @@ impl Call<'_> {
             frames,
             cancelled: self.ctx.ct.clone(),
         };
-        let started = Execution::new(conn, input).start(Reply, sink).await?;
+        let started = Execution::new(conn, input)
+            .start(Reply::default(), sink)
+            .await?;
         // The text of an execution after the first begins a paragraph of its own.
         let mut separate = !self.text.is_empty();
         let mut failure = None;
-        let mut waiting = Waiting::default();
+        let mut turn = None;
         // The sink is dropped once the execution is over: its session saved.
         while let Some(Pieces(pieces)) = replies.recv().await {
             for piece in pieces {
@@ -354,15 +369,14 @@ impl Call<'_> {
                         self.progress.send(delta).await;
                     }
                     Piece::Failed(message) => failure = Some(message),
-                    Piece::Approvals(calls) => waiting.approvals = calls,
-                    Piece::Remote(calls) => waiting.remote = calls,
+                    Piece::Ended(state) => turn = Some(state),
                 }
             }
         }
-        let ended = match failure {
-            Some(message) => Ended::Failed(message),
-            None if waiting.is_empty() => Ended::Completed,
-            None => Ended::Waiting(waiting),
+        let ended = match (failure, turn) {
+            (Some(message), _) => Ended::Failed(message),
+            (None, Some(turn)) => Ended::of(turn),
+            (None, None) => Ended::Failed("the turn ended before it finished".to_owned()),
         };
         Ok((started.session_id, ended))
     }
@@ -377,7 +391,7 @@ impl Call<'_> {
             .await
             .map_err(|failure| ErrorData::internal_error(failure.message, None))?;
         match session {
-            Some(session) => Ok(Waiting::of(self.agent, &session.state())),
+            Some(session) => Ok(Waiting::of(self.agent.turn_state(&session))),
             None => Err(invalid_argument(
                 "/sessionId",
                 &format!("no session `{}`", bidi_flow::text::cap(id)),
@@ -471,12 +485,10 @@ impl Call<'_> {
 enum Piece {
     /// More of the answer's text.
     Text(String),
-    /// The execution failed, saying this.
+    /// The execution was cut short, saying this.
     Failed(String),
-    /// The turn stopped for these calls, waiting for approval.
-    Approvals(Vec<ToolCall>),
-    /// The turn stopped for these calls, which the agent's client runs.
-    Remote(Vec<ToolCall>),
+    /// The turn ended so.
+    Ended(TurnState),
 }
 
 /// The pieces of one write.
@@ -494,7 +506,10 @@ impl Frames for Pieces {
 }
 
 /// An agent's events as the pieces of a call's answer.
-struct Reply;
+#[derive(Default)]
+struct Reply {
+    ending: Ending,
+}
 
 impl Wire for Reply {
     type Event = AgentEvent;
@@ -502,16 +517,15 @@ impl Wire for Reply {
     type Frames = Pieces;
 
     fn event(&mut self, event: AgentEvent, out: &mut Pieces) {
-        match event {
-            AgentEvent::TextDelta { delta } => out.0.push(Piece::Text(delta)),
-            AgentEvent::Error { error, .. } => out.0.push(Piece::Failed(error)),
-            AgentEvent::AwaitingApproval { tool_calls, .. } => {
-                out.0.push(Piece::Approvals(tool_calls));
-            }
-            AgentEvent::AwaitingToolExecution { tool_calls, .. } => {
-                out.0.push(Piece::Remote(tool_calls));
-            }
-            _ => {}
+        if let AgentEvent::TextDelta { delta } = event {
+            out.0.push(Piece::Text(delta));
+            return;
+        }
+        self.ending.observe(&event);
+        if matches!(event, AgentEvent::ExecuteComplete { .. })
+            && let Some(turn) = self.ending.state()
+        {
+            out.0.push(Piece::Ended(turn));
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use bidi_llm::{Approval, LlmAgent, LlmSession, ToolCall};
+use bidi_llm::{Approval, LlmAgent, ToolCall, TurnState};
 use rmcp::model::{
     BooleanSchema, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     ErrorData, PrimitiveSchemaDefinition, StringSchema,
@@ -24,21 +24,16 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
-    /// Whether nothing waits.
-    pub(super) fn is_empty(&self) -> bool {
-        self.approvals.is_empty() && self.remote.is_empty()
-    }
-
-    /// What waits in `state`, a session of `agent`: a pending call of one of the agent's local
-    /// tools waits for approval, any other for its client's result.
-    pub(super) fn of(agent: &LlmAgent, state: &LlmSession) -> Self {
-        let (approvals, remote) = state.pending_tool_calls.iter().cloned().partition(|call| {
-            agent
-                .tools()
-                .iter()
-                .any(|tool| tool.name() == call.name && tool.is_local())
-        });
-        Self { approvals, remote }
+    /// What waits in a turn that ended in `turn`: the calls of the agent's tools waiting for
+    /// approval, and those its client runs; nothing for a turn that waits for nothing.
+    pub(super) fn of(turn: TurnState) -> Self {
+        match turn {
+            TurnState::Waiting { results, approvals } => Self {
+                approvals,
+                remote: results,
+            },
+            _ => Self::default(),
+        }
     }
 
     /// The calls waiting for approval as the result's `pendingApprovals`.

@@ -273,7 +273,7 @@ fn a_call_cut_mid_arguments_ends_before_the_run_does() {
             message: Box::new(failed.clone()),
         },
         AgentEvent::Error {
-            code: ErrorCode::Model,
+            code: Code::Model,
             error: "boom".into(),
             message: Some(Box::new(failed)),
         },
@@ -435,7 +435,7 @@ fn a_failure_mid_block_ends_the_block_then_the_run_and_nothing_follows() {
                 message: Box::new(failed.clone()),
             },
             AgentEvent::Error {
-                code: ErrorCode::Model,
+                code: Code::Model,
                 error: "boom".into(),
                 message: Some(Box::new(failed)),
             },

@@ -52,7 +52,6 @@ export function chatView(agent) {
     });
     return box;
   });
-  const own = new Map(agent.tools.map((tool) => [tool.name, tool]));
 
   let sessionId = localStorage.getItem(sessionKey(agent.name));
   // The answer being read (its reader, not the turn: the turn runs on without it).
@@ -235,8 +234,8 @@ export function chatView(agent) {
     hint.textContent = '';
     for (const message of session.messages) render(message);
     if (session.status === 'awaiting_tool_execution') {
-      const approvals = session.pendingToolCalls.filter((call) => own.get(call.name)?.needsApproval);
-      const client = session.pendingToolCalls.filter((call) => !own.get(call.name)?.needsApproval);
+      const approvals = session.pendingApprovals ?? [];
+      const client = session.pendingToolCalls;
       if (client.length) waitFor(client, 'client');
       if (approvals.length) waitFor(approvals, 'approval');
     }

@@ -113,6 +113,7 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
     let session = get_session(addr, "trip-1").await;
     assert_eq!(session["status"], "awaiting_tool_execution");
     assert_eq!(session["pendingToolCalls"][0]["id"], "call-1");
+    assert!(session.get("pendingApprovals").is_none(), "{session}");
 
     // Results for a call that is not pending are refused before anything runs.
     let wrong = execute(addr, booked("trip-1", "call-9")).await;
@@ -335,6 +336,12 @@ async fn a_call_that_needs_approval_waits_for_the_decision_in_the_next_input() {
             .iter()
             .any(|(name, _)| name == "tool_execution_start")
     );
+    assert_eq!(complete["pendingApprovals"][0]["id"], "call-1");
+    // The stored session names the same waiting call, under the same name.
+    let session = get_session(addr, "w").await;
+    assert_eq!(session["status"], "awaiting_tool_execution");
+    assert_eq!(session["pendingToolCalls"], json!([]), "{session}");
+    assert_eq!(session["pendingApprovals"], complete["pendingApprovals"]);
 
     // A user message while the call waits is refused before anything runs.
     let refused = execute(

@@ -7,8 +7,8 @@ use std::time::Duration;
 use bidi_agent::AgentInit;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, Cost, ErrorCode, ExecuteError, LlmAgent, Message, ModelEvent, Status, StopReason,
-    Tool, ToolEvent, TurnInput, Usage, execute, simple_tool,
+    AgentEvent, Code, Cost, ExecuteError, LlmAgent, Message, ModelEvent, Status, StopReason, Tool,
+    ToolEvent, TurnInput, Usage, execute, simple_tool,
 };
 use bidi_session::{MemoryStore, SqliteStore};
 use futures_util::StreamExt;
@@ -281,7 +281,7 @@ async fn remote_tools_suspend_and_resume_in_a_new_connection_from_sqlite() {
         assert_eq!(kinds(&events), ["error", "execute_complete"]);
         assert_eq!(result.status, Status::Error);
         let error = result.error.unwrap();
-        assert_eq!(error.code, ErrorCode::InvalidInput);
+        assert_eq!(error.code, Code::InvalidInput);
         assert!(error.error.contains(expected), "{error:?}");
     }
     assert_eq!(saved(&*store, "trip").await.1, version);
@@ -318,7 +318,7 @@ async fn model_error_mid_stream_keeps_the_partial_output() {
     let error = result.error.clone().unwrap();
     assert_eq!(
         (error.code, error.error.as_str()),
-        (ErrorCode::Model, "HTTP 503")
+        (Code::Model, "HTTP 503")
     );
     let Some(Message::Error(message)) = result.messages.last() else {
         panic!("{result:?}")
@@ -333,11 +333,7 @@ async fn model_error_mid_stream_keeps_the_partial_output() {
     assert_eq!(saved.status, Status::Error);
     // A failed session takes the next user message.
     let (_, again) = run(&mut conn, user("again?")).await;
-    assert_eq!(
-        again.error.unwrap().code,
-        ErrorCode::Model,
-        "the script ran out"
-    );
+    assert_eq!(again.error.unwrap().code, Code::Model, "the script ran out");
 }
 
 #[tokio::test]
@@ -352,7 +348,7 @@ async fn max_turns_stops_the_loop() {
     let (_, result) = run(&mut conn, user("loop")).await;
     assert_eq!(result.status, Status::Error);
     let error = result.error.unwrap();
-    assert_eq!(error.code, ErrorCode::MaxTurns);
+    assert_eq!(error.code, Code::MaxTurns);
     assert!(error.error.contains("max_turns"));
 }
 
@@ -389,7 +385,7 @@ async fn result_awaits_the_end_of_the_execution() {
     let stream = execute(&mut conn, user("again")).await.unwrap();
     drop(tx);
     let failed = stream.result().await.unwrap();
-    assert_eq!(failed.error.unwrap().code, ErrorCode::Model);
+    assert_eq!(failed.error.unwrap().code, Code::Model);
     conn.close();
     assert_eq!(conn.output().await.unwrap().output, 2);
 }

@@ -9,8 +9,8 @@ use bidi_agent::AgentInit;
 use bidi_core::ConnectOptions;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, Approval, Error, ErrorCode, LlmAgent, Message, Policy, Resume, Status, Tool,
-    ToolCall, TurnInput, simple_tool,
+    AgentEvent, Approval, Code, Error, LlmAgent, Message, Policy, Resume, Status, Tool, ToolCall,
+    TurnInput, simple_tool,
 };
 use bidi_session::SqliteStore;
 use serde_json::json;
@@ -170,7 +170,7 @@ async fn calls_wait_for_a_decision_across_connections_then_run_or_are_denied() {
         let (_, refused) = run(&mut conn, input).await;
         assert_eq!(refused.status, Status::Error);
         let failure = refused.error.unwrap();
-        assert_eq!(failure.code, ErrorCode::InvalidInput);
+        assert_eq!(failure.code, Code::InvalidInput);
         let expected = match wanted {
             "tool_results" => "awaits results",
             "approval" => "wait for approval",
@@ -309,7 +309,7 @@ fn resume_json_is_told_from_a_user_message_and_unknown_fields_are_refused() {
     let error = Error::AwaitingApproval {
         pending: vec!["d1".into()],
     };
-    assert_eq!(error.code(), ErrorCode::InvalidInput);
+    assert_eq!(error.code(), Code::InvalidInput);
 }
 
 /// A user who moves on instead of answering: every open call (remote or waiting for approval)
@@ -328,7 +328,7 @@ async fn a_user_who_moves_on_sets_the_open_calls_aside_and_is_answered_once() {
 
     // A plain user message is still refused: the session waits for answers.
     let (_, refused) = run(&mut conn, user("something else")).await;
-    assert_eq!(refused.error.unwrap().code, ErrorCode::InvalidInput);
+    assert_eq!(refused.error.unwrap().code, Code::InvalidInput);
 
     let state = conn_state(&agent).await;
     let input = agent.set_aside(&state, bidi_llm::UserMessage::new("something else"));

@@ -5,8 +5,8 @@ use bidi_agent::{AgentInit, Scope};
 use bidi_core::{ConnectOptions, SendError};
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, Context, Error, ErrorCode, LlmAgent, LlmSession, Message, Status, ToolCall,
-    ToolSpec, TurnInput, UserMessage, execute,
+    AgentEvent, Code, Context, Error, LlmAgent, LlmSession, Message, Status, ToolCall, ToolSpec,
+    TurnInput, UserMessage, execute,
 };
 use bidi_session::{SessionStore, SqliteStore, StoreError};
 use serde_json::{Value, json};
@@ -219,7 +219,7 @@ fn a_context_is_checked_against_the_agent() {
             matches!(&error, Error::InvalidContext { reason: why } if why.starts_with(reason)),
             "{context:?}: {error:?}"
         );
-        assert_eq!(error.code(), ErrorCode::InvalidInput);
+        assert_eq!(error.code(), Code::InvalidInput);
         assert!(
             error.to_string().starts_with("invalid context: "),
             "{error}"

@@ -2,7 +2,7 @@
 //! artifacts; the execution around it is an agent's (events, snapshot, cancellation, failure).
 
 use bidi_agent::{AgentInit, Artifact};
-use bidi_llm::{AgentEvent, CustomTurn, ErrorCode, LlmAgent, Message, Status, StopReason, execute};
+use bidi_llm::{AgentEvent, Code, CustomTurn, LlmAgent, Message, Status, StopReason, execute};
 use bidi_session::Status as SnapshotStatus;
 use futures_util::StreamExt;
 use serde_json::json;
@@ -69,7 +69,7 @@ async fn a_failing_custom_turn_fails_the_execution_with_its_message() {
     let (events, result) = run(&mut conn, user("go")).await;
     assert_eq!(result.status, Status::Error);
     let failure = result.error.unwrap();
-    assert_eq!(failure.code, ErrorCode::Model);
+    assert_eq!(failure.code, Code::Model);
     assert_eq!(failure.error, "intentional failure");
     assert!(kinds(&events).contains(&"error"));
     let (state, entry) = saved(&*store, "s").await;

@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use bidi_agent::AgentInit;
 use bidi_llm::{
-    AgentEvent, Attachment, Context, ErrorCode, ExecuteResult, LlmAgent, Message, Model,
-    ModelOptions, OpenAiModel, Status, StopReason, Tool, ToolEvent, TurnInput, UserMessage,
-    execute,
+    AgentEvent, Attachment, Code, Context, ExecuteResult, LlmAgent, Message, Model, ModelOptions,
+    OpenAiModel, Status, StopReason, Tool, ToolEvent, TurnInput, UserMessage, execute,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -232,7 +231,7 @@ async fn failures_end_the_turn_with_the_partial_output() {
         let (_, result) = run(&agent, "hi").await;
         assert_eq!(result.status, Status::Error);
         let failure = result.error.clone().unwrap();
-        assert_eq!(failure.code, ErrorCode::Model);
+        assert_eq!(failure.code, Code::Model);
         assert!(failure.error.contains(error), "{result:?}");
         let Some(Message::Error(message)) = result.messages.last() else {
             panic!("{result:?}")
@@ -276,7 +275,7 @@ async fn tool_calls_without_index_or_id_are_errors() {
     ] {
         let (_, result) = run(&agent, "weather?").await;
         let failure = result.error.clone().unwrap();
-        assert_eq!(failure.code, ErrorCode::Model);
+        assert_eq!(failure.code, Code::Model);
         assert!(failure.error.contains(expected), "{failure:?}");
         assert!(
             matches!(result.messages.last(), Some(Message::Error(_))),

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bidi_agent::AgentInit;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
-    AgentEvent, ErrorCode, Lease, LlmAgent, LlmSession, Message, ModelEvent, Status, StopReason,
-    Tool, ToolEvent, Usage, execute,
+    AgentEvent, Code, Lease, LlmAgent, LlmSession, Message, ModelEvent, Status, StopReason, Tool,
+    ToolEvent, Usage, execute,
 };
 use bidi_session::{
     self as snapshot, Append, Change, Entry, Finish, MemoryStore, Parent, Renewal, SessionStore,
@@ -121,7 +121,7 @@ async fn two_agents_never_run_one_session_at_once() {
         assert_eq!(kinds(&events), ["error", "execute_complete"]);
         assert_eq!(result.status, Status::Error);
         let error = result.error.unwrap();
-        assert_eq!(error.code, ErrorCode::SessionRunning);
+        assert_eq!(error.code, Code::SessionRunning);
         assert!(error.error.contains("shared"), "{error:?}");
     }
     assert_eq!(saved(&*store, "shared").await.1, before);
@@ -173,7 +173,7 @@ async fn racing_executions_lose_no_update() {
                     if result.status == Status::Completed {
                         break;
                     }
-                    assert_eq!(result.error.unwrap().code, ErrorCode::SessionRunning);
+                    assert_eq!(result.error.unwrap().code, Code::SessionRunning);
                     refused += 1;
                     tokio::task::yield_now().await;
                 }
@@ -234,7 +234,7 @@ async fn an_expired_lease_is_taken_over_and_a_live_one_is_not() {
     .await;
     let (_, refused) = run(&mut conn, user("second")).await;
     let error = refused.error.unwrap();
-    assert_eq!(error.code, ErrorCode::SessionRunning);
+    assert_eq!(error.code, Code::SessionRunning);
     // The lease's owner is an internal id: a message a user may see does not name it.
     assert!(!error.error.contains("elsewhere"), "{error:?}");
     assert_eq!(saved(&*store, "s").await.1, held);
@@ -261,7 +261,7 @@ async fn an_expired_lease_is_taken_over_and_a_live_one_is_not() {
     let (_, result) = run(&mut conn, user("third")).await;
     assert_eq!(
         result.error.unwrap().code,
-        ErrorCode::Model,
+        Code::Model,
         "ran: the script is out"
     );
 }
@@ -460,7 +460,7 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
     let mut conn = agent.connect(AgentInit::new().session_id("crash"));
     // The child lives and renews its lease.
     let (_, refused) = run(&mut conn, user("mine now?")).await;
-    assert_eq!(refused.error.unwrap().code, ErrorCode::SessionRunning);
+    assert_eq!(refused.error.unwrap().code, Code::SessionRunning);
 
     child.kill().unwrap(); // SIGKILL on Unix: no clean-up runs
     child.wait().unwrap();
@@ -479,7 +479,7 @@ async fn a_crashed_process_holds_its_session_only_until_its_lease_expires() {
             result = Some(attempt);
             break;
         }
-        assert_eq!(attempt.error.unwrap().code, ErrorCode::SessionRunning);
+        assert_eq!(attempt.error.unwrap().code, Code::SessionRunning);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let result = result.expect("the session was taken over");

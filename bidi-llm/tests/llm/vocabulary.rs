@@ -3,10 +3,10 @@
 use bidi_agent::Artifact;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
 use bidi_llm::{
-    AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Cost,
-    Error, ErrorCode, ErrorMessage, LlmSession, Message, Model, ModelEvent, ModelOptions,
-    ModelRequest, Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, ToolSpec,
-    Usage, UserMessage, simple_tool,
+    AbortedMessage, AgentEvent, Assembled, Assembler, AssistantContent, AssistantMessage, Code,
+    Cost, Error, ErrorMessage, LlmSession, Message, Model, ModelEvent, ModelOptions, ModelRequest,
+    Role, Status, StopReason, Tool, ToolCall, ToolEvent, ToolResultMessage, ToolSpec, Usage,
+    UserMessage, simple_tool,
 };
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -130,7 +130,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
         ),
         (
             AgentEvent::Error {
-                code: ErrorCode::SessionRunning,
+                code: Code::SessionRunning,
                 error: "boom".into(),
                 message: None,
             },
@@ -544,7 +544,7 @@ fn error_events_from_peers_without_a_code_or_with_a_newer_one() {
     assert!(matches!(
         event,
         AgentEvent::Error {
-            code: ErrorCode::Other,
+            code: Code::Other,
             ..
         }
     ));
@@ -553,7 +553,7 @@ fn error_events_from_peers_without_a_code_or_with_a_newer_one() {
     assert!(matches!(
         event,
         AgentEvent::Error {
-            code: ErrorCode::Other,
+            code: Code::Other,
             ..
         }
     ));

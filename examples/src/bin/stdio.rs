@@ -81,7 +81,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use bidi_flow::frame::{self, Addressed, Code, Frame, FrameError, Op};
+use bidi_flow::Code;
+use bidi_flow::frame::{self, Addressed, Frame, FrameError, Op};
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
 use examples::{chat, echo};
@@ -324,11 +325,7 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
             if peer.connection(&id).is_some() {
                 let message = format!("connection `{}` is open already", cap(&id));
                 return peer
-                    .refuse(Frame::error(
-                        Some(&id),
-                        Code::DUPLICATE_CONNECTION,
-                        &message,
-                    ))
+                    .refuse(Frame::error(Some(&id), Code::DuplicateConnection, &message))
                     .await;
             }
             // Each connection has a writer until its last frame is written: a peer that does
@@ -340,11 +337,7 @@ async fn handle<W: AsyncWrite + Unpin + Send + 'static>(
                      close one, or read their frames, first"
                 );
                 return peer
-                    .refuse(Frame::error(
-                        Some(&id),
-                        Code::TOO_MANY_CONNECTIONS,
-                        &message,
-                    ))
+                    .refuse(Frame::error(Some(&id), Code::TooManyConnections, &message))
                     .await;
             }
             let options = ConnectOptions::new().input_buffer(INPUT_WINDOW);
@@ -391,7 +384,7 @@ async fn unknown<W: AsyncWrite + Unpin + Send + 'static>(
     id: &str,
 ) -> Result<(), Gone> {
     let message = format!("no open connection `{}`", cap(id));
-    peer.refuse(Frame::error(Some(id), Code::UNKNOWN_CONNECTION, &message))
+    peer.refuse(Frame::error(Some(id), Code::UnknownConnection, &message))
         .await
 }
 
