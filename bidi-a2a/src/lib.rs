@@ -52,7 +52,8 @@
 //!   (`historyLength` limits its history), `CancelTask` cancels one that runs (in whichever
 //!   process runs it) or waits for input, and `SubscribeToTask` streams a running task again
 //!   from the first event of its running turn (a task that waits for input answers its
-//!   current state, one that is over is refused).
+//!   current state and closes, as A2A closes a stream at `TASK_STATE_INPUT_REQUIRED`: the
+//!   message that answers it streams the next turn; one that is over is refused).
 //!
 //! A **task runs until it is terminal, across the inputs it asks for.** Its `contextId` is the
 //! session's id (a message without one starts a new session), its `id` the snapshot of its
