@@ -94,7 +94,7 @@ fn text_of(events: &[Value], kind: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_text_run_streams_one_message_and_echoes_the_state() {
-    let model = ScriptedModel::new([Scripted::new().text("Hello world")]);
+    let model = ScriptedModel::new([Scripted::new().text("Hello world")]).recording();
     let agent = LlmAgent::builder("helper", model.clone()).build();
     let addr = serve(&agent).await;
     let mut body = input(
@@ -239,7 +239,8 @@ async fn a_frontend_tool_leaves_the_run_pending_and_the_next_run_resumes_it() {
             .text("Asking")
             .tool_call("call-1", "confirm", &json!({"action": "deploy"})),
         Scripted::new().text("Deployed"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("helper", model.clone()).build();
     // Refusing a user message while a call waits, which is not AG-UI's default.
     let server = Server::new(registry(&Probe::default()))
@@ -443,7 +444,8 @@ async fn threads_are_kept_apart_by_identity() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("call-1", "confirm", &json!({})),
         Scripted::new().text("Hello Bob"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("helper", model.clone()).build();
     let server = alice_and_bob(
         Server::new(registry(&Probe::default()))
@@ -546,7 +548,8 @@ async fn a_user_message_while_a_frontend_tool_waits_sets_the_call_aside() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("call-1", "confirm", &json!({"action": "deploy"})),
         Scripted::new().text("Something else, then."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("helper", model.clone()).build();
     let addr = serve(&agent).await;
     let first = run(

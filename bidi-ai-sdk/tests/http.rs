@@ -193,7 +193,8 @@ async fn a_client_tool_waits_and_the_next_request_resumes_the_stored_chat() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("k1", "ask", &json!({"q": "Oslo?"})),
         Scripted::new().text("Booked."),
-    ]);
+    ])
+    .recording();
     let addr = server(model.clone()).await;
     let first =
         json!({"id": "chat-3", "messages": [user("u1", "Book a trip")], "tools": [ask_tool()]});
@@ -248,7 +249,7 @@ async fn a_client_tool_waits_and_the_next_request_resumes_the_stored_chat() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_result_resumes_a_chat_the_server_never_saw() {
-    let model = ScriptedModel::new([Scripted::new().text("Booked.")]);
+    let model = ScriptedModel::new([Scripted::new().text("Booked.")]).recording();
     let addr = server(model.clone()).await;
     let body = json!({
         "id": "chat-4", "tools": [ask_tool()], "system": "You book trips.",
@@ -389,7 +390,8 @@ async fn regenerating_replaces_the_stored_conversation_with_the_clients() {
     let model = ScriptedModel::new([
         Scripted::new().text("First."),
         Scripted::new().text("Second."),
-    ]);
+    ])
+    .recording();
     let addr = server(model.clone()).await;
     let body = json!({"id": "chat-7", "messages": [user("u1", "hi")]});
     let first = chunks(chat(addr, &body).await).await;
@@ -418,7 +420,8 @@ async fn chats_of_one_identity_are_not_anothers() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("k1", "ask", &json!({})),
         Scripted::new().text("Hello Bob."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("helper", model.clone()).build();
     let server = Server::new(registry(&Probe::default()))
         .agent(&agent)

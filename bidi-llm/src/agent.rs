@@ -207,7 +207,7 @@ impl LlmAgent {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let model = ScriptedModel::new([Scripted::new().tool_call("c1", "pick_file", &json!({}))]);
+    /// let model = ScriptedModel::new([Scripted::new().tool_call("c1", "pick_file", &json!({}))]).recording();
     /// let agent = LlmAgent::builder("files", model.clone()).build();
     ///
     /// let context: Context = serde_json::from_value(json!({

@@ -46,7 +46,7 @@ type Gate = Arc<dyn Fn(&ToolCall) -> BoxFuture<'static, Result<(), String>> + Se
 /// let model = ScriptedModel::new([
 ///     Scripted::new().tool_call("c1", "delete", &json!({"path": "/etc"})),
 ///     Scripted::new().text("I may not."),
-/// ]);
+/// ]).recording();
 /// let delete = simple_tool("delete", "Delete", "Deletes a file", |_id, args: Path| async move {
 ///     Err::<(String, Option<serde_json::Value>), _>(format!("never runs: {}", args.path))
 /// });
@@ -113,7 +113,7 @@ impl Policy {
     /// let model = ScriptedModel::new([
     ///     Scripted::new().tool_call("c1", "greet", &json!({"name": "Ada"})),
     ///     Scripted::new().text("Done."),
-    /// ]);
+    /// ]).recording();
     /// let agent = LlmAgent::builder("plain", model.clone()).build();
     /// let greet = simple_tool("greet", "Greet", "Greets", |_id, args: Name| async move {
     ///     Ok::<_, String>((format!("Hello, {}!", args.name), None))

@@ -26,6 +26,11 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 /// A deterministic model: answers each request with the next scripted response. Its
 /// [`name`](Model::name) is `scripted`.
 ///
+/// It keeps nothing of the requests it is given unless it is made [`recording`](Self::recording)
+/// for a test that reads them back ([`requests`](Self::requests)): a request holds the
+/// session's conversation, and a model that kept every one would make the session copy its
+/// whole conversation at each turn, which a benchmark would count as the agent's cost.
+///
 /// ```
 /// use bidi_llm::testing::{Scripted, ScriptedModel};
 /// use bidi_llm::{Model, ModelRequest};
@@ -37,7 +42,8 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 /// let model = ScriptedModel::new([
 ///     Scripted::new().tool_call("call-1", "weather", &json!({"city": "Oslo"})),
 ///     Scripted::new().text("It is sunny in Oslo."),
-/// ]);
+/// ])
+/// .recording();
 /// let events: Vec<_> = model.stream(ModelRequest::new(vec![], vec![])).collect().await;
 /// assert!(matches!(events.last(), Some(bidi_llm::ModelEvent::Done { .. })));
 /// assert_eq!(model.requests().len(), 1);
@@ -58,7 +64,19 @@ impl ScriptedModel {
         }
     }
 
+    /// The same model, keeping every request it is given from now on, for
+    /// [`requests`](Self::requests). Each kept request holds the conversation it was given, so
+    /// the session copies its conversation at its next turn: for tests, not benchmarks.
+    pub fn recording(mut self) -> Self {
+        self.requests = Requests::recording();
+        self
+    }
+
     /// Every request received so far.
+    ///
+    /// # Panics
+    ///
+    /// If the model is not [`recording`](Self::recording): it kept none.
     #[must_use]
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.requests.all()
@@ -297,7 +315,8 @@ pub fn finish_text(answer: &mpsc::UnboundedSender<ModelEvent>, rest: &str) {
 /// takes the events up to and including the next `Done` or `Error`, so one sender scripts
 /// several answers. Requests are answered one at a time, in order; once the sender is dropped,
 /// an answer just ends (which the loop reports as a failed model call). Its
-/// [`name`](Model::name) is `channel`.
+/// [`name`](Model::name) is `channel`. Like [`ScriptedModel`], it keeps the requests it is
+/// given only once made [`recording`](Self::recording).
 ///
 /// ```
 /// use bidi_llm::testing::ChannelModel;
@@ -334,7 +353,19 @@ impl ChannelModel {
         (model, tx)
     }
 
+    /// The same model, keeping every request it is given from now on, for
+    /// [`requests`](Self::requests). Each kept request holds the conversation it was given, so
+    /// the session copies its conversation at its next turn: for tests, not benchmarks.
+    pub fn recording(mut self) -> Self {
+        self.requests = Requests::recording();
+        self
+    }
+
     /// Every request received so far.
+    ///
+    /// # Panics
+    ///
+    /// If the model is not [`recording`](Self::recording): it kept none.
     #[must_use]
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.requests.all()
@@ -372,20 +403,82 @@ impl fmt::Debug for ChannelModel {
 
 /// The requests a test model received, shared by its clones.
 #[derive(Debug, Clone, Default)]
-struct Requests(Arc<Mutex<Vec<ModelRequest>>>);
+struct Requests(Option<Arc<Mutex<Vec<ModelRequest>>>>);
 
 impl Requests {
+    /// Keeps `request`, if requests are kept; drops it at once otherwise.
     fn record(&self, request: ModelRequest) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
+        if let Some(kept) = &self.0 {
+            kept.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(request);
+        }
     }
 
+    /// Requests kept from now on.
+    fn recording() -> Self {
+        Self(Some(Arc::default()))
+    }
+
+    /// The requests kept.
+    ///
+    /// # Panics
+    ///
+    /// If none are kept: a test reading them made its model without `.recording()`.
     fn all(&self) -> Vec<ModelRequest> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        let Some(kept) = &self.0 else {
+            panic!("the test model keeps its requests only once made `.recording()`");
+        };
+        kept.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Conversation;
+    use crate::message::{Message, UserMessage};
+
+    /// A conversation of one message, with room to grow in place.
+    fn conversation() -> Conversation {
+        let mut messages = Vec::with_capacity(8);
+        messages.push(Message::User(UserMessage::new("hi")));
+        Conversation::from(messages)
+    }
+
+    #[tokio::test]
+    async fn a_model_that_is_not_recording_keeps_no_conversation() {
+        let model =
+            ScriptedModel::new([Scripted::new().text("hello"), Scripted::new().text("again")]);
+        let mut messages = conversation();
+        let before = messages.as_ptr();
+        let answer: Vec<_> = model
+            .stream(ModelRequest::new(messages.clone(), vec![]))
+            .collect()
+            .await;
+        assert!(matches!(answer.last(), Some(ModelEvent::Done { .. })));
+        messages.push(Message::User(UserMessage::new("more")));
+        assert_eq!(
+            messages.as_ptr(),
+            before,
+            "appended in place: the model holds none of it"
+        );
+
+        let model = model.recording();
+        let kept = messages.as_ptr();
+        drop(model.stream(ModelRequest::new(messages.clone(), vec![])));
+        messages.push(Message::User(UserMessage::new("and more")));
+        assert_ne!(
+            messages.as_ptr(),
+            kept,
+            "the kept request holds the conversation"
+        );
+        assert_eq!(model.requests().len(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "`.recording()`")]
+    fn reading_the_requests_of_a_model_that_keeps_none_says_how_to_keep_them() {
+        let _ = ScriptedModel::new([]).requests();
     }
 }

@@ -463,7 +463,7 @@ async fn streaming_model_chunks() {
 /// a bidi connection takes any number, so this case runs on the agent's connection.
 #[tokio::test]
 async fn multi_turn_in_one_invocation() {
-    let model = ScriptedModel::new([reply("reply1"), reply("reply2")]);
+    let model = ScriptedModel::new([reply("reply1"), reply("reply2")]).recording();
     let agent = LlmAgent::builder("promptAgent", model.clone())
         .client_managed()
         .build();

@@ -93,6 +93,7 @@ fn calls(name: &str, args: &Value) -> ScriptedModel {
         Scripted::new().tool_call("c1", name, args),
         Scripted::new().text("done"),
     ])
+    .recording()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +109,7 @@ async fn the_tools_offered_are_those_the_client_advertised() {
             vec!["read_text_file", "write_text_file", "run_command"],
         ),
     ] {
-        let model = ScriptedModel::new([Scripted::new().text("hi")]);
+        let model = ScriptedModel::new([Scripted::new().text("hi")]).recording();
         let agent = LlmAgent::builder("a", model.clone()).build();
         let (mut client, session) = editor(Server::new(agent), offers).await;
         client.prompt(1, &session, "hi").await;
@@ -122,7 +123,7 @@ async fn the_tools_offered_are_those_the_client_advertised() {
         assert!(client.finish().await.is_empty());
     }
     // Not when the server says so.
-    let model = ScriptedModel::new([Scripted::new().text("hi")]);
+    let model = ScriptedModel::new([Scripted::new().text("hi")]).recording();
     let agent = LlmAgent::builder("a", model.clone()).build();
     let (mut client, session) = editor(Server::new(agent).editor_tools(false), everything()).await;
     client.prompt(1, &session, "hi").await;

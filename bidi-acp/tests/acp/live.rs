@@ -99,7 +99,7 @@ async fn prompt(client: &mut Client, id: i64, session: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_on_a_session_load_it_once() {
     let store = Arc::new(Counting::default());
-    let model = ScriptedModel::new((0..9).map(|_| Scripted::new().text("ok")));
+    let model = ScriptedModel::new((0..9).map(|_| Scripted::new().text("ok"))).recording();
     let agent = LlmAgent::builder("a", model.clone())
         .store(Arc::clone(&store))
         .build();

@@ -51,6 +51,7 @@ fn writer(turns: usize) -> ScriptedModel {
             Scripted::new().text("done"),
         ]
     }))
+    .recording()
 }
 
 fn updates<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -229,7 +230,8 @@ async fn a_cancel_while_waiting_answers_cancelled_once_and_the_tool_never_runs()
         Scripted::new().tool_call("c0", "write_file", &json!({"path": "a"})),
         Scripted::new().tool_call("c1", "write_file", &json!({"path": "b"})),
         Scripted::new().text("done"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model)
         .tool(write_file(&runs))
         .build();
@@ -408,7 +410,8 @@ async fn tool_calls_carry_kinds_locations_and_streamed_output() {
             )
             .tool_call("c2", "word_count", &json!({"path": "a.txt"})),
         Scripted::new().text("ok"),
-    ]);
+    ])
+    .recording();
     let tail = Tool::local(
         "tail",
         "Tail",
@@ -475,7 +478,7 @@ async fn plan_tool_calls_are_shown_as_plan_updates() {
             &json!({"entries": [{"content": "look", "status": "completed"}, {"content": "fix", "status": "wrong"}]}),
         ),
         Scripted::new().text("planned"),
-    ]);
+    ]).recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(bidi_acp::plan_tool())
         .build();
@@ -528,7 +531,8 @@ async fn updates_keep_the_order_the_model_streamed_them_in() {
             .text("Let me write the notes now")
             .tool_call("c0", "write_file", &json!({"path": "notes.txt"})),
         Scripted::new().text("done"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model)
         .tool(write_file(&runs))
         .build();

@@ -92,7 +92,8 @@ async fn a_session_of_another_scope_is_an_acp_session_with_the_scope_option_only
             "editor answer 2",
         ]
         .map(|text| Scripted::new().text(text)),
-    );
+    )
+    .recording();
     let agent = LlmAgent::builder(AGENT, model.clone())
         .store(Arc::clone(&store))
         .build();

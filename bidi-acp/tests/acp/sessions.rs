@@ -417,7 +417,8 @@ async fn images_audio_and_resources_go_both_ways() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "snapshot", &json!({})),
         Scripted::new().text("I see it"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("eyes", model.clone())
         .tool(snapshot())
         .store(Arc::clone(&store))

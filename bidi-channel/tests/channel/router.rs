@@ -265,7 +265,8 @@ async fn sessions_rotate_after_the_idle_timeout() {
         Scripted::new().text("one"),
         Scripted::new().text("two"),
         Scripted::new().text("three"),
-    ]);
+    ])
+    .recording();
     let router = MessageRouter::builder(LlmAgent::builder("helper", model.clone()).build())
         .idle_timeout(Duration::from_secs(60))
         .build();

@@ -86,7 +86,8 @@ async fn client_tools_suspend_the_execution_and_their_results_resume_it() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("call-1", "book", &json!({"city": "Oslo"})),
         Scripted::new().text("Booked!"),
-    ]);
+    ])
+    .recording();
     let addr = travel_server_with(model.clone()).await;
     let response = execute(
         addr,

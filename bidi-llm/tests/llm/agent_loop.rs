@@ -93,7 +93,8 @@ async fn tools_run_concurrently_and_report_in_call_order() {
             .tool_call("c2", "weather", &json!({"city": "Rome"}))
             .tool_call("c3", "add", &json!([2, 40])),
         Scripted::new().text("Done."),
-    ]);
+    ])
+    .recording();
     let add = simple_tool("add", "Add", "Adds", |_id, (a, b): (i64, i64)| async move {
         Ok::<_, String>(((a + b).to_string(), None))
     });
@@ -601,7 +602,8 @@ async fn a_tools_data_streams_to_the_caller_and_stays_out_of_the_conversation() 
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "copy", &json!({})),
         Scripted::new().text("Done."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("files", model.clone()).tool(copy).build();
     let mut conn = agent.connect(AgentInit::new());
     let (events, result) = run(&mut conn, user("copy")).await;

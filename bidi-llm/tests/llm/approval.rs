@@ -45,6 +45,7 @@ fn model() -> ScriptedModel {
             .tool_call("d2", "delete", &json!({"path": "b"})),
         Scripted::new().text("Done."),
     ])
+    .recording()
 }
 
 fn agent(model: ScriptedModel, runs: &Arc<AtomicUsize>, store: SqliteStore) -> LlmAgent {
@@ -234,7 +235,8 @@ async fn a_connections_gate_decides_instead_and_the_execution_goes_on() {
             .tool_call("d1", "delete", &json!({"path": "a"}))
             .tool_call("d2", "delete", &json!({"path": "b"})),
         Scripted::new().text("Done."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("files", model.clone())
         .tool(delete(&runs))
         .build();
@@ -268,7 +270,8 @@ async fn a_tool_the_connection_does_not_offer_is_refused_without_waiting() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("d1", "delete", &json!({"path": "a"})),
         Scripted::new().text("Done."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("files", model)
         .tool(delete(&runs))
         .build();

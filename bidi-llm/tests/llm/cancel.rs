@@ -108,7 +108,8 @@ async fn a_cancel_during_a_tool_drops_it_and_keeps_the_results_that_exist() {
             .tool_call("c1", "quick", &json!({}))
             .tool_call("c2", "forever", &json!({})),
         Scripted::new().text("after the cancel"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(quick())
         .tool(forever(&dropped))

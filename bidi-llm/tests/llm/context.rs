@@ -46,7 +46,8 @@ async fn a_client_tool_suspends_the_turn_until_its_results() {
             .tool_call("c1", "pick", &json!({"path": "/tmp"}))
             .raw_tool_call("c2", "pick", "{not json"),
         Scripted::new().text("Picked."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("files", model.clone())
         .tool(weather())
         .tool(confirm())
@@ -122,7 +123,8 @@ async fn without_a_context_only_the_agents_tools_are_offered() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "pick", &json!({})),
         Scripted::new().text("ok"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("files", model.clone())
         .tool(weather())
         .build();
@@ -147,7 +149,8 @@ async fn an_agent_tool_wins_over_a_session_tool_of_its_name() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "weather", &json!({"city": "Bergen"})),
         Scripted::new().text("Sunny."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(weather())
         .build();
@@ -304,7 +307,8 @@ async fn a_session_moves_to_another_agent_with_its_client_tools() {
     let second_model = ScriptedModel::new([
         Scripted::new().tool_call("c2", "pick", &json!({"path": "/"})),
         Scripted::new().text("Done."),
-    ]);
+    ])
+    .recording();
     let second = LlmAgent::builder("files", second_model.clone())
         .store(SqliteStore::open(&path).await.unwrap())
         .build();

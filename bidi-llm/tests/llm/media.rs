@@ -152,7 +152,7 @@ async fn a_session_saved_without_attachments_loads() {
         .append("old", bidi_session::Append::create(old))
         .await
         .unwrap();
-    let model = ScriptedModel::new([Scripted::new().text("A cat.")]);
+    let model = ScriptedModel::new([Scripted::new().text("A cat.")]).recording();
     let agent = LlmAgent::builder("a", model.clone())
         .store(SqliteStore::open(&db).await.unwrap())
         .build();
@@ -208,7 +208,8 @@ async fn a_tool_s_attachments_go_with_its_result() {
             .tool_call("c2", "shot", &json!({"city": "fails"}))
             .tool_call("c3", "shot", &json!({"city": "quits"})),
         Scripted::new().text("Seen."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone()).tool(shot()).build();
     let mut conn = agent.connect(AgentInit::new());
     let (events, result) = run(&mut conn, user("show me")).await;
@@ -265,7 +266,8 @@ async fn remote_results_carry_attachments() {
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "confirm", &json!({"city": "Oslo"})),
         Scripted::new().text("Thanks."),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(confirm())
         .build();

@@ -94,7 +94,8 @@ async fn the_policy_prompt_comes_first_and_unoffered_tools_are_neither_shown_nor
     let model = ScriptedModel::new([
         Scripted::new().tool_call("c1", "delete", &json!({})),
         Scripted::new().text("ok"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(counted("read", &runs))
         .tool(counted("delete", &runs))
@@ -199,7 +200,8 @@ async fn the_policy_tools_are_offered_after_the_agents_gated_and_run_here() {
             .tool_call("c2", "read", &json!({}))
             .tool_call("c3", "secret", &json!({})),
         Scripted::new().text("ok"),
-    ]);
+    ])
+    .recording();
     let agent = LlmAgent::builder("a", model.clone())
         .tool(counted("read", &agent_runs))
         .build();

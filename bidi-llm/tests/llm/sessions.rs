@@ -98,7 +98,7 @@ async fn two_agents_never_run_one_session_at_once() {
     let first = LlmAgent::builder("first", model)
         .store(SqliteStore::open(&db).await.unwrap())
         .build();
-    let second_model = ScriptedModel::new([Scripted::new().text("second answer")]);
+    let second_model = ScriptedModel::new([Scripted::new().text("second answer")]).recording();
     let second = LlmAgent::builder("second", second_model.clone())
         .store(SqliteStore::open(&db).await.unwrap())
         .build();

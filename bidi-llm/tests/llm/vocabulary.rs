@@ -562,6 +562,7 @@ fn error_events_from_peers_without_a_code_or_with_a_newer_one() {
 #[tokio::test]
 async fn the_channel_model_answers_one_request_after_the_other() {
     let (model, tx) = ChannelModel::new();
+    let model = model.recording();
     assert_eq!(model.name(), "channel");
     let done = || ModelEvent::Done {
         stop_reason: StopReason::Stop,
