@@ -67,6 +67,7 @@ impl ScriptedModel {
     /// The same model, keeping every request it is given from now on, for
     /// [`requests`](Self::requests). Each kept request holds the conversation it was given, so
     /// the session copies its conversation at its next turn: for tests, not benchmarks.
+    #[must_use]
     pub fn recording(mut self) -> Self {
         self.requests = Requests::recording();
         self
@@ -356,6 +357,7 @@ impl ChannelModel {
     /// The same model, keeping every request it is given from now on, for
     /// [`requests`](Self::requests). Each kept request holds the conversation it was given, so
     /// the session copies its conversation at its next turn: for tests, not benchmarks.
+    #[must_use]
     pub fn recording(mut self) -> Self {
         self.requests = Requests::recording();
         self
