@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo bench -p benches --bench llm
 //! # a longer answer, one worker:
-//! BIDI_BENCH_WORDS=10000 BIDI_BENCH_WORKERS=1 cargo bench -p benches --bench llm
+//! BIDI_BENCH_WORDS=10000 W=1 cargo bench -p benches --bench llm
 //! ```
 
 use std::sync::{Arc, LazyLock};
@@ -161,14 +161,23 @@ fn llm(c: &mut Criterion) {
         .store(MemoryStore::new())
         .build();
     let store = Arc::clone(agent.agent().store());
-    for (name, buffer) in [("agent_loop", 0), ("agent_loop_buffered_64", 64)] {
+    // The same, with the agent run in the consumer's task (`ConnectOptions::in_place`), and
+    // with a buffer of 64 batches between the two tasks.
+    let options: [(&str, fn() -> ConnectOptions); 3] = [
+        ("agent_loop", ConnectOptions::new),
+        ("agent_loop_in_place", || ConnectOptions::new().in_place()),
+        ("agent_loop_buffered_64", || {
+            ConnectOptions::new().output_buffer(64)
+        }),
+    ];
+    for (name, options) in options {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let (agent, store) = (agent.clone(), store.clone());
                 on_worker(&rt, async move {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        let options = ConnectOptions::new().output_buffer(buffer);
+                        let options = options();
                         let mut conn = agent.agent().connect_with(AgentInit::new(), options);
                         let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
                             .await

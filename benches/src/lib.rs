@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 /// The runtime every benchmark uses: two workers, like the machines the figures come from
-/// (`BIDI_BENCH_WORKERS` sets another number).
+/// (`W=<n>` sets another number).
 ///
 /// # Panics
 ///

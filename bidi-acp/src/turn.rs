@@ -651,7 +651,7 @@ impl<'a> Updates<'a> {
                     &self.asker.cwd,
                     tool_call_id,
                     tool_name,
-                    args,
+                    *args,
                     status,
                 )
             }
@@ -674,7 +674,7 @@ impl<'a> Updates<'a> {
                 name,
                 data,
             } if name == editor::CONTENT => {
-                let Ok(shown) = serde_json::from_value::<ToolCallContent>(data) else {
+                let Ok(shown) = serde_json::from_value::<ToolCallContent>(*data) else {
                     return None;
                 };
                 self.shown
@@ -703,7 +703,13 @@ impl<'a> Updates<'a> {
                     return None; // Its plan update showed it.
                 }
                 self.open.end(&tool_call_id);
-                let mut done = tool_done(&tool_call_id, &output, &attachments, details, is_error);
+                let mut done = tool_done(
+                    &tool_call_id,
+                    &output,
+                    &attachments,
+                    details.map(|details| *details),
+                    is_error,
+                );
                 if let Some(shown) = self.shown.remove(&tool_call_id)
                     && let SessionUpdate::ToolCallUpdate(update) = &mut done
                 {

@@ -262,7 +262,7 @@ impl UiMessageStream {
                 let call = ToolCall {
                     id: tool_call_id.clone(),
                     name: tool_name.clone(),
-                    arguments: args.clone(),
+                    arguments: (**args).clone(),
                 };
                 self.input(&call, "", buf);
             }
@@ -688,12 +688,12 @@ mod tests {
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: call.clone(),
+                tool_call: Box::new(call.clone()),
             },
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "c1".into(),
                 tool_name: "weather".into(),
-                args: call.arguments,
+                args: Box::new(call.arguments),
             },
             AgentEvent::ToolExecutionDelta {
                 tool_call_id: "c1".into(),
@@ -720,11 +720,11 @@ mod tests {
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: ToolCall {
+                tool_call: Box::new(ToolCall {
                     id: "c2".into(),
                     name: "ask".into(),
                     arguments: json!({}),
-                },
+                }),
             },
             complete(Status::AwaitingToolExecution),
         ]);
@@ -911,11 +911,11 @@ mod tests {
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: ToolCall {
+                tool_call: Box::new(ToolCall {
                     id: "c1".into(),
                     name: "ask".into(),
                     arguments: json!({}),
-                },
+                }),
             },
         ]);
         assert_eq!(

@@ -17,6 +17,7 @@ use crate::context::ActionContext;
 use crate::endpoint::{Inbound, Outbound};
 use crate::error::{BoxError, Cause, Error};
 use crate::extensions::Extensions;
+use crate::in_place::Local;
 use crate::link::{Core, Link};
 use crate::observer::Observer;
 
@@ -178,7 +179,14 @@ where
             observer,
             grace,
             driver,
+            in_place,
         } = options;
+        // In place: the task goes to a driver of the connection's own.
+        let driver = if in_place {
+            Some(Driver::new())
+        } else {
+            driver
+        };
         let watch_parent = parent.is_some();
         let token = parent.map(|parent| parent.child_token());
         let core = Arc::new(Core::<In, Out, Stream>::new(
@@ -190,8 +198,12 @@ where
             observer,
             grace,
         ));
-        (self.start)(Arc::clone(&core), init, watch_parent, driver);
-        Connection::new(core)
+        (self.start)(Arc::clone(&core), init, watch_parent, driver.clone());
+        let local = in_place
+            .then(|| driver.and_then(|driver| driver.take()))
+            .flatten()
+            .map(Local::new);
+        Connection::new(core, local)
     }
 
     /// Runs the action once: `input` is its only input, then the input is closed; chunks are
@@ -470,6 +482,7 @@ pub struct ConnectOptions {
     observer: Option<Arc<dyn Observer>>,
     grace: Duration,
     driver: Option<Driver>,
+    in_place: bool,
 }
 
 impl Default for ConnectOptions {
@@ -482,6 +495,7 @@ impl Default for ConnectOptions {
             observer: None,
             grace: DEFAULT_GRACE,
             driver: None,
+            in_place: false,
         }
     }
 }
@@ -553,6 +567,50 @@ impl ConnectOptions {
         self.driver = Some(driver.clone());
         self
     }
+
+    /// Runs the action in the caller's task instead of a task of its own: the connection polls
+    /// it whenever the caller awaits the connection ([`send`](Connection::send), a
+    /// [`responses`](Connection::responses) stream, [`output`](Connection::output),
+    /// [`done`](Connection::done)). A hand-off between the action and its caller is then a
+    /// function call rather than a task switch, and opening a connection spawns nothing: the
+    /// choice for one caller that streams a turn and reads it at once (a request handler, an
+    /// agent driven by `execute`), where it makes each event several times cheaper.
+    ///
+    /// The action runs only while the connection is awaited: between turns it waits where it
+    /// is, as it would for an unbuffered hand-off, and so do its timers (an agent renews the
+    /// lease on its session only while it runs: read its events as they come). Splitting the connection
+    /// ([`into_split`](Connection::into_split)), or dropping it before its action finished,
+    /// gives the action a task of its own, so that it can finish (its grace period after the
+    /// cancel included); outside a tokio runtime a dropped action is dropped where it waits.
+    /// Drive an in-place connection from one task. Takes precedence over
+    /// [`driver`](Self::driver).
+    ///
+    /// ```
+    /// use bidi_core::{BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
+    /// use futures_util::StreamExt as _;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), BoxError> {
+    /// let count = BidiAction::new("count", |_ctx, (), mut inbound: Inbound<u32>, out: Outbound<u32>| async move {
+    ///     while let Some(n) = inbound.recv().await {
+    ///         out.send_batch((1..=n).collect()).await?;
+    ///         out.end_turn().await?;
+    ///     }
+    ///     Ok::<_, BoxError>(())
+    /// });
+    /// let mut conn = count.connect_with((), ConnectOptions::new().in_place());
+    /// conn.send(3).await?;
+    /// let turn: Vec<u32> = conn.responses().map(|n| n.expect("chunk")).collect().await;
+    /// assert_eq!(turn, [1, 2, 3]);
+    /// conn.close();
+    /// conn.output().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn in_place(mut self) -> Self {
+        self.in_place = true;
+        self
+    }
 }
 
 impl fmt::Debug for ConnectOptions {
@@ -565,6 +623,7 @@ impl fmt::Debug for ConnectOptions {
             .field("observer", &self.observer.is_some())
             .field("grace", &self.grace)
             .field("driver", &self.driver.is_some())
+            .field("in_place", &self.in_place)
             .finish()
     }
 }

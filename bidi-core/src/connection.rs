@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::chan::Reason;
 use crate::error::{BoxError, Cause, Error, SendError};
+use crate::in_place::Local;
 use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
 
 /// An open connection to a running action: send inputs, read each turn's chunks, get the output.
@@ -24,6 +25,10 @@ pub struct Connection<In, Out, Stream> {
     // Declared first so it drops first: dropping an unconsumed connection cancels the action
     // before the halves' drops close the input gracefully.
     guard: CancelOnDrop,
+    /// The action's task, when the connection runs it in the caller's task
+    /// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)). After `guard`: an
+    /// unfinished action it spawns as it drops is cancelled already.
+    local: Option<Local>,
     tx: SendHalf<In>,
     rx: RecvHalf<Out, Stream>,
 }
@@ -34,9 +39,10 @@ where
     Out: Send + 'static,
     S: Send + 'static,
 {
-    pub(crate) fn new(core: Arc<Core<In, Out, S>>) -> Self {
+    pub(crate) fn new(core: Arc<Core<In, Out, S>>, local: Option<Local>) -> Self {
         Self {
             guard: CancelOnDrop(Some(core.clone())),
+            local,
             tx: SendHalf { link: core.clone() },
             rx: RecvHalf {
                 source: Source {
@@ -60,7 +66,10 @@ where
     ///
     /// If the future is dropped before it completes, the input is not delivered.
     pub async fn send(&self, input: In) -> Result<(), SendError<In>> {
-        self.tx.send(input).await
+        match &self.local {
+            Some(local) => local.beside(self.tx.send(input)).await,
+            None => self.tx.send(input).await,
+        }
     }
 
     /// Closes the input: the action's [`Inbound`](crate::Inbound) ends once it has taken every
@@ -75,7 +84,9 @@ where
     ///
     /// Dropping the stream cancels nothing: the next call continues where it stopped.
     pub fn responses(&mut self) -> Responses<'_, S> {
-        self.rx.responses()
+        let mut responses = self.rx.responses();
+        responses.local = self.local.as_ref();
+        responses
     }
 
     /// Waits for the action's output, discarding chunks nobody read, so a streaming action can
@@ -94,10 +105,18 @@ where
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn output(self) -> Result<Out, Error> {
-        let Self { guard, tx, rx } = self;
+        let Self {
+            guard,
+            local,
+            tx,
+            rx,
+        } = self;
         guard.disarm();
         drop(tx);
-        rx.output().await
+        match &local {
+            Some(local) => local.beside(rx.output()).await,
+            None => rx.output().await,
+        }
     }
 
     /// The one-shot path: sends `input` as the only input, closes the input, discards the
@@ -113,11 +132,21 @@ where
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn run(self, input: In) -> Result<Out, Error> {
-        let (tx, rx) = self.into_split();
+        let Self {
+            guard,
+            local,
+            tx,
+            rx,
+        } = self;
+        guard.disarm();
         let send = async move {
             let _ = tx.send(input).await;
         };
-        join(send, rx.output()).await.1
+        let both = join(send, rx.output());
+        match &local {
+            Some(local) => local.beside(both).await.1,
+            None => both.await.1,
+        }
     }
 
     /// Cancels the connection, unless it already ended.
@@ -151,7 +180,10 @@ where
     ///
     /// Cancel safe.
     pub async fn done(&self) {
-        self.tx.done().await;
+        match &self.local {
+            Some(local) => local.beside(self.tx.done()).await,
+            None => self.tx.done().await,
+        }
     }
 
     /// The connection's id (a UUID), the same as the action's
@@ -165,10 +197,25 @@ where
     /// for full-duplex use from two tasks.
     ///
     /// Dropping every sending half closes the input; dropping every half cancels the action.
+    ///
+    /// The action of an [in-place](crate::ConnectOptions::in_place) connection gets a task of
+    /// its own here: two tasks cannot both drive it.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the connection is in place and this is called outside a tokio runtime.
     #[must_use]
     pub fn into_split(self) -> (SendHalf<In>, RecvHalf<Out, S>) {
-        let Self { guard, tx, rx } = self;
+        let Self {
+            guard,
+            local,
+            tx,
+            rx,
+        } = self;
         guard.disarm();
+        if let Some(local) = local {
+            local.spawn();
+        }
         (tx, rx)
     }
 }
@@ -319,6 +366,7 @@ impl<Out, S> RecvHalf<Out, S> {
             done: false,
             turn_ended: false,
             waiting: false,
+            local: None,
         }
     }
 
@@ -413,6 +461,9 @@ pub struct Responses<'a, S> {
     /// The stream ended at an `end_turn`, not at the connection's end.
     turn_ended: bool,
     waiting: bool,
+    /// The action's task, when the connection runs it in place: polled whenever the channel
+    /// has nothing.
+    local: Option<&'a Local>,
 }
 
 impl<S> Responses<'_, S> {
@@ -478,7 +529,12 @@ impl<S> Stream for Responses<'_, S> {
             if let Some(chunk) = this.backlog.next() {
                 return Poll::Ready(Some(Ok(chunk)));
             }
-            let frame = match this.source.poll_frame(cx) {
+            let source = &*this.source;
+            let polled = match this.local {
+                Some(local) => local.poll_beside(cx, |cx| source.poll_frame(cx)),
+                None => source.poll_frame(cx),
+            };
+            let frame = match polled {
                 Poll::Pending => {
                     this.waiting = true;
                     return Poll::Pending;

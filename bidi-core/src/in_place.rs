@@ -2,11 +2,13 @@
 //! beside the connection's ends.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures_util::task::AtomicWaker;
+
+use crate::ActionTask;
 
 /// Polls in a row before the future yields to the runtime anyway.
 const BUDGET: usize = 32;
@@ -63,6 +65,13 @@ const WOKEN: u8 = 2;
 /// ```
 pub struct InPlace<F> {
     inner: Pin<Box<F>>,
+    relay: Relay,
+}
+
+/// Polls a future again at once, in the same poll, when it wakes itself: the part [`InPlace`]
+/// and an in-place connection ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place))
+/// share.
+pub(crate) struct Relay {
     state: Arc<State>,
     waker: Waker,
 }
@@ -89,40 +98,33 @@ impl Wake for State {
     }
 }
 
-impl<F: Future> InPlace<F> {
-    /// Wraps `inner`.
-    #[must_use]
-    pub fn new(inner: F) -> Self {
+impl Relay {
+    pub(crate) fn new() -> Self {
         let state = Arc::new(State {
             polling: AtomicU8::new(IDLE),
             task: AtomicWaker::new(),
         });
         let waker = Waker::from(Arc::clone(&state));
-        Self {
-            inner: Box::pin(inner),
-            state,
-            waker,
-        }
+        Self { state, waker }
     }
-}
 
-impl<F: Future> Future for InPlace<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = &mut *self;
-        this.state.task.register(cx.waker());
+    /// Polls `f` with the relay's waker, again at once while it wakes itself from inside its
+    /// poll, at most [`BUDGET`] times; the wakes from elsewhere reach `cx`'s task.
+    pub(crate) fn poll<T>(
+        &self,
+        cx: &mut Context<'_>,
+        mut f: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.state.task.register(cx.waker());
+        let mut inner = Context::from_waker(&self.waker);
         for _ in 0..BUDGET {
-            this.state.polling.store(POLLING, Ordering::Release);
-            let polled = this
-                .inner
-                .as_mut()
-                .poll(&mut Context::from_waker(&this.waker));
+            self.state.polling.store(POLLING, Ordering::Release);
+            let polled = f(&mut inner);
             if polled.is_ready() {
-                this.state.polling.store(IDLE, Ordering::Release);
+                self.state.polling.store(IDLE, Ordering::Release);
                 return polled;
             }
-            let settled = this.state.polling.compare_exchange(
+            let settled = self.state.polling.compare_exchange(
                 POLLING,
                 IDLE,
                 Ordering::AcqRel,
@@ -133,9 +135,108 @@ impl<F: Future> Future for InPlace<F> {
             }
             // Woken while polled: again, here.
         }
-        this.state.polling.store(IDLE, Ordering::Release);
+        self.state.polling.store(IDLE, Ordering::Release);
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+impl<F: Future> InPlace<F> {
+    /// Wraps `inner`.
+    #[must_use]
+    pub fn new(inner: F) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            relay: Relay::new(),
+        }
+    }
+}
+
+impl<F: Future> Future for InPlace<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        this.relay.poll(cx, |cx| this.inner.as_mut().poll(cx))
+    }
+}
+
+/// The action's task of an in-place connection
+/// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)): polled beside whatever
+/// the caller awaits on the connection, until it is finished.
+pub(crate) struct Local {
+    relay: Relay,
+    /// Locked only for a poll, by whichever of the connection's futures polls it.
+    task: Mutex<Option<ActionTask>>,
+}
+
+impl Local {
+    pub(crate) fn new(task: ActionTask) -> Self {
+        Self {
+            relay: Relay::new(),
+            task: Mutex::new(Some(task)),
+        }
+    }
+
+    /// Polls `op`, and while it is pending the action's task, in place.
+    pub(crate) fn poll_beside<T>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.relay.poll(cx, |cx| {
+            if let Poll::Ready(output) = op(cx) {
+                return Poll::Ready(output);
+            }
+            let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(running) = task.as_mut()
+                && running.as_mut().poll(cx).is_ready()
+            {
+                // Finished: what it ended (channels, the output) woke `op`, which is polled
+                // again.
+                *task = None;
+            }
+            Poll::Pending
+        })
+    }
+
+    /// `fut`'s output, the action's task polled beside it.
+    pub(crate) async fn beside<F: Future>(&self, fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| self.poll_beside(cx, |cx| fut.as_mut().poll(cx))).await
+    }
+}
+
+impl Local {
+    /// Gives the action's task, unless finished, a task of its own.
+    ///
+    /// # Panics
+    ///
+    /// Panics outside a tokio runtime.
+    pub(crate) fn spawn(mut self) {
+        if let Some(task) = self.take() {
+            drop(tokio::spawn(task));
+        }
+    }
+
+    fn take(&mut self) -> Option<ActionTask> {
+        self.task
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // Nobody drives it any more: a task of its own lets the action finish (its grace
+        // period after a cancel included), as a spawned action would. Without a runtime it is
+        // dropped, which reports the connection done.
+        if let Some(task) = self.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            drop(runtime.spawn(task));
+        }
     }
 }
 

@@ -529,7 +529,7 @@ impl Wire for Genkit {
                     name.as_deref().unwrap_or_default(),
                     tool_call_id,
                     output,
-                    details.as_ref(),
+                    details.as_deref(),
                 );
                 let chunk = json!({ "modelChunk": { "role": "tool", "content": [response] } });
                 self.chunk(&chunk, buf);

@@ -12,6 +12,11 @@ use bidi_flow::Code;
 ///
 /// Every execution ends with [`ExecuteComplete`](Self::ExecuteComplete), also one whose input
 /// was refused.
+///
+/// An execution moves its events by the thousand (a streamed answer is one
+/// [`TextDelta`](Self::TextDelta) a token), so the type stays small: the rare events box what is
+/// large (a message, a tool call, a JSON value, which `serde_json`'s `preserve_order` makes 72
+/// bytes), and an event is at most 88 bytes whatever features are on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
@@ -114,8 +119,8 @@ pub enum AgentEvent {
     ToolcallEnd {
         /// Which tool call.
         index: usize,
-        /// The call.
-        tool_call: ToolCall,
+        /// The call (boxed, as every large field here: see the type's docs).
+        tool_call: Box<ToolCall>,
     },
     /// A custom agent changed the session's custom state: the whole state after the change.
     CustomUpdate {
@@ -134,7 +139,7 @@ pub enum AgentEvent {
         /// The tool.
         tool_name: String,
         /// Its arguments.
-        args: Value,
+        args: Box<Value>,
     },
     /// A local tool streamed some output.
     ToolExecutionDelta {
@@ -150,7 +155,7 @@ pub enum AgentEvent {
         /// What kind of data.
         name: String,
         /// The data.
-        data: Value,
+        data: Box<Value>,
     },
     /// A local tool finished.
     ToolExecutionEnd {
@@ -160,7 +165,7 @@ pub enum AgentEvent {
         output: String,
         /// Its structured details.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        details: Option<Value>,
+        details: Option<Box<Value>>,
         /// Whether it failed (as the shipped protocol reports it).
         #[serde(default)]
         is_error: bool,
@@ -229,5 +234,21 @@ impl AgentEvent {
             Self::Error { .. } => "error",
             Self::ExecuteComplete { .. } => "execute_complete",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AgentEvent;
+
+    #[test]
+    fn an_event_stays_small_whatever_serde_json_features_are_on() {
+        // `serde_json::Value` is 32 bytes, or 72 with `preserve_order`: no variant may hold one
+        // inline next to much else.
+        assert!(
+            std::mem::size_of::<AgentEvent>() <= 88,
+            "AgentEvent grew to {} bytes",
+            std::mem::size_of::<AgentEvent>()
+        );
     }
 }

@@ -352,7 +352,7 @@ impl Assembler {
             AssistantContent::ToolCall(call) => {
                 out.push(AgentEvent::ToolcallEnd {
                     index: self.tool_calls,
-                    tool_call: call.clone(),
+                    tool_call: Box::new(call.clone()),
                 });
                 self.tool_calls += 1;
             }

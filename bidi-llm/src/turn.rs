@@ -25,7 +25,7 @@ use crate::message::{
     AbortedMessage, AssistantContent, AssistantMessage, Attachment, ErrorMessage, Message, Role,
     StopReason, ToolCall, ToolResultMessage,
 };
-use crate::model::{Assembled, Assembler, Model, ModelRequest, ToolSpec};
+use crate::model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec};
 use crate::policy::Policy;
 use crate::session::{self, Approval, LlmSession, Status, TurnInput};
 use crate::tool::{Tool, ToolEvent};
@@ -43,8 +43,14 @@ pub(crate) struct Config {
     pub(crate) lease: Duration,
 }
 
-/// At most this many events wait in the outbox before they are handed over.
-const BATCH: usize = 64;
+/// At most this many events wait in the outbox before they are handed over (22 KiB of them).
+///
+/// A batch is what a producer that never waits (a provider's buffered tokens, a scripted
+/// answer) runs ahead of its consumer; each hand-off between the loop's task and the
+/// consumer's is a task switch, often a wake-up of another worker thread, which costs more
+/// than a hundred events. A model that streams as it thinks hands over what it has whenever it
+/// waits, so the size never delays an event.
+const BATCH: usize = 256;
 
 /// The execution was cancelled, or nobody takes its events any more: it stops where it is.
 struct Interrupted;
@@ -570,11 +576,13 @@ impl<'a> Turn<'a> {
         let mut stream = model.stream(self.request(state));
         let mut assembler = Assembler::new();
         loop {
-            let room = self.outbox.len() < BATCH;
-            let next = match poll_fn(|cx| ready_from(room, &mut stream, cx)).await {
-                Some(next) => next,
+            let outbox = &mut self.outbox;
+            let assembled = match poll_fn(|cx| drain(&mut stream, &mut assembler, outbox, cx)).await
+            {
+                Some(assembled) => assembled,
                 None => match self.wait_from(&mut stream).await {
-                    Ok(next) => next,
+                    Ok(Some(event)) => assembler.apply(event, &mut self.outbox),
+                    Ok(None) => assembler.ended(),
                     Err(Interrupted) => {
                         // The model lets go of the conversation before it grows: shared, it
                         // would be copied.
@@ -585,10 +593,6 @@ impl<'a> Turn<'a> {
                         return Err(Interrupted);
                     }
                 },
-            };
-            let assembled = match next {
-                Some(event) => assembler.apply(event, &mut self.outbox),
-                None => assembler.ended(),
             };
             match assembled {
                 Assembled::Streaming => {}
@@ -636,7 +640,7 @@ impl<'a> Turn<'a> {
             self.emit(AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
-                args: call.arguments.clone(),
+                args: Box::new(call.arguments.clone()),
             });
             let events = match (refusal, self.tool(&call.name)) {
                 (Some(refusal), _) => {
@@ -686,7 +690,7 @@ impl<'a> Turn<'a> {
                     self.emit(AgentEvent::ToolExecutionData {
                         tool_call_id: call.id.clone(),
                         name,
-                        data,
+                        data: Box::new(data),
                     });
                     continue;
                 }
@@ -796,6 +800,31 @@ fn ready_from<T>(
     })
 }
 
+/// Assembles every event `stream` has ready now into `outbox`, in one synchronous pass, until
+/// the outbox is full or the answer is over: what the answer came to, or `None` (the stream is
+/// not ready, or the outbox is full) for the loop to hand the outbox over and wait.
+///
+/// A provider's buffered tokens, or a scripted answer, are thousands of events ready at once:
+/// each costs a poll and a push here, not a trip through the loop's `async` state machine.
+fn drain(
+    stream: &mut (impl Stream<Item = ModelEvent> + Unpin),
+    assembler: &mut Assembler,
+    outbox: &mut Vec<AgentEvent>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Assembled>> {
+    while outbox.len() < BATCH {
+        let assembled = match stream.poll_next_unpin(cx) {
+            Poll::Ready(Some(event)) => assembler.apply(event, outbox),
+            Poll::Ready(None) => assembler.ended(),
+            Poll::Pending => break,
+        };
+        if !matches!(assembled, Assembled::Streaming) {
+            return Poll::Ready(Some(assembled));
+        }
+    }
+    Poll::Ready(None)
+}
+
 /// A local tool's events, tagged with its call's index, up to its result: its stream is dropped
 /// there, and nothing it does after counts.
 struct UntilResult {
@@ -826,7 +855,7 @@ fn end_event(result: &ToolResultMessage) -> AgentEvent {
     AgentEvent::ToolExecutionEnd {
         tool_call_id: result.tool_call_id.clone(),
         output: result.content.clone(),
-        details: result.details.clone(),
+        details: result.details.clone().map(Box::new),
         is_error: result.is_error,
         attachments: result.attachments.clone(),
     }

@@ -176,12 +176,12 @@ fn tool_calls_stream_their_arguments_under_their_answer_and_local_results_follow
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: call("c1"),
+                tool_call: Box::new(call("c1")),
             },
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "c1".into(),
                 tool_name: "pick".into(),
-                args: json!({"a": 1}),
+                args: Box::new(json!({"a": 1})),
             },
             AgentEvent::ToolExecutionDelta {
                 tool_call_id: "c1".into(),
@@ -352,7 +352,7 @@ fn a_call_whose_start_has_no_id_comes_whole_at_its_end() {
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: call("c1"),
+                tool_call: Box::new(call("c1")),
             },
             complete(Status::Completed, vec![]),
         ],
@@ -388,7 +388,7 @@ fn remote_calls_finish_the_run_with_their_ids_pending() {
             },
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: call("c1"),
+                tool_call: Box::new(call("c1")),
             },
             AgentEvent::AwaitingToolExecution {
                 session_id: "t1".into(),

@@ -26,7 +26,7 @@ impl Drop for DropFlag {
 
 /// An action that, once cancelled, works for `cleanup` on the clock, then records that its
 /// clean-up happened.
-fn slow_cleanup(
+pub(crate) fn slow_cleanup(
     cleanup: Duration,
     cleaned: Arc<AtomicBool>,
     started: Arc<Notify>,

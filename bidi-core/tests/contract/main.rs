@@ -11,6 +11,7 @@ mod cancel;
 mod driver;
 mod errors;
 mod grace;
+mod in_place;
 mod lifecycle;
 mod rendezvous;
 mod stress;

@@ -164,7 +164,7 @@ async fn an_agent_tool_wins_over_a_session_tool_of_its_name() {
     assert!(events.contains(&AgentEvent::ToolExecutionEnd {
         tool_call_id: "c1".into(),
         output: "sunny in Bergen".into(),
-        details: Some(json!({"city": "Bergen"})),
+        details: Some(Box::new(json!({"city": "Bergen"}))),
         is_error: false,
         attachments: Vec::new(),
     }));

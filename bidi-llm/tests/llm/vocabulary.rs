@@ -99,7 +99,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
         (
             AgentEvent::ToolcallEnd {
                 index: 0,
-                tool_call: call(),
+                tool_call: Box::new(call()),
             },
             json!({"type": "toolcall_end", "index": 0, "toolCall": {"id": "c1", "name": "weather", "arguments": {"city": "Oslo"}}}),
         ),
@@ -107,7 +107,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "c1".into(),
                 tool_name: "weather".into(),
-                args: json!({}),
+                args: Box::new(json!({})),
             },
             json!({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "weather", "args": {}}),
         ),
@@ -122,7 +122,7 @@ fn events_serialize_exactly_as_the_seed_lists_them() {
             AgentEvent::ToolExecutionEnd {
                 tool_call_id: "c1".into(),
                 output: "sunny".into(),
-                details: Some(json!({"c": 21})),
+                details: Some(Box::new(json!({"c": 21}))),
                 is_error: false,
                 attachments: Vec::new(),
             },

@@ -1,0 +1,138 @@
+//! C2: a connection opened `in_place` runs its action in the caller's task, wherever the caller
+//! awaits the connection, and keeps every rule of a spawned action: turns, the rendezvous,
+//! cancellation with its grace, and an action left unfinished still finishes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
+use futures_util::StreamExt as _;
+use tokio::sync::Notify;
+
+use crate::grace::slow_cleanup;
+use crate::support::{assert_no_tasks_left, echo};
+
+both_runtimes! {
+    async fn an_in_place_connection_spawns_nothing_and_streams_its_turns() {
+        let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = alive();
+        let mut conn = echo().connect_with((), ConnectOptions::new().in_place());
+        assert_eq!(alive(), before, "no task of its own");
+        for text in ["one", "two"] {
+            conn.send(text.into()).await.unwrap();
+            let turn: Vec<_> = conn.responses().map(Result::unwrap).collect().await;
+            assert_eq!(turn, [format!("echo: {text}")]);
+        }
+        conn.close();
+        assert_eq!(conn.output().await.unwrap(), 2);
+        assert_no_tasks_left().await;
+    }
+
+    async fn an_in_place_send_completes_when_the_action_takes_it_and_a_chunk_when_read() {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&sent);
+        let action = BidiAction::new(
+            "two",
+            move |_: ActionContext, (), mut inbound: Inbound<()>, out: Outbound<u32>| {
+                let sent = Arc::clone(&count);
+                async move {
+                    while inbound.recv().await.is_some() {
+                        for n in [1, 2] {
+                            out.send(n).await?;
+                            sent.fetch_add(1, Ordering::SeqCst);
+                        }
+                        out.end_turn().await?;
+                    }
+                    Ok::<_, BoxError>(())
+                }
+            },
+        );
+        let mut conn = action.connect_with((), ConnectOptions::new().in_place());
+        conn.send(()).await.unwrap();
+        assert_eq!(sent.load(Ordering::SeqCst), 0, "nobody read the first chunk yet");
+        let mut turn = conn.responses();
+        assert_eq!(turn.next().await.unwrap().unwrap(), 1);
+        assert!(sent.load(Ordering::SeqCst) <= 1, "the second chunk waits for its reader");
+        assert_eq!(turn.next().await.unwrap().unwrap(), 2);
+        assert!(turn.next().await.is_none());
+        assert!(turn.turn_ended());
+        drop(turn);
+        conn.close();
+        conn.output().await.unwrap();
+        assert_eq!(sent.load(Ordering::SeqCst), 2);
+    }
+
+    async fn a_split_in_place_connection_runs_its_action_in_a_task_of_its_own() {
+        let conn = echo().connect_with((), ConnectOptions::new().in_place());
+        let (tx, mut rx) = conn.into_split();
+        let writer = tokio::spawn(async move {
+            for text in ["a", "b", "c"] {
+                tx.send(text.into()).await.unwrap();
+            }
+        });
+        let mut read = Vec::new();
+        for _ in 0..3 {
+            read.extend(rx.responses().map(Result::unwrap).collect::<Vec<_>>().await);
+        }
+        writer.await.unwrap();
+        assert_eq!(read, ["echo: a", "echo: b", "echo: c"]);
+        assert_eq!(rx.output().await.unwrap(), 3);
+    }
+
+    async fn run_drives_an_in_place_action_to_its_output() {
+        let conn = echo().connect_with((), ConnectOptions::new().in_place());
+        assert_eq!(conn.run("once".into()).await.unwrap(), 1);
+        assert_no_tasks_left().await;
+    }
+}
+
+/// A cancelled in-place action gets its grace: `output` drives its clean-up to the end.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_in_place_action_finishes_its_clean_up_within_output() {
+    let (cleaned, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    let action = slow_cleanup(Duration::from_millis(300), cleaned.clone(), started.clone());
+    let conn = action.connect_with((), ConnectOptions::new().in_place());
+    // Polled until it starts and waits for the cancel.
+    {
+        let done = conn.done();
+        tokio::pin!(done);
+        tokio::select! {
+            () = &mut done => panic!("the action waits for its cancel"),
+            () = started.notified() => {}
+        }
+    }
+    conn.cancel();
+    let error = conn.output().await.unwrap_err();
+    assert!(error.is_cancelled());
+    assert!(cleaned.load(Ordering::SeqCst), "the clean-up ran");
+}
+
+/// Dropped unfinished, an in-place connection hands its action a task of its own: the action
+/// still finishes its clean-up after the cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_in_place_connection_lets_its_action_finish() {
+    let (cleaned, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    let action = slow_cleanup(Duration::from_millis(20), cleaned.clone(), started.clone());
+    let conn = action.connect_with((), ConnectOptions::new().in_place());
+    {
+        let done = conn.done();
+        tokio::pin!(done);
+        tokio::select! {
+            () = &mut done => panic!("the action waits for its cancel"),
+            () = started.notified() => {}
+        }
+    }
+    drop(conn);
+    for _ in 0..10_000 {
+        if cleaned.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        cleaned.load(Ordering::SeqCst),
+        "the clean-up ran after the drop"
+    );
+    assert_no_tasks_left().await;
+}
