@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
+use futures_util::FutureExt as _;
 use futures_util::task::AtomicWaker;
 
 use crate::ActionTask;
@@ -148,6 +149,41 @@ impl<F: Future> InPlace<F> {
         Self {
             inner: Box::pin(inner),
             relay: Relay::new(),
+        }
+    }
+}
+
+impl<F: Future<Output = ()> + Send + 'static> InPlace<F> {
+    /// Runs `inner` in place here, in the caller's task, for as long as it goes without
+    /// waiting on anything else; then, if it is not finished, in a task of its own.
+    ///
+    /// A request handler that starts an action and what reads it (the action's task taken
+    /// from a [`Driver`](crate::Driver), joined) answers a quick action without spawning anything or waking
+    /// another worker, and its answer is ready before the handler returns; a slow one goes on
+    /// in its task. Polled here with a waker that does nothing, `inner` is polled again as the
+    /// spawned task starts, which registers its wakes anew.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use bidi_core::InPlace;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let done = Arc::new(AtomicBool::new(false));
+    /// let flag = Arc::clone(&done);
+    /// InPlace::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    /// assert!(done.load(Ordering::SeqCst), "ran here, at once");
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics outside a tokio runtime if `inner` waits.
+    pub fn spawn(inner: F) {
+        let mut inner = Self::new(inner);
+        if Pin::new(&mut inner).now_or_never().is_none() {
+            drop(tokio::spawn(inner));
         }
     }
 }

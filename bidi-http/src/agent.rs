@@ -30,6 +30,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use bidi_agent::{AgentInit, AgentOutput};
+use bidi_core::Driver;
 use bidi_flow::text::cap;
 use bidi_flow::wire::{Detached, Sink, Wire, sink};
 use bidi_llm::peer::{Execution, Started};
@@ -281,8 +282,10 @@ pub async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
     wire: W,
     sink: S,
 ) -> Result<Started, Failure> {
-    let conn = agent.connect_with(init, Host::connect_options(identity));
+    let driver = Driver::new();
+    let conn = agent.connect_with(init, Host::connect_options(identity).driver(&driver));
     let started = Execution::new(conn, input)
+        .action(driver.take())
         .idle_timeout(host.limits().idle_timeout)
         .start(wire, sink)
         .await?;

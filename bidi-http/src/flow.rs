@@ -2,9 +2,14 @@
 //! `GET /actions` lists the registry.
 //!
 //! A request is one connection with room for its one input, so that an action may stream
-//! before it takes it. A streamed answer is written by a task of its own that pumps the
-//! connection's turns through the wire seam (`bidi_flow::wire`), handing the body one write at
-//! a time (a channel of one), the records ready at once gathered into that write (up to 16 KiB)
+//! before it takes it. Its action and what reads it (the pump of a streamed answer, the wait
+//! for a JSON one) run first in the request's own task, polled together in place
+//! ([`drive`]), for as long as they go without waiting: an action that answers at once costs
+//! no task, no wake-up of another thread, and its whole answer goes out in one write with the
+//! response's head. What waits (a model, a slow client) goes on in a task of its own.
+//!
+//! A streamed answer pumps the connection's turns through the wire seam (`bidi_flow::wire`),
+//! handing the body one write at a time (a channel of one), the records ready at once gathered into that write (up to 16 KiB)
 //! and the last chunks' records sent with the last record: backpressure runs from the socket to
 //! the action, and a burst costs one system call. Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the
 //! client does not take is nothing moving, so a client that stops reading is as gone as a
@@ -21,11 +26,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::codec::{self, Code, Failure, FlowRequest};
 use crate::extract::{Limited, Segments};
-use bidi_core::{BoxError, PeerGone};
+use bidi_core::{ActionTask, BoxError, Driver, InPlace, PeerGone};
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::wire::{self, Closed, Detached, Sink, Wire};
 
@@ -117,31 +122,40 @@ pub(crate) async fn run(
     // No `data` is a `null` input, as Genkit's servers run a flow with no input: an action
     // whose input is `()` or an `Option` takes it, any other refuses it as its input.
     let input = request.data;
-    let desc = host
-        .registry()
-        .action(&key)
-        .map_err(|missing| Failure::not_found(&missing))?;
+    // An unknown key is refused by the connect, as is a bad init; an init for an action that
+    // takes none is refused here, naming it (the descriptor, schemas and all, is read only
+    // then).
     let init = match request.init {
-        Some(init) if !init.is_null() && desc.init_schema.is_none() => {
-            return Err(Failure::new(
-                StatusCode::BAD_REQUEST,
-                Code::InvalidInit,
-                format!("`{key}` takes no init"),
-            )
-            .at("/init"));
+        Some(init) if !init.is_null() => {
+            let desc = host
+                .registry()
+                .action(&key)
+                .map_err(|missing| Failure::not_found(&missing))?;
+            if desc.init_schema.is_none() {
+                return Err(Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    Code::InvalidInit,
+                    format!("`{key}` takes no init"),
+                )
+                .at("/init"));
+            }
+            init
         }
-        init => init.unwrap_or(Value::Null),
+        _ => Value::Null,
     };
     // Room for the one input: the action may stream before it takes it (or never take it); and
     // for a few chunks: while a write goes out the action goes on, and the next write gathers
     // what it sent meanwhile.
+    let driver = Driver::new();
     let options = Host::connect_options(identity.as_ref().map(|Extension(identity)| identity))
         .input_buffer(1)
-        .output_buffer(OUTPUT_BUFFER);
+        .output_buffer(OUTPUT_BUFFER)
+        .driver(&driver);
     let conn = host
         .registry()
         .connect_json_with(&key, init, options)
         .map_err(|error| Failure::from_json(&error))?;
+    let task = driver.take();
     let (input_half, output) = conn.into_split();
     // Dropped with the request: a client that goes away cancels the connection.
     let guard = CancelOnDrop(Some(input_half.clone()));
@@ -159,9 +173,21 @@ pub(crate) async fn run(
     drop(input_half);
     let idle = Idle::new(Activity::new(), host.limits().idle_timeout);
     if wants_stream(&headers, query.as_deref()) {
-        return Ok(stream(output, idle, guard));
+        return Ok(stream(task, output, idle, guard));
     }
-    let result = collect(output, idle).await;
+    let (result, collected) = oneshot::channel();
+    drive(task, async move {
+        let _ = result.send(collect(output, idle).await);
+    });
+    // Dropped with the request, the guard cancels the connection: the task that runs it sees
+    // the cancel and ends.
+    let result = collected.await.unwrap_or_else(|_| {
+        Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Code::ConnectionFailed,
+            "the flow's run ended without an answer",
+        ))
+    });
     guard.disarm();
     match result {
         Ok(output) => Ok((
@@ -233,8 +259,29 @@ impl Wire for Discard {
 const OUTPUT_BUFFER: usize = 64;
 
 /// The SSE answer, written as [`records_body`] writes.
-fn stream(output: JsonRecvHalf, idle: Idle, guard: CancelOnDrop) -> Response {
-    crate::sse::response(records_body(output, idle, guard, Sse))
+fn stream(
+    task: Option<ActionTask>,
+    output: JsonRecvHalf,
+    idle: Idle,
+    guard: CancelOnDrop,
+) -> Response {
+    crate::sse::response(records_body(task, output, idle, guard, Sse))
+}
+
+/// Runs `work` beside the action's `task` (if the connection was opened with a [`Driver`]),
+/// as [`InPlace::spawn`] runs them: here, for as long as both go without waiting on anything
+/// else, then in a task of their own. An action that answers at once (a one-chunk flow) then
+/// runs and is read in the request's task, and the answer is ready when the response's head
+/// goes out.
+pub fn drive(task: Option<ActionTask>, work: impl Future<Output = ()> + Send + 'static) {
+    InPlace::spawn(async move {
+        let action = async move {
+            if let Some(task) = task {
+                task.await;
+            }
+        };
+        futures_util::future::join(action, work).await;
+    });
 }
 
 /// How a streamed answer writes a connection: a record per chunk, then the last record.
@@ -261,18 +308,21 @@ impl Records for Sse {
     }
 }
 
-/// The body of a streamed answer: a writer task reads the connection and hands `records` to
-/// the body through a channel of one write, so a slow client slows the action (which runs at
-/// most `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The body ends with the
-/// last record; a client that goes away cancels the connection.
+/// The body of a streamed answer: a writer reads the connection and hands `records` to the
+/// body through a channel of one write, so a slow client slows the action (which runs at most
+/// `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The writer runs beside the
+/// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
+/// task of its own) as [`drive`] runs them. The body ends with the last record; a client that
+/// goes away cancels the connection.
 pub fn records_body(
+    task: Option<ActionTask>,
     output: JsonRecvHalf,
     idle: Idle,
     guard: CancelOnDrop,
     records: impl Records,
 ) -> Body {
     let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
-    tokio::spawn(write_records(output, idle, writes, guard, records));
+    drive(task, write_records(output, idle, writes, guard, records));
     // The body ends with the last write, without waiting for the writer to go.
     let body = futures_util::stream::unfold(Some(body), |body| async move {
         let mut body = body?;

@@ -90,7 +90,7 @@
 use std::time::Duration;
 
 use bidi_agent::{AgentOutput, Refusal};
-use bidi_core::{BoxError, Connection, Error, PeerGone};
+use bidi_core::{ActionTask, BoxError, Connection, Error, InPlace, PeerGone};
 use bidi_flow::Code;
 use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::wire::{Ended, Events, Frames as _, Sink, Wire, pump_held, stop};
@@ -176,11 +176,24 @@ pub struct Started {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Execution {
     conn: AgentConnection,
     input: TurnInput,
     idle: Option<Duration>,
+    /// The connection's action, when it runs beside the execution rather than in a task of
+    /// its own.
+    action: Option<ActionTask>,
+}
+
+impl std::fmt::Debug for Execution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Execution")
+            .field("conn", &self.conn)
+            .field("input", &self.input)
+            .field("idle", &self.idle)
+            .field("action", &self.action.is_some())
+            .finish()
+    }
 }
 
 impl Execution {
@@ -191,7 +204,21 @@ impl Execution {
             conn,
             input,
             idle: None,
+            action: None,
         }
+    }
+
+    /// Runs the connection's action (its task, from the [`Driver`](bidi_core::Driver) the
+    /// connection was opened with) beside the execution, in the execution's task: here, as
+    /// far as the two go without waiting, then in a task of their own ([`InPlace::spawn`]).
+    /// An execution that needs nothing from outside (a scripted or cached answer) then runs
+    /// whole before [`start`](Self::start) answers, with no task spawned and no other worker
+    /// woken; one that waits (a model, a slow peer) goes on in its task, its action polled
+    /// with it, timers and all.
+    #[must_use]
+    pub fn action(mut self, task: Option<ActionTask>) -> Self {
+        self.action = task;
+        self
     }
 
     /// Cancels the execution with [`PeerGone::Idle`] once nothing moves between it and its
@@ -221,7 +248,13 @@ impl Execution {
     {
         let (head, answer) = oneshot::channel();
         let idle = self.idle.map(|timeout| Idle::new(Activity::new(), timeout));
-        tokio::spawn(run(self.conn, self.input, head, wire, sink, idle));
+        let run = run(self.conn, self.input, head, wire, sink, idle);
+        match self.action {
+            Some(action) => InPlace::spawn(async move {
+                futures_util::future::join(action, run).await;
+            }),
+            None => drop(tokio::spawn(run)),
+        }
         answer.await.unwrap_or_else(|_| {
             Err(Refusal::new(
                 Code::ConnectionFailed,

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use bidi_agent::{AgentInit, Refusal};
-use bidi_core::{BoxError, PeerGone};
+use bidi_core::{BoxError, Driver, PeerGone};
 use bidi_flow::Code;
 use bidi_flow::wire::{Closed, Frames, Sink, Wire};
 use bidi_llm::peer::Execution;
@@ -343,7 +343,8 @@ impl Call<'_> {
         init: AgentInit<LlmSession>,
         input: TurnInput,
     ) -> Result<(String, Ended), Refusal> {
-        let options = Host::connect_options(self.identity.as_ref());
+        let driver = Driver::new();
+        let options = Host::connect_options(self.identity.as_ref()).driver(&driver);
         let conn = self.agent.connect_with(init, options);
         let (frames, mut replies) = mpsc::channel(1);
         let sink = CallSink {
@@ -351,6 +352,7 @@ impl Call<'_> {
             cancelled: self.ctx.ct.clone(),
         };
         let started = Execution::new(conn, input)
+            .action(driver.take())
             .start(Reply::default(), sink)
             .await?;
         // The text of an execution after the first begins a paragraph of its own.

@@ -272,7 +272,7 @@ async fn run_action(
         _running: running,
     };
     let idle = Idle::new(Activity::new(), reflection.limits.idle_timeout);
-    let body = flow::records_body(output, idle, guard, records);
+    let body = flow::records_body(None, output, idle, guard, records);
     let content_type = if stream {
         "text/plain"
     } else {
