@@ -105,7 +105,13 @@
 //!   wraps its future in [`InPlace`]: the action and the connection's ends wake one another
 //!   from inside its poll, and a tokio runtime would answer each of those wakes as a
 //!   `yield_now` (the back of the queue, an idle worker unparked to steal it); `InPlace` polls
-//!   again at once, up to a budget, and hands the runtime only the wakes from elsewhere.
+//!   again at once, up to a budget, and hands the runtime only the wakes from elsewhere;
+//!   [`InPlace::spawn`] runs such a future here as far as it goes without waiting, then in a
+//!   task of its own (a request answered at once spawns nothing).
+//!   [`ConnectOptions::in_place`] keeps the task in the [`Connection`] itself, polled whenever
+//!   the caller awaits the connection: a hand-off is then a call, not a task switch (the
+//!   choice for one caller that reads each turn as it streams); splitting or dropping such a
+//!   connection before its action finished spawns the task.
 //! - **C3** Channels are unbuffered by default (rendezvous): [`Connection::send`] completes only
 //!   when the action has taken the value, [`Outbound::send`] only when the consumer has taken
 //!   the chunk, and a send whose future is dropped delivers nothing. [`ConnectOptions`] can set

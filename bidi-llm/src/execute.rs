@@ -82,6 +82,12 @@ pub struct Failure {
 /// It borrows the connection; [`result`](Self::result) consumes it, so the connection is free
 /// again (to [`close`](Connection::close) it, or for the next execution) once the result is in.
 ///
+/// A caller that reads each execution as it streams, as here, goes fastest on a connection
+/// opened with [`ConnectOptions::in_place`](bidi_core::ConnectOptions::in_place)
+/// (`agent.agent().connect_with(init, ConnectOptions::new().in_place())`): the agent loop then
+/// runs in the caller's task, and each batch of events is handed over by a call rather than a
+/// task switch.
+///
 /// ```
 /// use bidi_agent::AgentInit;
 /// use bidi_llm::testing::{Scripted, ScriptedModel};
