@@ -28,7 +28,7 @@ pub struct Connection<In, Out, Stream> {
     /// The action's task, when the connection runs it in the caller's task
     /// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)). After `guard`: an
     /// unfinished action it spawns as it drops is cancelled already.
-    local: Option<Local>,
+    local: Option<Arc<Local>>,
     tx: SendHalf<In>,
     rx: RecvHalf<Out, Stream>,
 }
@@ -40,14 +40,16 @@ where
     S: Send + 'static,
 {
     pub(crate) fn new(core: Arc<Core<In, Out, S>>, local: Option<Local>) -> Self {
+        let local = local.map(Arc::new);
         Self {
             guard: CancelOnDrop(Some(core.clone())),
-            local,
+            local: local.clone(),
             tx: SendHalf { link: core.clone() },
             rx: RecvHalf {
                 source: Source {
                     link: core,
                     error_yielded: false,
+                    local,
                 },
                 backlog: Mutex::new(Vec::new().into_iter()),
             },
@@ -66,9 +68,10 @@ where
     ///
     /// If the future is dropped before it completes, the input is not delivered.
     pub async fn send(&self, input: In) -> Result<(), SendError<In>> {
+        let send = self.tx.send(input);
         match &self.local {
-            Some(local) => local.beside(self.tx.send(input)).await,
-            None => self.tx.send(input).await,
+            None => send.await,
+            Some(local) => Box::pin(local.beside(send)).await,
         }
     }
 
@@ -84,9 +87,7 @@ where
     ///
     /// Dropping the stream cancels nothing: the next call continues where it stopped.
     pub fn responses(&mut self) -> Responses<'_, S> {
-        let mut responses = self.rx.responses();
-        responses.local = self.local.as_ref();
-        responses
+        self.rx.responses()
     }
 
     /// Waits for the action's output, discarding chunks nobody read, so a streaming action can
@@ -105,17 +106,11 @@ where
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn output(self) -> Result<Out, Error> {
-        let Self {
-            guard,
-            local,
-            tx,
-            rx,
-        } = self;
-        guard.disarm();
+        let (local, tx, rx) = self.into_parts();
         drop(tx);
         match &local {
-            Some(local) => local.beside(rx.output()).await,
             None => rx.output().await,
+            Some(local) => Box::pin(local.beside(rx.output())).await,
         }
     }
 
@@ -132,20 +127,14 @@ where
     ///
     /// Dropping the future drops the connection, which cancels the action.
     pub async fn run(self, input: In) -> Result<Out, Error> {
-        let Self {
-            guard,
-            local,
-            tx,
-            rx,
-        } = self;
-        guard.disarm();
+        let (local, tx, rx) = self.into_parts();
         let send = async move {
             let _ = tx.send(input).await;
         };
         let both = join(send, rx.output());
         match &local {
-            Some(local) => local.beside(both).await.1,
             None => both.await.1,
+            Some(local) => Box::pin(local.beside(both)).await.1,
         }
     }
 
@@ -181,8 +170,8 @@ where
     /// Cancel safe.
     pub async fn done(&self) {
         match &self.local {
-            Some(local) => local.beside(self.tx.done()).await,
             None => self.tx.done().await,
+            Some(local) => Box::pin(local.beside(self.tx.done())).await,
         }
     }
 
@@ -206,6 +195,16 @@ where
     /// Panics if the connection is in place and this is called outside a tokio runtime.
     #[must_use]
     pub fn into_split(self) -> (SendHalf<In>, RecvHalf<Out, S>) {
+        let (local, tx, mut rx) = self.into_parts();
+        rx.source.local = None;
+        if let Some(local) = local {
+            local.spawn();
+        }
+        (tx, rx)
+    }
+
+    /// The connection's parts, its cancel on drop disarmed.
+    fn into_parts(self) -> (Option<Arc<Local>>, SendHalf<In>, RecvHalf<Out, S>) {
         let Self {
             guard,
             local,
@@ -213,10 +212,7 @@ where
             rx,
         } = self;
         guard.disarm();
-        if let Some(local) = local {
-            local.spawn();
-        }
-        (tx, rx)
+        (local, tx, rx)
     }
 }
 
@@ -352,6 +348,10 @@ struct Source<Out, S> {
     link: Arc<dyn ResultLink<Out, S>>,
     /// The connection's error was already yielded by a `Responses`.
     error_yielded: bool,
+    /// The action's task, when the connection runs it in place: polled whenever the channel
+    /// has nothing. Here, behind the `dyn` call, so that a turn's loop over its chunks is the
+    /// same whichever way the action runs.
+    local: Option<Arc<Local>>,
 }
 
 impl<Out, S> RecvHalf<Out, S> {
@@ -366,7 +366,6 @@ impl<Out, S> RecvHalf<Out, S> {
             done: false,
             turn_ended: false,
             waiting: false,
-            local: None,
         }
     }
 
@@ -461,9 +460,6 @@ pub struct Responses<'a, S> {
     /// The stream ended at an `end_turn`, not at the connection's end.
     turn_ended: bool,
     waiting: bool,
-    /// The action's task, when the connection runs it in place: polled whenever the channel
-    /// has nothing.
-    local: Option<&'a Local>,
 }
 
 impl<S> Responses<'_, S> {
@@ -495,7 +491,11 @@ trait ResponsesSource<S>: Send + Sync {
 
 impl<Out, S> ResponsesSource<S> for Source<Out, S> {
     fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>> {
-        self.link.output().poll_recv(cx)
+        let output = self.link.output();
+        match &self.local {
+            None => output.poll_recv(cx),
+            Some(local) => local.poll_beside(cx, |cx| output.poll_recv(cx)),
+        }
     }
 
     fn stop_waiting(&self) {
@@ -529,12 +529,7 @@ impl<S> Stream for Responses<'_, S> {
             if let Some(chunk) = this.backlog.next() {
                 return Poll::Ready(Some(Ok(chunk)));
             }
-            let source = &*this.source;
-            let polled = match this.local {
-                Some(local) => local.poll_beside(cx, |cx| source.poll_frame(cx)),
-                None => source.poll_frame(cx),
-            };
-            let frame = match polled {
+            let frame = match this.source.poll_frame(cx) {
                 Poll::Pending => {
                     this.waiting = true;
                     return Poll::Pending;

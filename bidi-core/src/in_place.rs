@@ -158,9 +158,9 @@ impl<F: Future<Output = ()> + Send + 'static> InPlace<F> {
     /// waiting on anything else; then, if it is not finished, in a task of its own.
     ///
     /// A request handler that starts an action and what reads it (the action's task taken
-    /// from a [`Driver`](crate::Driver), joined) answers a quick action without spawning anything or waking
-    /// another worker, and its answer is ready before the handler returns; a slow one goes on
-    /// in its task. Polled here with a waker that does nothing, `inner` is polled again as the
+    /// from a [`Driver`](crate::Driver), joined) answers a quick action without spawning
+    /// anything or waking another worker, and its answer is ready before the handler returns;
+    /// a slow one goes on in its task. Polled here with a waker that does nothing, `inner` is polled again as the
     /// spawned task starts, which registers its wakes anew.
     ///
     /// ```
@@ -236,28 +236,28 @@ impl Local {
         })
     }
 
-    /// `fut`'s output, the action's task polled beside it.
+    /// `fut`'s output, the action's task polled beside it. (The connection boxes this
+    /// future: the futures of a connection that runs its action in a task of its own stay as
+    /// small as they were.)
     pub(crate) async fn beside<F: Future>(&self, fut: F) -> F::Output {
         let mut fut = std::pin::pin!(fut);
         std::future::poll_fn(|cx| self.poll_beside(cx, |cx| fut.as_mut().poll(cx))).await
     }
-}
 
-impl Local {
     /// Gives the action's task, unless finished, a task of its own.
     ///
     /// # Panics
     ///
     /// Panics outside a tokio runtime.
-    pub(crate) fn spawn(mut self) {
+    pub(crate) fn spawn(&self) {
         if let Some(task) = self.take() {
             drop(tokio::spawn(task));
         }
     }
 
-    fn take(&mut self) -> Option<ActionTask> {
+    fn take(&self) -> Option<ActionTask> {
         self.task
-            .get_mut()
+            .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
     }

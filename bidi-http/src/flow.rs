@@ -9,11 +9,11 @@
 //! response's head. What waits (a model, a slow client) goes on in a task of its own.
 //!
 //! A streamed answer pumps the connection's turns through the wire seam (`bidi_flow::wire`),
-//! handing the body one write at a time (a channel of one), the records ready at once gathered into that write (up to 16 KiB)
-//! and the last chunks' records sent with the last record: backpressure runs from the socket to
-//! the action, and a burst costs one system call. Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the
-//! client does not take is nothing moving, so a client that stops reading is as gone as a
-//! silent one. A failed stream ends with an `error:` record whose `details` is text, which
+//! handing the body one write at a time (a channel of one), the records ready at once
+//! gathered into that write (up to 16 KiB) and the last chunks' records sent with the last
+//! record: backpressure runs from the socket to the action, and a burst costs one system call.
+//! Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the client does not
+//! take is nothing moving, so a client that stops reading is as gone as a silent one. A failed stream ends with an `error:` record whose `details` is text, which
 //! Genkit's client prints.
 
 use axum::Extension;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
+use bidi_core::{
+    ActionContext, BidiAction, BoxError, ConnectOptions, Connection, Inbound, Outbound,
+};
 use futures_util::StreamExt as _;
 use tokio::sync::Notify;
 
@@ -87,21 +89,21 @@ both_runtimes! {
     }
 }
 
+/// Drives `conn`'s action until it has started (and waits for its cancel).
+async fn start(conn: &Connection<(), (), ()>, started: &Notify) {
+    tokio::select! {
+        () = conn.done() => panic!("the action waits for its cancel"),
+        () = started.notified() => {}
+    }
+}
+
 /// A cancelled in-place action gets its grace: `output` drives its clean-up to the end.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_in_place_action_finishes_its_clean_up_within_output() {
     let (cleaned, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
     let action = slow_cleanup(Duration::from_millis(300), cleaned.clone(), started.clone());
     let conn = action.connect_with((), ConnectOptions::new().in_place());
-    // Polled until it starts and waits for the cancel.
-    {
-        let done = conn.done();
-        tokio::pin!(done);
-        tokio::select! {
-            () = &mut done => panic!("the action waits for its cancel"),
-            () = started.notified() => {}
-        }
-    }
+    start(&conn, &started).await;
     conn.cancel();
     let error = conn.output().await.unwrap_err();
     assert!(error.is_cancelled());
@@ -115,14 +117,7 @@ async fn a_dropped_in_place_connection_lets_its_action_finish() {
     let (cleaned, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
     let action = slow_cleanup(Duration::from_millis(20), cleaned.clone(), started.clone());
     let conn = action.connect_with((), ConnectOptions::new().in_place());
-    {
-        let done = conn.done();
-        tokio::pin!(done);
-        tokio::select! {
-            () = &mut done => panic!("the action waits for its cancel"),
-            () = started.notified() => {}
-        }
-    }
+    start(&conn, &started).await;
     drop(conn);
     for _ in 0..10_000 {
         if cleaned.load(Ordering::SeqCst) {
