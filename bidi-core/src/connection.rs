@@ -10,7 +10,7 @@ use futures_core::{FusedStream, Stream};
 use futures_util::future::join;
 use uuid::Uuid;
 
-use crate::chan::Reason;
+use crate::chan::{Chan, Reason};
 use crate::error::{BoxError, Cause, Error, SendError};
 use crate::in_place::Local;
 use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
@@ -491,10 +491,9 @@ trait ResponsesSource<S>: Send + Sync {
 
 impl<Out, S> ResponsesSource<S> for Source<Out, S> {
     fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>> {
-        let output = self.link.output();
         match &self.local {
-            None => output.poll_recv(cx),
-            Some(local) => local.poll_beside(cx, |cx| output.poll_recv(cx)),
+            None => self.link.output().poll_recv(cx),
+            Some(local) => poll_in_place(local, self.link.output(), cx),
         }
     }
 
@@ -514,6 +513,15 @@ impl<Out, S> ResponsesSource<S> for Source<Out, S> {
         self.error_yielded = true;
         Some(error)
     }
+}
+
+/// The next frame of an in-place connection's `output`, its action polled while there is
+/// none. Out of line and cold: the path of a spawned action, which every chunk takes, stays
+/// the bare channel's.
+#[cold]
+#[inline(never)]
+fn poll_in_place<T>(local: &Local, output: &Chan<T>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    local.poll_beside(cx, |cx| output.poll_recv(cx))
 }
 
 impl<S> Stream for Responses<'_, S> {
