@@ -578,10 +578,11 @@ impl ConnectOptions {
     ///
     /// The action runs only while the connection is awaited: between turns it waits where it
     /// is, as it would for an unbuffered hand-off, and so do its timers (an agent renews the
-    /// lease on its session only while it runs: read its events as they come). Splitting the connection
-    /// ([`into_split`](Connection::into_split)), or dropping it before its action finished,
-    /// gives the action a task of its own, so that it can finish (its grace period after the
-    /// cancel included); outside a tokio runtime a dropped action is dropped where it waits.
+    /// lease on its session only while it runs: read its events as they come). Splitting the
+    /// connection ([`into_split`](Connection::into_split)), or dropping it before its action
+    /// finished, gives the action a task of its own, so that it can finish (its grace period
+    /// after the cancel included); outside a tokio runtime a dropped action is dropped where
+    /// it waits.
     /// Drive an in-place connection from one task. Takes precedence over
     /// [`driver`](Self::driver).
     ///

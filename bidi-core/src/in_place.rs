@@ -188,6 +188,31 @@ impl<F: Future<Output = ()> + Send + 'static> InPlace<F> {
     }
 }
 
+impl InPlace<()> {
+    /// Runs `work` joined with an action's `task` (taken from the [`Driver`](crate::Driver)
+    /// its connection was opened with; `None` for an action in a task of its own), as
+    /// [`spawn`](InPlace::spawn) runs a future: here as far as both go without waiting, then
+    /// in one task, where the action is polled whenever that task wakes (its timers too).
+    ///
+    /// How a front end answers a request: the action and what reads it to the peer (a pump,
+    /// the wait for an output) in the request's task, so that a quick answer spawns nothing
+    /// and is ready before the handler returns.
+    ///
+    /// # Panics
+    ///
+    /// Panics outside a tokio runtime if the two wait.
+    pub fn spawn_beside(task: Option<ActionTask>, work: impl Future<Output = ()> + Send + 'static) {
+        InPlace::spawn(async move {
+            let action = async move {
+                if let Some(task) = task {
+                    task.await;
+                }
+            };
+            futures_util::future::join(action, work).await;
+        });
+    }
+}
+
 impl<F: Future> Future for InPlace<F> {
     type Output = F::Output;
 

@@ -107,7 +107,8 @@
 //!   `yield_now` (the back of the queue, an idle worker unparked to steal it); `InPlace` polls
 //!   again at once, up to a budget, and hands the runtime only the wakes from elsewhere;
 //!   [`InPlace::spawn`] runs such a future here as far as it goes without waiting, then in a
-//!   task of its own (a request answered at once spawns nothing).
+//!   task of its own (a request answered at once spawns nothing); [`InPlace::spawn_beside`]
+//!   does so for an action's task joined with what reads it.
 //!   [`ConnectOptions::in_place`] keeps the task in the [`Connection`] itself, polled whenever
 //!   the caller awaits the connection: a hand-off is then a call, not a task switch (the
 //!   choice for one caller that reads each turn as it streams); splitting or dropping such a

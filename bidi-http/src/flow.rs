@@ -4,7 +4,7 @@
 //! A request is one connection with room for its one input, so that an action may stream
 //! before it takes it. Its action and what reads it (the pump of a streamed answer, the wait
 //! for a JSON one) run first in the request's own task, polled together in place
-//! ([`drive`]), for as long as they go without waiting: an action that answers at once costs
+//! ([`InPlace::spawn_beside`]), for as long as they go without waiting: an action that answers at once costs
 //! no task, no wake-up of another thread, and its whole answer goes out in one write with the
 //! response's head. What waits (a model, a slow client) goes on in a task of its own.
 //!
@@ -176,7 +176,7 @@ pub(crate) async fn run(
         return Ok(stream(task, output, idle, guard));
     }
     let (result, collected) = oneshot::channel();
-    drive(task, async move {
+    InPlace::spawn_beside(task, async move {
         let _ = result.send(collect(output, idle).await);
     });
     // Dropped with the request, the guard cancels the connection: the task that runs it sees
@@ -268,22 +268,6 @@ fn stream(
     crate::sse::response(records_body(task, output, idle, guard, Sse))
 }
 
-/// Runs `work` beside the action's `task` (if the connection was opened with a [`Driver`]),
-/// as [`InPlace::spawn`] runs them: here, for as long as both go without waiting on anything
-/// else, then in a task of their own. An action that answers at once (a one-chunk flow) then
-/// runs and is read in the request's task, and the answer is ready when the response's head
-/// goes out.
-pub fn drive(task: Option<ActionTask>, work: impl Future<Output = ()> + Send + 'static) {
-    InPlace::spawn(async move {
-        let action = async move {
-            if let Some(task) = task {
-                task.await;
-            }
-        };
-        futures_util::future::join(action, work).await;
-    });
-}
-
 /// How a streamed answer writes a connection: a record per chunk, then the last record.
 pub trait Records: Send + 'static {
     /// Appends the record of one chunk (or nothing, for an answer without chunks).
@@ -312,7 +296,7 @@ impl Records for Sse {
 /// body through a channel of one write, so a slow client slows the action (which runs at most
 /// `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The writer runs beside the
 /// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
-/// task of its own) as [`drive`] runs them. The body ends with the last record; a client that
+/// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last record; a client that
 /// goes away cancels the connection.
 pub fn records_body(
     task: Option<ActionTask>,
@@ -322,7 +306,7 @@ pub fn records_body(
     records: impl Records,
 ) -> Body {
     let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
-    drive(task, write_records(output, idle, writes, guard, records));
+    InPlace::spawn_beside(task, write_records(output, idle, writes, guard, records));
     // The body ends with the last write, without waiting for the writer to go.
     let body = futures_util::stream::unfold(Some(body), |body| async move {
         let mut body = body?;

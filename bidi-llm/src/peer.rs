@@ -210,7 +210,8 @@ impl Execution {
 
     /// Runs the connection's action (its task, from the [`Driver`](bidi_core::Driver) the
     /// connection was opened with) beside the execution, in the execution's task: here, as
-    /// far as the two go without waiting, then in a task of their own ([`InPlace::spawn`]).
+    /// far as the two go without waiting, then in a task of their own
+    /// ([`InPlace::spawn_beside`]).
     /// An execution that needs nothing from outside (a scripted or cached answer) then runs
     /// whole before [`start`](Self::start) answers, with no task spawned and no other worker
     /// woken; one that waits (a model, a slow peer) goes on in its task, its action polled
@@ -250,9 +251,7 @@ impl Execution {
         let idle = self.idle.map(|timeout| Idle::new(Activity::new(), timeout));
         let run = run(self.conn, self.input, head, wire, sink, idle);
         match self.action {
-            Some(action) => InPlace::spawn(async move {
-                futures_util::future::join(action, run).await;
-            }),
+            Some(action) => InPlace::spawn_beside(Some(action), run),
             None => drop(tokio::spawn(run)),
         }
         answer.await.unwrap_or_else(|_| {
