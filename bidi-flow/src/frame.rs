@@ -464,38 +464,98 @@ fn malformed(id: Option<String>, message: impl Into<String>) -> FrameError {
 /// The fields of a JSON object; on a problem, the message (and with `with_path`, the JSON
 /// Pointer) saying what and where.
 fn fields<T: DeserializeOwned>(frame: &[u8], with_path: bool) -> Result<T, FrameError> {
-    // serde would read a struct from an array too: a frame is an object, nothing else.
-    if frame.trim_ascii_start().first() != Some(&b'{') {
-        let message = match serde_json::from_slice::<serde::de::IgnoredAny>(frame) {
-            Ok(_) => "a frame is a JSON object".to_owned(),
-            Err(error) => format!("not JSON: {error}"),
-        };
-        return Err(malformed(None, message));
-    }
-    // The common case parses once; only a refusal pays for finding its path.
-    match serde_json::from_slice(frame) {
-        Ok(fields) => Ok(fields),
-        Err(error) if !error.is_data() => Err(malformed(None, format!("not JSON: {error}"))),
-        Err(error) if !with_path => Err(malformed(None, format!("bad frame: {error}"))),
-        Err(error) => {
-            let mut de = serde_json::Deserializer::from_slice(frame);
-            let Err(error) = serde_path_to_error::deserialize::<_, T>(&mut de) else {
-                return Err(malformed(
-                    None,
-                    format!("bad frame: {}", reason(&error.to_string())),
-                ));
-            };
-            let path = pointer(error.path());
-            let reason = reason(&error.into_inner().to_string());
+    decode_object(frame, with_path).map_err(|undecoded| match undecoded {
+        Undecoded::NotJson(error) => malformed(None, format!("not JSON: {error}")),
+        Undecoded::NotObject => malformed(None, "a frame is a JSON object"),
+        Undecoded::Bad { path: None, reason } => malformed(None, format!("bad frame: {reason}")),
+        Undecoded::Bad {
+            path: Some(path),
+            reason,
+        } => {
             let at = if path.is_empty() {
                 "at the root".to_owned()
             } else {
                 format!("at `{}`", cap(&path))
             };
-            Err(FrameError::Malformed {
+            FrameError::Malformed {
                 id: None,
                 message: format!("bad frame {at}: {reason}"),
                 path: Some(path),
+            }
+        }
+    })
+}
+
+/// Why [`decode_object`] decoded nothing, for its caller to say in its protocol's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undecoded {
+    /// The bytes are not JSON: why, as `serde_json` says it.
+    NotJson(String),
+    /// The bytes are JSON, but not an object.
+    NotObject,
+    /// An object that does not fit: the JSON Pointer of the first value that does not
+    /// (empty for the object itself; `None` when it was not looked for), and why.
+    Bad {
+        /// Where, as a JSON Pointer.
+        path: Option<String>,
+        /// Why, naming JSON types, not Rust ones.
+        reason: String,
+    },
+}
+
+/// Decodes a JSON object of type `T` from `bytes`: a frame, a request's body.
+///
+/// A value that decodes is read once, straight into `T`. Only a refused one is read again,
+/// when `with_path` asks for it, to find the JSON Pointer of the first value that does not
+/// fit.
+///
+/// ```
+/// use bidi_flow::frame::{self, Undecoded};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Ask {
+///     n: u32,
+/// }
+///
+/// let ask: Ask = frame::decode_object(br#"{"n":3}"#, true).unwrap();
+/// assert_eq!(ask.n, 3);
+/// let refused = frame::decode_object::<Ask>(br#"{"n":"three"}"#, true).err();
+/// assert!(matches!(refused, Some(Undecoded::Bad { path: Some(p), .. }) if p == "/n"));
+/// assert_eq!(frame::decode_object::<Ask>(b"[3]", true).err(), Some(Undecoded::NotObject));
+/// ```
+///
+/// # Errors
+///
+/// [`Undecoded`]: not JSON, not an object, or an object that does not fit `T`.
+pub fn decode_object<T: DeserializeOwned>(bytes: &[u8], with_path: bool) -> Result<T, Undecoded> {
+    // serde would read a struct from an array too: an object is asked for, nothing else.
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                Ok(_) => Undecoded::NotObject,
+                Err(error) => Undecoded::NotJson(error.to_string()),
+            },
+        );
+    }
+    // The common case parses once; only a refusal pays for finding its path.
+    match serde_json::from_slice(bytes) {
+        Ok(decoded) => Ok(decoded),
+        Err(error) if !error.is_data() => Err(Undecoded::NotJson(error.to_string())),
+        Err(error) if !with_path => Err(Undecoded::Bad {
+            path: None,
+            reason: error.to_string(),
+        }),
+        Err(error) => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let Err(error) = serde_path_to_error::deserialize::<_, T>(&mut de) else {
+                return Err(Undecoded::Bad {
+                    path: None,
+                    reason: reason(&error.to_string()),
+                });
+            };
+            Err(Undecoded::Bad {
+                path: Some(pointer(error.path())),
+                reason: reason(&error.into_inner().to_string()),
             })
         }
     }

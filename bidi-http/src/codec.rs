@@ -16,8 +16,8 @@ use bidi_agent::Refusal;
 use bidi_core::{Error, NotFound};
 pub use bidi_flow::Code;
 use bidi_flow::JsonError;
-use bidi_flow::frame::{Frame, FrameError};
-use bidi_flow::text::{cap, pointer, reason};
+use bidi_flow::frame::{self, Frame, FrameError, Undecoded};
+use bidi_flow::text::cap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -241,18 +241,15 @@ struct Details<'a> {
 }
 
 /// Decodes a JSON object of type `T` from `bytes`, naming the JSON Pointer of the first
-/// problem.
+/// problem: [`frame::decode_object`], said in a request's terms.
 pub fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
-    // serde would read a struct from an array too: a body is an object, nothing else.
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| Failure::malformed(format!("not JSON: {error}")))?;
-    if !value.is_object() {
-        return Err(Failure::malformed("the body is a JSON object"));
-    }
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = pointer(error.path());
-        let reason = reason(&error.into_inner().to_string());
-        Failure::malformed(format!("bad request {}: {reason}", location(&path))).at(&path)
+    frame::decode_object(bytes, true).map_err(|undecoded| match undecoded {
+        Undecoded::NotJson(error) => Failure::malformed(format!("not JSON: {error}")),
+        Undecoded::NotObject => Failure::malformed("the body is a JSON object"),
+        Undecoded::Bad { path, reason } => {
+            let path = path.unwrap_or_default();
+            Failure::malformed(format!("bad request {}: {reason}", location(&path))).at(&path)
+        }
     })
 }
 
@@ -399,6 +396,28 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    #[test]
+    fn bodies_are_read_once_and_again_only_when_refused() {
+        // Read once: whitespace before the object, nested values kept whole.
+        let request: FlowRequest =
+            decode_object(b" \n{\"data\":{\"b\":[1,2],\"a\":\"x\"}}").unwrap();
+        assert_eq!(request.data, serde_json::json!({"b": [1, 2], "a": "x"}));
+        // A key twice is refused, as in a frame: which one was meant is not known.
+        let failure = decode_object::<FlowRequest>(br#"{"data":1,"data":2}"#).unwrap_err();
+        assert!(failure.message.contains("duplicate"), "{}", failure.message);
+        // Refused on the second reading, with the path of the problem.
+        let failure = decode_object::<Count>(br#"{"n":"x"}"#).unwrap_err();
+        assert_eq!(failure.path.as_deref(), Some("/n"), "{}", failure.message);
+        let failure = decode_object::<FlowRequest>(b"  [1]").unwrap_err();
+        assert_eq!(failure.message, "the body is a JSON object");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Count {
+        #[expect(dead_code, reason = "only its refusal is read")]
+        n: u32,
     }
 
     #[test]
