@@ -520,9 +520,11 @@ pub(crate) async fn renew(
 
 /// What an execution changed: the messages it added after the first `first`, and the fields
 /// besides the conversation that differ from `before` (the state without its messages, as
-/// [`head`] wrote it). Costs what the execution added, not the conversation.
-pub(crate) fn change(before: &Value, after: &mut LlmSession, first: usize) -> Change {
-    let mut change = Change::diff(before, &head(after));
+/// [`head`] wrote it), each set whole. Costs what the execution added, not the conversation,
+/// nor the fields that stayed (a client's tools and their schemas).
+pub(crate) fn change(before: &str, after: &mut LlmSession, first: usize) -> Change {
+    // Both texts are serde_json's own: they are JSON.
+    let mut change = Change::diff_json(before, &head(after)).unwrap_or_default();
     for message in &after.messages[first..] {
         // Written once, as the text stores keep, not built as a `Value`. A message is strings
         // and numbers: it always makes JSON.
@@ -533,12 +535,12 @@ pub(crate) fn change(before: &Value, after: &mut LlmSession, first: usize) -> Ch
     change
 }
 
-/// `state` as JSON without its messages (an empty list in their place): what [`change`]
+/// `state` as JSON text without its messages (an empty list in their place): what [`change`]
 /// compares.
-pub(crate) fn head(state: &mut LlmSession) -> Value {
+pub(crate) fn head(state: &mut LlmSession) -> String {
     let messages = std::mem::take(&mut state.messages);
     // Strings, numbers and lists of them: it always makes JSON.
-    let head = serde_json::to_value(&*state).unwrap_or(Value::Null);
+    let head = serde_json::to_string(&*state).unwrap_or_else(|_| "null".to_owned());
     state.messages = messages;
     head
 }

@@ -103,6 +103,64 @@ impl Change {
         Self(Ops::Patch(json_patch::diff(old, new)))
     }
 
+    /// The change from `old` to `new`, two states written as JSON text: for two objects, each
+    /// top-level member whose text differs is set whole and each one gone is removed, and
+    /// nothing is built for the members that stayed; for anything else, as [`diff`](Self::diff).
+    ///
+    /// For a state written at every turn whose members are small beside what it keeps
+    /// elsewhere (a conversation pushed with [`push_json`](Self::push_json)): what it costs is
+    /// one comparison of the two texts when nothing changed, and a `Value` of each member that
+    /// did, however large the rest (a client's tool schemas, say).
+    ///
+    /// ```
+    /// use bidi_session::Change;
+    /// use serde_json::json;
+    ///
+    /// let old = r#"{"status":"idle","tools":[{"name":"search"}],"cost":1.5}"#;
+    /// let new = r#"{"status":"done","tools":[{"name":"search"}]}"#;
+    /// let change = Change::diff_json(old, new)?;
+    /// let mut state: serde_json::Value = serde_json::from_str(old)?;
+    /// change.apply(&mut state)?;
+    /// assert_eq!(state, json!({"status": "done", "tools": [{"name": "search"}]}));
+    /// assert!(Change::diff_json(new, new)?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `old` or `new` is not JSON.
+    pub fn diff_json(old: &str, new: &str) -> Result<Self, serde_json::Error> {
+        /// An object's members, as written.
+        type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+        if old == new {
+            return Ok(Self::new());
+        }
+        let (Ok(before), Ok(after)) = (
+            serde_json::from_str::<Members<'_>>(old),
+            serde_json::from_str::<Members<'_>>(new),
+        ) else {
+            return Ok(Self::diff(
+                &serde_json::from_str(old)?,
+                &serde_json::from_str(new)?,
+            ));
+        };
+        let mut ops = Vec::new();
+        for (name, value) in &after {
+            if before.get(name).map(|old| old.get()) != Some(value.get()) {
+                ops.push(PatchOperation::Add(AddOperation {
+                    path: PointerBuf::from_tokens([name.as_str()]),
+                    value: serde_json::from_str(value.get())?,
+                }));
+            }
+        }
+        for name in before.keys().filter(|name| !after.contains_key(*name)) {
+            ops.push(PatchOperation::Remove(RemoveOperation {
+                path: PointerBuf::from_tokens([name.as_str()]),
+            }));
+        }
+        Ok(Self(Ops::Patch(json_patch::Patch(ops))))
+    }
+
     /// The state replaced by `state` whole: what [`set`](Self::set) at the root makes.
     pub(crate) fn whole(state: Value) -> Self {
         Self(Ops::Whole(state))
@@ -448,6 +506,31 @@ impl io::Write for Counter {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `diff_json` makes what `diff` makes of the same states, member by member: names that need
+    /// escaping in a pointer, members added, changed and gone, and states that are not objects.
+    #[test]
+    fn diff_json_turns_one_state_into_the_other() {
+        let pairs = [
+            (
+                json!({"a/b": 1, "~t": [1, 2], "same": {"deep": [1, {"x": "y"}]}, "gone": true}),
+                json!({"a/b": 2, "~t": [1, 2, 3], "same": {"deep": [1, {"x": "y"}]}, "new": null}),
+            ),
+            (json!({"a": 1}), json!([1, 2])),
+            (json!("text"), json!({"a": 1})),
+            (json!({}), json!({})),
+        ];
+        for (old, new) in pairs {
+            let (old_text, new_text) = (old.to_string(), new.to_string());
+            let change = Change::diff_json(&old_text, &new_text).expect("JSON");
+            let mut state = old.clone();
+            change.apply(&mut state).expect("applies");
+            assert_eq!(state, new, "{old} -> {new}: {}", change.to_json());
+            // Unchanged members are not written again.
+            assert!(!change.to_json().contains("deep"), "{}", change.to_json());
+        }
+        assert!(Change::diff_json("{", "{}").is_err());
+    }
 
     /// `encoded_len` counts what `to_json` writes, for every kind of operation, with paths and
     /// values that need escaping.
