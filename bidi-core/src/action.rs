@@ -282,8 +282,13 @@ fn spawn<Init, In, Out, S, F, Fut>(
     let ctx = ActionContext::new(core.clone());
     let inbound = Inbound::new(core.clone());
     let outbound = Outbound::new(core.clone());
-    // The function is called in the task, under `catch_unwind` like the future it returns.
-    let run = AssertUnwindSafe(async move { f(ctx, init, inbound, outbound).await }).catch_unwind();
+    // The function is called in the task, under `catch_unwind` like the future it returns,
+    // which goes to the heap at once: an action's future may be kilobytes (an agent's turn
+    // loop), and a task's future is moved whole on its way through the runtime (into the
+    // spawn, into the task's cell, and the stage written over it as it ends). Boxed, the task
+    // is a few words and those moves are too.
+    let run = AssertUnwindSafe(async move { Box::pin(f(ctx, init, inbound, outbound)).await })
+        .catch_unwind();
     // Made here, not in the task: a task dropped before its first poll still reports done.
     let done = DoneOnDrop(core);
     let task = async move {
