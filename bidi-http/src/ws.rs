@@ -32,7 +32,7 @@ use bidi_flow::wire::{self, Ended, Wire};
 use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
 use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt as _, StreamExt as _};
+use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
 use serde_json::Value;
 
 use crate::codec::{Code, Failure};
@@ -90,6 +90,20 @@ impl Writer {
 
     async fn send_text(&mut self, text: String) -> Result<(), axum::Error> {
         let result = self.sink.send(Message::Text(text.into())).await;
+        self.activity.touch();
+        result
+    }
+
+    /// Queues `frame` without writing it out: the next [`flush`](Self::flush) (or send) writes
+    /// it with whatever was queued after it.
+    async fn feed(&mut self, frame: &Frame<'_>) -> Result<(), axum::Error> {
+        let result = self.sink.feed(Message::Text(frame.to_text().into())).await;
+        self.activity.touch();
+        result
+    }
+
+    async fn flush(&mut self) -> Result<(), axum::Error> {
+        let result = self.sink.flush().await;
         self.activity.touch();
         result
     }
@@ -432,6 +446,8 @@ impl Connected<'_> {
         let mut sending = pin!(OptionFuture::from(None));
         let mut waiting = false;
         let mut ended = false;
+        // Frames of the action's queued and not yet written out.
+        let mut queued = false;
         loop {
             let held = if waiting {
                 None
@@ -440,6 +456,24 @@ impl Connected<'_> {
             };
             let event = match held {
                 Some(message) => Event::Read(Ok(message)),
+                None if queued => {
+                    // What is ready now (a turn's end after its last chunk, say) goes out with
+                    // the frames queued before it, in one write; before waiting, they go out.
+                    // Every branch of the wait is cancel safe: polled once, nothing is lost.
+                    let ready = self
+                        .next_event(sending.as_mut(), waiting, ended)
+                        .now_or_never();
+                    match ready {
+                        Some(event) => event,
+                        None => {
+                            queued = false;
+                            if let Err(end) = self.flush(&input).await {
+                                return end;
+                            }
+                            self.next_event(sending.as_mut(), waiting, ended).await
+                        }
+                    }
+                }
                 None => self.next_event(sending.as_mut(), waiting, ended).await,
             };
             let step = match event {
@@ -456,9 +490,13 @@ impl Connected<'_> {
                         id: None,
                         chunk: &chunk,
                     };
+                    queued = true;
                     self.write(&frame, &input).await
                 }
-                Event::Out(Out::TurnEnd) => self.write(&Frame::TurnEnd { id: None }, &input).await,
+                Event::Out(Out::TurnEnd) => {
+                    queued = true;
+                    self.write(&Frame::TurnEnd { id: None }, &input).await
+                }
                 Event::Out(Out::Ended) => {
                     ended = true;
                     Ok(())
@@ -547,9 +585,19 @@ impl Connected<'_> {
         Ok(None)
     }
 
-    /// Writes a frame of the action's; a client that does not take it is gone.
+    /// Queues a frame of the action's, written out by the next [`flush`](Self::flush) (the
+    /// queue is written before it grows past the socket's write buffer); a client that does
+    /// not take it is gone.
     async fn write(&mut self, frame: &Frame<'_>, input: &JsonSendHalf) -> Step {
-        match self.reader.wait(self.writer.send(frame), input).await? {
+        match self.reader.wait(self.writer.feed(frame), input).await? {
+            Ok(()) => Ok(()),
+            Err(_) => Err(End::Gone),
+        }
+    }
+
+    /// Writes out the queued frames; a client that does not take them is gone.
+    async fn flush(&mut self, input: &JsonSendHalf) -> Step {
+        match self.reader.wait(self.writer.flush(), input).await? {
             Ok(()) => Ok(()),
             Err(_) => Err(End::Gone),
         }
