@@ -160,8 +160,8 @@ impl<F: Future<Output = ()> + Send + 'static> InPlace<F> {
     /// A request handler that starts an action and what reads it (the action's task taken
     /// from a [`Driver`](crate::Driver), joined) answers a quick action without spawning
     /// anything or waking another worker, and its answer is ready before the handler returns;
-    /// a slow one goes on in its task. Polled here with a waker that does nothing, `inner` is polled again as the
-    /// spawned task starts, which registers its wakes anew.
+    /// a slow one goes on in its task. Polled here with a waker that does nothing, `inner` is
+    /// polled again as the spawned task starts, which registers its wakes anew.
     ///
     /// ```
     /// use std::sync::Arc;

@@ -4,17 +4,19 @@
 //! A request is one connection with room for its one input, so that an action may stream
 //! before it takes it. Its action and what reads it (the pump of a streamed answer, the wait
 //! for a JSON one) run first in the request's own task, polled together in place
-//! ([`InPlace::spawn_beside`]), for as long as they go without waiting: an action that answers at once costs
-//! no task, no wake-up of another thread, and its whole answer goes out in one write with the
-//! response's head. What waits (a model, a slow client) goes on in a task of its own.
+//! ([`InPlace::spawn_beside`]), for as long as they go without waiting: an action that
+//! answers at once costs no task, no wake-up of another thread, and its whole answer goes out
+//! in one write with the response's head. What waits (a model, a slow client) goes on in a
+//! task of its own.
 //!
 //! A streamed answer pumps the connection's turns through the wire seam (`bidi_flow::wire`),
 //! handing the body one write at a time (a channel of one), the records ready at once
 //! gathered into that write (up to 16 KiB) and the last chunks' records sent with the last
 //! record: backpressure runs from the socket to the action, and a burst costs one system call.
 //! Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the client does not
-//! take is nothing moving, so a client that stops reading is as gone as a silent one. A failed stream ends with an `error:` record whose `details` is text, which
-//! Genkit's client prints.
+//! take is nothing moving, so a client that stops reading is as gone as a silent one. A
+//! failed stream ends with an `error:` record whose `details` is text, which Genkit's client
+//! prints.
 
 use axum::Extension;
 use axum::Json;
@@ -296,8 +298,8 @@ impl Records for Sse {
 /// body through a channel of one write, so a slow client slows the action (which runs at most
 /// `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The writer runs beside the
 /// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
-/// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last record; a client that
-/// goes away cancels the connection.
+/// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last
+/// record; a client that goes away cancels the connection.
 pub fn records_body(
     task: Option<ActionTask>,
     output: JsonRecvHalf,
