@@ -4,9 +4,16 @@
 //! JSON-RPC errors are answered with HTTP 200, as JSON-RPC over HTTP answers them (the Python
 //! SDK's client reads no error body of another status). Messages quote only what the client
 //! sent, capped, and name no Rust types.
+//!
+//! `error.data` is what A2A 1.0 asks of it: an array of details, each naming its type in
+//! `@type` (ProtoJSON's `Any`). Every A2A-specific error (-32001 to -32099) carries a
+//! `google.rpc.ErrorInfo` whose `reason` is the error's name in A2A (`TASK_NOT_FOUND`) and
+//! whose `domain` is `a2a-protocol.org`, so that a client tells apart errors that share a
+//! code in other bindings; invalid params carry a `google.rpc.BadRequest` naming the field
+//! (`message.parts[0].text`). JSON-RPC's own errors (-32700 to -32603) carry none.
 
 use bidi_flow::text::{cap, untyped};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::types::RpcError;
 use bidi_http::codec::{Code, Failure};
@@ -36,28 +43,71 @@ pub(crate) const NO_EXTENDED_CARD: i32 = -32007;
 /// The request's `A2A-Version` is not the one the agent speaks.
 pub(crate) const VERSION_NOT_SUPPORTED: i32 = -32009;
 
+/// The `@type` of the detail every A2A-specific error carries.
+const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+/// The `@type` of the detail of invalid params.
+const BAD_REQUEST: &str = "type.googleapis.com/google.rpc.BadRequest";
+/// The `domain` of A2A's `ErrorInfo`.
+const DOMAIN: &str = "a2a-protocol.org";
+
+/// The name A2A gives error `code`, in `ErrorInfo.reason`: one of its own errors', or `None`
+/// for JSON-RPC's.
+pub(crate) fn reason(code: i32) -> Option<&'static str> {
+    Some(match code {
+        TASK_NOT_FOUND => "TASK_NOT_FOUND",
+        TASK_NOT_CANCELABLE => "TASK_NOT_CANCELABLE",
+        PUSH_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        UNSUPPORTED => "UNSUPPORTED_OPERATION",
+        CONTENT_TYPE_NOT_SUPPORTED => "CONTENT_TYPE_NOT_SUPPORTED",
+        -32006 => "INVALID_AGENT_RESPONSE",
+        NO_EXTENDED_CARD => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        -32008 => "EXTENSION_SUPPORT_REQUIRED",
+        VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+        _ => return None,
+    })
+}
+
 impl RpcError {
+    /// Error `code` saying `message`; an A2A-specific one with its `ErrorInfo`.
     pub(crate) fn new(code: i32, message: impl Into<String>) -> Self {
+        let data = reason(code).map(|reason| {
+            Box::new(json!([{"@type": ERROR_INFO, "reason": reason, "domain": DOMAIN}]))
+        });
         Self {
             code,
             message: untyped(&message.into()),
-            data: None,
+            data,
         }
+    }
+
+    /// The error with `key: value` in its `ErrorInfo`'s metadata (values are strings, as
+    /// `ErrorInfo.metadata` is a map of strings); an error without one is left as it is.
+    pub(crate) fn with(mut self, key: &str, value: &str) -> Self {
+        let info = self.data.as_deref_mut().and_then(|data| data.get_mut(0));
+        if let Some(Value::Object(info)) = info {
+            let metadata = info.entry("metadata").or_insert_with(|| json!({}));
+            metadata[key] = Value::String(value.to_owned());
+        }
+        self
     }
 
     /// Params wrong at `path` (a JSON Pointer into the request), for `reason`.
     pub(crate) fn invalid_params(path: &str, reason: impl Into<String>) -> Self {
         let at = if path.is_empty() { "/" } else { path };
+        let reason = reason.into();
         let mut error = Self::new(
             INVALID_PARAMS,
-            format!("invalid params at `{}`: {}", cap(at), reason.into()),
+            format!("invalid params at `{}`: {reason}", cap(at)),
         );
-        error.data = Some(Box::new(json!({ "path": path })));
+        let violation = json!({"field": field(path), "description": reason});
+        error.data = Some(Box::new(
+            json!([{"@type": BAD_REQUEST, "fieldViolations": [violation]}]),
+        ));
         error
     }
 
     pub(crate) fn task_not_found(id: &str) -> Self {
-        Self::new(TASK_NOT_FOUND, format!("task `{}` not found", cap(id)))
+        Self::new(TASK_NOT_FOUND, format!("task `{}` not found", cap(id))).with("taskId", id)
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
@@ -89,6 +139,36 @@ impl RpcError {
 }
 
 #[cfg(test)]
+impl RpcError {
+    /// The field invalid params name.
+    pub(crate) fn field(&self) -> Option<&str> {
+        self.data.as_deref()?[0]["fieldViolations"][0]["field"].as_str()
+    }
+}
+
+/// The field a JSON Pointer into a request names, as `BadRequest` names fields: from the
+/// params, dotted, indices in brackets (`/params/message/parts/0/text` is
+/// `message.parts[0].text`; the params themselves, ``).
+fn field(path: &str) -> String {
+    let within = path.strip_prefix("/params").unwrap_or(path);
+    let mut field = String::with_capacity(within.len());
+    for token in within.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if !token.is_empty() && token.bytes().all(|byte| byte.is_ascii_digit()) {
+            field.push('[');
+            field.push_str(&token);
+            field.push(']');
+        } else {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(&token);
+        }
+    }
+    field
+}
+
+#[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
 
@@ -115,7 +195,11 @@ mod tests {
         );
         assert_eq!(
             error.data,
-            Some(Box::new(json!({"path": "/params/message/parts"})))
+            Some(Box::new(json!([{
+                "@type": BAD_REQUEST,
+                "fieldViolations": [{"field": "message.parts",
+                                     "description": "call `c9` is not pending"}],
+            }])))
         );
 
         let failed = Failure::new(
@@ -131,6 +215,50 @@ mod tests {
         let error = RpcError::from_failure(&missing, "");
         assert_eq!(error.code, TASK_NOT_FOUND);
         assert!(!error.message.contains("alice"), "no scoped id");
+    }
+
+    /// JSONRPC-ERR-001..003: A2A's errors carry `ErrorInfo` (reason, domain) in a data array;
+    /// JSON-RPC's carry no data.
+    #[test]
+    fn a2a_errors_carry_their_error_info() {
+        let error = RpcError::task_not_found("t-1");
+        assert_eq!(
+            error.data,
+            Some(Box::new(json!([{
+                "@type": ERROR_INFO, "reason": "TASK_NOT_FOUND", "domain": DOMAIN,
+                "metadata": {"taskId": "t-1"},
+            }])))
+        );
+        for code in -32009..=-32001 {
+            let error = RpcError::new(code, "x");
+            let info = &error.data.as_deref().unwrap()[0];
+            assert_eq!(info["@type"], ERROR_INFO, "{code}");
+            assert_eq!(info["domain"], DOMAIN, "{code}");
+            let reason = info["reason"].as_str().unwrap();
+            assert!(
+                reason.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
+                "{reason}"
+            );
+        }
+        for code in [PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL] {
+            assert_eq!(RpcError::new(code, "x").data, None, "{code}");
+        }
+        assert_eq!(RpcError::new(INTERNAL, "x").with("taskId", "t").data, None);
+    }
+
+    #[test]
+    fn fields_are_named_as_bad_request_names_them() {
+        assert_eq!(
+            field("/params/message/parts/0/text"),
+            "message.parts[0].text"
+        );
+        assert_eq!(
+            field("/params/configuration/historyLength"),
+            "configuration.historyLength"
+        );
+        assert_eq!(field("/params/metadata/a~1b"), "metadata.a/b");
+        assert_eq!(field("/params"), "");
+        assert_eq!(field(""), "");
     }
 
     #[test]

@@ -1,10 +1,16 @@
-//! A client's A2A message as a turn's input: its text and files are a user message; its data
-//! parts answer the calls an `input-required` task waits for.
+//! A client's A2A message as a turn's input: its text, files and JSON are a user message; the
+//! data parts that answer the calls an `input-required` task waits for are its results and
+//! approvals.
 //!
-//! A data part that answers is `{"results": [..], "approvals": [..]}` (either may be left
-//! out): each result `{"toolCallId", "output", "isError"?, "toolName"?}` (`output` text, or
-//! any JSON, which the model reads as its JSON text), each approval `{"toolCallId",
-//! "approved", "reason"?, "arguments"?}` (`arguments`, if sent, must be the call's).
+//! A part carries exactly one of `text`, `raw`, `url` and `data` (A2A's `Part` is a oneof).
+//! A data part that answers is an object with `results` or `approvals` (either may be left
+//! out), and nothing else: each result `{"toolCallId", "output", "isError"?, "toolName"?}`
+//! (`output` text, or any JSON, which the model reads as its JSON text), each approval
+//! `{"toolCallId", "approved", "reason"?, "arguments"?}` (`arguments`, if sent, must be the
+//! call's). Any other data part is JSON the user sends, as the card's `application/json`
+//! input mode says: the model reads its JSON text, in its place among the message's texts.
+
+use std::borrow::Cow;
 
 use bidi_flow::text::{pointer, reason};
 use bidi_llm::{Approval, Attachment, Resume, ToolCall, ToolResultMessage, TurnInput, UserMessage};
@@ -46,25 +52,45 @@ struct ToolOutput {
 /// Invalid params naming the part that is wrong: a data part that answers nothing, a part
 /// that is neither text, file nor data, a message with nothing in it.
 pub(crate) fn decode(message: &Message, pending: &[ToolCall]) -> Result<TurnInput, RpcError> {
-    let mut texts = Vec::new();
+    let mut texts: Vec<Cow<'_, str>> = Vec::new();
     let mut attachments = Vec::new();
     let mut answered: Option<Answers> = None;
     for (at, part) in message.parts.iter().enumerate() {
         let path = format!("{AT}/parts/{at}");
+        let contents = [
+            part.text.is_some(),
+            part.raw.is_some(),
+            part.url.is_some(),
+            part.data.is_some(),
+        ];
+        match contents.iter().filter(|&&has| has).count() {
+            1 => {}
+            0 => {
+                return Err(RpcError::invalid_params(
+                    &path,
+                    "a part carries `text`, `raw`, `url` or `data`",
+                ));
+            }
+            _ => {
+                return Err(RpcError::invalid_params(
+                    &path,
+                    "a part carries one of `text`, `raw`, `url` and `data`, not several",
+                ));
+            }
+        }
         if let Some(data) = &part.data {
+            if !answers(data) {
+                texts.push(Cow::Owned(data.to_string()));
+                continue;
+            }
             let more = data_answers(data, &format!("{path}/data"))?;
             let all = answered.get_or_insert_with(Answers::default);
             all.results.extend(more.results);
             all.approvals.extend(more.approvals);
         } else if let Some(text) = &part.text {
-            texts.push(text.as_str());
+            texts.push(Cow::Borrowed(text));
         } else if let Some(attachment) = file(part) {
             attachments.push(attachment);
-        } else {
-            return Err(RpcError::invalid_params(
-                &path,
-                "a part carries `text`, `raw`, `url` or `data`",
-            ));
         }
     }
     let user = (!texts.is_empty() || !attachments.is_empty())
@@ -90,14 +116,14 @@ pub(crate) fn decode(message: &Message, pending: &[ToolCall]) -> Result<TurnInpu
     }
 }
 
+/// Whether a data part answers pending calls: an object with `results` or `approvals`.
+fn answers(data: &Value) -> bool {
+    data.as_object()
+        .is_some_and(|data| data.contains_key("results") || data.contains_key("approvals"))
+}
+
 /// A data part's answers, or invalid params at `path`.
 fn data_answers(data: &Value, path: &str) -> Result<Answers, RpcError> {
-    if !data.is_object() {
-        return Err(RpcError::invalid_params(
-            path,
-            "a data part answers pending calls: `{\"results\": [..], \"approvals\": [..]}`",
-        ));
-    }
     serde_path_to_error::deserialize(data).map_err(|error| {
         let at = format!("{path}{}", pointer(error.path()));
         RpcError::invalid_params(&at, reason(&error.into_inner().to_string()))
@@ -218,25 +244,51 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.code, INVALID_PARAMS);
         assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/message/parts/1/data/results/0/toolCallId"}))
+            error.field(),
+            Some("message.parts[1].data.results[0].toolCallId")
         );
-        let error = decode(&message(&json!([{"data": {"result": []}}])), &[]).unwrap_err();
-        assert!(error.message.contains("`result`"), "{}", error.message);
-        let error = decode(&message(&json!([{"data": [1]}])), &[]).unwrap_err();
-        assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/message/parts/0/data"}))
-        );
+        let error = decode(
+            &message(&json!([{"data": {"results": [], "note": 1}}])),
+            &[],
+        )
+        .unwrap_err();
+        assert!(error.message.contains("`note`"), "{}", error.message);
         let error = decode(&message(&json!([{"metadata": {}}])), &[]).unwrap_err();
-        assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/message/parts/0"}))
-        );
+        assert_eq!(error.field(), Some("message.parts[0]"));
         let error = decode(&message(&json!([])), &[]).unwrap_err();
-        assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/message/parts"}))
-        );
+        assert_eq!(error.field(), Some("message.parts"));
+    }
+
+    /// DM-PART-001: a part carries exactly one of text, file (bytes or URL) and data.
+    #[test]
+    fn a_part_is_one_of_text_file_or_data() {
+        for part in [
+            json!({"text": "a", "data": {"k": 1}}),
+            json!({"raw": "AA==", "url": "https://example.com/a"}),
+            json!({"text": "a", "url": "https://example.com/a"}),
+        ] {
+            let error = decode(&message(&json!([part])), &[]).unwrap_err();
+            assert_eq!(error.code, INVALID_PARAMS, "{part}");
+            assert!(error.message.contains("not several"), "{}", error.message);
+            assert_eq!(error.field(), Some("message.parts[0]"));
+        }
+    }
+
+    /// The card's `application/json` input mode: JSON that answers no call is the user's,
+    /// read as its JSON text among the message's texts.
+    #[test]
+    fn other_json_is_what_the_user_says() {
+        let input = decode(
+            &message(&json!([
+                {"text": "rate this"}, {"data": {"k": 1}}, {"data": [1, 2]},
+                {"data": {"result": []}},
+            ])),
+            &[],
+        )
+        .unwrap();
+        let TurnInput::User(user) = input else {
+            panic!("{input:?}")
+        };
+        assert_eq!(user.content, "rate this\n{\"k\":1}\n[1,2]\n{\"result\":[]}");
     }
 }

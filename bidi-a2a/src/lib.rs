@@ -40,7 +40,9 @@
 //!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
 //!   the agent card. Its one interface is `JSONRPC` 1.0 at `/agent/{name}/a2a`, on the host
 //!   the request named; it streams, sends no push notifications, takes and answers text and
-//!   JSON, and has a skill for the conversation and one for each of the agent's tools.
+//!   JSON, and has a skill for the conversation and one for each of the agent's tools. It is
+//!   cached for five minutes (`Cache-Control: max-age=300`) and tagged (`ETag`): a client
+//!   that has it asks with `If-None-Match` and is answered 304.
 //! - `POST /agent/{name}/a2a`: JSON-RPC 2.0. `SendMessage` runs the message's turn and
 //!   answers the task once the turn has ended (the task is then over, or asks for input;
 //!   `configuration.returnImmediately`: answers the working task at once, and the turn runs
@@ -49,7 +51,11 @@
 //!   answer as artifact chunks (`answer-1`, `answer-2`, .. one per model message that says
 //!   something, `append` after its first chunk, an empty `lastChunk`), then its final
 //!   status; the task runs on if its client goes away. `GetTask` reads a task
-//!   (`historyLength` limits its history), `CancelTask` cancels one that runs (in whichever
+//!   (`historyLength` limits its history), `ListTasks` lists the caller's tasks, latest
+//!   status first, a page at a time (`contextId`, `status` and `statusTimestampAfter` filter
+//!   them; `pageSize`, 50 unless asked, at most 100; `pageToken` is the `nextPageToken` of
+//!   the page before, empty on the last; artifacts only with `includeArtifacts`),
+//!   `CancelTask` cancels one that runs (in whichever
 //!   process runs it) or waits for input, and `SubscribeToTask` streams a running task again
 //!   from the first event of its running turn (a task that waits for input answers its
 //!   current state and closes, as A2A closes a stream at `TASK_STATE_INPUT_REQUIRED`: the
@@ -111,24 +117,36 @@
 //! await client.send_message(SendMessageRequest(message=reply))
 //! ```
 //!
+//! **Versions.** A request names A2A 1.0 in its `A2A-Version` header (or an `A2A-Version`
+//! query parameter), as the SDKs' clients do; A2A reads a request that names none as 0.3's,
+//! which is refused with -32009 saying which header to send.
+//!
+//! **Messages** carry a `messageId`, and each part exactly one of `text`, `raw`, `url` and
+//! `data`. A data part that answers no call (see below) is JSON the user sends, as the card's
+//! `application/json` input mode says: the model reads its JSON text.
+//!
 //! **Errors** are JSON-RPC errors in A2A's codes: -32700 (not JSON), -32600 (no JSON-RPC
-//! request), -32601 (no such method), -32602 (invalid params; `data.path` is a JSON Pointer
-//! to what is wrong), -32603 (the server failed), -32001 (no such task, in the caller's
-//! identity), -32002 (the task is over: nothing to cancel), -32003 (no push
+//! request), -32601 (no such method, A2A 0.3's names among them: the message gives the 1.0
+//! name), -32602 (invalid params; `data` holds a `google.rpc.BadRequest` naming the field,
+//! `message.parts[0].text`), -32603 (the server failed), -32001 (no such task, in the
+//! caller's identity), -32002 (the task is over: nothing to cancel), -32003 (no push
 //! notifications), -32004 (not supported: a message on a task that is over, a context busy
-//! with another task, tasks of an agent that keeps no sessions, listing tasks), -32005
-//! (the client accepts none of the agent's output modes), -32007 (no extended card), -32009
-//! (an `A2A-Version` other than 1.0, or a method of A2A 0.3, `message/send` and the like).
+//! with another task, tasks of an agent that keeps no sessions, the extended card), -32005
+//! (the client accepts none of the agent's output modes), -32009 (a version other than
+//! 1.0). Each A2A error (-32001 and below) carries in `data` the `google.rpc.ErrorInfo` A2A
+//! asks for: its `reason` (`TASK_NOT_FOUND`), `domain` `a2a-protocol.org`, and the task's id
+//! in `metadata` where one is named.
 //!
 //! An agent built [`client_managed`](bidi_llm::LlmAgentBuilder::client_managed) keeps no
 //! sessions: it answers `SendMessage` and `SendStreamingMessage` (each a conversation of its
 //! own, under the message's `contextId` or a new one), and refuses a `taskId`,
-//! `returnImmediately` and the `tasks` methods with -32004.
+//! `returnImmediately` and the methods on tasks (`GetTask`, `ListTasks`, ..) with -32004.
 
 mod card;
 mod error;
 mod input;
 mod lineage;
+mod list;
 mod task;
 mod tasks;
 mod types;
@@ -137,7 +155,7 @@ mod wire;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
@@ -156,8 +174,8 @@ use bidi_http::turns::TurnKey;
 use bidi_http::{Host, Identity, Protocol};
 
 use error::{
-    CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, NO_EXTENDED_CARD, PARSE_ERROR,
-    PUSH_NOT_SUPPORTED, UNSUPPORTED, VERSION_NOT_SUPPORTED,
+    CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOT_SUPPORTED,
+    UNSUPPORTED, VERSION_NOT_SUPPORTED,
 };
 use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
 use wire::{Continued, TaskWire};
@@ -244,10 +262,12 @@ async fn rpc(
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
     let agent = &agent;
-    let (id, method, params) = match request(&bytes, &headers) {
+    let version = requested_version(&headers, query.as_deref());
+    let (id, method, params) = match request(&bytes, version) {
         Ok(request) => request,
         Err((id, error)) => return Ok(error_response(&id, &error)),
     };
@@ -265,41 +285,87 @@ async fn rpc(
         "GetTask" => tasks::get(&call, params).await,
         "CancelTask" => tasks::cancel(&call, params).await,
         "SubscribeToTask" => tasks::subscribe(&call, params).await,
+        "ListTasks" => list::list(&call, params).await,
         other => Err(not_run(other)),
     };
     Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
 }
 
-/// What a method the wire does not run answers: the A2A error that says why.
+/// What a method the wire does not run answers: the A2A error that says why. An operation
+/// whose capability the card does not claim is refused as A2A says (push notifications with
+/// -32003, the extended card with -32004); any other name is -32601, with the method's A2A
+/// 1.0 name for one of A2A 0.3's.
 fn not_run(method: &str) -> RpcError {
     match method {
-        "ListTasks" => RpcError::new(UNSUPPORTED, "listing tasks is not supported"),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
         | "DeleteTaskPushNotificationConfig" => {
             RpcError::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
         }
-        "GetExtendedAgentCard" => {
-            RpcError::new(NO_EXTENDED_CARD, "this agent has no extended card")
+        "GetExtendedAgentCard" => RpcError::new(
+            UNSUPPORTED,
+            "this agent has no extended card (its card says `extendedAgentCard: false`)",
+        ),
+        other => {
+            let renamed = LEGACY
+                .iter()
+                .find(|(legacy, _)| *legacy == other)
+                .map_or(String::new(), |(_, now)| {
+                    format!(": `{other}` is A2A 0.3's name, A2A 1.0 calls it `{now}`")
+                });
+            RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("method not found: `{}`{renamed}", cap(other)),
+            )
         }
-        legacy if legacy.contains('/') => RpcError::new(
-            VERSION_NOT_SUPPORTED,
-            format!(
-                "`{}` is a method of A2A 0.3: this agent speaks A2A {} (`SendMessage`, \
-                 `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`)",
-                cap(legacy),
-                types::VERSION
-            ),
-        ),
-        other => RpcError::new(
-            METHOD_NOT_FOUND,
-            format!("method not found: `{}`", cap(other)),
-        ),
     }
 }
 
-/// The request's id, method and params.
+/// A2A 0.3's methods, and their names in A2A 1.0.
+const LEGACY: [(&str, &str); 10] = [
+    ("message/send", "SendMessage"),
+    ("message/stream", "SendStreamingMessage"),
+    ("tasks/get", "GetTask"),
+    ("tasks/list", "ListTasks"),
+    ("tasks/cancel", "CancelTask"),
+    ("tasks/resubscribe", "SubscribeToTask"),
+    (
+        "tasks/pushNotificationConfig/set",
+        "CreateTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/get",
+        "GetTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/list",
+        "ListTaskPushNotificationConfigs",
+    ),
+    (
+        "tasks/pushNotificationConfig/delete",
+        "DeleteTaskPushNotificationConfig",
+    ),
+];
+
+/// The A2A version a request asks for: its `A2A-Version` header, or else its `A2A-Version`
+/// query parameter; `None` if it names none (or an empty one).
+fn requested_version<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a str> {
+    let header = headers
+        .get("a2a-version")
+        .map(|value| value.to_str().unwrap_or("?").trim());
+    let param = || {
+        query?.split('&').find_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            name.eq_ignore_ascii_case("a2a-version")
+                .then(|| value.trim())
+        })
+    };
+    header.or_else(param).filter(|version| !version.is_empty())
+}
+
+/// The request's id, method and params, at A2A `version` (the one the request asks for; none
+/// is A2A 0.3, as A2A 1.0 reads a request without one).
 ///
 /// # Errors
 ///
@@ -307,7 +373,7 @@ fn not_run(method: &str) -> RpcError {
 /// request, another version of A2A.
 fn request(
     bytes: &[u8],
-    headers: &HeaderMap,
+    version: Option<&str>,
 ) -> Result<(Value, String, Option<Value>), (Value, RpcError)> {
     let value: Value = serde_json::from_slice(bytes).map_err(|error| {
         let message = format!(
@@ -341,18 +407,25 @@ fn request(
     let Some(Value::String(method)) = request.remove("method") else {
         return Err((id, invalid("`method` is a string")));
     };
-    let version = headers
-        .get("a2a-version")
-        .map(|value| value.to_str().unwrap_or_default().trim());
-    if let Some(version) = version.filter(|version| !speaks(version)) {
-        let message = format!(
-            "A2A version `{}` is not supported: this agent speaks {}",
-            cap(version),
-            types::VERSION
-        );
-        return Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)));
+    match version {
+        Some(version) if speaks(version) => Ok((id, method, request.remove("params"))),
+        Some(version) => {
+            let message = format!(
+                "A2A version `{}` is not supported: this agent speaks {}",
+                cap(version),
+                types::VERSION
+            );
+            Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)))
+        }
+        None => {
+            let message = format!(
+                "the request names no A2A version, which A2A reads as 0.3: this agent speaks \
+                 {0}; send the header `A2A-Version: {0}`",
+                types::VERSION
+            );
+            Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)))
+        }
     }
-    Ok((id, method, request.remove("params")))
 }
 
 /// Whether `version` (`1.0`, `1.0.2`) is the one the wire speaks.
@@ -420,6 +493,12 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         return Err(RpcError::new(
             CONTENT_TYPE_NOT_SUPPORTED,
             "this agent answers text/plain and application/json, which the client does not accept",
+        ));
+    }
+    if message.message_id.is_empty() {
+        return Err(RpcError::invalid_params(
+            "/params/message/messageId",
+            "a message carries its `messageId`",
         ));
     }
     if message.role != Role::User {
@@ -567,7 +646,7 @@ mod tests {
     use super::*;
 
     fn refused(body: &[u8]) -> (Value, i32) {
-        let (id, error) = request(body, &HeaderMap::new()).unwrap_err();
+        let (id, error) = request(body, Some("1.0")).unwrap_err();
         (id, error.code)
     }
 
@@ -593,7 +672,7 @@ mod tests {
         );
         let (id, method, params) = request(
             br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"t"}}"#,
-            &HeaderMap::new(),
+            Some("1.0"),
         )
         .unwrap();
         assert_eq!(
@@ -602,17 +681,16 @@ mod tests {
         );
     }
 
+    /// VER-SERVER-002 and VER-CLIENT-002: another version is refused, a patch version is
+    /// not looked at.
     #[test]
     fn another_a2a_version_is_refused() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
-        let mut headers = HeaderMap::new();
         for version in ["1.0", "1.0.3"] {
-            headers.insert("a2a-version", HeaderValue::from_static(version));
-            assert!(request(body, &headers).is_ok(), "{version}");
+            assert!(request(body, Some(version)).is_ok(), "{version}");
         }
         for version in ["0.3", "1.1", "10"] {
-            headers.insert("a2a-version", HeaderValue::from_static(version));
-            let (id, error) = request(body, &headers).unwrap_err();
+            let (id, error) = request(body, Some(version)).unwrap_err();
             assert_eq!(
                 (id, error.code),
                 (json!(1), VERSION_NOT_SUPPORTED),
@@ -621,24 +699,47 @@ mod tests {
         }
     }
 
+    /// VER-SERVER-003: a request that names no version is A2A 0.3's, which this agent does not
+    /// speak; the version is read from the header, or else the query.
+    #[test]
+    fn a_request_without_a_version_is_a2a_0_3() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
+        let (_, error) = request(body, None).unwrap_err();
+        assert_eq!(error.code, VERSION_NOT_SUPPORTED);
+        assert!(
+            error.message.contains("A2A-Version: 1.0"),
+            "{}",
+            error.message
+        );
+
+        let mut headers = HeaderMap::new();
+        assert_eq!(requested_version(&headers, None), None);
+        assert_eq!(
+            requested_version(&headers, Some("a=1&A2A-Version=1.0")),
+            Some("1.0")
+        );
+        assert_eq!(requested_version(&headers, Some("a2a-version=")), None);
+        headers.insert("a2a-version", HeaderValue::from_static(" 1.0 "));
+        assert_eq!(
+            requested_version(&headers, Some("A2A-Version=0.3")),
+            Some("1.0")
+        );
+        headers.insert("a2a-version", HeaderValue::from_static(""));
+        assert_eq!(requested_version(&headers, None), None);
+    }
+
     #[test]
     fn params_are_decoded_naming_the_field_that_is_wrong() {
         let error = params::<types::GetParams>(None).unwrap_err();
-        assert_eq!(error.data.as_deref(), Some(&json!({"path": "/params"})));
+        assert_eq!(error.field(), Some(""));
         let error =
             params::<types::GetParams>(Some(json!({"id": "t", "historyLength": -1}))).unwrap_err();
         assert_eq!(error.code, error::INVALID_PARAMS);
-        assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/historyLength"}))
-        );
+        assert_eq!(error.field(), Some("historyLength"));
         let error =
             params::<SendParams>(Some(json!({"message": {"role": "ROLE_BOT", "parts": []}})))
                 .unwrap_err();
-        assert_eq!(
-            error.data.as_deref(),
-            Some(&json!({"path": "/params/message/role"}))
-        );
+        assert_eq!(error.field(), Some("message.role"));
         assert!(
             !error.message.contains("Role"),
             "no Rust names: {}",
@@ -649,16 +750,22 @@ mod tests {
     #[test]
     fn methods_the_wire_does_not_run_say_why_in_a2a_codes() {
         for (method, code) in [
-            ("ListTasks", UNSUPPORTED),
             ("CreateTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
             ("DeleteTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
-            ("GetExtendedAgentCard", NO_EXTENDED_CARD),
-            ("message/send", VERSION_NOT_SUPPORTED),
-            ("tasks/resubscribe", VERSION_NOT_SUPPORTED),
+            // CORE-CAP-003: the card claims no extended card.
+            ("GetExtendedAgentCard", UNSUPPORTED),
+            ("message/send", METHOD_NOT_FOUND),
+            ("tasks/resubscribe", METHOD_NOT_FOUND),
+            ("a/b", METHOD_NOT_FOUND),
             ("Dance", METHOD_NOT_FOUND),
         ] {
             assert_eq!(not_run(method).code, code, "{method}");
         }
+        assert!(
+            not_run("tasks/get").message.contains("`GetTask`"),
+            "{}",
+            not_run("tasks/get").message
+        );
         let long = "x".repeat(10_000);
         assert!(
             not_run(&long).message.len() < 400,

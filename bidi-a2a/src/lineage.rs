@@ -232,6 +232,70 @@ pub(crate) async fn head(store: &Scoped, session: &str) -> Result<Option<Head>, 
     }))))
 }
 
+/// Every task of session `session`'s lineage, from its head back to its first turn (the
+/// snapshot that created the session is none): newest first, the first the head's. Empty if there is no such session. At most [`WALK`]
+/// snapshots are read: a session longer than that lists its latest tasks only.
+///
+/// Each turn's state is read (whether it waited for input says where a task begins), so
+/// the cost grows with the session's turns.
+///
+/// # Errors
+///
+/// The store's, or a session the agent cannot read.
+pub(crate) async fn tasks(store: &Scoped, session: &str) -> Result<Vec<Lineage>, RpcError> {
+    let Some(head) = store.load(session).await.map_err(|e| failed(&e))? else {
+        return Ok(Vec::new());
+    };
+    let (entry, state) = decode(head)?;
+    let mut tasks = Vec::new();
+    // The first turn found so far of the task walked, and that task's latest turn.
+    let mut first = (entry.id.clone(), entry.parent_id.clone());
+    let mut latest = (entry, state);
+    let mut read = 0;
+    loop {
+        let parent = match first.1.take() {
+            Some(id) if read < WALK => {
+                read += 1;
+                snapshot(store, &id).await?
+            }
+            _ => None,
+        };
+        match parent {
+            // The parent waited for input: it is a turn of the same task.
+            Some((entry, state)) if waits(&entry, &state) => first = (entry.id, entry.parent_id),
+            parent => {
+                let (entry, state) = latest;
+                let before = match &parent {
+                    Some((_, earlier)) => earlier.messages.len(),
+                    // A pending first turn of a session has the state it started with.
+                    None if entry.status == Stored::Pending && entry.parent_id.is_none() => {
+                        state.messages.len()
+                    }
+                    None => 0,
+                };
+                let head = tasks.is_empty();
+                tasks.push(Lineage {
+                    task: first.0,
+                    latest: entry,
+                    state,
+                    before,
+                    head,
+                });
+                let Some((entry, state)) = parent else {
+                    break;
+                };
+                // The snapshot that created the session is no turn.
+                if entry.parent_id.is_none() && entry.status != Stored::Pending {
+                    break;
+                }
+                first = (entry.id.clone(), entry.parent_id.clone());
+                latest = (entry, state);
+            }
+        }
+    }
+    Ok(tasks)
+}
+
 /// Cancels task `lineage`, which waits for input: writes the marker of its cancel after its
 /// latest turn. `false` if the session went on meanwhile (nothing was written).
 ///
@@ -380,6 +444,30 @@ mod tests {
         assert_eq!(state.pending_tool_calls.len(), 1);
         // A stale cancel writes nothing.
         assert!(!cancel_waiting(&store, &task).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_session_lists_its_tasks_newest_first_as_they_resolve() {
+        let store = store();
+        let first = turn(&store, None, "a", false).await;
+        let t = turn(&store, Some(&first.id), "t1", true).await;
+        let t2 = turn(&store, Some(&t.id), "t2", true).await;
+        let t3 = turn(&store, Some(&t2.id), "t3", false).await;
+        let next = turn(&store, Some(&t3.id), "n", true).await;
+
+        let tasks = tasks(&store, "s").await.unwrap();
+        let ids: Vec<&str> = tasks.iter().map(|task| task.task.as_str()).collect();
+        // The snapshot that created the session is no task.
+        assert_eq!(ids, [&*next.id, &*t.id, &*first.id]);
+        for listed in &tasks {
+            let resolved = resolve(&store, &listed.task).await.unwrap().unwrap();
+            assert_eq!(listed.latest.id, resolved.latest.id, "{}", listed.task);
+            assert_eq!(listed.before, resolved.before, "{}", listed.task);
+            assert_eq!(listed.head, resolved.head, "{}", listed.task);
+            assert_eq!(listed.state.messages, resolved.state.messages);
+        }
+        assert!(tasks[0].waits() && tasks[0].head);
+        assert!(super::tasks(&store, "nope").await.unwrap().is_empty());
     }
 
     #[tokio::test]

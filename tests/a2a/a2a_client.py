@@ -21,6 +21,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -333,6 +334,37 @@ async def main(base):
             "got": state(got),
         }
 
+    async def listed():
+        everything = await helper.list_tasks(ListTasksRequest())
+        page_one = await helper.list_tasks(ListTasksRequest(page_size=1))
+        page_two = await helper.list_tasks(
+            ListTasksRequest(page_size=1, page_token=page_one.next_page_token)
+        )
+        context = await helper.list_tasks(
+            ListTasksRequest(context_id=ids["first"].context_id, include_artifacts=True)
+        )
+        working = await helper.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+        order = [task.id for task in everything.tasks]
+        stamps = [task.status.timestamp.ToMilliseconds() for task in everything.tasks]
+        try:
+            await memo.list_tasks(ListTasksRequest())
+            client_managed = "not refused"
+        except Exception as error:  # noqa: BLE001 - its class is what is checked
+            client_managed = type(error).__name__
+        return {
+            "total": everything.total_size,
+            "ids": len(set(order)),
+            "lastPage": everything.next_page_token,
+            "newestFirst": stamps == sorted(stamps, reverse=True),
+            "noArtifacts": all(len(task.artifacts) == 0 for task in everything.tasks),
+            "pages": [task.id for task in [*page_one.tasks, *page_two.tasks]] == order[:2],
+            "pageSize": page_one.page_size,
+            "contextAnswers": sorted("|".join(text(a.parts) for a in task.artifacts)
+                                     for task in context.tasks),
+            "working": len(working.tasks),
+            "clientManaged": client_managed,
+        }
+
     await check("card", card)
     await check("send", first)
     await check("send in the same context", again)
@@ -346,6 +378,7 @@ async def main(base):
     await check("cancel a task that waits for input", cancel_waiting)
     await check("subscribe to a continuation", subscribe_continuation)
     await check("cancel a running continuation", cancel_continuation)
+    await check("list tasks", listed)
     for client in (helper, helper_streams, tools, slow, memo, ask, ask_streams):
         await client.close()
 

@@ -99,11 +99,11 @@ async function refusal(promise) {
     return { refused: true, name: error.name, code: error.envelopeCode ?? null, message: error.message };
   }
 }
-/** A raw JSON-RPC call, for what the SDK never sends. */
+/** A raw JSON-RPC call of A2A 1.0, for what the SDK never sends. */
 async function raw(agent, body, headers = {}) {
   const response = await fetch(`${base}/agent/${agent}/a2a`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   return { status: response.status, body: await response.json() };
@@ -281,6 +281,10 @@ await check('errors', async () => {
     method: (await raw('helper', { jsonrpc: '2.0', id: 1, method: 'DoSomething' })).body.error.code,
     legacy: (await raw('helper', { jsonrpc: '2.0', id: 2, method: 'message/send', params: {} })).body.error.code,
     version: (await raw('helper', { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: 'x' } }, { 'a2a-version': '0.3' })).body.error.code,
+    noVersion: (await raw('helper', { jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: 'x' } }, { 'a2a-version': '' })).body.error.code,
+    extendedCard: (await raw('helper', { jsonrpc: '2.0', id: 5, method: 'GetExtendedAgentCard' })).body.error.code,
+    legacyWithVersion: (await raw('helper', { jsonrpc: '2.0', id: 6, method: 'tasks/get', params: { id: 'x' } })).body.error.code,
+    notFoundInfo: (await raw('helper', { jsonrpc: '2.0', id: 7, method: 'GetTask', params: { id: 'no-such-task' } })).body.error.data,
     params: (await raw('helper', { jsonrpc: '2.0', id: 4, method: 'SendMessage', params: { message: { role: 'ROLE_USER', parts: [{ text: 1 }] } } })).body.error,
     push: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { taskPushNotificationConfig: { url: 'http://127.0.0.1:1/hook', id: 'p', taskId: '', tenant: '', token: '' } } })),
     modes: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { acceptedOutputModes: ['image/png'] } })),
@@ -404,6 +408,33 @@ await check('cancel a running continuation', async () => {
     sameTask: canceled.id === task.id,
     last: kinds[kinds.length - 1],
     got: state(got),
+  };
+});
+
+await check('list tasks', async () => {
+  const helper = await client('helper');
+  const all = await helper.listTasks({});
+  const pageOne = await helper.listTasks({ pageSize: 2 });
+  const pageTwo = await helper.listTasks({ pageSize: 2, pageToken: pageOne.nextPageToken });
+  const context = await helper.listTasks({ contextId: first.contextId, includeArtifacts: true, historyLength: 0 });
+  const completed = await helper.listTasks({ status: 3 /* TASK_STATE_COMPLETED */ });
+  const stamps = all.tasks.map((task) => Date.parse(task.status.timestamp));
+  return {
+    total: all.totalSize,
+    count: all.tasks.length,
+    pageSize: all.pageSize,
+    lastPage: all.nextPageToken,
+    newestFirst: stamps.every((stamp, at) => at === 0 || stamps[at - 1] >= stamp),
+    listsFirst: all.tasks.some((task) => task.id === first.id),
+    noArtifacts: all.tasks.every((task) => task.artifacts.length === 0),
+    pageOne: pageOne.tasks.map((task) => task.id).join(',') === all.tasks.slice(0, 2).map((task) => task.id).join(','),
+    pageTwo: pageTwo.tasks.map((task) => task.id).join(',') === all.tasks.slice(2, 4).map((task) => task.id).join(','),
+    contextTasks: context.tasks.length,
+    sameContext: context.tasks.every((task) => task.contextId === first.contextId),
+    contextAnswers: context.tasks.map((task) => task.artifacts.map((a) => text(a.parts)).join('|')).reverse(),
+    noHistory: context.tasks.every((task) => task.history.length === 0),
+    completedOnly: completed.tasks.length > 0 && completed.tasks.every((task) => state(task) === 'TASK_STATE_COMPLETED'),
+    clientManaged: await refusal((await client('memo')).listTasks({})),
   };
 });
 

@@ -261,7 +261,7 @@ async fn the_a2a_js_sdk_client_drives_agents() {
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
     let summary = client("a2a_client.mjs", vec![base.clone()]).await;
-    let checks = checks(&summary, 18);
+    let checks = checks(&summary, 19);
     lives_across_its_inputs(&checks);
     continuations_are_followed_and_canceled(&checks);
 
@@ -386,10 +386,35 @@ async fn the_a2a_js_sdk_client_drives_agents() {
             "unknownContext": {"refused": true, "code": -32602},
             "clientManagedTasks": {"refused": true, "code": -32004},
             "clientManagedSend": {"state": "TASK_STATE_COMPLETED", "answer": "I keep nothing."},
-            "parse": -32700, "method": -32601, "legacy": -32009, "version": -32009,
-            "params": {"code": -32602, "data": {"path": "/params/message/parts/0/text"}},
+            "parse": -32700, "method": -32601, "legacy": -32601, "version": -32009,
+            "noVersion": -32009, "extendedCard": -32004, "legacyWithVersion": -32601,
+            "params": {"code": -32602},
+            "notFoundInfo": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                              "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
+                              "metadata": {"taskId": "no-such-task"}}],
             "push": {"refused": true, "code": -32003},
             "modes": {"refused": true, "code": -32005},
+        }),
+    );
+    let violation = &errors["params"]["data"][0];
+    assert_eq!(
+        violation["@type"], "type.googleapis.com/google.rpc.BadRequest",
+        "{errors}"
+    );
+    assert_eq!(
+        violation["fieldViolations"][0]["field"], "message.parts[0].text",
+        "{errors}"
+    );
+
+    has(
+        &checks["list tasks"],
+        &json!({
+            "total": 5, "count": 5, "pageSize": 50, "lastPage": "", "newestFirst": true,
+            "listsFirst": true, "noArtifacts": true, "pageOne": true, "pageTwo": true,
+            "contextTasks": 2, "sameContext": true,
+            "contextAnswers": ["Hello there!", "Second answer"], "noHistory": true,
+            "completedOnly": true,
+            "clientManaged": {"refused": true, "code": -32004},
         }),
     );
 }
@@ -407,7 +432,7 @@ async fn the_a2a_python_sdk_client_drives_agents() {
     })
     .await
     .unwrap();
-    let checks = checks(&summary, 13);
+    let checks = checks(&summary, 14);
     lives_across_its_inputs(&checks);
     continuations_are_followed_and_canceled(&checks);
     has(
@@ -463,6 +488,14 @@ async fn the_a2a_python_sdk_client_drives_agents() {
             "canceled": "TASK_STATE_CANCELED", "last": "status:TASK_STATE_CANCELED",
             "unknownTask": "TaskNotFoundError", "finishedTask": "TaskNotCancelableError",
             "clientManaged": "UnsupportedOperationError",
+        }),
+    );
+    has(
+        &checks["list tasks"],
+        &json!({
+            "total": 3, "ids": 3, "lastPage": "", "newestFirst": true, "noArtifacts": true,
+            "pages": true, "pageSize": 1, "contextAnswers": ["Hello there!", "Second answer"],
+            "working": 0, "clientManaged": "UnsupportedOperationError",
         }),
     );
 }

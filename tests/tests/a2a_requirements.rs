@@ -1,0 +1,479 @@
+//! A2A 1.0's requirements of a server, one test each, named after the requirement (the ids of
+//! the A2A project's compatibility kit, `a2a-tck`), over the JSON-RPC binding with raw HTTP
+//! requests on 127.0.0.1: what the SDK clients of `a2a_clients.rs` never send, and the
+//! details of what the server answers.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+
+use bidi_flow::Registry;
+use bidi_http::{Identity, Server, Unauthorized};
+use bidi_llm::LlmAgent;
+use bidi_llm::testing::{Scripted, ScriptedModel};
+use serde_json::{Value, json};
+
+/// A server of agent `helper`, which answers every message with `answer-N`, and of `memo`,
+/// which keeps no sessions; callers authenticate with `Bearer {name}`.
+async fn serve() -> String {
+    let script = (1..=40).map(|n| Scripted::new().text(&format!("answer-{n}")));
+    let helper = LlmAgent::builder("helper", ScriptedModel::new(script)).build();
+    let memo = LlmAgent::builder("memo", ScriptedModel::new(Vec::<Scripted>::new()))
+        .client_managed()
+        .build();
+    let server = Server::new(Registry::new())
+        .agent(&helper)
+        .agent(&memo)
+        .protocol(bidi_a2a::A2a::new())
+        .auth(|headers| async move {
+            let token = headers
+                .get("authorization")
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "));
+            match token {
+                Some(name) => Ok(Identity::new(name)),
+                None => Err(Unauthorized::new("a bearer token is required")),
+            }
+        });
+    format!("http://{}", tests::http::serve(server).await)
+}
+
+/// A caller of the server at `base`.
+struct Caller {
+    http: reqwest::Client,
+    base: String,
+    name: &'static str,
+}
+
+impl Caller {
+    fn new(base: &str, name: &'static str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base: base.to_owned(),
+            name,
+        }
+    }
+
+    /// JSON-RPC `method` with `params` to `helper`, at A2A 1.0: the whole response.
+    async fn call(&self, method: &str, params: Value) -> Value {
+        self.raw(
+            "helper",
+            Some("1.0"),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method,
+                                                 "params": params}),
+        )
+        .await
+    }
+
+    /// `body` to `agent`'s endpoint, with `version` as its `A2A-Version` header.
+    async fn raw(&self, agent: &str, version: Option<&str>, body: &Value) -> Value {
+        let mut request = self
+            .http
+            .post(format!("{}/agent/{agent}/a2a", self.base))
+            .bearer_auth(self.name)
+            .json(body);
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        response.json().await.unwrap()
+    }
+
+    /// Sends `text` (in `context`, if given): the task the turn made.
+    async fn send(&self, text: &str, context: Option<&str>) -> Value {
+        let mut message = json!({"messageId": format!("m-{text}"), "role": "ROLE_USER",
+                                 "parts": [{"text": text}]});
+        if let Some(context) = context {
+            message["contextId"] = json!(context);
+        }
+        let sent = self.call("SendMessage", json!({"message": message})).await;
+        let task = sent["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+        task
+    }
+
+    async fn list(&self, params: Value) -> Value {
+        let listed = self.call("ListTasks", params).await;
+        assert!(listed.get("error").is_none(), "{listed}");
+        listed["result"].clone()
+    }
+}
+
+fn ids(listed: &Value) -> Vec<String> {
+    let tasks = listed["tasks"].as_array().unwrap();
+    tasks
+        .iter()
+        .map(|task| task["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The `ErrorInfo` of an A2A error response.
+#[track_caller]
+fn error_info(response: &Value) -> &Value {
+    let data = response["error"]["data"].as_array().expect("a data array");
+    let info = data
+        .iter()
+        .find(|detail| detail["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")
+        .expect("an ErrorInfo");
+    assert_eq!(info["domain"], "a2a-protocol.org");
+    info
+}
+
+/// CORE-LIST-001: `ListTasks` returns only the tasks the caller may see.
+#[tokio::test]
+async fn core_list_001_list_tasks_returns_only_the_callers_tasks() {
+    let base = serve().await;
+    let (alice, bob) = (Caller::new(&base, "alice"), Caller::new(&base, "bob"));
+    let hers = alice.send("hi", None).await;
+    let his = bob.send("hello", None).await;
+    assert_eq!(
+        ids(&alice.list(json!({})).await),
+        [hers["id"].as_str().unwrap()]
+    );
+    assert_eq!(
+        ids(&bob.list(json!({})).await),
+        [his["id"].as_str().unwrap()]
+    );
+    // Another's context lists nothing.
+    let context = his["contextId"].clone();
+    let theirs = alice.list(json!({"contextId": context})).await;
+    assert_eq!(
+        (theirs["tasks"].clone(), theirs["totalSize"].clone()),
+        (json!([]), json!(0))
+    );
+    // Nor does another's task read.
+    let got = alice.call("GetTask", json!({"id": his["id"]})).await;
+    assert_eq!(got["error"]["code"], -32001, "{got}");
+}
+
+/// CORE-LIST-002 and CORE-LIST-004: `ListTasks` pages with a cursor (`pageToken` /
+/// `nextPageToken`), `nextPageToken` always present and empty on the last page.
+#[tokio::test]
+async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let first = alice.send("one", None).await;
+    let context = first["contextId"].as_str().unwrap();
+    for text in ["two", "three", "four", "five"] {
+        alice.send(text, Some(context)).await;
+    }
+    let other = alice.send("elsewhere", None).await;
+
+    let all = alice.list(json!({"pageSize": 100})).await;
+    assert_eq!(
+        (all["totalSize"].clone(), all["nextPageToken"].clone()),
+        (json!(6), json!(""))
+    );
+    let mut paged = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = alice.list(json!({"pageSize": 2, "pageToken": token})).await;
+        assert_eq!(
+            (page["pageSize"].clone(), page["totalSize"].clone()),
+            (json!(2), json!(6))
+        );
+        paged.extend(ids(&page));
+        token = page["nextPageToken"].as_str().unwrap().to_owned();
+        if token.is_empty() {
+            break;
+        }
+        assert!(paged.len() < 6, "a page after the last: {page}");
+    }
+    assert_eq!(paged, ids(&all), "the pages are the list, in its order");
+    // A context's tasks alone, paged the same way.
+    let theirs = alice
+        .list(json!({"contextId": context, "pageSize": 3}))
+        .await;
+    assert_eq!(
+        (theirs["totalSize"].clone(), ids(&theirs).len()),
+        (json!(5), 3)
+    );
+    assert!(!ids(&theirs).contains(&other["id"].as_str().unwrap().to_owned()));
+
+    let bad = alice
+        .call("ListTasks", json!({"pageToken": "not-one"}))
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let bad = alice.call("ListTasks", json!({"pageSize": -1})).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+/// CORE-LIST-003: tasks come sorted by their status timestamp, the latest first; a filter by
+/// state and by time keeps to them.
+#[tokio::test]
+async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let mut sent = Vec::new();
+    for text in ["a", "b", "c"] {
+        sent.push(
+            alice.send(text, None).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        // Statuses a millisecond apart at least, so that the order is the sending's.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let all = alice.list(json!({})).await;
+    sent.reverse();
+    assert_eq!(ids(&all), sent);
+    let stamps: Vec<&str> = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| task["status"]["timestamp"].as_str().unwrap())
+        .collect();
+    assert!(
+        stamps.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{stamps:?}"
+    );
+
+    let after = alice.list(json!({"statusTimestampAfter": stamps[1]})).await;
+    assert_eq!(ids(&after), sent[..2]);
+    let completed = alice.list(json!({"status": "TASK_STATE_COMPLETED"})).await;
+    assert_eq!(ids(&completed), sent);
+    let working = alice.list(json!({"status": "TASK_STATE_WORKING"})).await;
+    assert_eq!(working["tasks"], json!([]));
+    let bad = alice.call("ListTasks", json!({"status": "DONE"})).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+/// CORE-LIST-005: without `includeArtifacts`, a listed task has no `artifacts` field at all.
+#[tokio::test]
+async fn core_list_005_list_tasks_omits_artifacts_unless_asked() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    alice.send("hi", None).await;
+    for params in [json!({}), json!({"includeArtifacts": false})] {
+        let listed = alice.list(params).await;
+        let task = &listed["tasks"][0];
+        assert!(task.get("artifacts").is_none(), "{task}");
+        assert!(task.get("history").is_some(), "{task}");
+    }
+    let listed = alice
+        .list(json!({"includeArtifacts": true, "historyLength": 0}))
+        .await;
+    let task = &listed["tasks"][0];
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "answer-1",
+        "{task}"
+    );
+    assert!(
+        task.get("history").is_none(),
+        "historyLength 0 omits it: {task}"
+    );
+    let memo = alice
+        .raw(
+            "memo",
+            Some("1.0"),
+            &json!({"jsonrpc": "2.0", "id": 1,
+                                                     "method": "ListTasks"}),
+        )
+        .await;
+    assert_eq!(memo["error"]["code"], -32004, "{memo}");
+}
+
+/// JSONRPC-ERR-001 to -003: errors are JSON-RPC error objects; A2A's own (-32001 to -32099)
+/// carry a `google.rpc.ErrorInfo` in a `data` array, named in UPPER_SNAKE_CASE.
+#[tokio::test]
+async fn jsonrpc_err_003_a2a_errors_include_error_info_in_a_data_array() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let done = alice.send("hi", None).await;
+    let cases = [
+        ("GetTask", json!({"id": "nope"}), -32001, "TASK_NOT_FOUND"),
+        (
+            "CancelTask",
+            json!({"id": done["id"]}),
+            -32002,
+            "TASK_NOT_CANCELABLE",
+        ),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({}),
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            "SubscribeToTask",
+            json!({"id": done["id"]}),
+            -32004,
+            "UNSUPPORTED_OPERATION",
+        ),
+        (
+            "GetExtendedAgentCard",
+            json!({}),
+            -32004,
+            "UNSUPPORTED_OPERATION",
+        ),
+    ];
+    for (method, params, code, reason) in cases {
+        let answered = alice.call(method, params).await;
+        assert_eq!(answered["error"]["code"], code, "{method}: {answered}");
+        assert_eq!(error_info(&answered)["reason"], reason, "{method}");
+    }
+    let version = alice
+        .raw(
+            "helper",
+            Some("0.3"),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                            "params": {"id": "x"}}),
+        )
+        .await;
+    assert_eq!(error_info(&version)["reason"], "VERSION_NOT_SUPPORTED");
+    let not_found = alice.call("GetTask", json!({"id": "nope"})).await;
+    assert_eq!(
+        error_info(&not_found)["metadata"],
+        json!({"taskId": "nope"})
+    );
+    // JSON-RPC's own errors: no A2A details.
+    let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert!(unknown["error"].get("data").is_none(), "{unknown}");
+}
+
+/// CORE-ERR-002 and JSON-RPC 2.0: invalid params name the field (`google.rpc.BadRequest`),
+/// an unknown method is -32601 whatever its name.
+#[tokio::test]
+async fn core_err_002_invalid_params_name_the_field_and_unknown_methods_are_32601() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let wrong = alice
+        .call(
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER",
+                                                "parts": [{"text": 7}]}}),
+        )
+        .await;
+    assert_eq!(wrong["error"]["code"], -32602, "{wrong}");
+    let detail = &wrong["error"]["data"][0];
+    assert_eq!(detail["@type"], "type.googleapis.com/google.rpc.BadRequest");
+    assert_eq!(
+        detail["fieldViolations"][0]["field"],
+        "message.parts[0].text"
+    );
+    for method in ["Dance", "message/send", "a/b/c"] {
+        let unknown = alice.call(method, json!({})).await;
+        assert_eq!(unknown["error"]["code"], -32601, "{method}: {unknown}");
+    }
+}
+
+/// DM-MSG-001: a message carries `messageId`; one without is invalid params.
+#[tokio::test]
+async fn dm_msg_001_a_message_without_message_id_is_refused() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    for message in [
+        json!({"role": "ROLE_USER", "parts": [{"text": "hi"}]}),
+        json!({"messageId": "", "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
+    ] {
+        let refused = alice.call("SendMessage", json!({"message": message})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let field = &refused["error"]["data"][0]["fieldViolations"][0]["field"];
+        assert_eq!(field, "message.messageId", "{refused}");
+    }
+    assert_eq!(alice.list(json!({})).await["totalSize"], 0, "nothing ran");
+}
+
+/// DM-PART-001 and the card's input modes: a part is one of text, file and data; JSON the card
+/// says it takes (`application/json`) is read as the user's.
+#[tokio::test]
+async fn dm_part_001_a_part_is_one_kind_and_json_parts_are_taken() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let card = alice
+        .http
+        .get(format!(
+            "{base}/agent/helper/a2a/.well-known/agent-card.json"
+        ))
+        .bearer_auth("alice")
+        .send();
+    let card: Value = card.await.unwrap().json().await.unwrap();
+    assert!(
+        card["defaultInputModes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("application/json"))
+    );
+    let json_part = json!({"messageId": "j", "role": "ROLE_USER",
+                           "parts": [{"data": {"k": 1}, "mediaType": "application/json"}]});
+    let sent = alice
+        .call("SendMessage", json!({"message": json_part}))
+        .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(
+        task["history"][0]["parts"][0]["text"], r#"{"k":1}"#,
+        "{sent}"
+    );
+
+    let two = json!({"messageId": "t", "role": "ROLE_USER",
+                     "parts": [{"text": "a", "data": {"k": 1}}]});
+    let refused = alice.call("SendMessage", json!({"message": two})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}
+
+/// VER-SERVER-002 and -003: a request that names no version is A2A 0.3's, and another
+/// version is refused with `VersionNotSupportedError`; the version may come as a query
+/// parameter.
+#[tokio::test]
+async fn ver_server_003_a_request_without_a_version_is_a2a_0_3() {
+    let base = serve().await;
+    let alice = Caller::new(&base, "alice");
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "ListTasks"});
+    for version in [None, Some(""), Some("0.3"), Some("2.0")] {
+        let refused = alice.raw("helper", version, &body).await;
+        assert_eq!(refused["error"]["code"], -32009, "{version:?}: {refused}");
+        assert_eq!(refused["id"], 9);
+    }
+    for version in ["1.0", "1.0.2"] {
+        let listed = alice.raw("helper", Some(version), &body).await;
+        assert!(listed.get("result").is_some(), "{version}: {listed}");
+    }
+    let by_query = alice
+        .http
+        .post(format!("{base}/agent/helper/a2a?A2A-Version=1.0"))
+        .bearer_auth("alice")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let listed: Value = by_query.json().await.unwrap();
+    assert!(listed.get("result").is_some(), "{listed}");
+}
+
+/// CARD-CACHE-001 and -002: the card carries `Cache-Control` with `max-age` and an `ETag`; a
+/// client that has it asks with `If-None-Match` and is answered 304.
+#[tokio::test]
+async fn card_cache_001_002_the_card_is_cached_with_max_age_and_an_etag() {
+    let base = serve().await;
+    let http = reqwest::Client::new();
+    let get = |url: String| http.get(url).bearer_auth("alice");
+    let url = format!("{base}/agent/helper/.well-known/agent-card.json");
+    let card = get(url.clone()).send().await.unwrap();
+    assert_eq!(card.status(), 200);
+    let cache = card.headers()["cache-control"].to_str().unwrap().to_owned();
+    assert!(cache.contains("max-age="), "{cache}");
+    let tag = card.headers()["etag"].clone();
+    let again = get(url)
+        .header("if-none-match", tag.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert_eq!(again.headers()["etag"], tag);
+    let tags: HashSet<_> = [
+        tag,
+        get(format!("{base}/agent/memo/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap()
+            .headers()["etag"]
+            .clone(),
+    ]
+    .into();
+    assert_eq!(tags.len(), 2, "each card its own tag");
+}
