@@ -7,6 +7,7 @@
 //! has expired asks again with `If-None-Match` and is answered `304 Not Modified` while the
 //! card is the same.
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -24,6 +25,7 @@ pub(crate) async fn card(
     State(host): State<Host>,
     Segments((kind, name)): Segments<(String, String)>,
     OriginalUri(uri): OriginalUri,
+    Extension(shared): Extension<super::Shared>,
     headers: HeaderMap,
 ) -> Result<Response, Failure> {
     let agent = agent::agent(&host, &kind, &name)?;
@@ -75,7 +77,7 @@ pub(crate) async fn card(
         version: env!("CARGO_PKG_VERSION"),
         capabilities: Capabilities {
             streaming: true,
-            push_notifications: false,
+            push_notifications: shared.pushing.enabled(),
             extended_agent_card: false,
         },
         default_input_modes: vec!["text/plain", "application/json"],

@@ -39,7 +39,8 @@
 //! - `GET /agent/{name}/a2a/.well-known/agent-card.json` (and `/agent/{name}/.well-known/
 //!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
 //!   the agent card. Its one interface is `JSONRPC` 1.0 at `/agent/{name}/a2a`, on the host
-//!   the request named; it streams, sends no push notifications, takes and answers text and
+//!   the request named; it streams, sends push notifications (unless they are
+//!   [disabled](PushNotifications::disabled)), takes and answers text and
 //!   JSON, and has a skill for the conversation and one for each of the agent's tools. It is
 //!   cached for five minutes (`Cache-Control: max-age=300`) and tagged (`ETag`): a client
 //!   that has it asks with `If-None-Match` and is answered 304.
@@ -117,6 +118,16 @@
 //! await client.send_message(SendMessageRequest(message=reply))
 //! ```
 //!
+//! **Push notifications** (feature `push`, on by default): a client gives a task a webhook,
+//! in the message that starts or continues it (`configuration.taskPushNotificationConfig`)
+//! or later (`CreateTaskPushNotificationConfig`; `Get..`, `List..` and `Delete..` read and
+//! remove them), and each of the task's state changes is POSTed to it once, in order, as a
+//! `statusUpdate` with the config's credentials: working, then input-required, completed,
+//! failed or canceled. A webhook that fails is tried again a bounded number of times. A
+//! config is the caller's and its task's, kept in the agent's store, so every process sharing
+//! it notifies alike. Webhooks on private addresses are refused unless allowed
+//! ([`PushNotifications`] says how deliveries are made).
+//!
 //! **Versions.** A request names A2A 1.0 in its `A2A-Version` header (or an `A2A-Version`
 //! query parameter), as the SDKs' clients do; A2A reads a request that names none as 0.3's,
 //! which is refused with -32009 saying which header to send.
@@ -129,11 +140,11 @@
 //! request), -32601 (no such method, A2A 0.3's names among them: the message gives the 1.0
 //! name), -32602 (invalid params; `data` holds a `google.rpc.BadRequest` naming the field,
 //! `message.parts[0].text`), -32603 (the server failed), -32001 (no such task, in the
-//! caller's identity), -32002 (the task is over: nothing to cancel), -32003 (no push
-//! notifications), -32004 (not supported: a message on a task that is over, a context busy
-//! with another task, tasks of an agent that keeps no sessions, the extended card), -32005
-//! (the client accepts none of the agent's output modes), -32009 (a version other than
-//! 1.0). Each A2A error (-32001 and below) carries in `data` the `google.rpc.ErrorInfo` A2A
+//! caller's identity, or no such push notification config), -32002 (the task is over:
+//! nothing to cancel), -32003 (push notifications disabled), -32004 (not supported: a
+//! message on a task that is over, a context busy with another task, tasks of an agent that
+//! keeps no sessions, the extended card), -32005 (the client accepts none of the agent's
+//! output modes), -32009 (a version other than 1.0). Each A2A error (-32001 and below) carries in `data` the `google.rpc.ErrorInfo` A2A
 //! asks for: its `reason` (`TASK_NOT_FOUND`), `domain` `a2a-protocol.org`, and the task's id
 //! in `metadata` where one is named.
 //!
@@ -147,6 +158,23 @@ mod error;
 mod input;
 mod lineage;
 mod list;
+#[cfg(feature = "push")]
+mod push;
+#[cfg(not(feature = "push"))]
+mod push {
+    //! Without the `push` feature, turns notify nobody.
+
+    /// A notifier of nothing.
+    #[derive(Debug)]
+    pub(crate) struct Notifier;
+
+    impl Notifier {
+        pub(crate) fn status(&self, _: crate::types::StatusUpdate) {}
+    }
+}
+
+#[cfg(feature = "push")]
+pub use push::PushNotifications;
 mod task;
 mod tasks;
 mod types;
@@ -187,23 +215,53 @@ type Streams = Arc<Tees<TurnKey>>;
 /// /agent/{name}/a2a` (JSON-RPC) and the agent's card. See the [crate docs](crate).
 #[derive(Debug, Clone, Copy, Default)]
 #[must_use]
-pub struct A2a {}
+pub struct A2a {
+    #[cfg(feature = "push")]
+    push: PushNotifications,
+}
 
 impl A2a {
-    /// A2A for every agent of the server.
+    /// A2A for every agent of the server (with push notifications, as
+    /// [`PushNotifications::new`] sends them, where the `push` feature is on).
     pub fn new() -> Self {
-        Self {}
+        Self::default()
+    }
+
+    /// Sends the tasks' push notifications as `push` says
+    /// ([`PushNotifications::disabled`]: none).
+    #[cfg(feature = "push")]
+    pub fn push_notifications(mut self, push: PushNotifications) -> Self {
+        self.push = push;
+        self
     }
 }
 
 impl Protocol for A2a {
     fn routes(&self, host: &Host) -> Router {
-        routes(Arc::clone(host.kept())).with_state(host.clone())
+        #[cfg(feature = "push")]
+        let pushing = Pushing(push::Pusher::new(self.push));
+        #[cfg(not(feature = "push"))]
+        let pushing = Pushing::default();
+        routes(Arc::clone(host.kept()), pushing).with_state(host.clone())
+    }
+}
+
+/// Who sends the server's push notifications, if it sends them.
+#[derive(Debug, Clone, Default)]
+struct Pushing(#[cfg(feature = "push")] Option<Arc<push::Pusher>>);
+
+impl Pushing {
+    /// Whether the server sends push notifications (what its cards say).
+    fn enabled(&self) -> bool {
+        #[cfg(feature = "push")]
+        return self.0.is_some();
+        #[cfg(not(feature = "push"))]
+        false
     }
 }
 
 /// The A2A routes, their streams' bytes kept within `budget`.
-fn routes(budget: Arc<bidi_http::tee::Budget>) -> Router<Host> {
+fn routes(budget: Arc<bidi_http::tee::Budget>, pushing: Pushing) -> Router<Host> {
     let streams: Streams = Arc::new(Tees::new(budget));
     Router::new()
         .route("/{kind}/{name}/a2a", post(rpc))
@@ -215,13 +273,23 @@ fn routes(budget: Arc<bidi_http::tee::Budget>) -> Router<Host> {
             "/{kind}/{name}/.well-known/agent-card.json",
             get(card::card),
         )
-        .layer(Extension(streams))
+        .layer(Extension(Shared { streams, pushing }))
+}
+
+/// What every request of the routes shares: the streams of the tasks running in this
+/// process, and who sends push notifications.
+#[derive(Debug, Clone)]
+struct Shared {
+    streams: Streams,
+    pushing: Pushing,
 }
 
 /// What every method of a request has at hand.
 struct Call<'a> {
     host: &'a Host,
     streams: &'a Streams,
+    #[cfg(feature = "push")]
+    pushing: &'a Pushing,
     agent: &'a LlmAgent,
     name: &'a str,
     identity: Option<&'a Identity>,
@@ -258,7 +326,7 @@ impl Call<'_> {
 /// `POST /agent/{name}/a2a`: one JSON-RPC request.
 async fn rpc(
     State(host): State<Host>,
-    Extension(streams): Extension<Streams>,
+    Extension(shared): Extension<Shared>,
     Served { agent, name }: Served,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
@@ -271,9 +339,14 @@ async fn rpc(
         Ok(request) => request,
         Err((id, error)) => return Ok(error_response(&id, &error)),
     };
+    let Shared { streams, pushing } = shared;
+    #[cfg(not(feature = "push"))]
+    let _ = pushing;
     let call = Call {
         host: &host,
         streams: &streams,
+        #[cfg(feature = "push")]
+        pushing: &pushing,
         agent,
         name: &name,
         identity: identity.as_ref().map(|Extension(identity)| identity),
@@ -286,6 +359,18 @@ async fn rpc(
         "CancelTask" => tasks::cancel(&call, params).await,
         "SubscribeToTask" => tasks::subscribe(&call, params).await,
         "ListTasks" => list::list(&call, params).await,
+        #[cfg(feature = "push")]
+        "CreateTaskPushNotificationConfig" if pushing.enabled() => {
+            push::create(&call, params).await
+        }
+        #[cfg(feature = "push")]
+        "GetTaskPushNotificationConfig" if pushing.enabled() => push::get(&call, params).await,
+        #[cfg(feature = "push")]
+        "ListTaskPushNotificationConfigs" if pushing.enabled() => push::list(&call, params).await,
+        #[cfg(feature = "push")]
+        "DeleteTaskPushNotificationConfig" if pushing.enabled() => {
+            push::delete(&call, params).await
+        }
         other => Err(not_run(other)),
     };
     Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
@@ -481,14 +566,9 @@ fn accepts(modes: &[String]) -> bool {
 async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Response, RpcError> {
     let SendParams {
         message,
-        configuration,
+        mut configuration,
     } = self::params(params)?;
-    if configuration.task_push_notification_config.is_some() {
-        return Err(RpcError::new(
-            PUSH_NOT_SUPPORTED,
-            "this agent sends no push notifications",
-        ));
-    }
+    let inline = configuration.task_push_notification_config.take();
     if !accepts(&configuration.accepted_output_modes) {
         return Err(RpcError::new(
             CONTENT_TYPE_NOT_SUPPORTED,
@@ -512,6 +592,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client && detach {
         call.keeps_sessions("`returnImmediately`")?;
     }
+    let notifier = notifier(call, inline)?;
     let Opened {
         init,
         state,
@@ -537,7 +618,8 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         call.locals(),
         limit,
     )
-    .continuing(continues);
+    .continuing(continues)
+    .notifying(notifier);
     let turn = (init, input);
     let refused = |failure: Failure| refusal(&failure, &message);
     if client || !(stream || detach) {
@@ -574,6 +656,76 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     Ok(json_response(
         Rpc::result(&call.id, Event::Task(task)).to_vec(),
     ))
+}
+
+/// Where a message's own push notification config is in the request.
+#[cfg(feature = "push")]
+const INLINE: &str = "/params/configuration/taskPushNotificationConfig";
+
+/// The notifier of the turn a message starts: `None` if the server sends no push
+/// notifications or the agent keeps no tasks; `inline` is the message's own config, saved for
+/// the task it starts or continues.
+///
+/// # Errors
+///
+/// A config where the server sends no notifications (-32003), or for an agent that keeps no
+/// tasks (-32004); one whose fields are wrong (-32602).
+#[cfg(feature = "push")]
+fn notifier(call: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notifier>, RpcError> {
+    let inline = inline.filter(|config| !config.is_null());
+    let Some(pusher) = &call.pushing.0 else {
+        return match inline {
+            Some(_) => Err(RpcError::new(
+                PUSH_NOT_SUPPORTED,
+                "this agent sends no push notifications",
+            )),
+            None => Ok(None),
+        };
+    };
+    let inline = match inline {
+        Some(config) => {
+            call.keeps_sessions("a push notification config")?;
+            let config: push::PushConfig =
+                serde_path_to_error::deserialize(config).map_err(|error| {
+                    let path = format!("{INLINE}{}", pointer(error.path()));
+                    RpcError::invalid_params(&path, reason(&error.into_inner().to_string()))
+                })?;
+            push::check(&config, pusher.settings().private_allowed(), INLINE)?;
+            Some(config)
+        }
+        None if call.agent.agent().is_client_managed() => return Ok(None),
+        None => None,
+    };
+    Ok(Some(pusher.notifier(push::store_of(call), inline)))
+}
+
+/// Without push notifications, a message's own config is refused (-32003).
+#[cfg(not(feature = "push"))]
+fn notifier(_: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notifier>, RpcError> {
+    match inline {
+        Some(config) if !config.is_null() => Err(RpcError::new(
+            PUSH_NOT_SUPPORTED,
+            "this agent sends no push notifications",
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// Tells task `task`'s webhooks where it stands now, when that did not come from a turn (a
+/// task canceled while it waited for input).
+fn notify(call: &Call<'_>, task: &types::Task) {
+    #[cfg(feature = "push")]
+    if let Some(pusher) = &call.pushing.0 {
+        pusher
+            .notifier(push::store_of(call), None)
+            .status(types::StatusUpdate {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                status: task.status.clone(),
+            });
+    }
+    #[cfg(not(feature = "push"))]
+    let _ = (call, task);
 }
 
 /// A refusal to start the turn `message` asked for, in A2A's terms.

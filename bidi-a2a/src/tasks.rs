@@ -136,6 +136,10 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
         if canceled {
             let stored = load(&store, &id, &locals, None).await?;
             let stored = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
+            // A running turn tells the webhooks itself, as it ends.
+            if lineage.latest.status != Snapshot::Pending {
+                super::notify(call, &stored.task);
+            }
             return Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()));
         }
     }

@@ -11,6 +11,7 @@ use bidi_flow::wire::Wire;
 use bidi_llm::{AgentEvent, Ending, Failure, LlmSession, Message as LlmMessage, TurnState};
 use serde_json::Value;
 
+use super::push::Notifier;
 use super::task;
 use super::types::{
     Artifact, ArtifactUpdate, Event, Ids, Message, Part, Response, StatusUpdate, Task, TaskState,
@@ -55,6 +56,8 @@ pub(crate) struct TaskWire {
     /// The turn's messages, and the whole conversation once the agent returned it.
     turn: Vec<LlmMessage>,
     conversation: Vec<LlmMessage>,
+    /// Who tells the task's webhooks of its state changes, if anyone.
+    notifier: Option<Notifier>,
 }
 
 impl TaskWire {
@@ -80,6 +83,24 @@ impl TaskWire {
             cut: None,
             turn: Vec::new(),
             conversation: Vec::new(),
+            notifier: None,
+        }
+    }
+
+    /// The wire of a turn whose state changes `notifier` sends to the task's webhooks.
+    pub(crate) fn notifying(mut self, notifier: Option<Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// Tells the task's webhooks that it stands at `status`.
+    fn notify(&self, status: &TaskStatus) {
+        if let Some(notifier) = &self.notifier {
+            notifier.status(StatusUpdate {
+                task_id: self.ids.task.clone(),
+                context_id: self.ids.context.clone(),
+                status: status.clone(),
+            });
         }
     }
 
@@ -179,13 +200,12 @@ impl TaskWire {
                 .unwrap_or_else(bidi_session::new_id),
             context: session_id.to_owned(),
         };
+        let working = task::bare(&self.ids, TaskState::Working, SystemTime::now());
+        self.notify(&working);
         if self.stream {
             let task = self.submitted(&self.ids, first);
             self.record(&Event::Task(task), out);
-            self.status_update(
-                task::bare(&self.ids, TaskState::Working, SystemTime::now()),
-                out,
-            );
+            self.status_update(working, out);
         }
     }
 
@@ -220,8 +240,10 @@ impl Wire for TaskWire {
             AgentEvent::SessionEnd { messages, .. } => messages.clone_into(&mut self.turn),
             AgentEvent::ExecuteComplete { .. } => {
                 self.close(out);
+                let status = self.ended();
+                self.notify(&status);
                 if self.stream {
-                    self.status_update(self.ended(), out);
+                    self.status_update(status, out);
                 }
             }
             _ => {}
@@ -232,8 +254,12 @@ impl Wire for TaskWire {
         self.close(out);
         let complete = self.ending.is_complete();
         self.cut = Some(message.to_owned());
-        if self.stream && !complete {
-            self.status_update(self.ended(), out);
+        if !complete {
+            let status = self.ended();
+            self.notify(&status);
+            if self.stream {
+                self.status_update(status, out);
+            }
         }
     }
 

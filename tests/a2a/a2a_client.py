@@ -4,7 +4,9 @@
 The server is `tests/tests/a2a_clients.rs`'s: `helper` (scripted answers), `tools` (a remote
 tool `lookup` and a tool `wipe` that needs approval), `ask` (the same tools, a task that asks
 for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
-calls `lookup` when `POST /ask` does), `memo` (client-managed). Each check prints one JSON line,
+calls `lookup` when `POST /ask` does), `memo` (client-managed), `hooked` (answers once, its
+task's state changes pushed to the webhook receivers at <hookUrl>, `hook/py`; usage: python
+a2a_client.py <baseUrl> <hookUrl>). Each check prints one JSON line,
 `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 asserts what it saw. The last line is `N passed, M failed`: M checks threw.
 """
@@ -20,11 +22,16 @@ from google.protobuf import json_format
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -111,7 +118,7 @@ def events(all_events):
     return {"kinds": kinds, "answer": answer}
 
 
-async def main(base):
+async def main(base, hooks):
     blocking = ClientFactory(ClientConfig(streaming=False))
     streaming = ClientFactory(ClientConfig(streaming=True))
     helper = await blocking.create_from_url(f"{base}/agent/helper/a2a")
@@ -119,6 +126,7 @@ async def main(base):
     tools = await blocking.create_from_url(f"{base}/agent/tools/a2a")
     slow = await streaming.create_from_url(f"{base}/agent/slow/a2a")
     memo = await blocking.create_from_url(f"{base}/agent/memo/a2a")
+    hooked = await blocking.create_from_url(f"{base}/agent/hooked/a2a")
     ask = await blocking.create_from_url(f"{base}/agent/ask/a2a")
     ask_streams = await streaming.create_from_url(f"{base}/agent/ask/a2a")
 
@@ -365,6 +373,46 @@ async def main(base):
             "clientManaged": client_managed,
         }
 
+    async def pushed():
+        inline = json_format.ParseDict(
+            {
+                "id": "py-inline",
+                "url": f"{hooks}/hook/py",
+                "token": "py-token",
+                "authentication": {"scheme": "Bearer", "credentials": "py-secret"},
+            },
+            TaskPushNotificationConfig(),
+        )
+        configuration = SendMessageConfiguration(task_push_notification_config=inline)
+        sent = SendMessageRequest(message=message(["note this"]), configuration=configuration)
+        task = None
+        async for event in hooked.send_message(sent):
+            task = event.task
+            break
+        made = await hooked.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, id="py-made", url=f"{hooks}/hook/py-made")
+        )
+        listed = await hooked.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        got = await hooked.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="py-made")
+        )
+        await hooked.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="py-made")
+        )
+        after = await hooked.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        return {
+            "id": task.id,
+            "state": state(task),
+            "made": made.id,
+            "listed": sorted(config.id for config in listed.configs),
+            "got": got.url == f"{hooks}/hook/py-made",
+            "after": [config.id for config in after.configs],
+        }
+
     await check("card", card)
     await check("send", first)
     await check("send in the same context", again)
@@ -379,15 +427,16 @@ async def main(base):
     await check("subscribe to a continuation", subscribe_continuation)
     await check("cancel a running continuation", cancel_continuation)
     await check("list tasks", listed)
-    for client in (helper, helper_streams, tools, slow, memo, ask, ask_streams):
+    await check("push notifications", pushed)
+    for client in (helper, helper_streams, tools, slow, memo, hooked, ask, ask_streams):
         await client.close()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python a2a_client.py <baseUrl>")
+    if len(sys.argv) != 3:
+        print("usage: python a2a_client.py <baseUrl> <hookUrl>")
         print("0 passed, 1 failed")
         sys.exit(2)
-    asyncio.run(main(sys.argv[1].rstrip("/")))
+    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2].rstrip("/")))
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

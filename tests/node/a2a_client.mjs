@@ -6,14 +6,17 @@
 // for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
 // calls `lookup` when `POST /ask` does), `memo` (client-managed). Each check prints one JSON line,
 // `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
-// asserts what it saw. The last line is `N passed, M failed`: M checks threw.
+// asserts what it saw. The last line is `N passed, M failed`: M checks threw. `hooked` answers
+// once; its task's state changes go to the webhook receivers at <hookUrl> (`hook/js`).
+// Usage: node a2a_client.mjs <baseUrl> <hookUrl>
 
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { Role, taskStateToJSON } from '@a2a-js/sdk';
 
 const base = process.argv[2]?.replace(/\/+$/, '');
-if (!base) {
-  console.log('usage: node a2a_client.mjs <baseUrl>');
+const hooks = process.argv[3]?.replace(/\/+$/, '');
+if (!base || !hooks) {
+  console.log('usage: node a2a_client.mjs <baseUrl> <hookUrl>');
   console.log('0 passed, 1 failed');
   process.exit(2);
 }
@@ -286,7 +289,7 @@ await check('errors', async () => {
     legacyWithVersion: (await raw('helper', { jsonrpc: '2.0', id: 6, method: 'tasks/get', params: { id: 'x' } })).body.error.code,
     notFoundInfo: (await raw('helper', { jsonrpc: '2.0', id: 7, method: 'GetTask', params: { id: 'no-such-task' } })).body.error.data,
     params: (await raw('helper', { jsonrpc: '2.0', id: 4, method: 'SendMessage', params: { message: { role: 'ROLE_USER', parts: [{ text: 1 }] } } })).body.error,
-    push: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { taskPushNotificationConfig: { url: 'http://127.0.0.1:1/hook', id: 'p', taskId: '', tenant: '', token: '' } } })),
+    push: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { taskPushNotificationConfig: { url: 'ftp://127.0.0.1/hook', id: 'p', taskId: '', tenant: '', token: '' } } })),
     modes: await refusal(helper.sendMessage({ message: message(['hi']), configuration: { acceptedOutputModes: ['image/png'] } })),
   };
 });
@@ -435,6 +438,37 @@ await check('list tasks', async () => {
     noHistory: context.tasks.every((task) => task.history.length === 0),
     completedOnly: completed.tasks.length > 0 && completed.tasks.every((task) => state(task) === 'TASK_STATE_COMPLETED'),
     clientManaged: await refusal((await client('memo')).listTasks({})),
+  };
+});
+
+await check('push notifications', async () => {
+  const hooked = await client('hooked');
+  const task = await hooked.sendMessage({
+    message: message(['note this']),
+    configuration: {
+      acceptedOutputModes: [],
+      returnImmediately: false,
+      taskPushNotificationConfig: {
+        tenant: '', id: 'js-inline', taskId: '', url: `${hooks}/hook/js`, token: 'js-token',
+        authentication: { scheme: 'Bearer', credentials: 'js-secret' },
+      },
+    },
+  });
+  const config = (id) => ({ tenant: '', taskId: task.id, id });
+  const made = await hooked.createTaskPushNotificationConfig({
+    ...config('js-made'), url: `${hooks}/hook/js-made`, token: '', authentication: undefined,
+  });
+  const listed = await hooked.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' });
+  const got = await hooked.getTaskPushNotificationConfig(config('js-made'));
+  await hooked.deleteTaskPushNotificationConfig(config('js-made'));
+  const after = await hooked.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' });
+  return {
+    id: task.id,
+    state: state(task),
+    made: made.id,
+    listed: listed.configs.map((c) => c.id).sort(),
+    got: got.url === `${hooks}/hook/js-made`,
+    after: after.configs.map((c) => c.id),
   };
 });
 

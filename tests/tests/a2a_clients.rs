@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
 use bidi_http::Server;
 use bidi_llm::testing::{ChannelModel, Scripted, ScriptedModel};
@@ -46,7 +47,8 @@ fn lookup_and_wipe(name: &str, script: Vec<Scripted>) -> LlmAgent {
 /// What the clients talk to: `helper` and `tools` answer from `helper` and `tools`, `ask`
 /// from `ask_script` (a task that asks for input again and again), `slow` answers once
 /// `POST /finish` says so (or calls `lookup` once `POST /ask` says so), `memo` keeps no
-/// sessions.
+/// sessions, `hooked` answers once (its task's state changes pushed to webhooks, on
+/// 127.0.0.1 as this server allows).
 async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> String {
     let helper = LlmAgent::builder("helper", ScriptedModel::new(helper.to_vec()))
         .tool(Tool::remote::<Query>(
@@ -88,6 +90,14 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
     let memo = LlmAgent::builder("memo", ScriptedModel::new(memo.to_vec()))
         .client_managed()
         .build();
+    let hooked = LlmAgent::builder(
+        "hooked",
+        ScriptedModel::new([Scripted::new().text("Noted.")]),
+    )
+    .build();
+    let push = PushNotifications::new()
+        .allow_private_addresses()
+        .backoff(Duration::from_millis(10));
     let finish = axum::routing::post(move || {
         for event in [
             ModelEvent::TextStart,
@@ -108,7 +118,8 @@ async fn serve(helper: &[Scripted], tools: &[Scripted], memo: &[Scripted]) -> St
         .agent(&ask)
         .agent(&slow)
         .agent(&memo)
-        .protocol(bidi_a2a::A2a::new())
+        .agent(&hooked)
+        .protocol(bidi_a2a::A2a::new().push_notifications(push))
         .routes(
             axum::Router::new()
                 .route("/finish", finish)
@@ -260,8 +271,10 @@ fn continuations_are_followed_and_canceled(checks: &HashMap<String, Value>) {
 async fn the_a2a_js_sdk_client_drives_agents() {
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
-    let summary = client("a2a_client.mjs", vec![base.clone()]).await;
-    let checks = checks(&summary, 19);
+    let (hooks, hits) = tests::webhook::receiver().await;
+    let summary = client("a2a_client.mjs", vec![base.clone(), hooks]).await;
+    let checks = checks(&summary, 20);
+    pushed(&checks["push notifications"], &hits, "js").await;
     lives_across_its_inputs(&checks);
     continuations_are_followed_and_canceled(&checks);
 
@@ -392,7 +405,7 @@ async fn the_a2a_js_sdk_client_drives_agents() {
             "notFoundInfo": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
                               "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
                               "metadata": {"taskId": "no-such-task"}}],
-            "push": {"refused": true, "code": -32003},
+            "push": {"refused": true, "code": -32602},
             "modes": {"refused": true, "code": -32005},
         }),
     );
@@ -424,15 +437,17 @@ async fn the_a2a_python_sdk_client_drives_agents() {
     let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("a2a");
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
+    let (hooks, hits) = tests::webhook::receiver().await;
     let summary = tokio::task::spawn_blocking(move || {
         let python = tests::python::venv(&peers.join("requirements.txt")).unwrap();
         let mut script = Command::new(python);
-        script.arg(peers.join("a2a_client.py")).arg(base);
+        script.arg(peers.join("a2a_client.py")).arg(base).arg(hooks);
         tests::node::run(script)
     })
     .await
     .unwrap();
-    let checks = checks(&summary, 14);
+    let checks = checks(&summary, 15);
+    pushed(&checks["push notifications"], &hits, "py").await;
     lives_across_its_inputs(&checks);
     continuations_are_followed_and_canceled(&checks);
     has(
@@ -498,6 +513,38 @@ async fn the_a2a_python_sdk_client_drives_agents() {
             "working": 0, "clientManaged": "UnsupportedOperationError",
         }),
     );
+}
+
+/// What a client saw of push notification configs on `hooked`'s task, and what the webhook
+/// of its message's config (`hook/{who}`) got: each state change once, with the credentials.
+async fn pushed(seen: &Value, hits: &tests::webhook::Hits, who: &str) {
+    has(
+        seen,
+        &json!({"state": "TASK_STATE_COMPLETED", "made": format!("{who}-made"),
+                "listed": [format!("{who}-inline"), format!("{who}-made")],
+                "after": [format!("{who}-inline")]}),
+    );
+    let path = format!("hook/{who}");
+    let got = hits.until(&path, "TASK_STATE_COMPLETED").await;
+    let states: Vec<(&str, &str)> = got
+        .iter()
+        .map(|hit| (hit.path.as_str(), hit.state()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (&*path, "TASK_STATE_WORKING"),
+            (&*path, "TASK_STATE_COMPLETED")
+        ]
+    );
+    for hit in &got {
+        assert_eq!(
+            hit.authorization.as_deref(),
+            Some(&*format!("Bearer {who}-secret"))
+        );
+        assert_eq!(hit.token.as_deref(), Some(&*format!("{who}-token")));
+        assert_eq!(hit.body["statusUpdate"]["taskId"], seen["id"]);
+    }
 }
 
 /// One JSON-RPC call to agent `name`'s A2A endpoint.

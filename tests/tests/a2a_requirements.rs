@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
 use bidi_http::{Identity, Server, Unauthorized};
 use bidi_llm::LlmAgent;
@@ -16,6 +17,11 @@ use serde_json::{Value, json};
 /// A server of agent `helper`, which answers every message with `answer-N`, and of `memo`,
 /// which keeps no sessions; callers authenticate with `Bearer {name}`.
 async fn serve() -> String {
+    serve_with(PushNotifications::new()).await
+}
+
+/// [`serve`], its push notifications as `push` says.
+async fn serve_with(push: PushNotifications) -> String {
     let script = (1..=40).map(|n| Scripted::new().text(&format!("answer-{n}")));
     let helper = LlmAgent::builder("helper", ScriptedModel::new(script)).build();
     let memo = LlmAgent::builder("memo", ScriptedModel::new(Vec::<Scripted>::new()))
@@ -24,7 +30,7 @@ async fn serve() -> String {
     let server = Server::new(Registry::new())
         .agent(&helper)
         .agent(&memo)
-        .protocol(bidi_a2a::A2a::new())
+        .protocol(bidi_a2a::A2a::new().push_notifications(push))
         .auth(|headers| async move {
             let token = headers
                 .get("authorization")
@@ -292,12 +298,6 @@ async fn jsonrpc_err_003_a2a_errors_include_error_info_in_a_data_array() {
             "TASK_NOT_CANCELABLE",
         ),
         (
-            "CreateTaskPushNotificationConfig",
-            json!({}),
-            -32003,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
-        ),
-        (
             "SubscribeToTask",
             json!({"id": done["id"]}),
             -32004,
@@ -333,6 +333,45 @@ async fn jsonrpc_err_003_a2a_errors_include_error_info_in_a_data_array() {
     let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     assert!(unknown["error"].get("data").is_none(), "{unknown}");
+}
+
+/// CORE-CAP-001: a server whose card says `pushNotifications: false` refuses every push
+/// notification method with `PushNotificationNotSupportedError`.
+#[tokio::test]
+async fn core_cap_001_push_methods_are_refused_where_the_card_says_no() {
+    let base = serve_with(PushNotifications::disabled()).await;
+    let alice = Caller::new(&base, "alice");
+    let card = alice
+        .http
+        .get(format!("{base}/agent/helper/.well-known/agent-card.json"))
+        .bearer_auth("alice")
+        .send();
+    let card: Value = card.await.unwrap().json().await.unwrap();
+    assert_eq!(card["capabilities"]["pushNotifications"], false, "{card}");
+    let task = alice.send("hi", None).await;
+    let named = json!({"taskId": task["id"], "id": "p"});
+    let config = json!({"taskId": task["id"], "url": "http://example.com/hook"});
+    for (method, params) in [
+        ("CreateTaskPushNotificationConfig", config.clone()),
+        ("GetTaskPushNotificationConfig", named.clone()),
+        (
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": task["id"]}),
+        ),
+        ("DeleteTaskPushNotificationConfig", named),
+    ] {
+        let refused = alice.call(method, params).await;
+        assert_eq!(refused["error"]["code"], -32003, "{method}: {refused}");
+        assert_eq!(
+            error_info(&refused)["reason"],
+            "PUSH_NOTIFICATION_NOT_SUPPORTED"
+        );
+    }
+    let inline = json!({"message": {"messageId": "p", "role": "ROLE_USER",
+                                    "parts": [{"text": "hi"}]},
+                        "configuration": {"taskPushNotificationConfig": config}});
+    let refused = alice.call("SendMessage", inline).await;
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
 }
 
 /// CORE-ERR-002 and JSON-RPC 2.0: invalid params name the field (`google.rpc.BadRequest`),
