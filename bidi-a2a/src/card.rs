@@ -69,11 +69,15 @@ pub(crate) async fn card(
     let card = AgentCard {
         name,
         description: description.to_owned(),
-        supported_interfaces: vec![Interface {
-            url: format!("{scheme}://{host}{endpoint}"),
-            protocol_binding: types::BINDING,
-            protocol_version: types::VERSION,
-        }],
+        // Both bindings at one URL: JSON-RPC's endpoint, and the base of HTTP+JSON's paths.
+        supported_interfaces: [types::BINDING, types::REST_BINDING]
+            .into_iter()
+            .map(|binding| Interface {
+                url: format!("{scheme}://{host}{endpoint}"),
+                protocol_binding: binding,
+                protocol_version: types::VERSION,
+            })
+            .collect(),
         version: env!("CARGO_PKG_VERSION"),
         capabilities: Capabilities {
             streaming: true,

@@ -10,7 +10,8 @@
 //! `google.rpc.ErrorInfo` whose `reason` is the error's name in A2A (`TASK_NOT_FOUND`) and
 //! whose `domain` is `a2a-protocol.org`, so that a client tells apart errors that share a
 //! code in other bindings; invalid params carry a `google.rpc.BadRequest` naming the field
-//! (`message.parts[0].text`). JSON-RPC's own errors (-32700 to -32603) carry none.
+//! (`message.parts[0].text`), and an `ErrorInfo` of reason `INVALID_PARAMS`, as the A2A SDKs
+//! name it. JSON-RPC's other errors (-32700, -32600, -32601, -32603) carry none.
 
 use bidi_flow::text::{cap, untyped};
 use serde_json::{Value, json};
@@ -83,7 +84,12 @@ impl RpcError {
     /// The error with `key: value` in its `ErrorInfo`'s metadata (values are strings, as
     /// `ErrorInfo.metadata` is a map of strings); an error without one is left as it is.
     pub(crate) fn with(mut self, key: &str, value: &str) -> Self {
-        let info = self.data.as_deref_mut().and_then(|data| data.get_mut(0));
+        let details = self.data.as_deref_mut().and_then(Value::as_array_mut);
+        let info = details.and_then(|details| {
+            details
+                .iter_mut()
+                .find(|detail| detail["@type"] == ERROR_INFO)
+        });
         if let Some(Value::Object(info)) = info {
             let metadata = info.entry("metadata").or_insert_with(|| json!({}));
             metadata[key] = Value::String(value.to_owned());
@@ -100,9 +106,12 @@ impl RpcError {
             format!("invalid params at `{}`: {reason}", cap(at)),
         );
         let violation = json!({"field": field(path), "description": reason});
-        error.data = Some(Box::new(
-            json!([{"@type": BAD_REQUEST, "fieldViolations": [violation]}]),
-        ));
+        // An `ErrorInfo` too, as the A2A SDKs name this error (`INVALID_PARAMS`): over
+        // HTTP+JSON, where 400 is several errors, it is how their clients tell which.
+        error.data = Some(Box::new(json!([
+            {"@type": BAD_REQUEST, "fieldViolations": [violation]},
+            {"@type": ERROR_INFO, "reason": "INVALID_PARAMS", "domain": DOMAIN},
+        ])));
         error
     }
 
@@ -195,11 +204,14 @@ mod tests {
         );
         assert_eq!(
             error.data,
-            Some(Box::new(json!([{
-                "@type": BAD_REQUEST,
-                "fieldViolations": [{"field": "message.parts",
-                                     "description": "call `c9` is not pending"}],
-            }])))
+            Some(Box::new(json!([
+                {
+                    "@type": BAD_REQUEST,
+                    "fieldViolations": [{"field": "message.parts",
+                                         "description": "call `c9` is not pending"}],
+                },
+                {"@type": ERROR_INFO, "reason": "INVALID_PARAMS", "domain": DOMAIN},
+            ])))
         );
 
         let failed = Failure::new(

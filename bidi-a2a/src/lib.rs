@@ -1,6 +1,7 @@
 //! The A2A wire: an [`LlmAgent`] as an agent of the
 //! [Agent2Agent protocol](https://a2a-protocol.org/v1.0.0/specification/) 1.0, over its JSON-RPC
-//! binding, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for Python) reach it:
+//! and HTTP+JSON bindings, as the official A2A SDKs' clients (`@a2a-js/sdk`, `a2a-sdk` for
+//! Python) reach it:
 //! [`A2a`] serves every agent of a [`bidi_http::Server`] so. Give the clients
 //! (`ClientFactory.createFromUrl` of `@a2a-js/sdk`, `ClientFactory.create_from_url` of the
 //! Python `a2a-sdk`) `http://host:port/agent/{name}/a2a` and they find the card and the
@@ -38,8 +39,8 @@
 //!
 //! - `GET /agent/{name}/a2a/.well-known/agent-card.json` (and `/agent/{name}/.well-known/
 //!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
-//!   the agent card. Its one interface is `JSONRPC` 1.0 at `/agent/{name}/a2a`, on the host
-//!   the request named; it streams, sends push notifications (unless they are
+//!   the agent card. Its interfaces are `JSONRPC` and `HTTP+JSON`, both A2A 1.0 at
+//!   `/agent/{name}/a2a`, on the host the request named; it streams, sends push notifications (unless they are
 //!   [disabled](PushNotifications::disabled)), takes and answers text and
 //!   JSON, and has a skill for the conversation and one for each of the agent's tools. It is
 //!   cached for five minutes (`Cache-Control: max-age=300`) and tagged (`ETag`): a client
@@ -61,6 +62,16 @@
 //!   from the first event of its running turn (a task that waits for input answers its
 //!   current state and closes, as A2A closes a stream at `TASK_STATE_INPUT_REQUIRED`: the
 //!   message that answers it streams the next turn; one that is over is refused).
+//!
+//! - HTTP+JSON, the same operations as resources under `/agent/{name}/a2a`: `POST
+//!   /message:send` and `/message:stream`, `GET /tasks/{id}` and `/tasks` (the params as
+//!   query parameters), `POST /tasks/{id}:cancel` and `/tasks/{id}:subscribe`, `POST|GET
+//!   /tasks/{id}/pushNotificationConfigs` and `GET|DELETE ../{configId}`, `GET
+//!   /extendedAgentCard`. Answers are the bare objects (`application/a2a+json`), stream records
+//!   bare `StreamResponse`s, errors `{"error": {"code", "status", "message", "details"}}` with
+//!   the HTTP status A2A maps each to (404 for an unknown task, 400 for the others, 500 for
+//!   the server's failures). A task started over one binding is read, subscribed to and
+//!   canceled over either.
 //!
 //! A **task runs until it is terminal, across the inputs it asks for.** Its `contextId` is the
 //! session's id (a message without one starts a new session), its `id` the snapshot of its
@@ -153,9 +164,11 @@
 //! own, under the message's `contextId` or a new one), and refuses a `taskId`,
 //! `returnImmediately` and the methods on tasks (`GetTask`, `ListTasks`, ..) with -32004.
 
+mod binding;
 mod card;
 mod error;
 mod input;
+mod jsonrpc;
 mod lineage;
 mod list;
 #[cfg(feature = "push")]
@@ -175,6 +188,7 @@ mod push {
 
 #[cfg(feature = "push")]
 pub use push::PushNotifications;
+mod rest;
 mod task;
 mod tasks;
 mod types;
@@ -182,10 +196,7 @@ mod wire;
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bidi_agent::AgentInit;
@@ -196,16 +207,13 @@ use serde_json::Value;
 
 use bidi_http::agent;
 use bidi_http::codec::{Code, Failure};
-use bidi_http::extract::{Limited, Served};
 use bidi_http::tee::Tees;
 use bidi_http::turns::TurnKey;
 use bidi_http::{Host, Identity, Protocol};
 
-use error::{
-    CONTENT_TYPE_NOT_SUPPORTED, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOT_SUPPORTED,
-    UNSUPPORTED, VERSION_NOT_SUPPORTED,
-};
-use types::{Event, Ids, Message, Response as Rpc, Role, RpcError, SendParams, TaskState};
+use binding::Binding;
+use error::{CONTENT_TYPE_NOT_SUPPORTED, PUSH_NOT_SUPPORTED, UNSUPPORTED};
+use types::{Event, Ids, Message, Role, RpcError, SendParams, TaskState};
 use wire::{Continued, TaskWire};
 
 /// The tasks streaming in this process, for the clients that subscribe to them again.
@@ -263,8 +271,8 @@ impl Pushing {
 /// The A2A routes, their streams' bytes kept within `budget`.
 fn routes(budget: Arc<bidi_http::tee::Budget>, pushing: Pushing) -> Router<Host> {
     let streams: Streams = Arc::new(Tees::new(budget));
-    Router::new()
-        .route("/{kind}/{name}/a2a", post(rpc))
+    let router = Router::new().route("/{kind}/{name}/a2a", post(jsonrpc::rpc));
+    rest::routes(router)
         .route(
             "/{kind}/{name}/a2a/.well-known/agent-card.json",
             get(card::card),
@@ -293,8 +301,8 @@ struct Call<'a> {
     agent: &'a LlmAgent,
     name: &'a str,
     identity: Option<&'a Identity>,
-    /// The request's JSON-RPC id.
-    id: Value,
+    /// How the request came, and so how it is answered.
+    binding: Binding,
 }
 
 impl Call<'_> {
@@ -323,204 +331,6 @@ impl Call<'_> {
     }
 }
 
-/// `POST /agent/{name}/a2a`: one JSON-RPC request.
-async fn rpc(
-    State(host): State<Host>,
-    Extension(shared): Extension<Shared>,
-    Served { agent, name }: Served,
-    identity: Option<Extension<Identity>>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    Limited(bytes): Limited,
-) -> Result<Response, Failure> {
-    let agent = &agent;
-    let version = requested_version(&headers, query.as_deref());
-    let (id, method, params) = match request(&bytes, version) {
-        Ok(request) => request,
-        Err((id, error)) => return Ok(error_response(&id, &error)),
-    };
-    let Shared { streams, pushing } = shared;
-    #[cfg(not(feature = "push"))]
-    let _ = pushing;
-    let call = Call {
-        host: &host,
-        streams: &streams,
-        #[cfg(feature = "push")]
-        pushing: &pushing,
-        agent,
-        name: &name,
-        identity: identity.as_ref().map(|Extension(identity)| identity),
-        id,
-    };
-    let answered = match method.as_str() {
-        "SendMessage" => send(&call, params, false).await,
-        "SendStreamingMessage" => send(&call, params, true).await,
-        "GetTask" => tasks::get(&call, params).await,
-        "CancelTask" => tasks::cancel(&call, params).await,
-        "SubscribeToTask" => tasks::subscribe(&call, params).await,
-        "ListTasks" => list::list(&call, params).await,
-        #[cfg(feature = "push")]
-        "CreateTaskPushNotificationConfig" if pushing.enabled() => {
-            push::create(&call, params).await
-        }
-        #[cfg(feature = "push")]
-        "GetTaskPushNotificationConfig" if pushing.enabled() => push::get(&call, params).await,
-        #[cfg(feature = "push")]
-        "ListTaskPushNotificationConfigs" if pushing.enabled() => push::list(&call, params).await,
-        #[cfg(feature = "push")]
-        "DeleteTaskPushNotificationConfig" if pushing.enabled() => {
-            push::delete(&call, params).await
-        }
-        other => Err(not_run(other)),
-    };
-    Ok(answered.unwrap_or_else(|error| error_response(&call.id, &error)))
-}
-
-/// What a method the wire does not run answers: the A2A error that says why. An operation
-/// whose capability the card does not claim is refused as A2A says (push notifications with
-/// -32003, the extended card with -32004); any other name is -32601, with the method's A2A
-/// 1.0 name for one of A2A 0.3's.
-fn not_run(method: &str) -> RpcError {
-    match method {
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => {
-            RpcError::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
-        }
-        "GetExtendedAgentCard" => RpcError::new(
-            UNSUPPORTED,
-            "this agent has no extended card (its card says `extendedAgentCard: false`)",
-        ),
-        other => {
-            let renamed = LEGACY
-                .iter()
-                .find(|(legacy, _)| *legacy == other)
-                .map_or(String::new(), |(_, now)| {
-                    format!(": `{other}` is A2A 0.3's name, A2A 1.0 calls it `{now}`")
-                });
-            RpcError::new(
-                METHOD_NOT_FOUND,
-                format!("method not found: `{}`{renamed}", cap(other)),
-            )
-        }
-    }
-}
-
-/// A2A 0.3's methods, and their names in A2A 1.0.
-const LEGACY: [(&str, &str); 10] = [
-    ("message/send", "SendMessage"),
-    ("message/stream", "SendStreamingMessage"),
-    ("tasks/get", "GetTask"),
-    ("tasks/list", "ListTasks"),
-    ("tasks/cancel", "CancelTask"),
-    ("tasks/resubscribe", "SubscribeToTask"),
-    (
-        "tasks/pushNotificationConfig/set",
-        "CreateTaskPushNotificationConfig",
-    ),
-    (
-        "tasks/pushNotificationConfig/get",
-        "GetTaskPushNotificationConfig",
-    ),
-    (
-        "tasks/pushNotificationConfig/list",
-        "ListTaskPushNotificationConfigs",
-    ),
-    (
-        "tasks/pushNotificationConfig/delete",
-        "DeleteTaskPushNotificationConfig",
-    ),
-];
-
-/// The A2A version a request asks for: its `A2A-Version` header, or else its `A2A-Version`
-/// query parameter; `None` if it names none (or an empty one).
-fn requested_version<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a str> {
-    let header = headers
-        .get("a2a-version")
-        .map(|value| value.to_str().unwrap_or("?").trim());
-    let param = || {
-        query?.split('&').find_map(|pair| {
-            let (name, value) = pair.split_once('=')?;
-            name.eq_ignore_ascii_case("a2a-version")
-                .then(|| value.trim())
-        })
-    };
-    header.or_else(param).filter(|version| !version.is_empty())
-}
-
-/// The request's id, method and params, at A2A `version` (the one the request asks for; none
-/// is A2A 0.3, as A2A 1.0 reads a request without one).
-///
-/// # Errors
-///
-/// What to answer instead, under the id to answer it with: not JSON, no JSON-RPC 2.0
-/// request, another version of A2A.
-fn request(
-    bytes: &[u8],
-    version: Option<&str>,
-) -> Result<(Value, String, Option<Value>), (Value, RpcError)> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
-        let message = format!(
-            "parse error: the body is not JSON ({})",
-            reason(&error.to_string())
-        );
-        (Value::Null, RpcError::new(PARSE_ERROR, message))
-    })?;
-    let Value::Object(mut request) = value else {
-        let error = RpcError::new(
-            INVALID_REQUEST,
-            "invalid request: the body is a JSON object",
-        );
-        return Err((Value::Null, error));
-    };
-    let invalid =
-        |message: &str| RpcError::new(INVALID_REQUEST, format!("invalid request: {message}"));
-    let id = match request.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(Value::Null) | None => {
-            return Err((
-                Value::Null,
-                invalid("a request carries an `id` (a string or a number)"),
-            ));
-        }
-        Some(_) => return Err((Value::Null, invalid("`id` is a string or a number"))),
-    };
-    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((id, invalid("`jsonrpc` is \"2.0\"")));
-    }
-    let Some(Value::String(method)) = request.remove("method") else {
-        return Err((id, invalid("`method` is a string")));
-    };
-    match version {
-        Some(version) if speaks(version) => Ok((id, method, request.remove("params"))),
-        Some(version) => {
-            let message = format!(
-                "A2A version `{}` is not supported: this agent speaks {}",
-                cap(version),
-                types::VERSION
-            );
-            Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)))
-        }
-        None => {
-            let message = format!(
-                "the request names no A2A version, which A2A reads as 0.3: this agent speaks \
-                 {0}; send the header `A2A-Version: {0}`",
-                types::VERSION
-            );
-            Err((id, RpcError::new(VERSION_NOT_SUPPORTED, message)))
-        }
-    }
-}
-
-/// Whether `version` (`1.0`, `1.0.2`) is the one the wire speaks.
-fn speaks(version: &str) -> bool {
-    version == types::VERSION
-        || version
-            .strip_prefix(types::VERSION)
-            .is_some_and(|patch| patch.starts_with('.'))
-}
-
 /// The params of a method, as `T`.
 ///
 /// # Errors
@@ -537,17 +347,6 @@ fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
         let path = format!("/params{}", pointer(error.path()));
         RpcError::invalid_params(&path, reason(&error.into_inner().to_string()))
     })
-}
-
-/// An answer of JSON.
-fn json_response(body: impl Into<Body>) -> Response {
-    let content_type = HeaderValue::from_static("application/json");
-    ([(header::CONTENT_TYPE, content_type)], body.into()).into_response()
-}
-
-/// A JSON-RPC error response, with status 200 as JSON-RPC over HTTP answers it.
-fn error_response(id: &Value, error: &RpcError) -> Response {
-    json_response(Rpc::error(id, error).to_vec())
 }
 
 /// Whether a client that accepts `modes` takes what the agent answers: text, and JSON.
@@ -592,7 +391,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client && detach {
         call.keeps_sessions("`returnImmediately`")?;
     }
-    let notifier = notifier(call, inline)?;
+    let (notifier, saved) = notifier(call, inline)?;
     let Opened {
         init,
         state,
@@ -612,7 +411,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     let task = continues.as_ref().map(|continued| continued.task.clone());
     // A task answered at once streams for those who subscribe to it.
     let wire = TaskWire::new(
-        call.id.clone(),
+        call.binding.clone(),
         stream || detach,
         message.clone(),
         call.locals(),
@@ -625,10 +424,11 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client || !(stream || detach) {
         let started = agent::start(call.host, call.agent, turn.0, turn.1, call.identity, wire);
         let (_, body) = started.await.map_err(refused)?;
+        wait(saved).await;
         return Ok(if stream {
             bidi_http::sse::response(body)
         } else {
-            json_response(body)
+            call.binding.body(body)
         });
     }
     let working = detach.then(|| wire.submitted(&Ids::default(), TaskState::Working));
@@ -642,6 +442,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
         task.as_deref(),
     );
     let (started, task_id, body) = started.await.map_err(refused)?;
+    wait(saved).await;
     let Some(mut task) = working else {
         return Ok(bidi_http::sse::response(body));
     };
@@ -653,25 +454,38 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     }
     task.id = task_id;
     task.context_id = started.session_id;
-    Ok(json_response(
-        Rpc::result(&call.id, Event::Task(task)).to_vec(),
-    ))
+    Ok(call.binding.answer(&Event::Task(task)))
 }
 
 /// Where a message's own push notification config is in the request.
 #[cfg(feature = "push")]
 const INLINE: &str = "/params/configuration/taskPushNotificationConfig";
 
+/// The signal that a message's own push notification config was saved for its task (as its
+/// turn started), where it has one.
+type Saved = Option<tokio::sync::oneshot::Receiver<()>>;
+
+/// Waits until a message's own config is saved, so that the answer comes after it (a client
+/// reads it back at once); a turn that never started saves nothing, and waits for nothing.
+async fn wait(saved: Saved) {
+    if let Some(saved) = saved {
+        let _ = saved.await;
+    }
+}
+
 /// The notifier of the turn a message starts: `None` if the server sends no push
 /// notifications or the agent keeps no tasks; `inline` is the message's own config, saved for
-/// the task it starts or continues.
+/// the task it starts or continues (`Saved` says when).
 ///
 /// # Errors
 ///
 /// A config where the server sends no notifications (-32003), or for an agent that keeps no
 /// tasks (-32004); one whose fields are wrong (-32602).
 #[cfg(feature = "push")]
-fn notifier(call: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notifier>, RpcError> {
+fn notifier(
+    call: &Call<'_>,
+    inline: Option<Value>,
+) -> Result<(Option<push::Notifier>, Saved), RpcError> {
     let inline = inline.filter(|config| !config.is_null());
     let Some(pusher) = &call.pushing.0 else {
         return match inline {
@@ -679,7 +493,7 @@ fn notifier(call: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notif
                 PUSH_NOT_SUPPORTED,
                 "this agent sends no push notifications",
             )),
-            None => Ok(None),
+            None => Ok((None, None)),
         };
     };
     let inline = match inline {
@@ -693,21 +507,25 @@ fn notifier(call: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notif
             push::check(&config, pusher.settings().private_allowed(), INLINE)?;
             Some(config)
         }
-        None if call.agent.agent().is_client_managed() => return Ok(None),
+        None if call.agent.agent().is_client_managed() => return Ok((None, None)),
         None => None,
     };
-    Ok(Some(pusher.notifier(push::store_of(call), inline)))
+    let (notifier, saved) = pusher.notifier(push::store_of(call), inline);
+    Ok((Some(notifier), saved))
 }
 
 /// Without push notifications, a message's own config is refused (-32003).
 #[cfg(not(feature = "push"))]
-fn notifier(_: &Call<'_>, inline: Option<Value>) -> Result<Option<push::Notifier>, RpcError> {
+fn notifier(
+    _: &Call<'_>,
+    inline: Option<Value>,
+) -> Result<(Option<push::Notifier>, Saved), RpcError> {
     match inline {
         Some(config) if !config.is_null() => Err(RpcError::new(
             PUSH_NOT_SUPPORTED,
             "this agent sends no push notifications",
         )),
-        _ => Ok(None),
+        _ => Ok((None, None)),
     }
 }
 
@@ -718,6 +536,7 @@ fn notify(call: &Call<'_>, task: &types::Task) {
     if let Some(pusher) = &call.pushing.0 {
         pusher
             .notifier(push::store_of(call), None)
+            .0
             .status(types::StatusUpdate {
                 task_id: task.id.clone(),
                 context_id: task.context_id.clone(),
@@ -797,89 +616,6 @@ mod tests {
 
     use super::*;
 
-    fn refused(body: &[u8]) -> (Value, i32) {
-        let (id, error) = request(body, Some("1.0")).unwrap_err();
-        (id, error.code)
-    }
-
-    #[test]
-    fn requests_that_are_not_json_rpc_are_refused_in_its_codes() {
-        assert_eq!(refused(b"{nope"), (Value::Null, PARSE_ERROR));
-        assert_eq!(refused(b"[1]"), (Value::Null, INVALID_REQUEST));
-        assert_eq!(
-            refused(br#"{"jsonrpc":"2.0","method":"GetTask"}"#),
-            (Value::Null, INVALID_REQUEST)
-        );
-        assert_eq!(
-            refused(br#"{"jsonrpc":"2.0","id":{},"method":"GetTask"}"#),
-            (Value::Null, INVALID_REQUEST)
-        );
-        assert_eq!(
-            refused(br#"{"jsonrpc":"1.0","id":3,"method":"GetTask"}"#),
-            (json!(3), INVALID_REQUEST)
-        );
-        assert_eq!(
-            refused(br#"{"jsonrpc":"2.0","id":"a","method":7}"#),
-            (json!("a"), INVALID_REQUEST)
-        );
-        let (id, method, params) = request(
-            br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"t"}}"#,
-            Some("1.0"),
-        )
-        .unwrap();
-        assert_eq!(
-            (id, method.as_str(), params),
-            (json!("a"), "GetTask", Some(json!({"id": "t"})))
-        );
-    }
-
-    /// VER-SERVER-002 and VER-CLIENT-002: another version is refused, a patch version is
-    /// not looked at.
-    #[test]
-    fn another_a2a_version_is_refused() {
-        let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
-        for version in ["1.0", "1.0.3"] {
-            assert!(request(body, Some(version)).is_ok(), "{version}");
-        }
-        for version in ["0.3", "1.1", "10"] {
-            let (id, error) = request(body, Some(version)).unwrap_err();
-            assert_eq!(
-                (id, error.code),
-                (json!(1), VERSION_NOT_SUPPORTED),
-                "{version}"
-            );
-        }
-    }
-
-    /// VER-SERVER-003: a request that names no version is A2A 0.3's, which this agent does not
-    /// speak; the version is read from the header, or else the query.
-    #[test]
-    fn a_request_without_a_version_is_a2a_0_3() {
-        let body = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#;
-        let (_, error) = request(body, None).unwrap_err();
-        assert_eq!(error.code, VERSION_NOT_SUPPORTED);
-        assert!(
-            error.message.contains("A2A-Version: 1.0"),
-            "{}",
-            error.message
-        );
-
-        let mut headers = HeaderMap::new();
-        assert_eq!(requested_version(&headers, None), None);
-        assert_eq!(
-            requested_version(&headers, Some("a=1&A2A-Version=1.0")),
-            Some("1.0")
-        );
-        assert_eq!(requested_version(&headers, Some("a2a-version=")), None);
-        headers.insert("a2a-version", HeaderValue::from_static(" 1.0 "));
-        assert_eq!(
-            requested_version(&headers, Some("A2A-Version=0.3")),
-            Some("1.0")
-        );
-        headers.insert("a2a-version", HeaderValue::from_static(""));
-        assert_eq!(requested_version(&headers, None), None);
-    }
-
     #[test]
     fn params_are_decoded_naming_the_field_that_is_wrong() {
         let error = params::<types::GetParams>(None).unwrap_err();
@@ -896,32 +632,6 @@ mod tests {
             !error.message.contains("Role"),
             "no Rust names: {}",
             error.message
-        );
-    }
-
-    #[test]
-    fn methods_the_wire_does_not_run_say_why_in_a2a_codes() {
-        for (method, code) in [
-            ("CreateTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
-            ("DeleteTaskPushNotificationConfig", PUSH_NOT_SUPPORTED),
-            // CORE-CAP-003: the card claims no extended card.
-            ("GetExtendedAgentCard", UNSUPPORTED),
-            ("message/send", METHOD_NOT_FOUND),
-            ("tasks/resubscribe", METHOD_NOT_FOUND),
-            ("a/b", METHOD_NOT_FOUND),
-            ("Dance", METHOD_NOT_FOUND),
-        ] {
-            assert_eq!(not_run(method).code, code, "{method}");
-        }
-        assert!(
-            not_run("tasks/get").message.contains("`GetTask`"),
-            "{}",
-            not_run("tasks/get").message
-        );
-        let long = "x".repeat(10_000);
-        assert!(
-            not_run(&long).message.len() < 400,
-            "the method is quoted capped"
         );
     }
 

@@ -20,8 +20,8 @@ use bidi_session::SessionStore as _;
 
 use super::lineage;
 use super::tasks::view;
-use super::types::{Response as Rpc, RpcError, Task, TaskState};
-use super::{Call, json_response, params};
+use super::types::{RpcError, Task, TaskState};
+use super::{Call, params};
 use bidi_http::agent;
 use bidi_http::time::{parse_rfc3339, unix_millis};
 
@@ -130,7 +130,7 @@ pub(super) async fn list(call: &Call<'_>, params: Option<Value>) -> Result<Respo
         page_size: query.page,
         total_size: total,
     };
-    Ok(json_response(Rpc::result(&call.id, listed).to_vec()))
+    Ok(call.binding.answer(&listed))
 }
 
 /// The params, checked.

@@ -30,12 +30,12 @@ mod configs;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bidi_session::Scoped;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{StatusCode, Url};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use configs::{PushConfig, check, create, delete, get, list, save, store_of};
 
@@ -58,7 +58,7 @@ use super::types::{Event, StatusUpdate};
 /// made).
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, SystemTime};
 /// use bidi_a2a::{A2a, PushNotifications};
 ///
 /// let a2a = A2a::new().push_notifications(
@@ -171,15 +171,24 @@ impl Pusher {
     }
 
     /// A notifier of one turn's state changes, whose task's configs are in `store`; `inline`,
-    /// the config of the message that started the task, is saved for it first.
+    /// the config of the message that started the turn, is saved for its task first, as the
+    /// turn starts (the receiver returned hears when; it is dropped unheard if the turn never
+    /// starts).
     pub(crate) fn notifier(
         self: &Arc<Self>,
         store: Scoped,
         inline: Option<PushConfig>,
-    ) -> Notifier {
+    ) -> (Notifier, Option<oneshot::Receiver<()>>) {
         let (updates, received) = mpsc::unbounded_channel();
+        let (inline, saved) = match inline {
+            Some(config) => {
+                let (saved, heard) = oneshot::channel();
+                (Some((config, saved)), Some(heard))
+            }
+            None => (None, None),
+        };
         tokio::spawn(Arc::clone(self).notify(store, inline, received));
-        Notifier(updates)
+        (Notifier(updates), saved)
     }
 
     /// Sends each update to the task's webhooks, after the notifications of the task's
@@ -187,17 +196,18 @@ impl Pusher {
     async fn notify(
         self: Arc<Self>,
         store: Scoped,
-        mut inline: Option<PushConfig>,
-        mut updates: mpsc::UnboundedReceiver<StatusUpdate>,
+        mut inline: Option<(PushConfig, oneshot::Sender<()>)>,
+        mut updates: mpsc::UnboundedReceiver<(StatusUpdate, u64)>,
     ) {
         let mut turn = None;
-        while let Some(update) = updates.recv().await {
+        while let Some((update, at)) = updates.recv().await {
+            if let Some((config, saved)) = inline.take() {
+                // A config that cannot be saved is not used: the task's record is the store.
+                let _ = save(&store, &update.task_id, config, 0).await;
+                let _ = saved.send(());
+            }
             if turn.is_none() {
                 turn = Some(self.order_of(&update.task_id).lock_owned().await);
-            }
-            if let Some(config) = inline.take() {
-                // A config that cannot be saved is not used: the task's record is the store.
-                let _ = save(&store, &update.task_id, config).await;
             }
             let Ok(configs) = configs::load(&store, &update.task_id).await else {
                 continue;
@@ -205,8 +215,9 @@ impl Pusher {
             let event = Event::StatusUpdate(update);
             // Plain data: it always serializes.
             let body = serde_json::to_vec(&event).unwrap_or_default();
-            for config in &configs {
-                self.deliver(config, &body).await;
+            // A config made after the change is not told of it.
+            for kept in configs.iter().filter(|kept| kept.since <= at) {
+                self.deliver(&kept.config, &body).await;
             }
         }
     }
@@ -270,12 +281,14 @@ fn retried(status: StatusCode) -> bool {
 /// The state changes of one turn of a task, for its webhooks (sent in the background, in
 /// order; dropping the notifier lets the last ones go out).
 #[derive(Debug)]
-pub(crate) struct Notifier(mpsc::UnboundedSender<StatusUpdate>);
+pub(crate) struct Notifier(mpsc::UnboundedSender<(StatusUpdate, u64)>);
 
 impl Notifier {
+    /// The task is at `update` now.
     pub(crate) fn status(&self, update: StatusUpdate) {
+        let now = bidi_http::time::unix_millis(SystemTime::now());
         // The notifier's task ends only when this sender is dropped.
-        let _ = self.0.send(update);
+        let _ = self.0.send((update, now));
     }
 }
 

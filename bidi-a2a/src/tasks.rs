@@ -26,12 +26,13 @@ use bidi_session::{Scoped, Status as Snapshot};
 use futures_util::StreamExt as _;
 use serde_json::Value;
 
+use super::binding::Binding;
 use super::error::{TASK_NOT_CANCELABLE, UNSUPPORTED};
 use super::lineage::{self, Lineage};
 use super::task;
-use super::types::{Event, GetParams, Ids, Response as Rpc, RpcError, Task, TaskParams, TaskState};
+use super::types::{Event, GetParams, Ids, RpcError, Task, TaskParams, TaskState};
 use super::wire::Continued;
-use super::{Call, Opened, json_response, params};
+use super::{Call, Opened, params};
 use bidi_http::agent;
 use bidi_http::tee::relay;
 use bidi_http::tee::{Attached, RESUME_BYTES};
@@ -101,7 +102,7 @@ pub(super) async fn get(call: &Call<'_>, params: Option<Value>) -> Result<Respon
     let store = agent::sessions_of(call.agent, call.identity);
     let stored = load(&store, &id, &call.locals(), history_length).await?;
     let stored = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
-    Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()))
+    Ok(call.binding.answer(&stored.task))
 }
 
 /// `CancelTask`: cancels a task that runs (aborts its running turn, in whichever process runs
@@ -140,7 +141,7 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
             if lineage.latest.status != Snapshot::Pending {
                 super::notify(call, &stored.task);
             }
-            return Ok(json_response(Rpc::result(&call.id, stored.task).to_vec()));
+            return Ok(call.binding.answer(&stored.task));
         }
     }
     Err(RpcError::internal(format!(
@@ -164,7 +165,7 @@ pub(super) async fn subscribe(
     {
         Attached::Reader(written, reader) => {
             let body = Attached::body(written, reader);
-            return Ok(bidi_http::sse::response(reframe(body, &call.id)));
+            return Ok(bidi_http::sse::response(reframe(body, &call.binding)));
         }
         Attached::TooLong => {
             return Err(RpcError::new(
@@ -186,7 +187,7 @@ pub(super) async fn subscribe(
         // Another process sharing the store may be streaming its running turn.
         let followed = relay::follow(&store, &lineage.latest.id).await;
         if let Some(body) = followed.map_err(|e| failed(&e))? {
-            return Ok(bidi_http::sse::response(reframe(body, &call.id)));
+            return Ok(bidi_http::sse::response(reframe(body, &call.binding)));
         }
     }
     match task.status.state {
@@ -202,7 +203,7 @@ pub(super) async fn subscribe(
         }
         _ => {
             let mut record = Vec::new();
-            bidi_http::sse::data(&mut record, &Rpc::result(&call.id, Event::Task(task)));
+            call.binding.record(&Event::Task(task), &mut record);
             Ok(bidi_http::sse::response(Body::from(record)))
         }
     }
@@ -276,12 +277,18 @@ pub(super) fn continuation(lineage: Lineage) -> Opened {
     }
 }
 
-/// A stream of records written for another request, as the records of request `id`: each
-/// record's JSON-RPC id replaced by `id`.
-fn reframe(body: Body, id: &Value) -> Body {
-    let mut head = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
-    // A JSON value always serializes.
-    let _ = serde_json::to_writer(&mut head, id);
+/// A stream of records written for another request, of either binding, as the records of
+/// `binding`'s: each event in a JSON-RPC response under this request's id, or bare.
+fn reframe(body: Body, binding: &Binding) -> Body {
+    let head = match binding {
+        Binding::JsonRpc(id) => {
+            let mut head = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
+            // A JSON value always serializes.
+            let _ = serde_json::to_writer(&mut head, id);
+            Some(head)
+        }
+        Binding::Rest => None,
+    };
     let chunks = body.into_data_stream();
     let rewritten = futures_util::stream::unfold(
         (chunks, Vec::new(), head),
@@ -294,7 +301,7 @@ fn reframe(body: Body, id: &Value) -> Body {
                     continue;
                 };
                 let rest = pending.split_off(end + 2);
-                let out = rewrite(&pending, &head);
+                let out = rewrite(&pending, head.as_deref());
                 return Some((Ok::<_, Infallible>(Bytes::from(out)), (chunks, rest, head)));
             }
         },
@@ -302,17 +309,29 @@ fn reframe(body: Body, id: &Value) -> Body {
     Body::from_stream(rewritten)
 }
 
-/// Records (`data: {"jsonrpc":"2.0","id":..,"result":..}\n\n` each) with `head` (the data
-/// up to the new id) in place of what precedes each `,"result":`: a JSON id, string or
-/// number, never holds `,"` unescaped.
-fn rewrite(records: &[u8], head: &[u8]) -> Vec<u8> {
+/// Records whose data is a stream event, bare or in a JSON-RPC response
+/// (`{"jsonrpc":"2.0","id":..,"result":..}`), with each event in a response under `head`
+/// (the data up to the new id), or bare (`None`). A JSON id, string or number, never holds
+/// `,"result":` unescaped, so the first one ends the envelope's head.
+fn rewrite(records: &[u8], head: Option<&[u8]>) -> Vec<u8> {
     const RESULT: &[u8] = b",\"result\":";
     let mut out = Vec::with_capacity(records.len() + 64);
     let mut rest = records;
     while let Some(end) = find(rest, b"\n\n") {
         let record = &rest[..end];
-        match find(record, RESULT) {
-            Some(at) => bidi_http::sse::text(&mut out, &[head, &record[at..]]),
+        match record.strip_prefix(b"data: ") {
+            Some(data) => {
+                let event = match find(data, RESULT) {
+                    Some(at) if data.starts_with(b"{\"jsonrpc\"") => {
+                        &data[at + RESULT.len()..data.len() - 1]
+                    }
+                    _ => data,
+                };
+                match head {
+                    Some(head) => bidi_http::sse::text(&mut out, &[head, RESULT, event, b"}"]),
+                    None => bidi_http::sse::text(&mut out, &[event]),
+                }
+            }
             None => {
                 out.extend_from_slice(record);
                 out.extend_from_slice(b"\n\n");
@@ -339,6 +358,27 @@ mod tests {
 
     use super::*;
 
+    async fn reframed(records: &str, binding: &Binding) -> String {
+        let chunks =
+            futures_util::stream::iter([Ok::<_, Infallible>(Bytes::from(records.to_owned()))]);
+        let body = reframe(Body::from_stream(chunks), binding);
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_one_binding_is_read_in_the_other() {
+        let enveloped =
+            "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"task\":{\"id\":\"t\"}}}\n\n";
+        let bare = "data: {\"task\":{\"id\":\"t\"}}\n\n";
+        assert_eq!(reframed(enveloped, &Binding::Rest).await, bare);
+        assert_eq!(
+            reframed(bare, &Binding::JsonRpc(json!("s"))).await,
+            "data: {\"jsonrpc\":\"2.0\",\"id\":\"s\",\"result\":{\"task\":{\"id\":\"t\"}}}\n\n"
+        );
+        assert_eq!(reframed(bare, &Binding::Rest).await, bare);
+    }
+
     #[tokio::test]
     async fn a_stream_again_carries_the_subscriber_s_id() {
         let record = |id: &str, n: u32| {
@@ -352,7 +392,7 @@ mod tests {
             Ok::<_, Infallible>(Bytes::from(one.to_owned())),
             Ok(Bytes::from(two.to_owned())),
         ]);
-        let body = reframe(Body::from_stream(chunks), &json!("sub-1"));
+        let body = reframe(Body::from_stream(chunks), &Binding::JsonRpc(json!("sub-1")));
         let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
         let text = String::from_utf8(bytes.to_vec()).unwrap();
         let records: Vec<Value> = text

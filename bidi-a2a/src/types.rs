@@ -9,8 +9,9 @@ use serde_json::Value;
 /// `A2A-Version` header of a request must say, if it says anything.
 pub(crate) const VERSION: &str = "1.0";
 
-/// The binding of the agent card's interface.
+/// The bindings of the agent card's interfaces: JSON-RPC, listed first, and HTTP+JSON.
 pub(crate) const BINDING: &str = "JSONRPC";
+pub(crate) const REST_BINDING: &str = "HTTP+JSON";
 
 /// A message's sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,13 +9,12 @@ use bidi_agent::AgentOutput;
 use bidi_flow::Code;
 use bidi_flow::wire::Wire;
 use bidi_llm::{AgentEvent, Ending, Failure, LlmSession, Message as LlmMessage, TurnState};
-use serde_json::Value;
 
+use super::binding::Binding;
 use super::push::Notifier;
 use super::task;
 use super::types::{
-    Artifact, ArtifactUpdate, Event, Ids, Message, Part, Response, StatusUpdate, Task, TaskState,
-    TaskStatus,
+    Artifact, ArtifactUpdate, Event, Ids, Message, Part, StatusUpdate, Task, TaskState, TaskStatus,
 };
 
 /// A turn that continues a task which waited for input: the task, and what its earlier turns
@@ -34,8 +33,8 @@ pub(crate) struct Continued {
 /// has ended.
 #[derive(Debug)]
 pub(crate) struct TaskWire {
-    /// The request's JSON-RPC id: every response carries it.
-    id: Value,
+    /// How the request came: every record and answer is framed so.
+    binding: Binding,
     stream: bool,
     /// The client's message, the first of the task's history on its stream.
     request: Message,
@@ -61,16 +60,16 @@ pub(crate) struct TaskWire {
 }
 
 impl TaskWire {
-    /// A wire answering request `id` (the client's `request`), streamed or not.
+    /// A wire answering a request of `binding` (the client's `request`), streamed or not.
     pub(crate) fn new(
-        id: Value,
+        binding: Binding,
         stream: bool,
         request: Message,
         locals: Arc<[String]>,
         limit: Option<u32>,
     ) -> Self {
         Self {
-            id,
+            binding,
             stream,
             request,
             ids: Ids::default(),
@@ -112,9 +111,9 @@ impl TaskWire {
         self
     }
 
-    /// Appends one record: `data: {"jsonrpc":"2.0","id":..,"result":event}\n\n`.
+    /// Appends one record of `event`.
     fn record(&self, event: &Event, out: &mut Vec<u8>) {
-        bidi_http::sse::data(out, &Response::result(&self.id, event));
+        self.binding.record(event, out);
     }
 
     fn status_update(&self, status: TaskStatus, out: &mut Vec<u8>) {
@@ -287,7 +286,7 @@ impl Wire for TaskWire {
             &self.locals,
             self.limit,
         );
-        out.extend_from_slice(&Response::result(&self.id, Event::Task(task)).to_vec());
+        out.extend_from_slice(&self.binding.frame(&Event::Task(task)));
     }
 }
 
@@ -303,6 +302,8 @@ fn failed(message: &str) -> TurnState {
 mod tests {
     use bidi_llm::{AssistantContent, AssistantMessage, Status, ToolCall, UserMessage};
     use serde_json::json;
+
+    use serde_json::Value;
 
     use super::*;
     use crate::types::Role;
@@ -371,7 +372,13 @@ mod tests {
 
     #[test]
     fn a_stream_is_the_task_then_working_then_the_answer_then_the_end() {
-        let mut wire = TaskWire::new(json!(7), true, request(), Arc::from([]), None);
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(7)),
+            true,
+            request(),
+            Arc::from([]),
+            None,
+        );
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         for delta in ["Hel", "lo"] {
@@ -413,7 +420,13 @@ mod tests {
 
     #[test]
     fn a_stream_cut_short_ends_failed_with_its_error() {
-        let mut wire = TaskWire::new(json!("r"), true, request(), Arc::from([]), None);
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!("r")),
+            true,
+            request(),
+            Arc::from([]),
+            None,
+        );
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         wire.event(AgentEvent::TextDelta { delta: "x".into() }, &mut out);
@@ -431,7 +444,13 @@ mod tests {
     #[test]
     fn a_blocking_send_answers_the_task_once_it_ended() {
         let locals: Arc<[String]> = Arc::from(["wipe".to_owned()]);
-        let mut wire = TaskWire::new(json!(1), false, request(), locals, Some(1));
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(1)),
+            false,
+            request(),
+            locals,
+            Some(1),
+        );
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         let call = ToolCall {
@@ -471,7 +490,13 @@ mod tests {
 
     #[test]
     fn an_aborted_answer_is_canceled() {
-        let mut wire = TaskWire::new(json!(1), true, request(), Arc::from([]), None);
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(1)),
+            true,
+            request(),
+            Arc::from([]),
+            None,
+        );
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         out.clear();
@@ -493,8 +518,14 @@ mod tests {
             before: 0,
             answers: 1,
         };
-        let mut wire = TaskWire::new(json!(2), true, request(), Arc::from([]), None)
-            .continuing(Some(continued.clone()));
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(2)),
+            true,
+            request(),
+            Arc::from([]),
+            None,
+        )
+        .continuing(Some(continued.clone()));
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         wire.event(
@@ -516,8 +547,14 @@ mod tests {
         assert_eq!(last["taskId"], "t0");
 
         // Blocking: the task's answers are all its turns'.
-        let mut wire = TaskWire::new(json!(3), false, request(), Arc::from([]), None)
-            .continuing(Some(continued));
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(3)),
+            false,
+            request(),
+            Arc::from([]),
+            None,
+        )
+        .continuing(Some(continued));
         let mut out = Vec::new();
         start(&mut wire, &mut out);
         let said = |text: &str| {

@@ -6,7 +6,8 @@ tool `lookup` and a tool `wipe` that needs approval), `ask` (the same tools, a t
 for input again and again), `slow` (a model that answers only when `POST /finish` says so, or
 calls `lookup` when `POST /ask` does), `memo` (client-managed), `hooked` (answers once, its
 task's state changes pushed to the webhook receivers at <hookUrl>, `hook/py`; usage: python
-a2a_client.py <baseUrl> <hookUrl>). Each check prints one JSON line,
+a2a_client.py <baseUrl> <hookUrl> [JSONRPC|HTTP+JSON]: the clients speak the binding named,
+JSON-RPC by default). Each check prints one JSON line,
 `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 asserts what it saw. The last line is `N passed, M failed`: M checks threw.
 """
@@ -118,9 +119,10 @@ def events(all_events):
     return {"kinds": kinds, "answer": answer}
 
 
-async def main(base, hooks):
-    blocking = ClientFactory(ClientConfig(streaming=False))
-    streaming = ClientFactory(ClientConfig(streaming=True))
+async def main(base, hooks, binding):
+    bindings = [binding]
+    blocking = ClientFactory(ClientConfig(streaming=False, supported_protocol_bindings=bindings))
+    streaming = ClientFactory(ClientConfig(streaming=True, supported_protocol_bindings=bindings))
     helper = await blocking.create_from_url(f"{base}/agent/helper/a2a")
     helper_streams = await streaming.create_from_url(f"{base}/agent/helper/a2a")
     tools = await blocking.create_from_url(f"{base}/agent/tools/a2a")
@@ -433,10 +435,11 @@ async def main(base, hooks):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print("usage: python a2a_client.py <baseUrl> <hookUrl>")
+    if len(sys.argv) not in (3, 4):
+        print("usage: python a2a_client.py <baseUrl> <hookUrl> [JSONRPC|HTTP+JSON]")
         print("0 passed, 1 failed")
         sys.exit(2)
-    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2].rstrip("/")))
+    binding = sys.argv[3] if len(sys.argv) == 4 else "JSONRPC"
+    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2].rstrip("/"), binding))
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

@@ -8,13 +8,15 @@
 // `{"check": name, ...what it saw}` (or `{"check": name, "error": why}`), and the Rust test
 // asserts what it saw. The last line is `N passed, M failed`: M checks threw. `hooked` answers
 // once; its task's state changes go to the webhook receivers at <hookUrl> (`hook/js`).
-// Usage: node a2a_client.mjs <baseUrl> <hookUrl>
+// Usage: node a2a_client.mjs <baseUrl> <hookUrl> [JSONRPC|HTTP+JSON]: the clients speak the
+// binding named (JSON-RPC by default); the raw checks of what the SDK never sends speak JSON-RPC.
 
-import { ClientFactory } from '@a2a-js/sdk/client';
+import { ClientFactory, ClientFactoryOptions } from '@a2a-js/sdk/client';
 import { Role, taskStateToJSON } from '@a2a-js/sdk';
 
 const base = process.argv[2]?.replace(/\/+$/, '');
 const hooks = process.argv[3]?.replace(/\/+$/, '');
+const binding = process.argv[4] ?? 'JSONRPC';
 if (!base || !hooks) {
   console.log('usage: node a2a_client.mjs <baseUrl> <hookUrl>');
   console.log('0 passed, 1 failed');
@@ -36,7 +38,9 @@ async function check(name, fn) {
   }
 }
 
-const factory = new ClientFactory();
+const factory = new ClientFactory(
+  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] }),
+);
 const clients = {};
 async function client(agent) {
   clients[agent] ??= await factory.createFromUrl(`${base}/agent/${agent}/a2a`);
@@ -93,13 +97,26 @@ function events(all) {
   }
   return { kinds, answer };
 }
-/** What an SDK error says: its class, JSON-RPC code and message. */
+/** The JSON-RPC codes of the SDK's errors, for an error over HTTP+JSON, which has none. */
+const CODES = {
+  TaskNotFoundError: -32001, TaskNotCancelableError: -32002, PushNotificationNotSupportedError: -32003,
+  UnsupportedOperationError: -32004, ContentTypeNotSupportedError: -32005, RequestMalformedError: -32602,
+  VersionNotSupportedError: -32009,
+};
+/** What an SDK error says: its class, JSON-RPC code (that of its class over HTTP+JSON), HTTP
+ * status (over HTTP+JSON) and message. */
 async function refusal(promise) {
   try {
     const value = await promise;
     return { refused: false, value: JSON.stringify(value) };
   } catch (error) {
-    return { refused: true, name: error.name, code: error.envelopeCode ?? null, message: error.message };
+    return {
+      refused: true,
+      name: error.name,
+      code: error.envelopeCode ?? CODES[error.name] ?? null,
+      status: error.statusCode ?? null,
+      message: error.message,
+    };
   }
 }
 /** A raw JSON-RPC call of A2A 1.0, for what the SDK never sends. */

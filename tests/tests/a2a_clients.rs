@@ -269,10 +269,21 @@ fn continuations_are_followed_and_canceled(checks: &HashMap<String, Value>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_a2a_js_sdk_client_drives_agents() {
+    js_sdk_client("JSONRPC").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_js_sdk_client_drives_agents_over_http_json() {
+    js_sdk_client("HTTP+JSON").await;
+}
+
+/// What the JS SDK's client, speaking `binding`, saw of every check.
+async fn js_sdk_client(binding: &str) {
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
     let (hooks, hits) = tests::webhook::receiver().await;
-    let summary = client("a2a_client.mjs", vec![base.clone(), hooks]).await;
+    let args = vec![base.clone(), hooks, binding.to_owned()];
+    let summary = client("a2a_client.mjs", args).await;
     let checks = checks(&summary, 20);
     pushed(&checks["push notifications"], &hits, "js").await;
     lives_across_its_inputs(&checks);
@@ -434,6 +445,16 @@ async fn the_a2a_js_sdk_client_drives_agents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_a2a_python_sdk_client_drives_agents() {
+    python_sdk_client("JSONRPC").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_python_sdk_client_drives_agents_over_http_json() {
+    python_sdk_client("HTTP+JSON").await;
+}
+
+/// What the Python SDK's client, speaking `binding`, saw of every check.
+async fn python_sdk_client(binding: &'static str) {
     let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("a2a");
     let memo = [Scripted::new().text("I keep nothing.")];
     let base = serve(&helper_script(), &tools_script(), &memo).await;
@@ -441,7 +462,8 @@ async fn the_a2a_python_sdk_client_drives_agents() {
     let summary = tokio::task::spawn_blocking(move || {
         let python = tests::python::venv(&peers.join("requirements.txt")).unwrap();
         let mut script = Command::new(python);
-        script.arg(peers.join("a2a_client.py")).arg(base).arg(hooks);
+        let script_path = peers.join("a2a_client.py");
+        script.arg(script_path).arg(base).arg(hooks).arg(binding);
         tests::node::run(script)
     })
     .await
@@ -595,6 +617,14 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
         .await
         .unwrap();
     assert_eq!(subscribed.status(), 200);
+    // The same task over HTTP+JSON: its events bare.
+    let over_rest = http
+        .post(format!("{base}/agent/slow/a2a/tasks/{task}:subscribe"))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(over_rest.status(), 200);
     let mut body = subscribed.bytes_stream();
     let mut text = String::new();
     let mut finished = false;
@@ -632,6 +662,21 @@ async fn a_task_answered_at_once_is_subscribed_to_and_canceled_once() {
         })
         .collect();
     assert_eq!(answer, "slow answer", "{events:#?}");
+    let bare = tokio::time::timeout(Duration::from_secs(120), over_rest.text())
+        .await
+        .expect("the HTTP+JSON stream ends with the task")
+        .unwrap();
+    let bare: Vec<Value> = bare
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| serde_json::from_str(record.trim().strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    let results: Vec<&Value> = events.iter().map(|event| &event["result"]).collect();
+    assert_eq!(
+        bare.iter().collect::<Vec<_>>(),
+        results,
+        "the same events, bare"
+    );
 
     let over = rpc(&http, &base, "slow", "CancelTask", json!({"id": task})).await;
     assert_eq!(over["error"]["code"], -32002, "{over}");

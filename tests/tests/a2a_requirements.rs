@@ -44,31 +44,147 @@ async fn serve_with(push: PushNotifications) -> String {
     format!("http://{}", tests::http::serve(server).await)
 }
 
+/// The bindings a caller speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bind {
+    JsonRpc,
+    Rest,
+}
+
+/// Both bindings, for the requirements that hold over each.
+const BINDINGS: [Bind; 2] = [Bind::JsonRpc, Bind::Rest];
+
+/// The `ErrorInfo` reasons of A2A's errors, their JSON-RPC codes and HTTP statuses.
+const REASONS: [(&str, i64, u16); 8] = [
+    ("INVALID_PARAMS", -32602, 400),
+    ("TASK_NOT_FOUND", -32001, 404),
+    ("TASK_NOT_CANCELABLE", -32002, 400),
+    ("PUSH_NOTIFICATION_NOT_SUPPORTED", -32003, 400),
+    ("UNSUPPORTED_OPERATION", -32004, 400),
+    ("CONTENT_TYPE_NOT_SUPPORTED", -32005, 400),
+    ("EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32007, 400),
+    ("VERSION_NOT_SUPPORTED", -32009, 400),
+];
+
 /// A caller of the server at `base`.
 struct Caller {
     http: reqwest::Client,
     base: String,
     name: &'static str,
+    bind: Bind,
 }
 
 impl Caller {
     fn new(base: &str, name: &'static str) -> Self {
+        Self::over(base, name, Bind::JsonRpc)
+    }
+
+    fn over(base: &str, name: &'static str, bind: Bind) -> Self {
         Self {
             http: reqwest::Client::new(),
             base: base.to_owned(),
             name,
+            bind,
         }
     }
 
-    /// JSON-RPC `method` with `params` to `helper`, at A2A 1.0: the whole response.
+    /// Operation `method` with `params` on `helper`, at A2A 1.0, over the caller's binding:
+    /// the answer as a JSON-RPC response (`result` or `error`; an HTTP+JSON error read back
+    /// into its JSON-RPC code, having checked its status).
     async fn call(&self, method: &str, params: Value) -> Value {
-        self.raw(
-            "helper",
-            Some("1.0"),
-            &json!({"jsonrpc": "2.0", "id": 1, "method": method,
-                                                 "params": params}),
-        )
-        .await
+        match self.bind {
+            Bind::JsonRpc => {
+                let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+                self.raw("helper", Some("1.0"), &body).await
+            }
+            Bind::Rest => self.rest(method, params).await,
+        }
+    }
+
+    /// `method` with `params` as HTTP+JSON's resource request.
+    async fn rest(&self, method: &str, mut params: Value) -> Value {
+        let base = format!("{}/agent/helper/a2a", self.base);
+        let mut take = |field: &str| {
+            let value = params[field].take();
+            value.as_str().map(str::to_owned).unwrap_or_default()
+        };
+        let (verb, url, body) = match method {
+            "SendMessage" => ("POST", format!("{base}/message:send"), Some(params)),
+            "SendStreamingMessage" => ("POST", format!("{base}/message:stream"), Some(params)),
+            "GetTask" => {
+                let id = take("id");
+                ("GET", format!("{base}/tasks/{id}{}", query(&params)), None)
+            }
+            "ListTasks" => ("GET", format!("{base}/tasks{}", query(&params)), None),
+            "CancelTask" => ("POST", format!("{base}/tasks/{}:cancel", take("id")), None),
+            "SubscribeToTask" => (
+                "POST",
+                format!("{base}/tasks/{}:subscribe", take("id")),
+                None,
+            ),
+            "GetExtendedAgentCard" => ("GET", format!("{base}/extendedAgentCard"), None),
+            "CreateTaskPushNotificationConfig" => {
+                let task = take("taskId");
+                let url = format!("{base}/tasks/{task}/pushNotificationConfigs");
+                ("POST", url, Some(params))
+            }
+            "ListTaskPushNotificationConfigs" => {
+                let url = format!("{base}/tasks/{}/pushNotificationConfigs", take("taskId"));
+                ("GET", url, None)
+            }
+            "GetTaskPushNotificationConfig" | "DeleteTaskPushNotificationConfig" => {
+                let (task, id) = (take("taskId"), take("id"));
+                let url = format!("{base}/tasks/{task}/pushNotificationConfigs/{id}");
+                let verb = if method.starts_with("Get") {
+                    "GET"
+                } else {
+                    "DELETE"
+                };
+                (verb, url, None)
+            }
+            other => panic!("no HTTP+JSON request for {other}"),
+        };
+        let verb = reqwest::Method::from_bytes(verb.as_bytes()).unwrap();
+        let mut request = self
+            .http
+            .request(verb, url)
+            .bearer_auth(self.name)
+            .header("A2A-Version", "1.0");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        if status < 300 {
+            return json!({ "result": body });
+        }
+        let error = &body["error"];
+        assert_eq!(error["code"], status, "{body}");
+        let details = error["details"].clone();
+        let reason = details
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|detail| detail["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")
+            .map(|info| info["reason"].as_str().unwrap().to_owned());
+        let code = match reason {
+            Some(reason) => {
+                let (_, code, expected) = REASONS
+                    .iter()
+                    .find(|(known, ..)| *known == reason)
+                    .expect("a reason of A2A's");
+                assert_eq!(status, *expected, "{reason}: {body}");
+                *code
+            }
+            None => match (status, error["status"].as_str().unwrap()) {
+                (400, "INVALID_ARGUMENT") => -32602,
+                (404, "NOT_FOUND") => -32601,
+                (500, "INTERNAL") => -32603,
+                other => panic!("{other:?}: {body}"),
+            },
+        };
+        json!({"error": {"code": code, "message": error["message"], "data": details}})
     }
 
     /// `body` to `agent`'s endpoint, with `version` as its `A2A-Version` header.
@@ -107,6 +223,37 @@ impl Caller {
     }
 }
 
+/// `params` as a query string, `?name=value&..` (empty if there are none).
+fn query(params: &Value) -> String {
+    let pairs: Vec<String> = params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(name, value)| {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            let encoded: String = text
+                .bytes()
+                .map(|byte| match byte {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b':' => {
+                        char::from(byte).to_string()
+                    }
+                    other => format!("%{other:02X}"),
+                })
+                .collect();
+            format!("{name}={encoded}")
+        })
+        .collect();
+    if pairs.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", pairs.join("&"))
+    }
+}
+
 fn ids(listed: &Value) -> Vec<String> {
     let tasks = listed["tasks"].as_array().unwrap();
     tasks
@@ -130,8 +277,17 @@ fn error_info(response: &Value) -> &Value {
 /// CORE-LIST-001: `ListTasks` returns only the tasks the caller may see.
 #[tokio::test]
 async fn core_list_001_list_tasks_returns_only_the_callers_tasks() {
+    for bind in BINDINGS {
+        core_list_001_list_tasks_returns_only_the_callers_tasks_over(bind).await;
+    }
+}
+
+async fn core_list_001_list_tasks_returns_only_the_callers_tasks_over(bind: Bind) {
     let base = serve().await;
-    let (alice, bob) = (Caller::new(&base, "alice"), Caller::new(&base, "bob"));
+    let (alice, bob) = (
+        Caller::over(&base, "alice", bind),
+        Caller::over(&base, "bob", bind),
+    );
     let hers = alice.send("hi", None).await;
     let his = bob.send("hello", None).await;
     assert_eq!(
@@ -158,8 +314,14 @@ async fn core_list_001_list_tasks_returns_only_the_callers_tasks() {
 /// `nextPageToken`), `nextPageToken` always present and empty on the last page.
 #[tokio::test]
 async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token() {
+    for bind in BINDINGS {
+        core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token_over(bind).await;
+    }
+}
+
+async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     let first = alice.send("one", None).await;
     let context = first["contextId"].as_str().unwrap();
     for text in ["two", "three", "four", "five"] {
@@ -210,8 +372,14 @@ async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token() {
 /// state and by time keeps to them.
 #[tokio::test]
 async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending() {
+    for bind in BINDINGS {
+        core_list_003_list_tasks_sorts_by_status_timestamp_descending_over(bind).await;
+    }
+}
+
+async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     let mut sent = Vec::new();
     for text in ["a", "b", "c"] {
         sent.push(
@@ -250,8 +418,14 @@ async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending() {
 /// CORE-LIST-005: without `includeArtifacts`, a listed task has no `artifacts` field at all.
 #[tokio::test]
 async fn core_list_005_list_tasks_omits_artifacts_unless_asked() {
+    for bind in BINDINGS {
+        core_list_005_list_tasks_omits_artifacts_unless_asked_over(bind).await;
+    }
+}
+
+async fn core_list_005_list_tasks_omits_artifacts_unless_asked_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     alice.send("hi", None).await;
     for params in [json!({}), json!({"includeArtifacts": false})] {
         let listed = alice.list(params).await;
@@ -282,12 +456,20 @@ async fn core_list_005_list_tasks_omits_artifacts_unless_asked() {
     assert_eq!(memo["error"]["code"], -32004, "{memo}");
 }
 
-/// JSONRPC-ERR-001 to -003: errors are JSON-RPC error objects; A2A's own (-32001 to -32099)
-/// carry a `google.rpc.ErrorInfo` in a `data` array, named in UPPER_SNAKE_CASE.
+/// JSONRPC-ERR-001 to -003 and HTTP+JSON's errors (section 11.6): errors are JSON-RPC error
+/// objects, or `google.rpc.Status` with the HTTP status A2A maps each to; A2A's own (-32001
+/// to -32099) carry a `google.rpc.ErrorInfo` in a `data` (`details`) array, named in
+/// UPPER_SNAKE_CASE.
 #[tokio::test]
-async fn jsonrpc_err_003_a2a_errors_include_error_info_in_a_data_array() {
+async fn jsonrpc_err_003_http_err_a2a_errors_include_error_info() {
+    for bind in BINDINGS {
+        jsonrpc_err_003_http_err_a2a_errors_include_error_info_over(bind).await;
+    }
+}
+
+async fn jsonrpc_err_003_http_err_a2a_errors_include_error_info_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     let done = alice.send("hi", None).await;
     let cases = [
         ("GetTask", json!({"id": "nope"}), -32001, "TASK_NOT_FOUND"),
@@ -330,17 +512,25 @@ async fn jsonrpc_err_003_a2a_errors_include_error_info_in_a_data_array() {
         json!({"taskId": "nope"})
     );
     // JSON-RPC's own errors: no A2A details.
-    let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
-    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
-    assert!(unknown["error"].get("data").is_none(), "{unknown}");
+    if bind == Bind::JsonRpc {
+        let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
+        assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+        assert!(unknown["error"].get("data").is_none(), "{unknown}");
+    }
 }
 
 /// CORE-CAP-001: a server whose card says `pushNotifications: false` refuses every push
 /// notification method with `PushNotificationNotSupportedError`.
 #[tokio::test]
 async fn core_cap_001_push_methods_are_refused_where_the_card_says_no() {
+    for bind in BINDINGS {
+        core_cap_001_push_methods_are_refused_where_the_card_says_no_over(bind).await;
+    }
+}
+
+async fn core_cap_001_push_methods_are_refused_where_the_card_says_no_over(bind: Bind) {
     let base = serve_with(PushNotifications::disabled()).await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     let card = alice
         .http
         .get(format!("{base}/agent/helper/.well-known/agent-card.json"))
@@ -403,8 +593,14 @@ async fn core_err_002_invalid_params_name_the_field_and_unknown_methods_are_3260
 /// DM-MSG-001: a message carries `messageId`; one without is invalid params.
 #[tokio::test]
 async fn dm_msg_001_a_message_without_message_id_is_refused() {
+    for bind in BINDINGS {
+        dm_msg_001_a_message_without_message_id_is_refused_over(bind).await;
+    }
+}
+
+async fn dm_msg_001_a_message_without_message_id_is_refused_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     for message in [
         json!({"role": "ROLE_USER", "parts": [{"text": "hi"}]}),
         json!({"messageId": "", "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
@@ -421,8 +617,14 @@ async fn dm_msg_001_a_message_without_message_id_is_refused() {
 /// says it takes (`application/json`) is read as the user's.
 #[tokio::test]
 async fn dm_part_001_a_part_is_one_kind_and_json_parts_are_taken() {
+    for bind in BINDINGS {
+        dm_part_001_a_part_is_one_kind_and_json_parts_are_taken_over(bind).await;
+    }
+}
+
+async fn dm_part_001_a_part_is_one_kind_and_json_parts_are_taken_over(bind: Bind) {
     let base = serve().await;
-    let alice = Caller::new(&base, "alice");
+    let alice = Caller::over(&base, "alice", bind);
     let card = alice
         .http
         .get(format!(

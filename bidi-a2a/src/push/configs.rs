@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{PUSH_NOT_SUPPORTED, TASK_NOT_FOUND};
-use crate::types::{Response as Rpc, RpcError};
-use crate::{Call, json_response, lineage, params};
+use crate::types::RpcError;
+use crate::{Call, lineage, params};
 use bidi_http::agent;
 
 /// A2A's `TaskPushNotificationConfig`: where to POST a task's notifications, and how to
@@ -65,11 +65,22 @@ impl PushConfig {
     }
 }
 
+/// A config as it is kept: with when it was made, so that its webhook is told only of what
+/// happens after.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Kept {
+    pub(crate) config: PushConfig,
+    /// When the config was made, in milliseconds since the Unix epoch; 0 for one that came
+    /// with the message of a turn, which is told of all that turn's changes.
+    #[serde(default)]
+    pub(crate) since: u64,
+}
+
 /// What a task's configs session holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {
     #[serde(default)]
-    configs: Vec<PushConfig>,
+    configs: Vec<Kept>,
 }
 
 /// Checks `config` (at `path` of the request): its URL, as `private` allows, and what its
@@ -118,7 +129,7 @@ fn failed(error: &StoreError) -> RpcError {
 /// # Errors
 ///
 /// The store's.
-pub(crate) async fn load(store: &Scoped, task: &str) -> Result<Vec<PushConfig>, StoreError> {
+pub(crate) async fn load(store: &Scoped, task: &str) -> Result<Vec<Kept>, StoreError> {
     let Some(snapshot) = store.load(task).await? else {
         return Ok(Vec::new());
     };
@@ -131,7 +142,7 @@ pub(crate) async fn load(store: &Scoped, task: &str) -> Result<Vec<PushConfig>, 
 async fn write<R>(
     store: &Scoped,
     task: &str,
-    mut change: impl FnMut(&mut Vec<PushConfig>) -> R,
+    mut change: impl FnMut(&mut Vec<Kept>) -> R,
 ) -> Result<R, RpcError> {
     for _ in 0..5 {
         let head = store.load(task).await.map_err(|e| failed(&e))?;
@@ -162,8 +173,9 @@ async fn write<R>(
     ))
 }
 
-/// Saves `config` for task `task` in `store` (given an id if it has none, in place of the
-/// task's config of its id if there is one): the config saved.
+/// Saves `config` for task `task` in `store`, told of what happens from `since` (given an id
+/// if it has none, in place of the task's config of its id if there is one): the config
+/// saved.
 ///
 /// # Errors
 ///
@@ -172,14 +184,18 @@ pub(crate) async fn save(
     store: &Scoped,
     task: &str,
     mut config: PushConfig,
+    since: u64,
 ) -> Result<PushConfig, RpcError> {
     task.clone_into(&mut config.task_id);
     if config.id.is_empty() {
         config.id = bidi_session::new_id();
     }
     write(store, task, |configs| {
-        configs.retain(|saved| saved.id != config.id);
-        configs.push(config.clone());
+        configs.retain(|kept| kept.config.id != config.id);
+        configs.push(Kept {
+            config: config.clone(),
+            since,
+        });
     })
     .await?;
     Ok(config)
@@ -240,8 +256,9 @@ pub(crate) async fn create(call: &Call<'_>, params: Option<Value>) -> Result<Res
     check(&config, pusher.settings().private_allowed(), "/params")?;
     task_of(call, &config.task_id).await?;
     let task = config.task_id.clone();
-    let saved = save(&store_of(call), &task, config).await?;
-    Ok(json_response(Rpc::result(&call.id, saved).to_vec()))
+    let now = bidi_http::time::unix_millis(std::time::SystemTime::now());
+    let saved = save(&store_of(call), &task, config, now).await?;
+    Ok(call.binding.answer(&saved))
 }
 
 /// `GetTaskPushNotificationConfig`: one config of a task.
@@ -251,9 +268,12 @@ pub(crate) async fn get(call: &Call<'_>, params: Option<Value>) -> Result<Respon
     let configs = load(&store_of(call), &task_id)
         .await
         .map_err(|e| failed(&e))?;
-    let config = configs.into_iter().find(|config| config.id == id);
+    let config = configs
+        .into_iter()
+        .map(|kept| kept.config)
+        .find(|config| config.id == id);
     let config = config.ok_or_else(|| config_not_found(&task_id, &id))?;
-    Ok(json_response(Rpc::result(&call.id, config).to_vec()))
+    Ok(call.binding.answer(&config))
 }
 
 /// `ListTaskPushNotificationConfigs`: every config of a task, in one page.
@@ -263,8 +283,9 @@ pub(crate) async fn list(call: &Call<'_>, params: Option<Value>) -> Result<Respo
     let configs = load(&store_of(call), &task_id)
         .await
         .map_err(|e| failed(&e))?;
+    let configs: Vec<PushConfig> = configs.into_iter().map(|kept| kept.config).collect();
     let listed = json!({"configs": configs, "nextPageToken": ""});
-    Ok(json_response(Rpc::result(&call.id, listed).to_vec()))
+    Ok(call.binding.answer(&listed))
 }
 
 /// `DeleteTaskPushNotificationConfig`: removes one config of a task.
@@ -273,14 +294,14 @@ pub(crate) async fn delete(call: &Call<'_>, params: Option<Value>) -> Result<Res
     task_of(call, &task_id).await?;
     let removed = write(&store_of(call), &task_id, |configs| {
         let before = configs.len();
-        configs.retain(|config| config.id != id);
+        configs.retain(|kept| kept.config.id != id);
         configs.len() < before
     })
     .await?;
     if !removed {
         return Err(config_not_found(&task_id, &id));
     }
-    Ok(json_response(Rpc::result(&call.id, json!({})).to_vec()))
+    Ok(call.binding.answer(&json!({})))
 }
 
 #[cfg(test)]
@@ -335,20 +356,20 @@ mod tests {
     #[tokio::test]
     async fn saved_configs_are_given_ids_and_replaced_by_id() {
         let store = Scoped::new(Arc::new(bidi_session::MemoryStore::new()), "push");
-        let first = save(&store, "t", config("http://a/")).await.unwrap();
+        let first = save(&store, "t", config("http://a/"), 0).await.unwrap();
         assert!(!first.id.is_empty());
         assert_eq!(first.task_id, "t");
-        let second = save(&store, "t", config("http://b/")).await.unwrap();
+        let second = save(&store, "t", config("http://b/"), 1).await.unwrap();
         let replaced = PushConfig {
             id: first.id.clone(),
             ..config("http://c/")
         };
-        save(&store, "t", replaced).await.unwrap();
+        save(&store, "t", replaced, 2).await.unwrap();
         let urls: Vec<String> = load(&store, "t")
             .await
             .unwrap()
             .into_iter()
-            .map(|config| config.url)
+            .map(|kept| kept.config.url)
             .collect();
         assert_eq!(urls, ["http://b/", "http://c/"]);
         assert!(load(&store, "other").await.unwrap().is_empty());
