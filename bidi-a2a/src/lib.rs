@@ -40,11 +40,11 @@
 //! - `GET /agent/{name}/a2a/.well-known/agent-card.json` (and `/agent/{name}/.well-known/
 //!   agent-card.json`, where a client resolves the card of the base URL `/agent/{name}/a2a`):
 //!   the agent card. Its interfaces are `JSONRPC` and `HTTP+JSON`, both A2A 1.0 at
-//!   `/agent/{name}/a2a`, on the host the request named; it streams, sends push notifications (unless they are
-//!   [disabled](PushNotifications::disabled)), takes and answers text and
-//!   JSON, and has a skill for the conversation and one for each of the agent's tools. It is
-//!   cached for five minutes (`Cache-Control: max-age=300`) and tagged (`ETag`): a client
-//!   that has it asks with `If-None-Match` and is answered 304.
+//!   `/agent/{name}/a2a`, on the host the request named; it streams, sends push
+//!   notifications (unless they are [disabled](PushNotifications::disabled)), takes and
+//!   answers text and JSON, and has a skill for the conversation and one for each of the
+//!   agent's tools. It is cached for five minutes (`Cache-Control: max-age=300`) and tagged
+//!   (`ETag`): a client that has it asks with `If-None-Match` and is answered 304.
 //! - `POST /agent/{name}/a2a`: JSON-RPC 2.0. `SendMessage` runs the message's turn and
 //!   answers the task once the turn has ended (the task is then over, or asks for input;
 //!   `configuration.returnImmediately`: answers the working task at once, and the turn runs
@@ -57,8 +57,8 @@
 //!   status first, a page at a time (`contextId`, `status` and `statusTimestampAfter` filter
 //!   them; `pageSize`, 50 unless asked, at most 100; `pageToken` is the `nextPageToken` of
 //!   the page before, empty on the last; artifacts only with `includeArtifacts`),
-//!   `CancelTask` cancels one that runs (in whichever
-//!   process runs it) or waits for input, and `SubscribeToTask` streams a running task again
+//!   `CancelTask` cancels one that runs (in whichever process runs it) or waits for input,
+//!   and `SubscribeToTask` streams a running task again
 //!   from the first event of its running turn (a task that waits for input answers its
 //!   current state and closes, as A2A closes a stream at `TASK_STATE_INPUT_REQUIRED`: the
 //!   message that answers it streams the next turn; one that is over is refused).
@@ -155,9 +155,10 @@
 //! nothing to cancel), -32003 (push notifications disabled), -32004 (not supported: a
 //! message on a task that is over, a context busy with another task, tasks of an agent that
 //! keeps no sessions, the extended card), -32005 (the client accepts none of the agent's
-//! output modes), -32009 (a version other than 1.0). Each A2A error (-32001 and below) carries in `data` the `google.rpc.ErrorInfo` A2A
-//! asks for: its `reason` (`TASK_NOT_FOUND`), `domain` `a2a-protocol.org`, and the task's id
-//! in `metadata` where one is named.
+//! output modes), -32009 (a version other than 1.0). Each A2A error (-32001 and below)
+//! carries in `data` the `google.rpc.ErrorInfo` A2A asks for: its `reason`
+//! (`TASK_NOT_FOUND`), `domain` `a2a-protocol.org`, and the task's id in `metadata` where one
+//! is named.
 //!
 //! An agent built [`client_managed`](bidi_llm::LlmAgentBuilder::client_managed) keeps no
 //! sessions: it answers `SendMessage` and `SendStreamingMessage` (each a conversation of its
@@ -175,24 +176,47 @@ mod list;
 mod push;
 #[cfg(not(feature = "push"))]
 mod push {
-    //! Without the `push` feature, turns notify nobody.
+    //! Without the `push` feature, turns notify nobody, and a message's own config is refused.
+
+    use serde_json::Value;
+
+    use crate::error::PUSH_NOT_SUPPORTED;
+    use crate::types::{RpcError, StatusUpdate, Task};
+    use crate::{Call, Saved};
 
     /// A notifier of nothing.
     #[derive(Debug)]
     pub(crate) struct Notifier;
 
     impl Notifier {
-        pub(crate) fn status(&self, _: crate::types::StatusUpdate) {}
+        pub(crate) fn status(&self, _: StatusUpdate) {}
     }
-}
 
-#[cfg(feature = "push")]
-pub use push::PushNotifications;
+    /// No notifier; a message's own config is refused (-32003).
+    pub(crate) fn notifier(
+        _: &Call<'_>,
+        inline: Option<Value>,
+    ) -> Result<(Option<Notifier>, Saved), RpcError> {
+        match inline {
+            Some(config) if !config.is_null() => Err(RpcError::new(
+                PUSH_NOT_SUPPORTED,
+                "this agent sends no push notifications",
+            )),
+            _ => Ok((None, None)),
+        }
+    }
+
+    /// Nobody to tell.
+    pub(crate) fn notify(_: &Call<'_>, _: &Task) {}
+}
 mod rest;
 mod task;
 mod tasks;
 mod types;
 mod wire;
+
+#[cfg(feature = "push")]
+pub use push::PushNotifications;
 
 use std::sync::Arc;
 
@@ -212,7 +236,7 @@ use bidi_http::turns::TurnKey;
 use bidi_http::{Host, Identity, Protocol};
 
 use binding::Binding;
-use error::{CONTENT_TYPE_NOT_SUPPORTED, PUSH_NOT_SUPPORTED, UNSUPPORTED};
+use error::{CONTENT_TYPE_NOT_SUPPORTED, UNSUPPORTED};
 use types::{Event, Ids, Message, Role, RpcError, SendParams, TaskState};
 use wire::{Continued, TaskWire};
 
@@ -391,7 +415,7 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     if client && detach {
         call.keeps_sessions("`returnImmediately`")?;
     }
-    let (notifier, saved) = notifier(call, inline)?;
+    let (notifier, saved) = push::notifier(call, inline)?;
     let Opened {
         init,
         state,
@@ -457,10 +481,6 @@ async fn send(call: &Call<'_>, params: Option<Value>, stream: bool) -> Result<Re
     Ok(call.binding.answer(&Event::Task(task)))
 }
 
-/// Where a message's own push notification config is in the request.
-#[cfg(feature = "push")]
-const INLINE: &str = "/params/configuration/taskPushNotificationConfig";
-
 /// The signal that a message's own push notification config was saved for its task (as its
 /// turn started), where it has one.
 type Saved = Option<tokio::sync::oneshot::Receiver<()>>;
@@ -471,80 +491,6 @@ async fn wait(saved: Saved) {
     if let Some(saved) = saved {
         let _ = saved.await;
     }
-}
-
-/// The notifier of the turn a message starts: `None` if the server sends no push
-/// notifications or the agent keeps no tasks; `inline` is the message's own config, saved for
-/// the task it starts or continues (`Saved` says when).
-///
-/// # Errors
-///
-/// A config where the server sends no notifications (-32003), or for an agent that keeps no
-/// tasks (-32004); one whose fields are wrong (-32602).
-#[cfg(feature = "push")]
-fn notifier(
-    call: &Call<'_>,
-    inline: Option<Value>,
-) -> Result<(Option<push::Notifier>, Saved), RpcError> {
-    let inline = inline.filter(|config| !config.is_null());
-    let Some(pusher) = &call.pushing.0 else {
-        return match inline {
-            Some(_) => Err(RpcError::new(
-                PUSH_NOT_SUPPORTED,
-                "this agent sends no push notifications",
-            )),
-            None => Ok((None, None)),
-        };
-    };
-    let inline = match inline {
-        Some(config) => {
-            call.keeps_sessions("a push notification config")?;
-            let config: push::PushConfig =
-                serde_path_to_error::deserialize(config).map_err(|error| {
-                    let path = format!("{INLINE}{}", pointer(error.path()));
-                    RpcError::invalid_params(&path, reason(&error.into_inner().to_string()))
-                })?;
-            push::check(&config, pusher.settings().private_allowed(), INLINE)?;
-            Some(config)
-        }
-        None if call.agent.agent().is_client_managed() => return Ok((None, None)),
-        None => None,
-    };
-    let (notifier, saved) = pusher.notifier(push::store_of(call), inline);
-    Ok((Some(notifier), saved))
-}
-
-/// Without push notifications, a message's own config is refused (-32003).
-#[cfg(not(feature = "push"))]
-fn notifier(
-    _: &Call<'_>,
-    inline: Option<Value>,
-) -> Result<(Option<push::Notifier>, Saved), RpcError> {
-    match inline {
-        Some(config) if !config.is_null() => Err(RpcError::new(
-            PUSH_NOT_SUPPORTED,
-            "this agent sends no push notifications",
-        )),
-        _ => Ok((None, None)),
-    }
-}
-
-/// Tells task `task`'s webhooks where it stands now, when that did not come from a turn (a
-/// task canceled while it waited for input).
-fn notify(call: &Call<'_>, task: &types::Task) {
-    #[cfg(feature = "push")]
-    if let Some(pusher) = &call.pushing.0 {
-        pusher
-            .notifier(push::store_of(call), None)
-            .0
-            .status(types::StatusUpdate {
-                task_id: task.id.clone(),
-                context_id: task.context_id.clone(),
-                status: task.status.clone(),
-            });
-    }
-    #[cfg(not(feature = "push"))]
-    let _ = (call, task);
 }
 
 /// A refusal to start the turn `message` asked for, in A2A's terms.

@@ -32,14 +32,19 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+use bidi_flow::text::{pointer, reason};
 use bidi_session::Scoped;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{StatusCode, Url};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-pub(crate) use configs::{PushConfig, check, create, delete, get, list, save, store_of};
+use configs::{PushConfig, check, save, store_of};
+pub(crate) use configs::{create, delete, get, list};
 
-use super::types::{Event, StatusUpdate};
+use super::error::PUSH_NOT_SUPPORTED;
+use super::types::{Event, RpcError, StatusUpdate, Task};
+use super::{Call, Saved};
 
 /// How an [`A2a`](crate::A2a) server pushes its tasks' state changes to the webhooks clients
 /// configure. On by default, with the defaults below; [`disabled`](Self::disabled) turns
@@ -289,6 +294,61 @@ impl Notifier {
         let now = bidi_http::time::unix_millis(SystemTime::now());
         // The notifier's task ends only when this sender is dropped.
         let _ = self.0.send((update, now));
+    }
+}
+
+/// Where a message's own config is in the request.
+const INLINE: &str = "/params/configuration/taskPushNotificationConfig";
+
+/// The notifier of the turn a message starts: `None` if the server sends no push
+/// notifications or the agent keeps no tasks; `inline` is the message's own config, saved for
+/// the task it starts or continues (`Saved` says when).
+///
+/// # Errors
+///
+/// A config where the server sends no notifications (-32003), or for an agent that keeps no
+/// tasks (-32004); one whose fields are wrong (-32602).
+pub(crate) fn notifier(
+    call: &Call<'_>,
+    inline: Option<Value>,
+) -> Result<(Option<Notifier>, Saved), RpcError> {
+    let inline = inline.filter(|config| !config.is_null());
+    let Some(pusher) = &call.pushing.0 else {
+        return match inline {
+            Some(_) => Err(RpcError::new(
+                PUSH_NOT_SUPPORTED,
+                "this agent sends no push notifications",
+            )),
+            None => Ok((None, None)),
+        };
+    };
+    let inline = match inline {
+        Some(config) => {
+            call.keeps_sessions("a push notification config")?;
+            let config: PushConfig = serde_path_to_error::deserialize(config).map_err(|error| {
+                let path = format!("{INLINE}{}", pointer(error.path()));
+                RpcError::invalid_params(&path, reason(&error.into_inner().to_string()))
+            })?;
+            check(&config, pusher.settings().private_allowed(), INLINE)?;
+            Some(config)
+        }
+        None if call.agent.agent().is_client_managed() => return Ok((None, None)),
+        None => None,
+    };
+    let (notifier, saved) = pusher.notifier(store_of(call), inline);
+    Ok((Some(notifier), saved))
+}
+
+/// Tells task `task`'s webhooks where it stands now, when that did not come from a turn (a
+/// task canceled while it waited for input).
+pub(crate) fn notify(call: &Call<'_>, task: &Task) {
+    if let Some(pusher) = &call.pushing.0 {
+        let (notifier, _) = pusher.notifier(store_of(call), None);
+        notifier.status(StatusUpdate {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            status: task.status.clone(),
+        });
     }
 }
 

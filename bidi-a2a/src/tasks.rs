@@ -139,7 +139,7 @@ pub(super) async fn cancel(call: &Call<'_>, params: Option<Value>) -> Result<Res
             let stored = stored.ok_or_else(|| RpcError::task_not_found(&id))?;
             // A running turn tells the webhooks itself, as it ends.
             if lineage.latest.status != Snapshot::Pending {
-                super::notify(call, &stored.task);
+                super::push::notify(call, &stored.task);
             }
             return Ok(call.binding.answer(&stored.task));
         }
