@@ -387,6 +387,13 @@ pub(crate) fn client_request(method: &str, raw: Value) -> Result<ClientRequest, 
         m if m == names.session_new => params(raw).map(ClientRequest::NewSessionRequest),
         m if m == names.session_load => params(raw).map(ClientRequest::LoadSessionRequest),
         m if m == names.session_close => params(raw).map(ClientRequest::CloseSessionRequest),
+        m if m == names.session_list => params(raw).map(ClientRequest::ListSessionsRequest),
+        m if m == names.session_delete => params(raw).map(ClientRequest::DeleteSessionRequest),
+        m if m == names.session_resume => params(raw).map(ClientRequest::ResumeSessionRequest),
+        #[cfg(feature = "unstable_session_status")]
+        m if m == names.session_status => params(raw).map(ClientRequest::SessionStatusRequest),
+        #[cfg(feature = "unstable_session_set_title")]
+        m if m == names.session_set_title => params(raw).map(ClientRequest::SetSessionTitleRequest),
         m if m == names.session_set_mode => params(raw).map(ClientRequest::SetSessionModeRequest),
         m if m == names.session_prompt => params(raw).map(ClientRequest::PromptRequest),
         _ => Err(method_not_found(method)),
@@ -608,6 +615,17 @@ mod tests {
                 "session/load",
             ),
             ("session/close", json!({"sessionId": "s"}), "session/close"),
+            ("session/list", json!({}), "session/list"),
+            (
+                "session/delete",
+                json!({"sessionId": "s"}),
+                "session/delete",
+            ),
+            (
+                "session/resume",
+                json!({"sessionId": "s", "cwd": "/p"}),
+                "session/resume",
+            ),
             (
                 "session/set_mode",
                 json!({"sessionId": "s", "modeId": "ask"}),
@@ -635,7 +653,7 @@ mod tests {
     #[test]
     fn a_method_not_served_is_not_found_and_bad_params_are_invalid() {
         // Methods of ACP this agent does not serve, extension methods and nonsense alike.
-        for method in ["session/list", "logout", "_x/anything", "nope"] {
+        for method in ["session/fork", "logout", "_x/anything", "nope"] {
             let error = client_request(method, json!({})).unwrap_err();
             assert_eq!(error.code, ErrorCode::MethodNotFound, "{method}");
             assert_eq!(error.data, Some(json!(method)));

@@ -68,7 +68,7 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP (feature `mcp`), `sessionCapabilities.close` |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP (feature `mcp`), `sessionCapabilities` `close`, `list`, `delete`, `resume` (and `status`, `title` with their features) |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
 //! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
@@ -76,6 +76,11 @@
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
 //! | `session/close` | the session's running turn is cancelled (it answers `cancelled`), its agent connection and MCP servers stopped, and it is forgotten on this connection (a `session/load` opens it again) |
 //! | `session/set_mode` | switches the session's [`Mode`] from its next prompt turn on; sends `current_mode_update` |
+//! | `session/list` | the stored sessions of the clients' scope, whichever connection or process made them, a page of 100 at a time (`cwd` filters them): each with its working directory (its own here, or the server's record of it, else the server's working directory), its title and its latest update |
+//! | `session/resume` | opens a stored session as `session/load` does, without replaying its conversation |
+//! | `session/delete` | closes the session here if it is open, then removes it and the server's record of it from the store |
+//! | `session/status` | (feature `unstable_session_status`) `open` on this connection, or `saved` in the store |
+//! | `session/set_title` | (feature `unstable_session_set_title`) keeps the session's title (one line, trimmed, at most 200 characters; listed by `session/list`) and sends `session_info_update` where it is open |
 //!
 //! And the server sends:
 //!

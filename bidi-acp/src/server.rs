@@ -52,6 +52,7 @@ use crate::bridge::{Bridge, Bridged, Turns};
 use crate::policy::{Command, Mode, Rules};
 
 mod history;
+mod manage;
 mod reader;
 mod session;
 mod shared;

@@ -182,6 +182,7 @@ pub mod lines;
 pub mod log;
 mod registry;
 pub mod text;
+pub mod time;
 mod trace;
 pub mod wire;
 

@@ -378,8 +378,8 @@ mod server;
 pub mod sse;
 #[cfg(feature = "agents")]
 pub mod tee;
-#[cfg(any(feature = "agents", feature = "traces"))]
-pub mod time;
+/// Times on the wire (the home is `bidi_flow::time`, beside the other wire helpers).
+pub use bidi_flow::time;
 #[cfg(feature = "traces")]
 pub mod traces;
 #[cfg(feature = "agents")]

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
+import * as unstable from '@agentclientprotocol/sdk/unstable';
 import { assert, assertJson, check, run } from './harness.mjs';
 
 /** What the SDK logged with console.error (a message it rejected, a handler that threw). */
@@ -243,6 +244,53 @@ await run(async (agent, dir) => {
         prompt: [{ type: 'text', text: 'after the restart' }],
       });
       assertJson(response.stopReason, 'end_turn', 'stopReason');
+    });
+
+    await check('session/list, session/status and session/set_title see the stored sessions', async () => {
+      const listed = await ctx.request(acp.methods.agent.session.list, {});
+      const own = listed.sessions.find((s) => s.sessionId === sessionId);
+      assert(own, () => `the session is not listed: ${JSON.stringify(listed)}`);
+      assert(typeof own.updatedAt === 'string', () => `no updatedAt: ${JSON.stringify(own)}`);
+      const status = await ctx.request(unstable.methods.agent.session.status, { sessionId });
+      assertJson(status.status, 'open', 'status of the loaded session');
+      const titled = await ctx.request(unstable.methods.agent.session.setTitle, { sessionId, title: ' The  TS session ' });
+      assertJson(titled.title, 'The TS session', 'the title kept');
+      await settle();
+      const info = updates.find((u) => u.update.sessionUpdate === 'session_info_update');
+      assert(info && info.update.title === 'The TS session', () => `no session_info_update: ${JSON.stringify(info)}`);
+      const again = await ctx.request(acp.methods.agent.session.list, { cwd: dir });
+      const titledOwn = again.sessions.find((s) => s.sessionId === sessionId);
+      assert(titledOwn && titledOwn.title === 'The TS session', () => `the title is not listed: ${JSON.stringify(again)}`);
+    });
+  });
+
+  await withAgent(agent, db, async (ctx, updates) => {
+    await check('session/resume in a new agent process replays nothing and goes on', async () => {
+      await initialize(ctx);
+      const status = await ctx.request(unstable.methods.agent.session.status, { sessionId });
+      assertJson(status.status, 'saved', 'status before the resume');
+      await ctx.request(acp.methods.agent.session.resume, { sessionId, cwd: dir, mcpServers: [] });
+      await settle();
+      assert(!updates.some((u) => u.update.sessionUpdate === 'user_message_chunk'), () => `a replay: ${JSON.stringify(updates)}`);
+      const response = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: 'text', text: 'after the resume' }],
+      });
+      assertJson(response.stopReason, 'end_turn', 'stopReason');
+    });
+
+    await check('session/delete removes the session for good', async () => {
+      await ctx.request(acp.methods.agent.session.delete, { sessionId });
+      const listed = await ctx.request(acp.methods.agent.session.list, {});
+      assert(!listed.sessions.some((s) => s.sessionId === sessionId), () => `still listed: ${JSON.stringify(listed)}`);
+      let error;
+      try {
+        await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: dir, mcpServers: [] });
+      } catch (e) {
+        error = e;
+      }
+      assert(error !== undefined, 'the deleted session loaded');
+      assertJson(error.code, -32002, `the error code (${error.message})`);
     });
   });
 });

@@ -19,6 +19,7 @@ use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthenticateRequest, ClientNotification, ClientRequest, CloseSessionRequest,
     Error, InitializeResponse, LoadSessionRequest, McpCapabilities, NewSessionRequest,
     PromptCapabilities, RequestId, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities,
 };
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
@@ -27,6 +28,7 @@ use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 
+use super::manage;
 use super::session::{close_session, load_session, new_session, set_mode};
 use super::shared::Shared;
 use crate::codec::{self, Incoming};
@@ -113,6 +115,48 @@ async fn dispatch(
         ClientRequest::SetSessionModeRequest(request) => {
             let result = set_mode(shared, request).await;
             shared.respond(id, result).await;
+        }
+        ClientRequest::ListSessionsRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = manage::list(&shared, request).await;
+                shared.respond(id, result).await;
+            })
+            .await;
+        }
+        ClientRequest::ResumeSessionRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let session_id = request.session_id.clone();
+                let result = manage::resume(&shared, request).await;
+                let resumed = result.is_ok();
+                shared.respond(id, result).await;
+                if resumed {
+                    shared.announce(&session_id).await;
+                }
+            })
+            .await;
+        }
+        ClientRequest::DeleteSessionRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = manage::delete(&shared, request).await;
+                shared.respond(id, result).await;
+            })
+            .await;
+        }
+        #[cfg(feature = "unstable_session_status")]
+        ClientRequest::SessionStatusRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = manage::status(&shared, request).await;
+                shared.respond(id, result).await;
+            })
+            .await;
+        }
+        #[cfg(feature = "unstable_session_set_title")]
+        ClientRequest::SetSessionTitleRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = manage::set_title(&shared, request).await;
+                shared.respond(id, result).await;
+            })
+            .await;
         }
         ClientRequest::PromptRequest(request) => match start(shared, request) {
             Ok(turn) => {
@@ -237,11 +281,25 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .http(cfg!(feature = "mcp"))
                         .sse(false),
                 )
-                .session_capabilities(
-                    SessionCapabilities::new().close(SessionCloseCapabilities::new()),
-                ),
+                .session_capabilities(session_capabilities()),
         )
         .agent_info(shared.info.clone())
+}
+
+/// The session methods served beyond `new`, `load` and `prompt`.
+fn session_capabilities() -> SessionCapabilities {
+    let capabilities = SessionCapabilities::new()
+        .close(SessionCloseCapabilities::new())
+        .list(SessionListCapabilities::new())
+        .delete(SessionDeleteCapabilities::new())
+        .resume(SessionResumeCapabilities::new());
+    #[cfg(feature = "unstable_session_status")]
+    let capabilities =
+        capabilities.status(agent_client_protocol_schema::v1::SessionStatusCapabilities::new());
+    #[cfg(feature = "unstable_session_set_title")]
+    let capabilities =
+        capabilities.title(agent_client_protocol_schema::v1::SessionTitleCapabilities::new());
+    capabilities
 }
 
 #[cfg(test)]

@@ -86,27 +86,34 @@ pub(crate) fn busy(session_id: &SessionId, why: &str) -> Error {
     .data(json!({ "reason": "session_busy", "sessionId": session_id }))
 }
 
-/// What the server keeps of a session in the agent's store: its mode and the permission
-/// answers that hold for the rest of it.
+/// What the server keeps of a session in the agent's store: its mode, the permission answers
+/// that hold for the rest of it, and its title and working directory (what `session/list`
+/// shows). It is written when one of them changes, not for every session: a session of the
+/// store is a session of the store's bound (`MemoryStore::with_max_sessions`), so a record per
+/// session would halve how many it holds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Kept {
+pub(super) struct Kept {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     always: BTreeMap<String, bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) title: Option<String>,
 }
 
 impl Shared {
     /// Where the server keeps what it knows of a session besides the agent's state: the
     /// agent's store, in a scope of the server's own (one per scope of the clients' sessions).
-    fn kept_store(&self) -> Arc<dyn SessionStore> {
+    pub(super) fn kept_store(&self) -> Arc<dyn SessionStore> {
         let scope = kept_scope(&self.rules.scope);
         Arc::new(Scoped::new(Arc::clone(self.agent.store()), scope))
     }
 
     /// What the server keeps of session `id`, if anything.
-    async fn kept(&self, id: &str) -> Result<Option<Kept>, StoreError> {
+    pub(super) async fn kept(&self, id: &str) -> Result<Option<Kept>, StoreError> {
         Ok(Session::<Kept>::load(self.kept_store(), id)
             .await?
             .map(|session| session.state()))
@@ -115,22 +122,57 @@ impl Shared {
     /// Saves the session's mode and the answers that hold for the rest of it, so that a
     /// `session/load` (after a restart, say) finds them.
     pub(crate) async fn keep(&self, id: &Arc<str>) -> Result<(), StoreError> {
-        let kept = {
+        let (mode, always, cwd) = {
             let sessions = self.sessions();
             let Some(slot) = sessions.get(id) else {
                 return Ok(());
             };
-            Kept {
-                mode: self
-                    .rules
-                    .modes
-                    .get(slot.mode)
-                    .map(|mode| mode.id().to_owned()),
-                always: slot.always.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            let mode = self.rules.modes.get(slot.mode);
+            let always = slot.always.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            (
+                mode.map(|mode| mode.id().to_owned()),
+                always,
+                slot.cwd.clone(),
+            )
+        };
+        self.amend(id, |kept| {
+            kept.mode.clone_from(&mode);
+            kept.always.clone_from(&always);
+            kept.cwd = Some(cwd.clone());
+        })
+        .await
+    }
+
+    /// Changes what the server keeps of session `id` with `change`, the rest kept as it was:
+    /// one write, none if nothing changes.
+    pub(super) async fn amend(
+        &self,
+        id: &str,
+        change: impl Fn(&mut Kept),
+    ) -> Result<(), StoreError> {
+        let store = self.kept_store();
+        let session = match Session::<Kept>::load(Arc::clone(&store), id).await? {
+            Some(session) => session,
+            None => {
+                let mut kept = Kept::default();
+                change(&mut kept);
+                match Session::create(Arc::clone(&store), id, kept).await {
+                    Ok(_) => return Ok(()),
+                    // Another writer made it first: change theirs.
+                    Err(error) if error.is_conflict() => {
+                        Session::load_or_create(store, id, Kept::default).await?
+                    }
+                    Err(error) => return Err(error),
+                }
             }
         };
-        let session = Session::load_or_create(self.kept_store(), id, Kept::default).await?;
-        session.update(|state| *state = kept.clone()).await
+        let mut kept = session.state();
+        let before = kept.clone();
+        change(&mut kept);
+        if kept == before {
+            return Ok(());
+        }
+        session.update(|state| change(state)).await
     }
 
     /// Announces the server's commands for a session just opened.
@@ -143,8 +185,8 @@ impl Shared {
         let _ = self.update(session_id, update).await;
     }
 
-    /// The modes, as `session/new` and `session/load` answer them.
-    fn modes(&self, current: usize) -> Option<SessionModeState> {
+    /// The modes, as `session/new`, `session/load` and `session/resume` answer them.
+    pub(super) fn modes(&self, current: usize) -> Option<SessionModeState> {
         let mode = self.rules.modes.get(current)?;
         Some(SessionModeState::new(
             mode.id().to_owned(),
@@ -218,8 +260,27 @@ pub(super) async fn load_session(
     shared: &Shared,
     request: LoadSessionRequest,
 ) -> Result<LoadSessionResponse, Error> {
-    check_session_params(&request.cwd)?;
-    let session_id = request.session_id;
+    let LoadSessionRequest {
+        session_id,
+        cwd,
+        mcp_servers,
+        ..
+    } = request;
+    let mode = open_stored(shared, session_id, cwd, &mcp_servers, true).await?;
+    Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
+}
+
+/// Opens stored session `session_id` on the connection, in `cwd` with `servers`, its
+/// conversation replayed first if `replay` (`session/load`; `session/resume` does not): its
+/// mode.
+pub(super) async fn open_stored(
+    shared: &Shared,
+    session_id: SessionId,
+    cwd: PathBuf,
+    servers: &[McpServer],
+    replay: bool,
+) -> Result<usize, Error> {
+    check_session_params(&cwd)?;
     if session_id.0.len() > MAX_SESSION_ID_BYTES {
         return Err(codec::invalid_params(
             "sessionId",
@@ -248,26 +309,26 @@ pub(super) async fn load_session(
             None => (false, Some(shared.place(&sessions)?)),
         }
     };
-    let servers = &request.mcp_servers;
-    let loaded = load(shared, &session_id, request.cwd, servers, open, place).await;
+    let loaded = load(shared, &session_id, cwd, servers, (open, place), replay).await;
     if let Some(slot) = shared.sessions().get_mut(&id) {
         slot.loading = false;
     }
-    loaded.map(|mode| LoadSessionResponse::new().modes(shared.modes(mode)))
+    loaded
 }
 
-/// Replays session `session_id` and opens it with its MCP servers (in `place`, unless it is
-/// `open` here already); the session's mode.
+/// Replays session `session_id` (if `replay`) and opens it with its MCP servers (in the place
+/// `opening` holds, unless it is open here already, as `opening` says too); the session's
+/// mode.
 async fn load(
     shared: &Shared,
     session_id: &SessionId,
     cwd: PathBuf,
     servers: &[McpServer],
-    open: bool,
-    place: Option<Place<'_>>,
+    (open, place): (bool, Option<Place<'_>>),
+    replay: bool,
 ) -> Result<usize, Error> {
     let id = Arc::clone(&session_id.0);
-    let replay = match &shared.agent {
+    let updates = match &shared.agent {
         Backend::Llm(agent) => {
             let store = sessions(
                 &shared.rules.scope,
@@ -277,12 +338,25 @@ async fn load(
             Session::<LlmSession>::load(store, &id)
                 .await
                 .map(|session| {
-                    session.map(|session| history(&session.state().messages, &shared.rules))
+                    session.map(|session| match replay {
+                        true => history(&session.state().messages, &shared.rules),
+                        false => Vec::new(),
+                    })
                 })
         }
-        Backend::Bridged(turns) => turns.replay(&shared.rules.scope, Arc::clone(&id)).await,
+        Backend::Bridged(turns) if replay => {
+            turns.replay(&shared.rules.scope, Arc::clone(&id)).await
+        }
+        Backend::Bridged(_) => {
+            let store = sessions(
+                &shared.rules.scope,
+                shared.agent.name(),
+                shared.agent.store(),
+            );
+            store.load(&id).await.map(|head| head.map(|_| Vec::new()))
+        }
     };
-    let updates = replay
+    let updates = updates
         .map_err(|error| store_failed(&error))?
         .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
     let kept = if open {
@@ -385,7 +459,7 @@ fn too_many_sessions(max: usize) -> Error {
     .data(json!({ "reason": "too_many_sessions", "maxSessions": max }))
 }
 
-fn store_failed(error: &StoreError) -> Error {
+pub(super) fn store_failed(error: &StoreError) -> Error {
     Error::internal_error().data(format!("the session store failed: {error}"))
 }
 

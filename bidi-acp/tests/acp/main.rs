@@ -6,6 +6,7 @@
 
 mod editor;
 mod live;
+mod manage;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod permissions;

@@ -156,7 +156,8 @@ async fn no_session_id_a_client_names_reaches_a_record_of_another_scope() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(kept.state(), json!({"mode": "careful"}));
+    // (its mode, and the working directory `session/list` shows).
+    assert_eq!(kept.state(), json!({"mode": "careful", "cwd": "/project"}));
     // The client's sessions are keys of a scope of their own.
     // The client's sessions are keys of a scope of their own, and of the agent's.
     assert!(keys.contains(&format!("9:3:acp:ops:{session}")), "{keys:?}");
