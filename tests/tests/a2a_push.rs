@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bidi_a2a::{A2a, PushNotifications};
 use bidi_flow::Registry;
-use bidi_http::{Identity, Server, Unauthorized};
+use bidi_http::Server;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_llm::{LlmAgent, Tool};
 use schemars::JsonSchema;
@@ -32,18 +32,11 @@ async fn serve(script: Vec<Scripted>, push: PushNotifications) -> String {
         .build();
     let server = Server::new(Registry::new())
         .agent(&ask)
-        .protocol(A2a::new().push_notifications(push))
-        .auth(|headers| async move {
-            let token = headers
-                .get("authorization")
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "));
-            match token {
-                Some(name) => Ok(Identity::new(name)),
-                None => Err(Unauthorized::new("a bearer token is required")),
-            }
-        });
-    format!("http://{}", tests::http::serve(server).await)
+        .protocol(A2a::new().push_notifications(push));
+    format!(
+        "http://{}",
+        tests::http::serve(tests::http::by_bearer(server)).await
+    )
 }
 
 /// Push notifications to the test's receivers, retried quickly.
@@ -93,6 +86,14 @@ fn results(task: &str, call: &str) -> Value {
            "parts": [{"data": {"results": [{"toolCallId": call, "output": "here"}]}}]})
 }
 
+/// Answers the lookup `k1` task `task` waits on, as `who`: the task completes.
+async fn answer(base: &str, who: &str, task: &str) {
+    let params = json!({"message": results(task, "k1")});
+    let sent = call(base, who, "SendMessage", params).await;
+    let state = &sent["result"]["task"]["status"]["state"];
+    assert_eq!(state, "TASK_STATE_COMPLETED", "{sent}");
+}
+
 /// A task asking for input, sent by `who` with `configuration`: its id.
 async fn waiting(base: &str, who: &str, configuration: Value) -> String {
     let params = json!({"message": message("look", None), "configuration": configuration});
@@ -119,17 +120,7 @@ async fn a_webhook_gets_each_state_change_once_with_its_credentials() {
         json!({"taskPushNotificationConfig": config}),
     )
     .await;
-    let sent = call(
-        &base,
-        "alice",
-        "SendMessage",
-        json!({"message": results(&task, "k1")}),
-    )
-    .await;
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
+    answer(&base, "alice", &task).await;
 
     let got = hits.until("hook/a", "TASK_STATE_COMPLETED").await;
     let states: Vec<&str> = got.iter().map(Hit::state).collect();
@@ -270,17 +261,7 @@ async fn a_failing_webhook_is_retried_a_bounded_number_of_times() {
         let made = call(&base, "alice", "CreateTaskPushNotificationConfig", config).await;
         assert!(made.get("result").is_some(), "{made}");
     }
-    let sent = call(
-        &base,
-        "alice",
-        "SendMessage",
-        json!({"message": results(&task, "k1")}),
-    )
-    .await;
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
+    answer(&base, "alice", &task).await;
 
     // A task's webhooks are told in the order their configs were made, so once `after` has
     // the completion, every attempt at the others was made.

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
-use bidi_http::{Identity, Server, Unauthorized};
+use bidi_http::Server;
 use bidi_llm::LlmAgent;
 use bidi_llm::testing::{Scripted, ScriptedModel};
 use serde_json::{Value, json};
@@ -30,18 +30,11 @@ async fn serve_with(push: PushNotifications) -> String {
     let server = Server::new(Registry::new())
         .agent(&helper)
         .agent(&memo)
-        .protocol(bidi_a2a::A2a::new().push_notifications(push))
-        .auth(|headers| async move {
-            let token = headers
-                .get("authorization")
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "));
-            match token {
-                Some(name) => Ok(Identity::new(name)),
-                None => Err(Unauthorized::new("a bearer token is required")),
-            }
-        });
-    format!("http://{}", tests::http::serve(server).await)
+        .protocol(bidi_a2a::A2a::new().push_notifications(push));
+    format!(
+        "http://{}",
+        tests::http::serve(tests::http::by_bearer(server)).await
+    )
 }
 
 /// The bindings a caller speaks.

