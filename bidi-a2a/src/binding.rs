@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::error::{
     CONTENT_TYPE_NOT_SUPPORTED, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-    PUSH_NOT_SUPPORTED, TASK_NOT_FOUND, UNSUPPORTED, VERSION_NOT_SUPPORTED,
+    TASK_NOT_FOUND, UNSUPPORTED, VERSION_NOT_SUPPORTED,
 };
 use super::types::{self, Event, Response as Rpc, RpcError};
 use super::{Call, Shared, list, send, tasks};
@@ -240,9 +240,7 @@ fn not_run(method: &str) -> RpcError {
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => {
-            RpcError::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
-        }
+        | "DeleteTaskPushNotificationConfig" => RpcError::no_push(),
         "GetExtendedAgentCard" => RpcError::new(
             UNSUPPORTED,
             "this agent has no extended card (its card says `extendedAgentCard: false`)",
@@ -293,7 +291,7 @@ mod tests {
     use axum::http::HeaderMap;
 
     use super::*;
-    use crate::error::INTERNAL;
+    use crate::error::{INTERNAL, PUSH_NOT_SUPPORTED};
 
     #[test]
     fn methods_the_wire_does_not_run_say_why_in_a2a_codes() {

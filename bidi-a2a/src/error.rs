@@ -115,6 +115,11 @@ impl RpcError {
         error
     }
 
+    /// The server sends no push notifications (they are disabled, or not built).
+    pub(crate) fn no_push() -> Self {
+        Self::new(PUSH_NOT_SUPPORTED, "this agent sends no push notifications")
+    }
+
     pub(crate) fn task_not_found(id: &str) -> Self {
         Self::new(TASK_NOT_FOUND, format!("task `{}` not found", cap(id))).with("taskId", id)
     }

@@ -180,7 +180,6 @@ mod push {
 
     use serde_json::Value;
 
-    use crate::error::PUSH_NOT_SUPPORTED;
     use crate::types::{RpcError, StatusUpdate, Task};
     use crate::{Call, Saved};
 
@@ -198,10 +197,7 @@ mod push {
         inline: Option<Value>,
     ) -> Result<(Option<Notifier>, Saved), RpcError> {
         match inline {
-            Some(config) if !config.is_null() => Err(RpcError::new(
-                PUSH_NOT_SUPPORTED,
-                "this agent sends no push notifications",
-            )),
+            Some(config) if !config.is_null() => Err(RpcError::no_push()),
             _ => Ok((None, None)),
         }
     }

@@ -42,7 +42,6 @@ use tokio::sync::{mpsc, oneshot};
 use configs::{PushConfig, check, save, store_of};
 pub(crate) use configs::{create, delete, get, list};
 
-use super::error::PUSH_NOT_SUPPORTED;
 use super::types::{Event, RpcError, StatusUpdate, Task};
 use super::{Call, Saved};
 
@@ -315,10 +314,7 @@ pub(crate) fn notifier(
     let inline = inline.filter(|config| !config.is_null());
     let Some(pusher) = &call.pushing.0 else {
         return match inline {
-            Some(_) => Err(RpcError::new(
-                PUSH_NOT_SUPPORTED,
-                "this agent sends no push notifications",
-            )),
+            Some(_) => Err(RpcError::no_push()),
             None => Ok((None, None)),
         };
     };

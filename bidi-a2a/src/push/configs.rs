@@ -16,7 +16,7 @@ use reqwest::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::error::{PUSH_NOT_SUPPORTED, TASK_NOT_FOUND};
+use crate::error::TASK_NOT_FOUND;
 use crate::types::RpcError;
 use crate::{Call, lineage, params};
 use bidi_http::agent;
@@ -241,10 +241,7 @@ fn config_not_found(task: &str, id: &str) -> RpcError {
 /// `CreateTaskPushNotificationConfig`: the config, saved for its task.
 pub(crate) async fn create(call: &Call<'_>, params: Option<Value>) -> Result<Response, RpcError> {
     let Some(pusher) = call.pushing.0.as_deref() else {
-        return Err(RpcError::new(
-            PUSH_NOT_SUPPORTED,
-            "this agent sends no push notifications",
-        ));
+        return Err(RpcError::no_push());
     };
     let config: PushConfig = self::params(params)?;
     if config.task_id.is_empty() {
