@@ -10,14 +10,21 @@ use std::collections::HashSet;
 use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
 use bidi_http::Server;
-use bidi_llm::LlmAgent;
 use bidi_llm::testing::{Scripted, ScriptedModel};
+use bidi_llm::{LlmAgent, Tool};
 use serde_json::{Value, json};
 
 /// A server of agent `helper`, which answers every message with `answer-N`, and of `memo`,
 /// which keeps no sessions; callers authenticate with `Bearer {name}`.
 async fn serve() -> String {
     serve_with(PushNotifications::new()).await
+}
+
+/// `lookup`'s input.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)] // Read by the schema, not by the test.
+struct Lookup {
+    query: Option<String>,
 }
 
 /// [`serve`], its push notifications as `push` says.
@@ -27,9 +34,19 @@ async fn serve_with(push: PushNotifications) -> String {
     let memo = LlmAgent::builder("memo", ScriptedModel::new(Vec::<Scripted>::new()))
         .client_managed()
         .build();
+    // A task of `asker` waits for the client's `lookup`, again and again.
+    let asks = (1..=40).map(|n| Scripted::new().tool_call(&format!("k{n}"), "lookup", &json!({})));
+    let asker = LlmAgent::builder("asker", ScriptedModel::new(asks))
+        .tool(Tool::remote::<Lookup>(
+            "lookup",
+            "Lookup",
+            "Looks a file up",
+        ))
+        .build();
     let server = Server::new(Registry::new())
         .agent(&helper)
         .agent(&memo)
+        .agent(&asker)
         .protocol(bidi_a2a::A2a::new().push_notifications(push));
     format!(
         "http://{}",
@@ -85,18 +102,78 @@ impl Caller {
     /// the answer as a JSON-RPC response (`result` or `error`; an HTTP+JSON error read back
     /// into its JSON-RPC code, having checked its status).
     async fn call(&self, method: &str, params: Value) -> Value {
+        self.call_on("helper", method, params).await
+    }
+
+    /// [`call`](Self::call) on `agent`.
+    async fn call_on(&self, agent: &str, method: &str, params: Value) -> Value {
         match self.bind {
             Bind::JsonRpc => {
                 let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-                self.raw("helper", Some("1.0"), &body).await
+                self.raw(agent, Some("1.0"), &body).await
             }
-            Bind::Rest => self.rest(method, params).await,
+            Bind::Rest => self.rest(agent, method, params).await,
         }
     }
 
-    /// `method` with `params` as HTTP+JSON's resource request.
-    async fn rest(&self, method: &str, mut params: Value) -> Value {
-        let base = format!("{}/agent/helper/a2a", self.base);
+    /// A streaming operation (`SendStreamingMessage`, `SubscribeToTask`) on `helper`: the
+    /// response's content type, and its events (each record's `StreamResponse`), or the error.
+    async fn stream(&self, method: &str, params: Value) -> Result<(String, Vec<Value>), Value> {
+        let request = match self.bind {
+            Bind::JsonRpc => self
+                .http
+                .post(format!("{}/agent/helper/a2a", self.base))
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+            Bind::Rest => {
+                let base = format!("{}/agent/helper/a2a", self.base);
+                match method {
+                    "SendStreamingMessage" => self
+                        .http
+                        .post(format!("{base}/message:stream"))
+                        .json(&params),
+                    _ => {
+                        let id = params["id"].as_str().unwrap();
+                        self.http.post(format!("{base}/tasks/{id}:subscribe"))
+                    }
+                }
+            }
+        };
+        let response = request
+            .bearer_auth(self.name)
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap();
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        if !kind.starts_with("text/event-stream") {
+            let body: Value = serde_json::from_str(&text).unwrap();
+            return Err(match self.bind {
+                Bind::JsonRpc => body["error"].clone(),
+                Bind::Rest => json!({"status": status, "error": body["error"]}),
+            });
+        }
+        let events = text
+            .split("\n\n")
+            .filter_map(|record| record.trim().strip_prefix("data: "))
+            .map(|data| {
+                let value: Value = serde_json::from_str(data).unwrap();
+                match self.bind {
+                    Bind::JsonRpc => value["result"].clone(),
+                    Bind::Rest => value,
+                }
+            })
+            .collect();
+        Ok((kind, events))
+    }
+
+    /// `method` with `params` as HTTP+JSON's resource request to `agent`.
+    async fn rest(&self, agent: &str, method: &str, mut params: Value) -> Value {
+        let base = format!("{}/agent/{agent}/a2a", self.base);
         let mut take = |field: &str| {
             let value = params[field].take();
             value.as_str().map(str::to_owned).unwrap_or_default()
@@ -710,4 +787,268 @@ async fn card_cache_001_002_the_card_is_cached_with_max_age_and_an_etag() {
     ]
     .into();
     assert_eq!(tags.len(), 2, "each card its own tag");
+}
+
+/// A user message saying `text`, with `ids` (`taskId`, `contextId`) merged in.
+fn message(text: &str, ids: &Value) -> Value {
+    let mut message = json!({"messageId": format!("m-{text}"), "role": "ROLE_USER",
+                             "parts": [{"text": text}]});
+    if let Some(ids) = ids.as_object() {
+        for (key, value) in ids {
+            message[key] = value.clone();
+        }
+    }
+    message
+}
+
+/// CORE-SEND-001..003 and DM-TASK-001, DM-STATUS-001, DM-SERIAL-001..003: `SendMessage`
+/// answers a task (camelCase, its state a `TASK_STATE_*` name, its timestamp ISO 8601 in
+/// UTC); a message on a task that is over is refused; output modes the agent does not answer
+/// are refused.
+#[tokio::test]
+async fn core_send_001_003_a_message_is_answered_with_a_task_as_a2a_writes_one() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let task = alice.send("hi", None).await;
+        for field in ["id", "contextId", "status", "artifacts", "history"] {
+            assert!(task.get(field).is_some(), "{field}: {task}");
+        }
+        let stamp = task["status"]["timestamp"].as_str().unwrap();
+        assert!(bidi_http::time::parse_rfc3339(stamp).is_some() && stamp.ends_with('Z'));
+        assert_eq!(task["artifacts"][0]["artifactId"], "answer-1", "{task}");
+        assert_eq!(task["history"][1]["role"], "ROLE_AGENT", "{task}");
+
+        let params = json!({"message": message("more", &json!({"taskId": task["id"]}))});
+        let over = alice.call("SendMessage", params).await;
+        assert_eq!(over["error"]["code"], -32004, "{bind:?}: {over}");
+        let modes = json!({"message": message("img", &json!({})),
+                           "configuration": {"acceptedOutputModes": ["image/png"]}});
+        let refused = alice.call("SendMessage", modes).await;
+        assert_eq!(refused["error"]["code"], -32005, "{bind:?}: {refused}");
+    }
+}
+
+/// CORE-STREAM-001, -003 and JSONRPC-SSE-001: `SendStreamingMessage` answers SSE
+/// (`text/event-stream`) that begins with the task and ends at its terminal state.
+#[tokio::test]
+async fn core_stream_001_003_a_stream_is_sse_from_the_task_to_its_end() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let params = json!({"message": message("stream", &json!({}))});
+        let (kind, events) = alice.stream("SendStreamingMessage", params).await.unwrap();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        assert_eq!(events[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+        let last = events.last().unwrap();
+        let state = &last["statusUpdate"]["status"]["state"];
+        assert_eq!(state, "TASK_STATE_COMPLETED", "{bind:?}: {events:?}");
+        let task = events[0]["task"]["id"].clone();
+        assert!(events.iter().skip(1).all(|event| {
+            let update = event.as_object().unwrap().values().next().unwrap();
+            update["taskId"] == task
+        }));
+    }
+}
+
+/// CORE-GET-001, -002 and CORE-HIST-002: `GetTask` answers the task as it stands, its history
+/// no longer than asked; an unknown task is `TaskNotFoundError`.
+#[tokio::test]
+async fn core_get_001_002_get_task_answers_the_task_or_task_not_found() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let task = alice.send("hi", None).await;
+        let context = task["contextId"].as_str().unwrap().to_owned();
+        alice.send("again", Some(&context)).await;
+        let got = alice.call("GetTask", json!({"id": task["id"]})).await;
+        assert_eq!(got["result"]["id"], task["id"], "{got}");
+        assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+        for limit in [0, 1, 3] {
+            let params = json!({"id": task["id"], "historyLength": limit});
+            let got = alice.call("GetTask", params).await;
+            let history = got["result"]["history"].as_array().map_or(0, Vec::len);
+            assert!(history <= limit, "{bind:?} {limit}: {got}");
+        }
+        let missing = alice.call("GetTask", json!({"id": "no-such-task"})).await;
+        assert_eq!(missing["error"]["code"], -32001, "{missing}");
+    }
+}
+
+/// CORE-CANCEL-001..003: a task waiting for input is canceled, and answers canceled; a task
+/// that is over is `TaskNotCancelableError`; an unknown one `TaskNotFoundError`.
+#[tokio::test]
+async fn core_cancel_001_003_cancel_task_cancels_or_says_why_not() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let params = json!({"message": message("find it", &json!({}))});
+        let asked = alice.call_on("asker", "SendMessage", params).await;
+        let task = &asked["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{asked}"
+        );
+        let canceled = alice
+            .call_on("asker", "CancelTask", json!({"id": task["id"]}))
+            .await;
+        assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+        assert_eq!(canceled["result"]["id"], task["id"]);
+        let again = alice
+            .call_on("asker", "CancelTask", json!({"id": task["id"]}))
+            .await;
+        assert_eq!(again["error"]["code"], -32002, "{bind:?}: {again}");
+        let missing = alice
+            .call("CancelTask", json!({"id": "no-such-task"}))
+            .await;
+        assert_eq!(missing["error"]["code"], -32001, "{missing}");
+    }
+}
+
+/// CORE-EXECUTION-MODE-001, -002: a blocking `SendMessage` answers once the task is over or
+/// waits for input; `returnImmediately` answers at once, and the task goes on to its end.
+#[tokio::test]
+async fn core_execution_mode_001_002_blocking_waits_and_return_immediately_does_not() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let asked = alice
+            .call_on(
+                "asker",
+                "SendMessage",
+                json!({"message": message("find", &json!({}))}),
+            )
+            .await;
+        let state = &asked["result"]["task"]["status"]["state"];
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "interrupted: {asked}");
+        let params = json!({"message": message("later", &json!({})),
+                            "configuration": {"returnImmediately": true}});
+        let at_once = alice.call("SendMessage", params).await;
+        let task = at_once["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_WORKING", "{at_once}");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let got = alice.call("GetTask", json!({"id": task["id"]})).await;
+            if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never completed: {got}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// CORE-MULTI-001a, -002a, -003..-006: a generated context is in the answer; an unknown
+/// context is refused; every task has an id of its own; an unknown task is
+/// `TaskNotFoundError`; a message naming only its task goes on in the task's context; a
+/// context that is not the task's is refused.
+#[tokio::test]
+async fn core_multi_001a_006_contexts_and_tasks_are_named_as_a2a_says() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let first = alice.send("one", None).await;
+        let second = alice.send("two", None).await;
+        assert!(first["contextId"].as_str().is_some_and(|id| !id.is_empty()));
+        assert_ne!(first["id"], second["id"]);
+        assert_ne!(first["contextId"], second["contextId"]);
+
+        let unknown = json!({"message": message("x", &json!({"contextId": "no-such-context"}))});
+        let refused = alice.call("SendMessage", unknown).await;
+        assert_eq!(refused["error"]["code"], -32602, "{bind:?}: {refused}");
+        let unknown = json!({"message": message("x", &json!({"taskId": "no-such-task"}))});
+        let refused = alice.call("SendMessage", unknown).await;
+        assert_eq!(refused["error"]["code"], -32001, "{bind:?}: {refused}");
+
+        // A task that waits for input, answered naming the task alone, and then naming
+        // another context.
+        let asked = alice
+            .call_on(
+                "asker",
+                "SendMessage",
+                json!({"message": message("find", &json!({}))}),
+            )
+            .await;
+        let task = asked["result"]["task"].clone();
+        let wrong = json!({"taskId": task["id"], "contextId": first["contextId"]});
+        let params = json!({"message": message("this one", &wrong)});
+        let mismatch = alice.call_on("asker", "SendMessage", params).await;
+        assert_eq!(mismatch["error"]["code"], -32602, "{bind:?}: {mismatch}");
+        let only_task = json!({"message": message("go on", &json!({"taskId": task["id"]}))});
+        let went_on = alice.call_on("asker", "SendMessage", only_task).await;
+        let on = &went_on["result"]["task"];
+        assert_eq!(on["id"], task["id"], "{went_on}");
+        assert_eq!(on["contextId"], task["contextId"], "{went_on}");
+    }
+}
+
+/// STREAM-SUB-003, -004: `SubscribeToTask` refuses a task that is over, and an unknown one.
+#[tokio::test]
+async fn stream_sub_003_004_subscribe_refuses_tasks_over_or_unknown() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let task = alice.send("hi", None).await;
+        let over = alice
+            .stream("SubscribeToTask", json!({"id": task["id"]}))
+            .await
+            .unwrap_err();
+        let missing = alice
+            .stream("SubscribeToTask", json!({"id": "no-such-task"}))
+            .await
+            .unwrap_err();
+        match bind {
+            Bind::JsonRpc => {
+                assert_eq!(over["code"], -32004, "{over}");
+                assert_eq!(missing["code"], -32001, "{missing}");
+            }
+            Bind::Rest => {
+                assert_eq!(over["status"], 400, "{over}");
+                assert_eq!(missing["status"], 404, "{missing}");
+            }
+        }
+    }
+}
+
+/// CARD-DISC-001, CARD-PROTO-001, -002 and CARD-STRUCT-001: the card is served, with its
+/// required fields, and declares each binding with its URL and version.
+#[tokio::test]
+async fn card_disc_001_struct_001_the_card_declares_both_bindings() {
+    let base = serve().await;
+    let card: Value = reqwest::Client::new()
+        .get(format!(
+            "{base}/agent/helper/a2a/.well-known/agent-card.json"
+        ))
+        .bearer_auth("alice")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for field in [
+        "name",
+        "description",
+        "supportedInterfaces",
+        "version",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+    ] {
+        assert!(card.get(field).is_some(), "{field}: {card}");
+    }
+    let interfaces = card["supportedInterfaces"].as_array().unwrap();
+    let bindings: Vec<&str> = interfaces
+        .iter()
+        .map(|interface| interface["protocolBinding"].as_str().unwrap())
+        .collect();
+    assert_eq!(bindings, ["JSONRPC", "HTTP+JSON"]);
+    for interface in interfaces {
+        assert_eq!(interface["url"], format!("{base}/agent/helper/a2a"));
+        assert_eq!(interface["protocolVersion"], "1.0");
+    }
 }
