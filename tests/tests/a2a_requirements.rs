@@ -119,13 +119,23 @@ impl Caller {
     /// A streaming operation (`SendStreamingMessage`, `SubscribeToTask`) on `helper`: the
     /// response's content type, and its events (each record's `StreamResponse`), or the error.
     async fn stream(&self, method: &str, params: Value) -> Result<(String, Vec<Value>), Value> {
+        self.stream_on("helper", method, params).await
+    }
+
+    /// [`stream`](Self::stream) on `agent`.
+    async fn stream_on(
+        &self,
+        agent: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<(String, Vec<Value>), Value> {
         let request = match self.bind {
             Bind::JsonRpc => self
                 .http
-                .post(format!("{}/agent/helper/a2a", self.base))
+                .post(format!("{}/agent/{agent}/a2a", self.base))
                 .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
             Bind::Rest => {
-                let base = format!("{}/agent/helper/a2a", self.base);
+                let base = format!("{}/agent/{agent}/a2a", self.base);
                 match method {
                     "SendStreamingMessage" => self
                         .http
@@ -1050,5 +1060,64 @@ async fn card_disc_001_struct_001_the_card_declares_both_bindings() {
     for interface in interfaces {
         assert_eq!(interface["url"], format!("{base}/agent/helper/a2a"));
         assert_eq!(interface["protocolVersion"], "1.0");
+    }
+}
+
+/// DM-MSG-002, DM-ART-001 and DM-SERIAL-004: roles are `ROLE_USER` and `ROLE_AGENT` (another
+/// is refused naming the field), an artifact has its id and parts, and a message without its
+/// required fields is refused.
+#[tokio::test]
+async fn dm_msg_002_art_001_serial_004_roles_artifacts_and_required_fields() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let task = alice.send("hi", None).await;
+        let roles: Vec<&str> = task["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|message| message["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["ROLE_USER", "ROLE_AGENT"], "{task}");
+        let artifact = &task["artifacts"][0];
+        assert!(artifact["artifactId"].is_string(), "{artifact}");
+        assert!(
+            !artifact["parts"].as_array().unwrap().is_empty(),
+            "{artifact}"
+        );
+
+        let mut bot = message("beep", &json!({}));
+        bot["role"] = json!("ROLE_BOT");
+        let refused = alice.call("SendMessage", json!({"message": bot})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let field = &refused["error"]["data"][0]["fieldViolations"][0]["field"];
+        assert_eq!(field, "message.role", "{refused}");
+        for missing in ["role", "parts"] {
+            let mut message = message("x", &json!({}));
+            message.as_object_mut().unwrap().remove(missing);
+            let refused = alice.call("SendMessage", json!({"message": message})).await;
+            assert_eq!(refused["error"]["code"], -32602, "{missing}: {refused}");
+        }
+    }
+}
+
+/// STREAM-SUB-001, -002: a subscription to a task begins with the task; one that waits for
+/// input (an interrupted state) answers it as it stands and closes.
+#[tokio::test]
+async fn stream_sub_001_002_a_subscription_begins_with_the_task() {
+    for bind in BINDINGS {
+        let base = serve().await;
+        let alice = Caller::over(&base, "alice", bind);
+        let params = json!({"message": message("find", &json!({}))});
+        let asked = alice.call_on("asker", "SendMessage", params).await;
+        let task = asked["result"]["task"].clone();
+        let (_, events) = alice
+            .stream_on("asker", "SubscribeToTask", json!({"id": task["id"]}))
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 1, "{bind:?}: {events:?}");
+        assert_eq!(events[0]["task"]["id"], task["id"]);
+        let state = &events[0]["task"]["status"]["state"];
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{events:?}");
     }
 }
