@@ -16,7 +16,6 @@
 //! cargo bench -p benches --bench a2a
 //! ```
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -38,15 +37,10 @@ const CALLS: u32 = 20;
 /// 127.0.0.1: its endpoint.
 async fn serve_bidi(a2a: bidi_a2a::A2a) -> String {
     let agent = LlmAgent::builder("words", Words(1)).build();
-    let bound = bidi_http::Server::new(Registry::new())
+    let server = bidi_http::Server::new(Registry::new())
         .agent(&agent)
-        .protocol(a2a)
-        .addr(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .bind()
-        .await
-        .expect("bind 127.0.0.1");
-    let addr = bound.local_addr().expect("local address");
-    tokio::spawn(bound.serve());
+        .protocol(a2a);
+    let addr = benches::http::serve(server).await;
     format!("http://{addr}/agent/words/a2a")
 }
 

@@ -128,16 +128,10 @@ async fn serve_raw() -> SocketAddr {
 /// bidi's server with `/mcp`, as a user mounts it.
 async fn serve_bidi() -> SocketAddr {
     let (registry, agent) = bidi();
-    let bound = bidi_http::Server::new(registry.clone())
+    let server = bidi_http::Server::new(registry.clone())
         .agent(&agent)
-        .protocol(bidi_mcp::McpServer::new(registry))
-        .addr(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .bind()
-        .await
-        .expect("bind 127.0.0.1");
-    let addr = bound.local_addr().expect("local address");
-    tokio::spawn(bound.serve());
-    addr
+        .protocol(bidi_mcp::McpServer::new(registry));
+    benches::http::serve(server).await
 }
 
 type Client = RunningService<RoleClient, ClientConfig>;

@@ -121,7 +121,17 @@ pub fn registry() -> Registry {
 ///
 /// Panics if 127.0.0.1 cannot be bound.
 pub async fn serve_bidi() -> SocketAddr {
-    let bound = bidi_http::Server::new(registry())
+    serve(bidi_http::Server::new(registry())).await
+}
+
+/// Serves `server` on a free port of 127.0.0.1, on the current runtime, and returns its
+/// address.
+///
+/// # Panics
+///
+/// Panics if 127.0.0.1 cannot be bound.
+pub async fn serve(server: bidi_http::Server) -> SocketAddr {
+    let bound = server
         .addr(SocketAddr::from(([127, 0, 0, 1], 0)))
         .bind()
         .await

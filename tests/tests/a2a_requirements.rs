@@ -296,6 +296,13 @@ impl Caller {
         task
     }
 
+    /// The card at `/agent/{path}`, as the caller reads it.
+    async fn card(&self, path: &str) -> Value {
+        let card = self.http.get(format!("{}/agent/{path}", self.base));
+        let card = card.bearer_auth(self.name).send().await.unwrap();
+        card.json().await.unwrap()
+    }
+
     async fn list(&self, params: Value) -> Value {
         let listed = self.call("ListTasks", params).await;
         assert!(listed.get("error").is_none(), "{listed}");
@@ -331,6 +338,14 @@ fn query(params: &Value) -> String {
         String::new()
     } else {
         format!("?{}", pairs.join("&"))
+    }
+}
+
+/// Runs `test` over each binding: a new server each time, at `base`, and `alice` its caller.
+async fn over_both(test: impl AsyncFn(&Caller, &str, Bind)) {
+    for bind in BINDINGS {
+        let base = serve().await;
+        test(&Caller::over(&base, "alice", bind), &base, bind).await;
     }
 }
 
@@ -394,146 +409,130 @@ async fn core_list_001_list_tasks_returns_only_the_callers_tasks_over(bind: Bind
 /// `nextPageToken`), `nextPageToken` always present and empty on the last page.
 #[tokio::test]
 async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token() {
-    for bind in BINDINGS {
-        core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token_over(bind).await;
-    }
-}
-
-async fn core_list_002_004_list_tasks_pages_with_a_cursor_to_an_empty_token_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    let first = alice.send("one", None).await;
-    let context = first["contextId"].as_str().unwrap();
-    for text in ["two", "three", "four", "five"] {
-        alice.send(text, Some(context)).await;
-    }
-    let other = alice.send("elsewhere", None).await;
-
-    let all = alice.list(json!({"pageSize": 100})).await;
-    assert_eq!(
-        (all["totalSize"].clone(), all["nextPageToken"].clone()),
-        (json!(6), json!(""))
-    );
-    let mut paged = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = alice.list(json!({"pageSize": 2, "pageToken": token})).await;
-        assert_eq!(
-            (page["pageSize"].clone(), page["totalSize"].clone()),
-            (json!(2), json!(6))
-        );
-        paged.extend(ids(&page));
-        token = page["nextPageToken"].as_str().unwrap().to_owned();
-        if token.is_empty() {
-            break;
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
+        let first = alice.send("one", None).await;
+        let context = first["contextId"].as_str().unwrap();
+        for text in ["two", "three", "four", "five"] {
+            alice.send(text, Some(context)).await;
         }
-        assert!(paged.len() < 6, "a page after the last: {page}");
-    }
-    assert_eq!(paged, ids(&all), "the pages are the list, in its order");
-    // A context's tasks alone, paged the same way.
-    let theirs = alice
-        .list(json!({"contextId": context, "pageSize": 3}))
-        .await;
-    assert_eq!(
-        (theirs["totalSize"].clone(), ids(&theirs).len()),
-        (json!(5), 3)
-    );
-    assert!(!ids(&theirs).contains(&other["id"].as_str().unwrap().to_owned()));
+        let other = alice.send("elsewhere", None).await;
 
-    let bad = alice
-        .call("ListTasks", json!({"pageToken": "not-one"}))
-        .await;
-    assert_eq!(bad["error"]["code"], -32602, "{bad}");
-    let bad = alice.call("ListTasks", json!({"pageSize": -1})).await;
-    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+        let all = alice.list(json!({"pageSize": 100})).await;
+        assert_eq!(
+            (all["totalSize"].clone(), all["nextPageToken"].clone()),
+            (json!(6), json!(""))
+        );
+        let mut paged = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = alice.list(json!({"pageSize": 2, "pageToken": token})).await;
+            assert_eq!(
+                (page["pageSize"].clone(), page["totalSize"].clone()),
+                (json!(2), json!(6))
+            );
+            paged.extend(ids(&page));
+            token = page["nextPageToken"].as_str().unwrap().to_owned();
+            if token.is_empty() {
+                break;
+            }
+            assert!(paged.len() < 6, "a page after the last: {page}");
+        }
+        assert_eq!(paged, ids(&all), "the pages are the list, in its order");
+        // A context's tasks alone, paged the same way.
+        let theirs = alice
+            .list(json!({"contextId": context, "pageSize": 3}))
+            .await;
+        assert_eq!(
+            (theirs["totalSize"].clone(), ids(&theirs).len()),
+            (json!(5), 3)
+        );
+        assert!(!ids(&theirs).contains(&other["id"].as_str().unwrap().to_owned()));
+
+        let bad = alice
+            .call("ListTasks", json!({"pageToken": "not-one"}))
+            .await;
+        assert_eq!(bad["error"]["code"], -32602, "{bad}");
+        let bad = alice.call("ListTasks", json!({"pageSize": -1})).await;
+        assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    })
+    .await;
 }
 
 /// CORE-LIST-003: tasks come sorted by their status timestamp, the latest first; a filter by
 /// state and by time keeps to them.
 #[tokio::test]
 async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending() {
-    for bind in BINDINGS {
-        core_list_003_list_tasks_sorts_by_status_timestamp_descending_over(bind).await;
-    }
-}
-
-async fn core_list_003_list_tasks_sorts_by_status_timestamp_descending_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    let mut sent = Vec::new();
-    for text in ["a", "b", "c"] {
-        sent.push(
-            alice.send(text, None).await["id"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
+        let mut sent = Vec::new();
+        for text in ["a", "b", "c"] {
+            sent.push(
+                alice.send(text, None).await["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+            // Statuses a millisecond apart at least, so that the order is the sending's.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let all = alice.list(json!({})).await;
+        sent.reverse();
+        assert_eq!(ids(&all), sent);
+        let stamps: Vec<&str> = all["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|task| task["status"]["timestamp"].as_str().unwrap())
+            .collect();
+        assert!(
+            stamps.windows(2).all(|pair| pair[0] >= pair[1]),
+            "{stamps:?}"
         );
-        // Statuses a millisecond apart at least, so that the order is the sending's.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let all = alice.list(json!({})).await;
-    sent.reverse();
-    assert_eq!(ids(&all), sent);
-    let stamps: Vec<&str> = all["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|task| task["status"]["timestamp"].as_str().unwrap())
-        .collect();
-    assert!(
-        stamps.windows(2).all(|pair| pair[0] >= pair[1]),
-        "{stamps:?}"
-    );
 
-    let after = alice.list(json!({"statusTimestampAfter": stamps[1]})).await;
-    assert_eq!(ids(&after), sent[..2]);
-    let completed = alice.list(json!({"status": "TASK_STATE_COMPLETED"})).await;
-    assert_eq!(ids(&completed), sent);
-    let working = alice.list(json!({"status": "TASK_STATE_WORKING"})).await;
-    assert_eq!(working["tasks"], json!([]));
-    let bad = alice.call("ListTasks", json!({"status": "DONE"})).await;
-    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+        let after = alice.list(json!({"statusTimestampAfter": stamps[1]})).await;
+        assert_eq!(ids(&after), sent[..2]);
+        let completed = alice.list(json!({"status": "TASK_STATE_COMPLETED"})).await;
+        assert_eq!(ids(&completed), sent);
+        let working = alice.list(json!({"status": "TASK_STATE_WORKING"})).await;
+        assert_eq!(working["tasks"], json!([]));
+        let bad = alice.call("ListTasks", json!({"status": "DONE"})).await;
+        assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    })
+    .await;
 }
 
 /// CORE-LIST-005: without `includeArtifacts`, a listed task has no `artifacts` field at all.
 #[tokio::test]
 async fn core_list_005_list_tasks_omits_artifacts_unless_asked() {
-    for bind in BINDINGS {
-        core_list_005_list_tasks_omits_artifacts_unless_asked_over(bind).await;
-    }
-}
-
-async fn core_list_005_list_tasks_omits_artifacts_unless_asked_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    alice.send("hi", None).await;
-    for params in [json!({}), json!({"includeArtifacts": false})] {
-        let listed = alice.list(params).await;
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
+        alice.send("hi", None).await;
+        for params in [json!({}), json!({"includeArtifacts": false})] {
+            let listed = alice.list(params).await;
+            let task = &listed["tasks"][0];
+            assert!(task.get("artifacts").is_none(), "{task}");
+            assert!(task.get("history").is_some(), "{task}");
+        }
+        let listed = alice
+            .list(json!({"includeArtifacts": true, "historyLength": 0}))
+            .await;
         let task = &listed["tasks"][0];
-        assert!(task.get("artifacts").is_none(), "{task}");
-        assert!(task.get("history").is_some(), "{task}");
-    }
-    let listed = alice
-        .list(json!({"includeArtifacts": true, "historyLength": 0}))
-        .await;
-    let task = &listed["tasks"][0];
-    assert_eq!(
-        task["artifacts"][0]["parts"][0]["text"], "answer-1",
-        "{task}"
-    );
-    assert!(
-        task.get("history").is_none(),
-        "historyLength 0 omits it: {task}"
-    );
-    let memo = alice
-        .raw(
-            "memo",
-            Some("1.0"),
-            &json!({"jsonrpc": "2.0", "id": 1,
-                                                     "method": "ListTasks"}),
-        )
-        .await;
-    assert_eq!(memo["error"]["code"], -32004, "{memo}");
+        assert_eq!(
+            task["artifacts"][0]["parts"][0]["text"], "answer-1",
+            "{task}"
+        );
+        assert!(
+            task.get("history").is_none(),
+            "historyLength 0 omits it: {task}"
+        );
+        let memo = alice
+            .raw(
+                "memo",
+                Some("1.0"),
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}),
+            )
+            .await;
+        assert_eq!(memo["error"]["code"], -32004, "{memo}");
+    })
+    .await;
 }
 
 /// JSONRPC-ERR-001 to -003 and HTTP+JSON's errors (section 11.6): errors are JSON-RPC error
@@ -542,61 +541,56 @@ async fn core_list_005_list_tasks_omits_artifacts_unless_asked_over(bind: Bind) 
 /// UPPER_SNAKE_CASE.
 #[tokio::test]
 async fn jsonrpc_err_003_http_err_a2a_errors_include_error_info() {
-    for bind in BINDINGS {
-        jsonrpc_err_003_http_err_a2a_errors_include_error_info_over(bind).await;
-    }
-}
-
-async fn jsonrpc_err_003_http_err_a2a_errors_include_error_info_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    let done = alice.send("hi", None).await;
-    let cases = [
-        ("GetTask", json!({"id": "nope"}), -32001, "TASK_NOT_FOUND"),
-        (
-            "CancelTask",
-            json!({"id": done["id"]}),
-            -32002,
-            "TASK_NOT_CANCELABLE",
-        ),
-        (
-            "SubscribeToTask",
-            json!({"id": done["id"]}),
-            -32004,
-            "UNSUPPORTED_OPERATION",
-        ),
-        (
-            "GetExtendedAgentCard",
-            json!({}),
-            -32004,
-            "UNSUPPORTED_OPERATION",
-        ),
-    ];
-    for (method, params, code, reason) in cases {
-        let answered = alice.call(method, params).await;
-        assert_eq!(answered["error"]["code"], code, "{method}: {answered}");
-        assert_eq!(error_info(&answered)["reason"], reason, "{method}");
-    }
-    let version = alice
-        .raw(
-            "helper",
-            Some("0.3"),
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                                            "params": {"id": "x"}}),
-        )
-        .await;
-    assert_eq!(error_info(&version)["reason"], "VERSION_NOT_SUPPORTED");
-    let not_found = alice.call("GetTask", json!({"id": "nope"})).await;
-    assert_eq!(
-        error_info(&not_found)["metadata"],
-        json!({"taskId": "nope"})
-    );
-    // JSON-RPC's own errors: no A2A details.
-    if bind == Bind::JsonRpc {
-        let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
-        assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
-        assert!(unknown["error"].get("data").is_none(), "{unknown}");
-    }
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
+        let done = alice.send("hi", None).await;
+        let cases = [
+            ("GetTask", json!({"id": "nope"}), -32001, "TASK_NOT_FOUND"),
+            (
+                "CancelTask",
+                json!({"id": done["id"]}),
+                -32002,
+                "TASK_NOT_CANCELABLE",
+            ),
+            (
+                "SubscribeToTask",
+                json!({"id": done["id"]}),
+                -32004,
+                "UNSUPPORTED_OPERATION",
+            ),
+            (
+                "GetExtendedAgentCard",
+                json!({}),
+                -32004,
+                "UNSUPPORTED_OPERATION",
+            ),
+        ];
+        for (method, params, code, reason) in cases {
+            let answered = alice.call(method, params).await;
+            assert_eq!(answered["error"]["code"], code, "{method}: {answered}");
+            assert_eq!(error_info(&answered)["reason"], reason, "{method}");
+        }
+        let version = alice
+            .raw(
+                "helper",
+                Some("0.3"),
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                                "params": {"id": "x"}}),
+            )
+            .await;
+        assert_eq!(error_info(&version)["reason"], "VERSION_NOT_SUPPORTED");
+        let not_found = alice.call("GetTask", json!({"id": "nope"})).await;
+        assert_eq!(
+            error_info(&not_found)["metadata"],
+            json!({"taskId": "nope"})
+        );
+        // JSON-RPC's own errors: no A2A details.
+        if bind == Bind::JsonRpc {
+            let unknown = alice.call("tasks/get", json!({"id": "x"})).await;
+            assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+            assert!(unknown["error"].get("data").is_none(), "{unknown}");
+        }
+    })
+    .await;
 }
 
 /// CORE-CAP-001: a server whose card says `pushNotifications: false` refuses every push
@@ -611,12 +605,7 @@ async fn core_cap_001_push_methods_are_refused_where_the_card_says_no() {
 async fn core_cap_001_push_methods_are_refused_where_the_card_says_no_over(bind: Bind) {
     let base = serve_with(PushNotifications::disabled()).await;
     let alice = Caller::over(&base, "alice", bind);
-    let card = alice
-        .http
-        .get(format!("{base}/agent/helper/.well-known/agent-card.json"))
-        .bearer_auth("alice")
-        .send();
-    let card: Value = card.await.unwrap().json().await.unwrap();
+    let card = alice.card("helper/.well-known/agent-card.json").await;
     assert_eq!(card["capabilities"]["pushNotifications"], false, "{card}");
     let task = alice.send("hi", None).await;
     let named = json!({"taskId": task["id"], "id": "p"});
@@ -673,68 +662,51 @@ async fn core_err_002_invalid_params_name_the_field_and_unknown_methods_are_3260
 /// DM-MSG-001: a message carries `messageId`; one without is invalid params.
 #[tokio::test]
 async fn dm_msg_001_a_message_without_message_id_is_refused() {
-    for bind in BINDINGS {
-        dm_msg_001_a_message_without_message_id_is_refused_over(bind).await;
-    }
-}
-
-async fn dm_msg_001_a_message_without_message_id_is_refused_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    for message in [
-        json!({"role": "ROLE_USER", "parts": [{"text": "hi"}]}),
-        json!({"messageId": "", "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
-    ] {
-        let refused = alice.call("SendMessage", json!({"message": message})).await;
-        assert_eq!(refused["error"]["code"], -32602, "{refused}");
-        let field = &refused["error"]["data"][0]["fieldViolations"][0]["field"];
-        assert_eq!(field, "message.messageId", "{refused}");
-    }
-    assert_eq!(alice.list(json!({})).await["totalSize"], 0, "nothing ran");
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
+        for message in [
+            json!({"role": "ROLE_USER", "parts": [{"text": "hi"}]}),
+            json!({"messageId": "", "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
+        ] {
+            let refused = alice.call("SendMessage", json!({"message": message})).await;
+            assert_eq!(refused["error"]["code"], -32602, "{refused}");
+            let field = &refused["error"]["data"][0]["fieldViolations"][0]["field"];
+            assert_eq!(field, "message.messageId", "{refused}");
+        }
+        assert_eq!(alice.list(json!({})).await["totalSize"], 0, "nothing ran");
+    })
+    .await;
 }
 
 /// DM-PART-001 and the card's input modes: a part is one of text, file and data; JSON the card
 /// says it takes (`application/json`) is read as the user's.
 #[tokio::test]
 async fn dm_part_001_a_part_is_one_kind_and_json_parts_are_taken() {
-    for bind in BINDINGS {
-        dm_part_001_a_part_is_one_kind_and_json_parts_are_taken_over(bind).await;
-    }
-}
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
+        let card = alice.card("helper/a2a/.well-known/agent-card.json").await;
+        assert!(
+            card["defaultInputModes"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("application/json"))
+        );
+        let json_part = json!({"messageId": "j", "role": "ROLE_USER",
+                               "parts": [{"data": {"k": 1}, "mediaType": "application/json"}]});
+        let sent = alice
+            .call("SendMessage", json!({"message": json_part}))
+            .await;
+        let task = &sent["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+        assert_eq!(
+            task["history"][0]["parts"][0]["text"], r#"{"k":1}"#,
+            "{sent}"
+        );
 
-async fn dm_part_001_a_part_is_one_kind_and_json_parts_are_taken_over(bind: Bind) {
-    let base = serve().await;
-    let alice = Caller::over(&base, "alice", bind);
-    let card = alice
-        .http
-        .get(format!(
-            "{base}/agent/helper/a2a/.well-known/agent-card.json"
-        ))
-        .bearer_auth("alice")
-        .send();
-    let card: Value = card.await.unwrap().json().await.unwrap();
-    assert!(
-        card["defaultInputModes"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("application/json"))
-    );
-    let json_part = json!({"messageId": "j", "role": "ROLE_USER",
-                           "parts": [{"data": {"k": 1}, "mediaType": "application/json"}]});
-    let sent = alice
-        .call("SendMessage", json!({"message": json_part}))
-        .await;
-    let task = &sent["result"]["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
-    assert_eq!(
-        task["history"][0]["parts"][0]["text"], r#"{"k":1}"#,
-        "{sent}"
-    );
-
-    let two = json!({"messageId": "t", "role": "ROLE_USER",
-                     "parts": [{"text": "a", "data": {"k": 1}}]});
-    let refused = alice.call("SendMessage", json!({"message": two})).await;
-    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let two = json!({"messageId": "t", "role": "ROLE_USER",
+                         "parts": [{"text": "a", "data": {"k": 1}}]});
+        let refused = alice.call("SendMessage", json!({"message": two})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    })
+    .await;
 }
 
 /// VER-SERVER-002 and -003: a request that names no version is A2A 0.3's, and another
@@ -817,9 +789,7 @@ fn message(text: &str, ids: &Value) -> Value {
 /// are refused.
 #[tokio::test]
 async fn core_send_001_003_a_message_is_answered_with_a_task_as_a2a_writes_one() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let task = alice.send("hi", None).await;
         for field in ["id", "contextId", "status", "artifacts", "history"] {
             assert!(task.get(field).is_some(), "{field}: {task}");
@@ -836,16 +806,15 @@ async fn core_send_001_003_a_message_is_answered_with_a_task_as_a2a_writes_one()
                            "configuration": {"acceptedOutputModes": ["image/png"]}});
         let refused = alice.call("SendMessage", modes).await;
         assert_eq!(refused["error"]["code"], -32005, "{bind:?}: {refused}");
-    }
+    })
+    .await;
 }
 
 /// CORE-STREAM-001, -003 and JSONRPC-SSE-001: `SendStreamingMessage` answers SSE
 /// (`text/event-stream`) that begins with the task and ends at its terminal state.
 #[tokio::test]
 async fn core_stream_001_003_a_stream_is_sse_from_the_task_to_its_end() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let params = json!({"message": message("stream", &json!({}))});
         let (kind, events) = alice.stream("SendStreamingMessage", params).await.unwrap();
         assert!(kind.starts_with("text/event-stream"), "{kind}");
@@ -858,16 +827,15 @@ async fn core_stream_001_003_a_stream_is_sse_from_the_task_to_its_end() {
             let update = event.as_object().unwrap().values().next().unwrap();
             update["taskId"] == task
         }));
-    }
+    })
+    .await;
 }
 
 /// CORE-GET-001, -002 and CORE-HIST-002: `GetTask` answers the task as it stands, its history
 /// no longer than asked; an unknown task is `TaskNotFoundError`.
 #[tokio::test]
 async fn core_get_001_002_get_task_answers_the_task_or_task_not_found() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let task = alice.send("hi", None).await;
         let context = task["contextId"].as_str().unwrap().to_owned();
         alice.send("again", Some(&context)).await;
@@ -882,16 +850,15 @@ async fn core_get_001_002_get_task_answers_the_task_or_task_not_found() {
         }
         let missing = alice.call("GetTask", json!({"id": "no-such-task"})).await;
         assert_eq!(missing["error"]["code"], -32001, "{missing}");
-    }
+    })
+    .await;
 }
 
 /// CORE-CANCEL-001..003: a task waiting for input is canceled, and answers canceled; a task
 /// that is over is `TaskNotCancelableError`; an unknown one `TaskNotFoundError`.
 #[tokio::test]
 async fn core_cancel_001_003_cancel_task_cancels_or_says_why_not() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let params = json!({"message": message("find it", &json!({}))});
         let asked = alice.call_on("asker", "SendMessage", params).await;
         let task = &asked["result"]["task"];
@@ -912,16 +879,15 @@ async fn core_cancel_001_003_cancel_task_cancels_or_says_why_not() {
             .call("CancelTask", json!({"id": "no-such-task"}))
             .await;
         assert_eq!(missing["error"]["code"], -32001, "{missing}");
-    }
+    })
+    .await;
 }
 
 /// CORE-EXECUTION-MODE-001, -002: a blocking `SendMessage` answers once the task is over or
 /// waits for input; `returnImmediately` answers at once, and the task goes on to its end.
 #[tokio::test]
 async fn core_execution_mode_001_002_blocking_waits_and_return_immediately_does_not() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
         let asked = alice
             .call_on(
                 "asker",
@@ -948,7 +914,8 @@ async fn core_execution_mode_001_002_blocking_waits_and_return_immediately_does_
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-    }
+    })
+    .await;
 }
 
 /// CORE-MULTI-001a, -002a, -003..-006: a generated context is in the answer; an unknown
@@ -957,9 +924,7 @@ async fn core_execution_mode_001_002_blocking_waits_and_return_immediately_does_
 /// context that is not the task's is refused.
 #[tokio::test]
 async fn core_multi_001a_006_contexts_and_tasks_are_named_as_a2a_says() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let first = alice.send("one", None).await;
         let second = alice.send("two", None).await;
         assert!(first["contextId"].as_str().is_some_and(|id| !id.is_empty()));
@@ -992,15 +957,14 @@ async fn core_multi_001a_006_contexts_and_tasks_are_named_as_a2a_says() {
         let on = &went_on["result"]["task"];
         assert_eq!(on["id"], task["id"], "{went_on}");
         assert_eq!(on["contextId"], task["contextId"], "{went_on}");
-    }
+    })
+    .await;
 }
 
 /// STREAM-SUB-003, -004: `SubscribeToTask` refuses a task that is over, and an unknown one.
 #[tokio::test]
 async fn stream_sub_003_004_subscribe_refuses_tasks_over_or_unknown() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let task = alice.send("hi", None).await;
         let over = alice
             .stream("SubscribeToTask", json!({"id": task["id"]}))
@@ -1020,7 +984,8 @@ async fn stream_sub_003_004_subscribe_refuses_tasks_over_or_unknown() {
                 assert_eq!(missing["status"], 404, "{missing}");
             }
         }
-    }
+    })
+    .await;
 }
 
 /// CARD-DISC-001, CARD-PROTO-001, -002 and CARD-STRUCT-001: the card is served, with its
@@ -1028,17 +993,9 @@ async fn stream_sub_003_004_subscribe_refuses_tasks_over_or_unknown() {
 #[tokio::test]
 async fn card_disc_001_struct_001_the_card_declares_both_bindings() {
     let base = serve().await;
-    let card: Value = reqwest::Client::new()
-        .get(format!(
-            "{base}/agent/helper/a2a/.well-known/agent-card.json"
-        ))
-        .bearer_auth("alice")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = Caller::new(&base, "alice")
+        .card("helper/a2a/.well-known/agent-card.json")
+        .await;
     for field in [
         "name",
         "description",
@@ -1068,9 +1025,7 @@ async fn card_disc_001_struct_001_the_card_declares_both_bindings() {
 /// required fields is refused.
 #[tokio::test]
 async fn dm_msg_002_art_001_serial_004_roles_artifacts_and_required_fields() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, _bind: Bind| {
         let task = alice.send("hi", None).await;
         let roles: Vec<&str> = task["history"]
             .as_array()
@@ -1098,16 +1053,15 @@ async fn dm_msg_002_art_001_serial_004_roles_artifacts_and_required_fields() {
             let refused = alice.call("SendMessage", json!({"message": message})).await;
             assert_eq!(refused["error"]["code"], -32602, "{missing}: {refused}");
         }
-    }
+    })
+    .await;
 }
 
 /// STREAM-SUB-001, -002: a subscription to a task begins with the task; one that waits for
 /// input (an interrupted state) answers it as it stands and closes.
 #[tokio::test]
 async fn stream_sub_001_002_a_subscription_begins_with_the_task() {
-    for bind in BINDINGS {
-        let base = serve().await;
-        let alice = Caller::over(&base, "alice", bind);
+    over_both(async |alice: &Caller, _base: &str, bind: Bind| {
         let params = json!({"message": message("find", &json!({}))});
         let asked = alice.call_on("asker", "SendMessage", params).await;
         let task = asked["result"]["task"].clone();
@@ -1119,5 +1073,6 @@ async fn stream_sub_001_002_a_subscription_begins_with_the_task() {
         assert_eq!(events[0]["task"]["id"], task["id"]);
         let state = &events[0]["task"]["status"]["state"];
         assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{events:?}");
-    }
+    })
+    .await;
 }
