@@ -56,7 +56,8 @@ use super::{Call, Saved};
 /// receiver reads the task with `GetTask` once told. A delivery that gets no answer within
 /// the [`timeout`](Self::timeout), a 5xx, 408 or 429 is tried again after a
 /// [`backoff`](Self::backoff) that doubles, up to [`attempts`](Self::attempts) times; any other
-/// 4xx is the receiver's refusal. Redirects are not followed, and webhooks on loopback,
+/// 4xx is the receiver's refusal; a notification not taken is logged to stderr
+/// (`bidi_flow::log`, the webhook's host only). Redirects are not followed, and webhooks on loopback,
 /// private or link-local addresses are refused unless
 /// [allowed](Self::allow_private_addresses) (host names are not resolved when a config is
 /// made).
@@ -206,8 +207,14 @@ impl Pusher {
         let mut turn = None;
         while let Some((update, at)) = updates.recv().await {
             if let Some((config, saved)) = inline.take() {
-                // A config that cannot be saved is not used: the task's record is the store.
-                let _ = save(&store, &update.task_id, config, 0).await;
+                // A config that cannot be saved is not used (the task's record is the store),
+                // and the operator is told.
+                if let Err(error) = save(&store, &update.task_id, config, 0).await {
+                    bidi_flow::log::line(format!(
+                        "[bidi-a2a] a message's push notification config was not saved: {:?}",
+                        error.message
+                    ));
+                }
                 let _ = saved.send(());
             }
             if turn.is_none() {
@@ -242,9 +249,11 @@ impl Pusher {
     }
 
     /// POSTs `body` to `config`'s webhook, trying again as the settings say: whether it was
-    /// taken.
+    /// taken. A notification the webhook did not take is logged (its host, not its URL,
+    /// whose query may hold secrets).
     async fn deliver(&self, config: &PushConfig, body: &[u8]) -> bool {
         let mut wait = self.settings.backoff;
+        let mut outcome = String::new();
         for attempt in 0..self.settings.attempts {
             if attempt > 0 {
                 tokio::time::sleep(wait).await;
@@ -267,10 +276,23 @@ impl Pusher {
             }
             match request.send().await {
                 Ok(answer) if answer.status().is_success() => return true,
-                Ok(answer) if !retried(answer.status()) => return false,
-                _ => {}
+                Ok(answer) => {
+                    outcome = format!("answered {}", answer.status());
+                    if !retried(answer.status()) {
+                        break;
+                    }
+                }
+                Err(error) if error.is_timeout() => outcome = "no answer in time".to_owned(),
+                Err(_) => outcome = "not reached".to_owned(),
             }
         }
+        let host = Url::parse(&config.url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        bidi_flow::log::line(format!(
+            "[bidi-a2a] a push notification to {host:?} was not delivered: {outcome}"
+        ));
         false
     }
 }
