@@ -57,13 +57,13 @@ use super::{Call, Saved};
 /// the [`timeout`](Self::timeout), a 5xx, 408 or 429 is tried again after a
 /// [`backoff`](Self::backoff) that doubles, up to [`attempts`](Self::attempts) times; any other
 /// 4xx is the receiver's refusal; a notification not taken is logged to stderr
-/// (`bidi_flow::log`, the webhook's host only). Redirects are not followed, and webhooks on loopback,
-/// private or link-local addresses are refused unless
+/// (`bidi_flow::log`, the webhook's host only). Redirects are not followed, and webhooks on
+/// loopback, private or link-local addresses are refused unless
 /// [allowed](Self::allow_private_addresses) (host names are not resolved when a config is
 /// made).
 ///
 /// ```
-/// use std::time::{Duration, SystemTime};
+/// use std::time::Duration;
 /// use bidi_a2a::{A2a, PushNotifications};
 ///
 /// let a2a = A2a::new().push_notifications(
