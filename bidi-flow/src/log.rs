@@ -1,4 +1,7 @@
-//! Log lines for stderr that never make the program wait for it.
+//! Log lines for stderr that never make the program wait for it, and log records a connection's
+//! peer reads.
+//!
+//! ## Lines for stderr
 //!
 //! A program whose parent does not read its stderr (an editor running an agent over stdio, a
 //! supervisor that pipes and forgets) fills the pipe after 64 KiB, and a plain `eprintln!` then
@@ -17,12 +20,52 @@
 //!
 //! Write what a peer sent escaped (`{:?}`), so that line breaks and terminal escapes in it
 //! cannot forge log lines.
+//!
+//! ## A connection's records
+//!
+//! An action logs for the client of its connection with [`record`]: a [`Level`] and any JSON.
+//! The protocol serving the connection decides where records go by putting a [`Logger`] in its
+//! extensions: MCP sends them as `notifications/message`, at or above the level its client
+//! set. A connection with no logger drops them, so an action may log whatever serves it.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//!
+//! use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+//! use bidi_flow::log::{self, Level, Logger, Record};
+//! use bidi_flow::BidiFlow;
+//! use serde_json::json;
+//!
+//! async fn count(ctx: ActionContext, _: (), mut inbound: Inbound<u32>, _: Outbound<()>) -> Result<u32, BoxError> {
+//!     let n = inbound.recv().await.unwrap_or_default();
+//!     log::record(&ctx, Level::Info, json!({"counting": n}));
+//!     Ok(n)
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let into = Arc::clone(&seen);
+//! let logger = Logger::new(move |record: Record| into.lock().unwrap().push(record));
+//! let options = bidi_core::ConnectOptions::new().extension(logger);
+//! let counted = BidiFlow::new("count", count).connect_with((), options).run(3).await?;
+//! assert_eq!(counted, 3);
+//! let seen = seen.lock().unwrap();
+//! assert_eq!(seen[0].level, Level::Info);
+//! assert_eq!(seen[0].data, json!({"counting": 3}));
+//! # Ok(())
+//! # }
+//! ```
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use bidi_core::ActionContext;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// How many lines wait for stderr at most.
 const QUEUE: usize = 1024;
@@ -116,5 +159,74 @@ fn write(entries: &Receiver<Entry>, lost: &AtomicU64) {
                 let _ = done.send(());
             }
         }
+    }
+}
+
+/// How severe a log record is: syslog's levels (RFC 5424), least severe first, named as MCP
+/// names them (`"debug"` .. `"emergency"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Detail for debugging.
+    Debug,
+    /// What happens, as it happens.
+    Info,
+    /// Normal but significant.
+    Notice,
+    /// Something to look at: a tool that failed, a retry.
+    Warning,
+    /// An operation failed.
+    Error,
+    /// A component failed.
+    Critical,
+    /// Action needed at once.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+/// One log record of a connection, for its client.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Record {
+    /// How severe it is.
+    pub level: Level,
+    /// What it says: a text, or any JSON.
+    pub data: Value,
+}
+
+/// Where a connection's log records go: put in its extensions by the protocol that serves it.
+///
+/// The function is called on the action's task, once per record: it must not block (queue
+/// the record, or drop it).
+#[derive(Clone)]
+pub struct Logger(Arc<dyn Fn(Record) + Send + Sync>);
+
+impl Logger {
+    /// A logger calling `sink` with each record.
+    pub fn new(sink: impl Fn(Record) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(sink))
+    }
+
+    /// Hands `data` at `level` to the sink.
+    pub fn log(&self, level: Level, data: impl Into<Value>) {
+        (self.0)(Record {
+            level,
+            data: data.into(),
+        });
+    }
+}
+
+impl std::fmt::Debug for Logger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Logger").finish_non_exhaustive()
+    }
+}
+
+/// Logs `data` at `level` for the client of `ctx`'s connection: to the [`Logger`] its
+/// protocol put in its extensions, or nowhere. Never waits.
+pub fn record(ctx: &ActionContext, level: Level, data: impl Into<Value>) {
+    if let Some(logger) = ctx.extensions().get::<Logger>() {
+        logger.log(level, data);
     }
 }

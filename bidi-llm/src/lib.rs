@@ -97,6 +97,7 @@ mod custom;
 mod error;
 mod event;
 mod execute;
+mod host;
 mod message;
 mod model;
 #[cfg(feature = "openai")]
@@ -118,6 +119,7 @@ pub use custom::CustomTurn;
 pub use error::{Error, ExecuteError, ModelError};
 pub use event::AgentEvent;
 pub use execute::{ExecuteResult, ExecuteStream, Failure, execute};
+pub use host::HostModel;
 pub use message::{
     AbortedMessage, AssistantContent, AssistantMessage, Attachment, Cost, ErrorMessage, Message,
     Role, StopReason, ToolCall, ToolResultMessage, Usage, UserMessage,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bidi_agent::Responder;
 use bidi_core::{ActionContext, Cause};
+use bidi_flow::log::{Level, Logger};
 use bidi_session::{self as snapshot, Renewal, Session};
 use futures_core::Stream;
 use futures_util::stream::{BoxStream, SelectAll, StreamExt as _};
@@ -21,6 +22,7 @@ use tokio::time::{Instant, Sleep};
 use crate::custom::{CustomFn, CustomTurn, Edit};
 use crate::error::{Error, ModelError};
 use crate::event::AgentEvent;
+use crate::host::HostModel;
 use crate::message::{
     AbortedMessage, AssistantContent, AssistantMessage, Attachment, ErrorMessage, Message, Role,
     StopReason, ToolCall, ToolResultMessage,
@@ -163,6 +165,10 @@ pub(crate) struct Turn<'a> {
     cost: f64,
     /// The connection's policy, if it has one.
     policy: Option<&'a Policy>,
+    /// The model the connection's client lends, if it lends one.
+    host: Option<&'a HostModel>,
+    /// Where the connection's log records go, if anywhere.
+    logger: Option<&'a Logger>,
     /// What the execution's last failure said, for its snapshot.
     error: Option<(String, bidi_flow::Code)>,
 }
@@ -182,6 +188,8 @@ impl<'a> Turn<'a> {
             outbox: Vec::with_capacity(4),
             cost: 0.0,
             policy: ctx.extensions().get::<Policy>(),
+            host: ctx.extensions().get::<HostModel>(),
+            logger: ctx.extensions().get::<Logger>(),
             error: None,
         }
     }
@@ -289,6 +297,9 @@ impl<'a> Turn<'a> {
 
     /// Reports `error` (and the message it left) in an `error` event.
     fn fail(&mut self, error: &Error, message: Option<Message>) {
+        if let Some(logger) = self.logger {
+            logger.log(Level::Error, error.to_string());
+        }
         self.error = Some((error.to_string(), error.code()));
         self.emit(error.event(message));
     }
@@ -569,7 +580,7 @@ impl<'a> Turn<'a> {
         self.emit(AgentEvent::MessageStart {
             role: Role::Assistant,
         });
-        let model = &self.config.model;
+        let model = self.host.map_or(&*self.config.model, HostModel::model);
         if state.model.as_deref() != Some(model.name()) {
             state.model = Some(model.name().to_owned());
         }
@@ -702,7 +713,13 @@ impl<'a> Turn<'a> {
                     (output, details, false, std::mem::take(&mut attached[index]))
                 }
                 // A failed call's attachments are dropped with it.
-                ToolEvent::Failed(error) => (error, None, true, Vec::new()),
+                ToolEvent::Failed(error) => {
+                    if let Some(logger) = self.logger {
+                        let record = json!({"tool": call.name, "error": error});
+                        logger.log(Level::Warning, record);
+                    }
+                    (error, None, true, Vec::new())
+                }
             };
             done.insert(
                 index,

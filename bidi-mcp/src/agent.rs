@@ -33,8 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::{self, Waiting};
 use super::tools::invalid_argument;
-use super::{CANCELLED, Progress, identity};
-use bidi_http::{Host, Identity};
+use super::{CANCELLED, CallEnv, Progress};
 
 /// The tool of `agent`, named `name`.
 pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
@@ -168,7 +167,8 @@ fn arguments(mut arguments: Map<String, Value>) -> Result<Arguments, ErrorData> 
 struct Call<'a> {
     agent: &'a LlmAgent,
     ctx: &'a RequestContext<RoleServer>,
-    identity: Option<Identity>,
+    /// What its connections carry.
+    env: CallEnv,
     progress: Progress,
     text: String,
 }
@@ -216,13 +216,14 @@ enum Asked {
 pub(super) async fn call(
     agent: &LlmAgent,
     arguments: Map<String, Value>,
+    env: CallEnv,
     ctx: RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
     let arguments = self::arguments(arguments)?;
     let mut call = Call {
         agent,
         ctx: &ctx,
-        identity: identity(&ctx),
+        env,
         progress: Progress::new(&ctx),
         text: String::new(),
     };
@@ -344,7 +345,7 @@ impl Call<'_> {
         input: TurnInput,
     ) -> Result<(String, Ended), Refusal> {
         let driver = Driver::new();
-        let options = Host::connect_options(self.identity.as_ref()).driver(&driver);
+        let options = self.env.options().driver(&driver);
         let conn = self.agent.connect_with(init, options);
         let (frames, mut replies) = mpsc::channel(1);
         let sink = CallSink {
@@ -389,7 +390,7 @@ impl Call<'_> {
     ///
     /// A session that does not exist, as `-32602`; the store's failure, as `-32603`.
     async fn waiting(&self, id: &str) -> Result<Waiting, ErrorData> {
-        let session = bidi_http::agent::load(self.agent, self.identity.as_ref(), id)
+        let session = bidi_http::agent::load(self.agent, self.env.identity.as_ref(), id)
             .await
             .map_err(|failure| ErrorData::internal_error(failure.message, None))?;
         match session {

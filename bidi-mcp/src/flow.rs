@@ -26,8 +26,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::tools::{self, Shape};
-use super::{CANCELLED, McpServer, Progress, identity};
-use bidi_http::Host;
+use super::{CANCELLED, CallEnv, McpServer, Progress};
 
 /// How many chunks a flow may stream ahead of the progress notifications.
 const OUTPUT_BUFFER: usize = 16;
@@ -54,6 +53,7 @@ impl McpServer {
         &self,
         call: FlowCall<'_>,
         arguments: Map<String, Value>,
+        env: &CallEnv,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let FlowCall {
@@ -63,7 +63,8 @@ impl McpServer {
         } = call;
         let (init, input) = shape.split(arguments)?;
         let driver = Driver::new();
-        let options = Host::connect_options(identity(&ctx).as_ref())
+        let options = env
+            .options()
             .input_buffer(1)
             .output_buffer(OUTPUT_BUFFER)
             .driver(&driver);

@@ -132,13 +132,15 @@ mod agent;
 mod approval;
 mod flow;
 mod http;
+mod logging;
+#[cfg(feature = "agents")]
+mod sampling;
 mod tools;
 
 #[cfg(feature = "agents")]
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-#[cfg(feature = "agents")]
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -152,6 +154,8 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
+#[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 
@@ -159,9 +163,16 @@ pub use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
 
+use bidi_core::ConnectOptions;
+use bidi_flow::log::Logger;
 use bidi_http::{Host, Identity, Protocol};
+#[cfg(feature = "agents")]
+use bidi_llm::HostModel;
 use flow::FlowCall;
 pub use http::McpHttpService;
+use logging::Logging;
+#[cfg(feature = "agents")]
+pub use sampling::DEFAULT_MAX_TOKENS;
 use tools::{Named, Target};
 
 /// The cancel cause of a call its MCP client cancelled.
@@ -184,6 +195,11 @@ pub struct McpServer {
     agents: Arc<HashMap<String, LlmAgent>>,
     /// The session's tools by name.
     named: Named,
+    /// The session's logging level and queue.
+    logging: Arc<Logging>,
+    /// Whether calls use the client's model when it lends one.
+    #[cfg(feature = "agents")]
+    sampling: bool,
     /// The cap and the idle lifetime of the HTTP endpoint's sessions.
     sessions: SessionLimits,
 }
@@ -211,6 +227,9 @@ impl Clone for McpServer {
             #[cfg(feature = "agents")]
             agents: Arc::clone(&self.agents),
             named: Named::default(),
+            logging: Arc::default(),
+            #[cfg(feature = "agents")]
+            sampling: self.sampling,
             sessions: self.sessions,
         }
     }
@@ -222,6 +241,8 @@ impl fmt::Debug for McpServer {
         debug.field("registry", &self.registry);
         #[cfg(feature = "agents")]
         debug.field("agents", &self.agents.keys().collect::<Vec<_>>());
+        #[cfg(feature = "agents")]
+        debug.field("sampling", &self.sampling);
         debug
             .field("max_sessions", &self.sessions.max)
             .field("session_idle_timeout", &self.sessions.idle_timeout)
@@ -238,6 +259,9 @@ impl McpServer {
             #[cfg(feature = "agents")]
             agents: Arc::default(),
             named: Named::default(),
+            logging: Arc::default(),
+            #[cfg(feature = "agents")]
+            sampling: false,
             sessions: SessionLimits::default(),
         }
     }
@@ -248,6 +272,33 @@ impl McpServer {
     pub fn agent(mut self, agent: &LlmAgent) -> Self {
         Arc::make_mut(&mut self.agents).insert(agent.agent().name().to_owned(), agent.clone());
         self
+    }
+
+    /// Whether a call answers with the MCP client's model, when the client lends it (default
+    /// off).
+    ///
+    /// With it on, a call from a client that declared `sampling` runs with the client's model
+    /// as its [`HostModel`]: an agent's turns ask the client (`sampling/createMessage`)
+    /// instead of the agent's own model, and a flow may ask it too (from its context's
+    /// extensions). A client that declared no `sampling` gets the agent's own model. An agent
+    /// built on [`HostModel::required`] has no model of its own and answers only clients that
+    /// sample: inside an MCP host it needs no API key. See how a model request becomes a
+    /// sampling request in the [crate docs](self#sampling).
+    #[cfg(feature = "agents")]
+    #[must_use]
+    pub fn sampling(mut self, on: bool) -> Self {
+        self.sampling = on;
+        self
+    }
+
+    /// What a call of the tool `tool` carries into its connection.
+    fn env(&self, tool: &str, ctx: &RequestContext<RoleServer>) -> CallEnv {
+        CallEnv {
+            identity: identity(ctx),
+            logger: self.logging.logger(tool, &ctx.peer),
+            #[cfg(feature = "agents")]
+            host: self.sampling.then(|| sampling::host_model(ctx)).flatten(),
+        }
     }
 
     /// Serves `agents` too, beside those it has (an agent of the same name stays).
@@ -341,6 +392,28 @@ fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
         .cloned()
 }
 
+/// What a call's connection carries: its caller's identity, a logger of its records for the
+/// client, and the client's model when it lends one.
+struct CallEnv {
+    identity: Option<Identity>,
+    logger: Logger,
+    #[cfg(feature = "agents")]
+    host: Option<HostModel>,
+}
+
+impl CallEnv {
+    /// The options of a connection of the call.
+    fn options(&self) -> ConnectOptions {
+        let options =
+            Host::connect_options(self.identity.as_ref()).extension(self.logger.clone());
+        #[cfg(feature = "agents")]
+        if let Some(host) = &self.host {
+            return options.extension(host.clone());
+        }
+        options
+    }
+}
+
 /// The progress notifications of one call: none unless the call carries a `progressToken`.
 struct Progress {
     to: Option<(ProgressToken, Peer<RoleServer>)>,
@@ -386,9 +459,24 @@ fn not_served(method: &str) -> ErrorData {
 }
 
 impl ServerHandler for McpServer {
+    #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("bidi", env!("CARGO_PKG_VERSION")))
+    }
+
+    #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.logging.set_level(request.level);
+        Ok(())
     }
 
     // The server has tools only: the other lists are methods it does not serve.
@@ -464,6 +552,7 @@ impl ServerHandler for McpServer {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
+        let env = self.env(&request.name, &ctx);
         let result = match target {
             Target::Flow {
                 key,
@@ -475,10 +564,10 @@ impl ServerHandler for McpServer {
                     shape,
                     structured,
                 };
-                self.call_flow(call, arguments, ctx).await
+                self.call_flow(call, arguments, &env, ctx).await
             }
             #[cfg(feature = "agents")]
-            Target::Agent(agent) => agent::call(&agent, arguments, ctx).await,
+            Target::Agent(agent) => agent::call(&agent, arguments, env, ctx).await,
         };
         result.map(CallToolResponse::from)
     }

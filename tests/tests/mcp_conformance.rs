@@ -11,9 +11,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
+use std::time::Duration;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::log::{self, Level};
 use bidi_flow::{BidiFlow, Registry};
+use bidi_llm::{HostModel, Message, ModelEvent, ModelOptions, ModelRequest, UserMessage};
+use futures_util::StreamExt as _;
 use bidi_http::Server;
 use bidi_mcp::McpServer;
 use tests::node::npm_ci;
@@ -51,6 +55,60 @@ async fn with_progress(
     Ok("Progress complete".to_owned())
 }
 
+/// `test_tool_with_logging`: three records at `info`, 50 ms apart.
+async fn with_logging(
+    ctx: ActionContext,
+    _: (),
+    _: Inbound<serde_json::Value>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let steps = [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ];
+    for (at, step) in steps.into_iter().enumerate() {
+        if at > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        log::record(&ctx, Level::Info, step);
+    }
+    Ok("Logged three records".to_owned())
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Prompt {
+    /// The prompt to send to the LLM.
+    prompt: String,
+}
+
+/// `test_sampling`: the client's model answers the prompt.
+async fn sampling(
+    ctx: ActionContext,
+    _: (),
+    mut inbound: Inbound<Prompt>,
+    _: Outbound<()>,
+) -> Result<String, BoxError> {
+    let Prompt { prompt } = inbound.recv().await.ok_or("no prompt")?;
+    let host = ctx
+        .extensions()
+        .get::<HostModel>()
+        .ok_or("the client does not sample")?;
+    let messages = vec![Message::User(UserMessage::new(prompt))];
+    let request = ModelRequest::new(messages, vec![])
+        .with_options(ModelOptions::new().max_tokens(100));
+    let mut events = host.model().stream(request);
+    let mut answer = String::new();
+    while let Some(event) = events.next().await {
+        match event {
+            ModelEvent::TextDelta(text) => answer.push_str(&text),
+            ModelEvent::Error(error) => return Err(error.into()),
+            _ => {}
+        }
+    }
+    Ok(format!("LLM response: {answer}"))
+}
+
 /// bidi's server of the fixture tools, at `/mcp` on a free port of 127.0.0.1.
 async fn serve() -> String {
     let registry = Registry::new();
@@ -69,7 +127,20 @@ async fn serve() -> String {
                 .with_description("Reports progress as it goes"),
         )
         .unwrap();
-    let server = Server::new(registry.clone()).protocol(McpServer::new(registry));
+    registry
+        .register(
+            BidiFlow::new("test_tool_with_logging", with_logging)
+                .with_description("Logs as it goes"),
+        )
+        .unwrap();
+    registry
+        .register(
+            BidiFlow::new("test_sampling", sampling)
+                .with_description("Asks the client's model"),
+        )
+        .unwrap();
+    let mcp = McpServer::new(registry.clone()).sampling(true);
+    let server = Server::new(registry).protocol(mcp);
     format!("http://{}/mcp", tests::http::serve(server).await)
 }
 
