@@ -1,11 +1,5 @@
 //! [`HostModel`]: a model a connection's client lends, answering its turns instead of the
 //! agent's own.
-//!
-//! An agent inside an MCP host (an editor, a desktop assistant) can use the host's model
-//! through MCP's sampling, so that it needs no model or API key of its own there: the protocol
-//! puts a `HostModel` in the connection's extensions when its client offers one and the server
-//! allows it, and the turn calls it. The session records the host's model name, and a turn of
-//! another connection (one whose client lends none) calls the agent's own model again.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,8 +9,13 @@ use futures_util::stream::BoxStream;
 use crate::error::ModelError;
 use crate::model::{Model, ModelEvent, ModelRequest};
 
-/// The model a connection's client lends (see the [module](self)): put in the connection's
-/// extensions by the protocol serving it, read by the turn.
+/// The model a connection's client lends, answering its turns instead of the agent's own.
+///
+/// An agent inside an MCP host (an editor, a desktop assistant) can use the host's model
+/// through MCP's sampling, so that it needs no model or API key of its own there: the protocol
+/// puts a `HostModel` in the connection's extensions when its client offers one and the server
+/// allows it, and the turn calls it. The session records the host's model name, and a turn of
+/// another connection (one whose client lends none) calls the agent's own model again.
 ///
 /// ```
 /// use bidi_core::ConnectOptions;

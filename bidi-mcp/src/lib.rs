@@ -55,8 +55,33 @@
 //!   arguments the flow refuses are the JSON-RPC error `-32602` (invalid params) naming where,
 //!   and so is an unknown tool, and so are params that do not fit `tools/call` or `tools/list`
 //!   (`arguments` that are not an object, say: the error names `/arguments`). The server
-//!   serves tools only: any other method (`resources/list`, `prompts/list`,
+//!   serves tools and logging: any other method (`resources/list`, `prompts/list`,
 //!   `completion/complete`...) is `-32601` (method not found).
+//!
+//! ## Logging
+//!
+//! What a flow logs with [`bidi_flow::log::record`] (and what an `LlmAgent` logs: a failed
+//! model call as `error`, a failed tool as `warning`) goes to the client that called it as
+//! `notifications/message`, the tool's name as its `logger`, when at or above the level the
+//! client set with `logging/setLevel` (`info` until it sets one). The records of a session
+//! go out in order, never holding up the call; a client that does not read them loses the
+//! excess, and is told how many. Over HTTP they travel on the session's own stream (the
+//! client's `GET`).
+//!
+//! ## Sampling
+//!
+//! With [`McpServer::sampling`] on, an agent answers with the model of a client that declared
+//! `sampling` (an MCP host's), through `sampling/createMessage`, instead of its own: an
+//! agent built on [`HostModel::required`](bidi_llm::HostModel::required) has no model or API
+//! key of its own. A model request becomes one sampling request: the system prompt,
+//! temperature and most tokens (`maxTokens`, [`DEFAULT_MAX_TOKENS`] by default); the
+//! conversation (text, images and audio; tool calls and results as `tool_use` and
+//! `tool_result` when the client samples with tools, else as text); and the agent's tools when
+//! the client samples with tools. Its answer's text and tool calls are the model's answer,
+//! its `stopReason` the model's; the agent runs the tools it calls and asks again, as with any
+//! model. A client's refusal fails the turn with the client's words. A flow reaches the
+//! client's model the same way, as the [`HostModel`](bidi_llm::HostModel) in its context's
+//! extensions.
 //!
 //! Over stdio, as a program an MCP host starts:
 //!
@@ -148,14 +173,14 @@ use std::time::Duration;
 use bidi_flow::Registry;
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
+#[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, ErrorData, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
-#[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
-use rmcp::model::SetLevelRequestParams;
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 
@@ -404,8 +429,7 @@ struct CallEnv {
 impl CallEnv {
     /// The options of a connection of the call.
     fn options(&self) -> ConnectOptions {
-        let options =
-            Host::connect_options(self.identity.as_ref()).extension(self.logger.clone());
+        let options = Host::connect_options(self.identity.as_ref()).extension(self.logger.clone());
         #[cfg(feature = "agents")]
         if let Some(host) = &self.host {
             return options.extension(host.clone());

@@ -29,8 +29,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use bidi_llm::{
-    AssistantContent, Attachment, HostModel, Message, Model, ModelError, ModelEvent,
-    ModelRequest, StopReason, Usage,
+    AssistantContent, Attachment, HostModel, Message, Model, ModelError, ModelEvent, ModelRequest,
+    StopReason, Usage,
 };
 use futures_util::stream::{BoxStream, StreamExt as _};
 use rmcp::RoleServer;
@@ -105,7 +105,7 @@ async fn sample(
     let handle = peer
         .send_cancellable_request(request.into(), PeerRequestOptions::no_options())
         .await
-        .map_err(|error| ModelError::Provider(format!("the MCP client cannot sample: {error}")))?;
+        .map_err(|error| ModelError::other(format!("the MCP client cannot sample: {error}")))?;
     let mut pending = Pending(Some((peer.clone(), handle.id.clone())));
     let answer = handle.rx.await;
     pending.0 = None;
@@ -114,7 +114,7 @@ async fn sample(
         Ok(Ok(_)) => Err(ModelError::Protocol(
             "the MCP client answered sampling with another result".to_owned(),
         )),
-        Ok(Err(error)) => Err(ModelError::Provider(format!(
+        Ok(Err(error)) => Err(ModelError::other(format!(
             "the MCP client did not sample: {}",
             refusal(&error)
         ))),
@@ -159,7 +159,11 @@ fn params(request: &ModelRequest, tools: bool) -> CreateMessageRequestParams {
                 Value::Object(schema) => schema.clone(),
                 _ => Map::new(),
             };
-            Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(schema))
+            Tool::new(
+                spec.name.clone(),
+                spec.description.clone(),
+                Arc::new(schema),
+            )
         });
         params.tools = Some(specs.collect());
     }
@@ -168,14 +172,7 @@ fn params(request: &ModelRequest, tools: bool) -> CreateMessageRequestParams {
 
 /// The conversation of `request` as sampling messages (see the [module](self)).
 fn messages(request: &ModelRequest, tools: bool) -> Vec<SamplingMessage> {
-    let answered: HashSet<&str> = request
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::ToolResult(result) => Some(result.tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
+    let answered = paired(request);
     let mut messages: Vec<SamplingMessage> = Vec::with_capacity(request.messages.len());
     // Whether the last message holds tool results.
     let mut last_results = false;
@@ -191,14 +188,23 @@ fn messages(request: &ModelRequest, tools: bool) -> Vec<SamplingMessage> {
             }
             Message::Aborted(aborted) => {
                 let none = HashSet::new();
-                (Role::Assistant, said(&aborted.partial.content, &none, tools))
+                (
+                    Role::Assistant,
+                    said(&aborted.partial.content, &none, tools),
+                )
             }
             Message::Error(_) => continue,
+            Message::ToolResult(result) if !answered.contains(result.tool_call_id.as_str()) => {
+                continue;
+            }
             Message::ToolResult(result) if tools => {
                 let content = vec![ContentBlock::text(result.content.clone())];
                 let mut block = ToolResultContent::new(result.tool_call_id.clone(), content);
                 block.is_error = result.is_error.then_some(true);
-                (Role::User, vec![SamplingMessageContentBlock::ToolResult(block)])
+                (
+                    Role::User,
+                    vec![SamplingMessageContentBlock::ToolResult(block)],
+                )
             }
             Message::ToolResult(result) => {
                 let said = format!("(`{}` answered: {})", result.tool_name, result.content);
@@ -230,6 +236,26 @@ fn messages(request: &ModelRequest, tools: bool) -> Vec<SamplingMessage> {
         last_results = results;
     }
     messages
+}
+
+/// The ids of the tool calls of `request`'s conversation that have a result: MCP asks every
+/// `tool_use` to be answered by a `tool_result`, and every result to answer a call.
+fn paired(request: &ModelRequest) -> HashSet<&str> {
+    let mut called = HashSet::new();
+    let mut answered = HashSet::new();
+    for message in &request.messages {
+        match message {
+            Message::Assistant(assistant) => {
+                called.extend(assistant.tool_calls().map(|call| call.id.as_str()));
+            }
+            Message::ToolResult(result) => {
+                answered.insert(result.tool_call_id.as_str());
+            }
+            _ => {}
+        }
+    }
+    answered.retain(|id| called.contains(id));
+    answered
 }
 
 /// `text` as a block, none if it is empty.
@@ -268,7 +294,9 @@ fn said(
     for block in content {
         match block {
             AssistantContent::Text { text } if !text.is_empty() => {
-                blocks.push(SamplingMessageContentBlock::Text(TextContent::new(text.clone())));
+                blocks.push(SamplingMessageContentBlock::Text(TextContent::new(
+                    text.clone(),
+                )));
             }
             AssistantContent::ToolCall(call) if answered.contains(call.id.as_str()) => {
                 if tools {
@@ -335,4 +363,116 @@ fn events(result: CreateMessageResult) -> Vec<ModelEvent> {
         usage: Usage::default(),
     });
     events
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bidi_llm::ModelOptions;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A conversation: a question, an answer calling three tools (two answered, one not), the
+    /// answered calls' results, a result of no call, and a failed answer.
+    fn request() -> ModelRequest {
+        let messages: Vec<Message> = serde_json::from_value(json!([
+            {"role": "user", "content": "Capitals?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "two calls"},
+                {"type": "text", "text": "Looking."},
+                {"type": "toolCall", "id": "a", "name": "capital", "arguments": {"country": "Peru"}},
+                {"type": "toolCall", "id": "b", "name": "capital", "arguments": {"country": "Chad"}},
+                {"type": "toolCall", "id": "d", "name": "capital", "arguments": {"country": "Mali"}},
+            ]},
+            {"role": "toolResult", "toolCallId": "a", "toolName": "capital", "content": "Lima"},
+            {"role": "toolResult", "toolCallId": "b", "toolName": "capital", "content": "N'Djamena"},
+            {"role": "toolResult", "toolCallId": "c", "toolName": "capital", "content": "Rome"},
+            {"role": "error", "error": "the model failed"},
+        ]))
+        .unwrap();
+        ModelRequest::new(messages, vec![])
+            .with_system_prompt("Be brief.")
+            .with_options(ModelOptions::new().temperature(0.5))
+    }
+
+    #[test]
+    fn a_conversation_is_sampling_messages_with_tool_uses_answered() {
+        let params = serde_json::to_value(params(&request(), true)).unwrap();
+        assert_eq!(params["systemPrompt"], "Be brief.");
+        assert_eq!(params["maxTokens"], DEFAULT_MAX_TOKENS);
+        assert_eq!(params["temperature"], 0.5);
+        assert_eq!(
+            params["messages"],
+            json!([
+                {"role": "user", "content": {"type": "text", "text": "Capitals?"}},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "a", "name": "capital", "input": {"country": "Peru"}},
+                    {"type": "tool_use", "id": "b", "name": "capital", "input": {"country": "Chad"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "toolUseId": "a", "content": [{"type": "text", "text": "Lima"}]},
+                    {"type": "tool_result", "toolUseId": "b", "content": [{"type": "text", "text": "N'Djamena"}]},
+                ]},
+            ]),
+        );
+    }
+
+    #[test]
+    fn without_tools_the_calls_and_results_are_text() {
+        let params = serde_json::to_value(params(&request(), false)).unwrap();
+        assert_eq!(
+            params["messages"][1]["content"][1],
+            json!({"type": "text", "text": "(called `capital` with {\"country\":\"Peru\"})"}),
+        );
+        assert_eq!(
+            params["messages"][2]["content"],
+            json!({"type": "text", "text": "(`capital` answered: Lima)"}),
+        );
+        assert_eq!(params["messages"].as_array().unwrap().len(), 4);
+        assert!(params.get("tools").is_none());
+    }
+
+    fn answer(value: serde_json::Value) -> Vec<ModelEvent> {
+        events(serde_json::from_value(value).unwrap())
+    }
+
+    #[test]
+    fn an_answer_is_text_and_tool_calls_and_its_stop_reason() {
+        let told = answer(json!({
+            "role": "assistant", "model": "m", "stopReason": "maxTokens",
+            "content": {"type": "text", "text": "Paris"},
+        }));
+        assert!(matches!(&told[1], ModelEvent::TextDelta(text) if text == "Paris"));
+        assert!(matches!(
+            told.last(),
+            Some(ModelEvent::Done {
+                stop_reason: StopReason::Length,
+                ..
+            })
+        ));
+        let called = answer(json!({
+            "role": "assistant", "model": "m",
+            "content": [{"type": "tool_use", "id": "x", "name": "capital", "input": {"country": "Peru"}}],
+        }));
+        assert!(
+            matches!(&called[0], ModelEvent::ToolCallStart { id, name } if id == "x" && name == "capital")
+        );
+        assert!(
+            matches!(&called[1], ModelEvent::ToolCallDelta(args) if args == r#"{"country":"Peru"}"#)
+        );
+        assert!(matches!(
+            called.last(),
+            Some(ModelEvent::Done {
+                stop_reason: StopReason::ToolCalls,
+                ..
+            })
+        ));
+        let user = answer(json!({
+            "role": "user", "model": "m", "content": {"type": "text", "text": "?"},
+        }));
+        assert!(matches!(&user[..], [ModelEvent::Error(_)]));
+    }
 }

@@ -8,14 +8,22 @@
 // calls a tool that needs approval: this client (without elicitation) reads what waits in the
 // result and answers with a second call carrying `approvals`; a second client, with an
 // elicitation handler, is asked, and approves, denies, declines, or cancels the call while
-// asked.
+// asked. The agent `atlas` has no model of its own: a third client lends its model through
+// sampling (with tools), and is asked with the conversation and the agent's tool; a client that
+// does not sample gets an error saying so. `count`'s log record arrives as a
+// `notifications/message` at the level the client set.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
@@ -48,7 +56,7 @@ async function checks(transportName, client) {
   await check(`${transportName}: tools/list lists the flows and the agent with schemas`, async () => {
     const { tools } = await client.listTools();
     const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
-    assertJson(Object.keys(byName).sort(), ['bank', 'chat', 'count', 'greet', 'slow'], 'tool names');
+    assertJson(Object.keys(byName).sort(), ['atlas', 'bank', 'chat', 'count', 'greet', 'slow'], 'tool names');
     assert(byName.count.description === 'Counts up to a number', 'count has its description');
     assert(byName.count.inputSchema.properties.upTo, () => `count's schema: ${JSON.stringify(byName.count.inputSchema)}`);
     const greet = byName.greet.inputSchema;
@@ -93,6 +101,29 @@ async function checks(transportName, client) {
     assert(!result.isError, () => `not an error: ${JSON.stringify(result)}`);
     assertJson(result.structuredContent, { total: 3, parity: 'odd' }, 'structured output');
     assertJson(result.content, [{ type: 'text', text: '{"total":3,"parity":"odd"}' }], 'text output');
+  });
+
+  await check(`${transportName}: a flow's log records arrive as notifications/message, at or above the level set`, async () => {
+    const records = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => records.push(n.params));
+    try {
+      await client.setLoggingLevel('warning');
+      await client.callTool({ name: 'count', arguments: { upTo: 2 } });
+      await client.setLoggingLevel('info');
+      await client.callTool({ name: 'count', arguments: { upTo: 3 } });
+      const deadline = Date.now() + 60_000;
+      while (records.length === 0 && Date.now() < deadline) await sleep(20);
+      // A session's records go out in order: one below the level would have come first.
+      assertJson(records, [{ level: 'info', logger: 'count', data: { countingTo: 3 } }], 'the record at info');
+    } finally {
+      client.removeNotificationHandler('notifications/message');
+    }
+  });
+
+  await check(`${transportName}: an agent with no model of its own tells a client that lends none`, async () => {
+    const result = await client.callTool({ name: 'atlas', arguments: { message: 'Capital of France?' } });
+    assert(result.isError === true, () => JSON.stringify(result));
+    assert(result.content[0].text.includes('no model of its own'), () => result.content[0].text);
   });
 
   await check(`${transportName}: a flow with an init takes it as an argument`, async () => {
@@ -268,6 +299,83 @@ async function elicitationChecks(transportName, client, asked) {
   });
 }
 
+/** The blocks of a sampling message's content, one or many. */
+const blocks = (content) => (Array.isArray(content) ? content : [content]);
+
+/**
+ * A client lending its model through sampling, with tools: `host.model(params)` answers each
+ * request, recorded in `host.requests`. The model calls `capital` for the country a user's
+ * question names, and says what a tool result says.
+ */
+function samplingClient(host) {
+  const client = new Client(
+    { name: 'bidi-tests-sampling', version: '0.0.0' },
+    { capabilities: { sampling: { tools: {} } } },
+  );
+  client.setRequestHandler(CreateMessageRequestSchema, (request) => {
+    host.requests.push(request.params);
+    return host.model(request.params);
+  });
+  return client;
+}
+
+/** The host's model of `samplingClient`. */
+function capitals(params) {
+  const last = blocks(params.messages.at(-1).content)[0];
+  if (last.type === 'tool_result') {
+    return {
+      role: 'assistant',
+      content: { type: 'text', text: `The capital is ${last.content[0].text}.` },
+      model: 'host-model',
+      stopReason: 'endTurn',
+    };
+  }
+  const country = last.text.includes('Peru') ? 'Peru' : 'France';
+  return {
+    role: 'assistant',
+    content: { type: 'tool_use', id: `use-${country}`, name: 'capital', input: { country } },
+    model: 'host-model',
+    stopReason: 'toolUse',
+  };
+}
+
+async function samplingChecks(transportName, client, host) {
+  await check(`${transportName}: an agent with no model answers with the client's through sampling, its tool run between`, async () => {
+    host.requests = [];
+    host.model = capitals;
+    const first = await client.callTool({ name: 'atlas', arguments: { message: 'Capital of France?' } });
+    assert(!first.isError, () => JSON.stringify(first));
+    assertJson(first.structuredContent.text, 'The capital is Paris.', 'the host model\'s answer');
+    assert(host.requests.length === 2, () => `two samplings: ${JSON.stringify(host.requests)}`);
+    const [asked, told] = host.requests;
+    assertJson(asked.messages, [{ role: 'user', content: { type: 'text', text: 'Capital of France?' } }], 'the question');
+    assertJson(asked.tools.map((tool) => tool.name), ['capital'], 'the agent\'s tool');
+    assert(asked.tools[0].inputSchema.properties.country, () => JSON.stringify(asked.tools[0]));
+    assert(asked.maxTokens === 4096, () => `maxTokens: ${asked.maxTokens}`);
+    assertJson(told.messages.slice(1), [
+      { role: 'assistant', content: { type: 'tool_use', name: 'capital', id: 'use-France', input: { country: 'France' } } },
+      { role: 'user', content: { type: 'tool_result', toolUseId: 'use-France', content: [{ type: 'text', text: 'Paris' }] } },
+    ], 'the call and its result');
+
+    const { sessionId } = first.structuredContent;
+    const second = await client.callTool({ name: 'atlas', arguments: { message: 'And Peru?', sessionId } });
+    assertJson(second.structuredContent.text, 'The capital is Lima.', 'the next answer');
+    const next = host.requests[2].messages;
+    assertJson(next.length, 5, 'the conversation so far, and the new question');
+    assertJson(next[3], { role: 'assistant', content: { type: 'text', text: 'The capital is Paris.' } }, 'the first answer');
+    assertJson(next[4], { role: 'user', content: { type: 'text', text: 'And Peru?' } }, 'the new question');
+  });
+
+  await check(`${transportName}: the client refusing to sample fails the turn with its words`, async () => {
+    host.model = () => {
+      throw new McpError(-1, 'User rejected sampling request');
+    };
+    const result = await client.callTool({ name: 'atlas', arguments: { message: 'Capital of France?' } });
+    assert(result.isError === true, () => JSON.stringify(result));
+    assert(result.content[0].text.includes('User rejected sampling request'), () => result.content[0].text);
+  });
+}
+
 await run(async (url) => {
   assert(bin && markers, 'MCP_SERVER_BIN and MCP_MARKER_DIR are set');
   const stdio = new Client({ name: 'bidi-tests', version: '0.0.0' });
@@ -286,6 +394,12 @@ await run(async (url) => {
   await elicitationChecks('stdio', stdioAsked, asked);
   await stdioAsked.close();
 
+  const host = { requests: [], model: capitals };
+  const stdioSampling = samplingClient(host);
+  await stdioSampling.connect(new StdioClientTransport({ command: bin, args: ['stdio'], stderr: 'inherit' }));
+  await samplingChecks('stdio', stdioSampling, host);
+  await stdioSampling.close();
+
   const http = new Client({ name: 'bidi-tests', version: '0.0.0' });
   await http.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
   await checks('http', http);
@@ -295,6 +409,11 @@ await run(async (url) => {
   await httpAsked.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
   await elicitationChecks('http', httpAsked, asked);
   await httpAsked.close();
+
+  const httpSampling = samplingClient(host);
+  await httpSampling.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`)));
+  await samplingChecks('http', httpSampling, host);
+  await httpSampling.close();
 });
 
 // Calls a tool with a progress token and watches what arrives, in order, as the transport

@@ -108,14 +108,16 @@ fn the_inspector_cli_lists_and_calls_tools_over_stdio_and_http() -> Result<(), S
         names.sort_unstable();
         assert_eq!(
             names,
-            ["bank", "chat", "count", "greet", "slow"],
+            ["atlas", "bank", "chat", "count", "greet", "slow"],
             "{target:?}"
         );
         // An object output is the tool's outputSchema; a string output has none.
         for tool in listed["tools"].as_array().into_iter().flatten() {
             let (name, schema) = (&tool["name"], &tool["outputSchema"]);
             match name.as_str() {
-                Some("count" | "chat" | "bank") => assert_eq!(schema["type"], "object", "{name}"),
+                Some("count" | "chat" | "bank" | "atlas") => {
+                    assert_eq!(schema["type"], "object", "{name}")
+                }
                 _ => assert!(schema.is_null(), "{name}: {schema}"),
             }
         }

@@ -16,10 +16,10 @@ use std::time::Duration;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::log::{self, Level};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_llm::{HostModel, Message, ModelEvent, ModelOptions, ModelRequest, UserMessage};
-use futures_util::StreamExt as _;
 use bidi_http::Server;
+use bidi_llm::{HostModel, Message, ModelEvent, ModelOptions, ModelRequest, UserMessage};
 use bidi_mcp::McpServer;
+use futures_util::StreamExt as _;
 use tests::node::npm_ci;
 
 /// `test_simple_text`: the suite's text.
@@ -95,8 +95,8 @@ async fn sampling(
         .get::<HostModel>()
         .ok_or("the client does not sample")?;
     let messages = vec![Message::User(UserMessage::new(prompt))];
-    let request = ModelRequest::new(messages, vec![])
-        .with_options(ModelOptions::new().max_tokens(100));
+    let request =
+        ModelRequest::new(messages, vec![]).with_options(ModelOptions::new().max_tokens(100));
     let mut events = host.model().stream(request);
     let mut answer = String::new();
     while let Some(event) = events.next().await {
@@ -135,8 +135,7 @@ async fn serve() -> String {
         .unwrap();
     registry
         .register(
-            BidiFlow::new("test_sampling", sampling)
-                .with_description("Asks the client's model"),
+            BidiFlow::new("test_sampling", sampling).with_description("Asks the client's model"),
         )
         .unwrap();
     let mcp = McpServer::new(registry.clone()).sampling(true);

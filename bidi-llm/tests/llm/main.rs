@@ -8,6 +8,7 @@ mod approval;
 mod cancel;
 mod context;
 mod custom;
+mod host;
 mod media;
 #[cfg(feature = "openai")]
 mod openai;

@@ -7,16 +7,20 @@
 //! `$defs`); `greet` takes a name and an init with a greeting, and answers a string (no
 //! `outputSchema`); `slow` waits until it is cancelled, then writes the file `$MCP_MARKER`
 //! (when set) with the cancel's cause; `chat` is an `LlmAgent` whose model says what it heard,
-//! and what it heard before in the session.
+//! and what it heard before in the session; `bank`'s model calls `transfer`, which needs
+//! approval; `atlas` has no model of its own (it answers with the client's, through sampling)
+//! and a tool `capital`. `count` logs an `info` record as it starts.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+use bidi_flow::log::{self, Level};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_llm::testing::Scripted;
 use bidi_llm::{
-    LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Tool, Usage, simple_tool,
+    HostModel, LlmAgent, Message, Model, ModelEvent, ModelRequest, StopReason, Tool, Usage,
+    simple_tool,
 };
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde::{Deserialize, Serialize};
@@ -46,12 +50,17 @@ enum Parity {
 
 /// Streams 1 to `upTo`, then answers the total.
 async fn count(
-    _ctx: ActionContext,
+    ctx: ActionContext,
     _init: (),
     mut inbound: Inbound<Count>,
     out: Outbound<u32>,
 ) -> Result<Total, BoxError> {
     let Count { up_to } = inbound.recv().await.ok_or("no input")?;
+    log::record(
+        &ctx,
+        Level::Info,
+        serde_json::json!({ "countingTo": up_to }),
+    );
     if up_to > 1000 {
         return Err("counting past 1000 takes too long".into());
     }
@@ -196,6 +205,29 @@ fn transfer() -> Tool {
     .needs_approval()
 }
 
+/// What `capital` takes.
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Country {
+    /// The country.
+    country: String,
+}
+
+/// A country's capital, for the countries it knows.
+fn capital() -> Tool {
+    simple_tool(
+        "capital",
+        "capital",
+        "The capital of a country",
+        |_id, Country { country }| async move {
+            match country.as_str() {
+                "France" => Ok(("Paris".to_owned(), None)),
+                "Peru" => Ok(("Lima".to_owned(), None)),
+                _ => Err(format!("no capital known for {country}")),
+            }
+        },
+    )
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
     let registry = Registry::new();
@@ -206,11 +238,16 @@ async fn main() -> Result<(), BoxError> {
     let bank = LlmAgent::builder("bank", Banker::default())
         .tool(transfer())
         .build();
+    let atlas = LlmAgent::builder("atlas", HostModel::required())
+        .tool(capital())
+        .build();
     match std::env::args().nth(1).as_deref() {
         Some("stdio") => {
             bidi_mcp::McpServer::new(registry)
                 .agent(&agent)
                 .agent(&bank)
+                .agent(&atlas)
+                .sampling(true)
                 .serve_stdio()
                 .await?;
         }
@@ -218,7 +255,8 @@ async fn main() -> Result<(), BoxError> {
             let bound = bidi_http::Server::new(registry.clone())
                 .agent(&agent)
                 .agent(&bank)
-                .protocol(bidi_mcp::McpServer::new(registry))
+                .agent(&atlas)
+                .protocol(bidi_mcp::McpServer::new(registry).sampling(true))
                 .addr(([127, 0, 0, 1], 0).into())
                 .bind()
                 .await?;
