@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::{self, Waiting};
 use super::tools::invalid_argument;
-use super::{CANCELLED, CallEnv, Progress};
+use super::{CANCELLED, CallEnv, CallProgress, Step};
 
 /// The tool of `agent`, named `name`.
 pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
@@ -169,7 +169,7 @@ struct Call<'a> {
     ctx: &'a RequestContext<RoleServer>,
     /// What its connections carry.
     env: CallEnv,
-    progress: Progress,
+    progress: CallProgress,
     text: String,
 }
 
@@ -224,7 +224,7 @@ pub(super) async fn call(
         agent,
         ctx: &ctx,
         env,
-        progress: Progress::new(&ctx),
+        progress: CallProgress::new(&ctx),
         text: String::new(),
     };
     // Where a refused input is the caller's.
@@ -369,7 +369,7 @@ impl Call<'_> {
                             delta.insert_str(0, "\n\n");
                         }
                         self.text.push_str(&delta);
-                        self.progress.send(delta).await;
+                        self.progress.send(Step::Text(delta)).await;
                     }
                     Piece::Failed(message) => failure = Some(message),
                     Piece::Ended(state) => turn = Some(state),

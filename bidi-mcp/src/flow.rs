@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::tools::{self, Shape};
-use super::{CANCELLED, CallEnv, McpServer, Progress};
+use super::{CANCELLED, CallEnv, CallProgress, McpServer, Step};
 
 /// How many chunks a flow may stream ahead of the progress notifications.
 const OUTPUT_BUFFER: usize = 16;
@@ -142,7 +142,7 @@ async fn exchange(
     input_half.close();
     drop(input_half);
     let progress = Notify {
-        progress: Progress::new(ctx),
+        progress: CallProgress::new(ctx),
         call: &ctx.ct,
     };
     let mut wire = Steps {
@@ -154,8 +154,8 @@ async fn exchange(
     Ok(output.output().await)
 }
 
-/// A flow's chunks as the steps of its call's progress, as their JSON text: none if the
-/// caller did not ask for progress.
+/// A flow's chunks as the steps of its call's progress: a [`bidi_flow::Progress`] as it says,
+/// any other as its JSON text; none if the caller did not ask for progress.
 struct Steps {
     wanted: bool,
 }
@@ -167,7 +167,10 @@ impl Wire for Steps {
 
     fn event(&mut self, chunk: Value, out: &mut Pending) {
         if self.wanted {
-            out.0.push(chunk.to_string());
+            out.0.push(match bidi_flow::Progress::of(&chunk) {
+                Some(known) => Step::Known(known),
+                None => Step::Text(chunk.to_string()),
+            });
         }
     }
 
@@ -177,7 +180,7 @@ impl Wire for Steps {
 
 /// Progress steps not notified yet, notified one at a time.
 #[derive(Default)]
-struct Pending(Vec<String>);
+struct Pending(Vec<Step>);
 
 impl Frames for Pending {
     fn is_empty(&self) -> bool {
@@ -192,7 +195,7 @@ impl Frames for Pending {
 /// A call's progress notifications: the sink of its flow's chunks, closed when the client
 /// cancels the call (`notifications/cancelled`).
 struct Notify<'a> {
-    progress: Progress,
+    progress: CallProgress,
     call: &'a CancellationToken,
 }
 

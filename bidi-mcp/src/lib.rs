@@ -8,7 +8,8 @@
 //!   object and the flow takes no init, else `{"input": <input schema>, "init": <init
 //!   schema>}`. A call opens a connection, sends the input, closes it and answers the output.
 //!   Each chunk the flow streams goes to the caller as a progress notification (when the call
-//!   carries a `progressToken`), the chunk's JSON as its message.
+//!   carries a `progressToken`): a [`bidi_flow::Progress`] as the progress it says, with its
+//!   `total` and message; any other chunk as the next step, its JSON as the message.
 //! - **Outputs.** A flow whose output schema is an object's (`"type": "object"` at its root,
 //!   as MCP's `outputSchema` must be: a Rust struct, a map) advertises it as its tool's
 //!   `outputSchema`, and every successful call answers the output as `structuredContent`, with
@@ -167,7 +168,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bidi_flow::Registry;
@@ -439,19 +440,28 @@ impl CallEnv {
 }
 
 /// The progress notifications of one call: none unless the call carries a `progressToken`.
-struct Progress {
+struct CallProgress {
     to: Option<(ProgressToken, Peer<RoleServer>)>,
-    count: AtomicU32,
+    /// The last progress notified, as `f64` bits.
+    last: AtomicU64,
 }
 
-impl Progress {
+/// One step of a call's progress.
+enum Step {
+    /// A chunk's text, one more than the last step.
+    Text(String),
+    /// What the flow says of its progress.
+    Known(bidi_flow::Progress),
+}
+
+impl CallProgress {
     fn new(ctx: &RequestContext<RoleServer>) -> Self {
         Self {
             to: ctx
                 .meta
                 .get_progress_token()
                 .map(|token| (token, ctx.peer.clone())),
-            count: AtomicU32::new(0),
+            last: AtomicU64::new(0f64.to_bits()),
         }
     }
 
@@ -460,15 +470,22 @@ impl Progress {
         self.to.is_some()
     }
 
-    /// Notifies `message` as the next step, if the caller asked for progress. A client that
-    /// is gone is noticed by the call's cancellation, not here.
-    async fn send(&self, message: String) {
+    /// Notifies `step`, if the caller asked for progress: a text as the message of the next
+    /// step (one more than the last), a flow's own progress as it says. A client that is
+    /// gone is noticed by the call's cancellation, not here.
+    async fn send(&self, step: Step) {
         let Some((token, peer)) = &self.to else {
             return;
         };
-        let count = self.count.fetch_add(1, Ordering::Relaxed) + 1;
-        let param =
-            ProgressNotificationParam::new(token.clone(), f64::from(count)).with_message(message);
+        let last = f64::from_bits(self.last.load(Ordering::Relaxed));
+        let (progress, total, message) = match step {
+            Step::Text(message) => (last.floor() + 1.0, None, Some(message)),
+            Step::Known(known) => (known.progress, known.total, known.message),
+        };
+        self.last.store(progress.to_bits(), Ordering::Relaxed);
+        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        param.total = total;
+        param.message = message;
         let _ = peer.notify_progress(param).await;
     }
 }

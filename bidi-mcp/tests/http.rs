@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
-use bidi_flow::{BidiFlow, Registry};
+use bidi_flow::{BidiFlow, Progress, Registry};
 use bidi_http::Server;
 use bidi_mcp::McpServer;
 use serde_json::{Value, json};
@@ -374,4 +374,51 @@ async fn an_idle_session_ends_and_gives_its_place_back() {
     }
     let listed = call(1, "tools/list", &json!({}));
     not_found(post(addr, "alice", Some(&idle), &listed).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_that_knows_its_total_reports_it_with_its_progress() {
+    let registry = registry(&Probe::default());
+    registry
+        .register(BidiFlow::new(
+            "index",
+            |_: ActionContext, _: (), _: Inbound<Value>, out: Outbound<Value>| async move {
+                out.send(serde_json::to_value(
+                    Progress::new(1.0).total(2.0).message("a.rs"),
+                )?)
+                .await?;
+                out.send(json!("a chunk of no progress")).await?;
+                out.send(serde_json::to_value(Progress::new(3.0).total(3.0))?)
+                    .await?;
+                Ok::<_, BoxError>(3)
+            },
+        ))
+        .unwrap();
+    let addr = start(alice_and_bob(
+        Server::new(registry.clone()).protocol(McpServer::new(registry)),
+    ))
+    .await;
+    let session = initialize(addr, "alice").await;
+    let params = json!({"name": "index", "arguments": {}, "_meta": {"progressToken": "p"}});
+    let response = post(
+        addr,
+        "alice",
+        Some(&session),
+        &call(1, "tools/call", &params),
+    )
+    .await;
+    let notified: Vec<Value> = messages(response)
+        .await
+        .into_iter()
+        .filter(|message| message["method"] == "notifications/progress")
+        .map(|message| message["params"].clone())
+        .collect();
+    assert_eq!(
+        notified,
+        [
+            json!({"progressToken": "p", "progress": 1.0, "total": 2.0, "message": "a.rs"}),
+            json!({"progressToken": "p", "progress": 2.0, "message": "\"a chunk of no progress\""}),
+            json!({"progressToken": "p", "progress": 3.0, "total": 3.0}),
+        ],
+    );
 }

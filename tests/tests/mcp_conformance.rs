@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::log::{self, Level};
-use bidi_flow::{BidiFlow, Registry};
+use bidi_flow::{BidiFlow, Progress, Registry};
 use bidi_http::Server;
 use bidi_llm::{HostModel, Message, ModelEvent, ModelOptions, ModelRequest, UserMessage};
 use bidi_mcp::McpServer;
@@ -42,15 +42,15 @@ async fn error_handling(
     Err("This tool intentionally returns an error for testing".into())
 }
 
-/// `test_tool_with_progress`: three steps streamed, then done.
+/// `test_tool_with_progress`: three steps of 100 streamed, then done.
 async fn with_progress(
     _: ActionContext,
     _: (),
     _: Inbound<serde_json::Value>,
-    out: Outbound<u32>,
+    out: Outbound<Progress>,
 ) -> Result<String, BoxError> {
-    for step in [0, 50, 100] {
-        out.send(step).await?;
+    for step in [0.0, 50.0, 100.0] {
+        out.send(Progress::new(step).total(100.0)).await?;
     }
     Ok("Progress complete".to_owned())
 }
