@@ -11,6 +11,7 @@ use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::sync::watch;
 
 use crate::flow::{ActionType, BidiFlow};
 use crate::json::{JsonConnection, JsonError, JsonFlow};
@@ -212,9 +213,20 @@ struct Entry {
 /// assert!(registry.get::<(), u32, (), u32>("/bidi-flow/echo").is_err());
 /// # Ok::<_, bidi_flow::RegistryError>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Registry {
     entries: Arc<RwLock<BTreeMap<String, Entry>>>,
+    /// How many actions are registered, told to whoever watches.
+    count: Arc<watch::Sender<usize>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            entries: Arc::default(),
+            count: Arc::new(watch::Sender::new(0)),
+        }
+    }
 }
 
 impl Registry {
@@ -268,7 +280,34 @@ impl Registry {
                 flow: Box::new(flow),
             },
         );
+        self.count.send_replace(entries.len());
         Ok(())
+    }
+
+    /// Watches the registry grow: the receiver sees how many actions are registered, and
+    /// [`changed`](watch::Receiver::changed) wakes after each registration (several in a row
+    /// may wake it once). What a protocol that tells its clients of new actions waits on (MCP's
+    /// `notifications/tools/list_changed`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bidi_flow::RegistryError> {
+    /// use bidi_core::{BoxError, Inbound, Outbound};
+    /// use bidi_flow::{BidiFlow, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let mut changes = registry.changes();
+    /// registry.register(BidiFlow::new("new", |_ctx, (), _: Inbound<()>, _: Outbound<()>| async {
+    ///     Ok::<_, BoxError>(())
+    /// }))?;
+    /// changes.changed().await.expect("the registry lives");
+    /// assert_eq!(*changes.borrow(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn changes(&self) -> watch::Receiver<usize> {
+        self.count.subscribe()
     }
 
     /// The flow registered under `key`, with its types.

@@ -49,7 +49,9 @@
 //!   (remote tools) cannot be answered over MCP: the result's text names them.
 //! - A session calls its tools by the names its last `tools/list` gave them (a clone of an
 //!   [`McpServer`] serves a session of its own); a flow registered since has its name, or
-//!   `{type}_{name}` when the session's tools have that name already.
+//!   `{type}_{name}` when the session's tools have that name already. A flow registered
+//!   while a session is open is told to its client (`notifications/tools/list_changed`;
+//!   over HTTP on the session's own stream, the client's `GET`).
 //! - MCP's cancellation (`notifications/cancelled`) cancels the call's connection, and so does
 //!   a client that goes away.
 //! - A flow or agent that fails answers a tool result with `isError: true` and its message;
@@ -182,7 +184,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 
 pub use rmcp::transport::streamable_http_server::{
@@ -223,6 +225,8 @@ pub struct McpServer {
     named: Named,
     /// The session's logging level and queue.
     logging: Arc<Logging>,
+    /// Cancelled when the session's handler is gone: ends what watches for it.
+    ended: Arc<tools::Ended>,
     /// Whether calls use the client's model when it lends one.
     #[cfg(feature = "agents")]
     sampling: bool,
@@ -254,6 +258,7 @@ impl Clone for McpServer {
             agents: Arc::clone(&self.agents),
             named: Named::default(),
             logging: Arc::default(),
+            ended: Arc::default(),
             #[cfg(feature = "agents")]
             sampling: self.sampling,
             sessions: self.sessions,
@@ -286,6 +291,7 @@ impl McpServer {
             agents: Arc::default(),
             named: Named::default(),
             logging: Arc::default(),
+            ended: Arc::default(),
             #[cfg(feature = "agents")]
             sampling: false,
             sessions: SessionLimits::default(),
@@ -504,10 +510,16 @@ impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_logging()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("bidi", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// Tells the client of each flow registered from now on, for as long as its session lasts.
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        tools::tell_changes(&self.registry, ctx.peer, &self.ended);
     }
 
     #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]

@@ -7,6 +7,11 @@
 //! (a flow registered since, a call before any listing) is resolved against the tools the
 //! session has not named yet, with names it has not given.
 //!
+//! A session's client hears of each flow registered after it initialized
+//! (`notifications/tools/list_changed`, the capability `tools.listChanged`) from a task that
+//! watches the registry ([`Registry::changes`](bidi_flow::Registry::changes)) until the
+//! session's handler is dropped, which cancels it; a burst of registrations is told once.
+//!
 //! rmcp's request types are an untagged union, so params it cannot read as their method's
 //! reach `on_custom_request`: `tools/call` and `tools/list` are then `-32602` naming where
 //! (`serde_path_to_error`, `bidi_flow::text::pointer`), any other method `-32601`, as are
@@ -15,13 +20,49 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use bidi_flow::ActionDesc;
+use bidi_flow::{ActionDesc, Registry};
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
+use rmcp::RoleServer;
 use rmcp::model::{ErrorData, Tool};
+use rmcp::service::Peer;
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
+
+/// Cancelled when dropped: a session's handler holds it, and what watches for the session
+/// ends with it.
+#[derive(Default)]
+pub(super) struct Ended(CancellationToken);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Tells `peer` of each change of `registry` until `ended`.
+pub(super) fn tell_changes(registry: &Registry, peer: Peer<RoleServer>, ended: &Ended) {
+    let mut changes = registry.changes();
+    changes.mark_unchanged();
+    let ended = ended.0.clone();
+    drop(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = ended.cancelled() => return,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
+            if peer.notify_tool_list_changed().await.is_err() {
+                return;
+            }
+        }
+    }));
+}
 
 /// What a tool runs.
 #[derive(Clone)]

@@ -1,6 +1,7 @@
 //! The MCP endpoint (an `McpServer` served by a `bidi_http::Server`) over JSON-RPC on real
 //! sockets: sessions bound to the identity that opened them, the session cap, the refusals in
-//! JSON-RPC's terms, and a string output answered as its text.
+//! JSON-RPC's terms, a string output answered as its text, progress with its total, and a flow
+//! registered later told to the sessions open.
 
 #![allow(clippy::unwrap_used)]
 
@@ -421,4 +422,42 @@ async fn a_flow_that_knows_its_total_reports_it_with_its_progress() {
             json!({"progressToken": "p", "progress": 3.0, "total": 3.0}),
         ],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_registered_later_is_told_to_the_sessions_open() {
+    let registry = registry(&Probe::default());
+    let addr = start(alice_and_bob(
+        Server::new(registry.clone()).protocol(McpServer::new(registry.clone())),
+    ))
+    .await;
+    let session = initialize(addr, "alice").await;
+    // The session's own stream, where what answers no request goes.
+    let mut stream = request(addr, reqwest::Method::GET, "alice", Some(&session))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    registry
+        .register(BidiFlow::new(
+            "later",
+            |_: ActionContext, _: (), _: Inbound<()>, _: Outbound<()>| async {
+                Ok::<_, BoxError>(())
+            },
+        ))
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("notifications/tools/list_changed") {
+        let chunk = stream.chunk().await.unwrap().expect("the stream goes on");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let tools = call(2, "tools/list", &json!({}));
+    let listed = answer(post(addr, "alice", Some(&session), &tools).await, 2).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"later"), "{names:?}");
 }

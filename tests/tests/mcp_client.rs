@@ -116,7 +116,7 @@ fn the_inspector_cli_lists_and_calls_tools_over_stdio_and_http() -> Result<(), S
             let (name, schema) = (&tool["name"], &tool["outputSchema"]);
             match name.as_str() {
                 Some("count" | "chat" | "bank" | "atlas") => {
-                    assert_eq!(schema["type"], "object", "{name}")
+                    assert_eq!(schema["type"], "object", "{name}");
                 }
                 _ => assert!(schema.is_null(), "{name}: {schema}"),
             }
