@@ -1,6 +1,9 @@
-//! Genkit's reflection API (version 1), so that Genkit's own tools drive a bidi program:
+//! Genkit's reflection API, so that Genkit's own tools drive a bidi program:
 //! `genkit start --non-interactive -- <program>` lists its actions, runs them (streaming), cancels them and shows
-//! their traces, and `genkit flow:run` runs a flow from the command line.
+//! their traces, and `genkit flow:run` runs a flow from the command line. Under
+//! `genkit start --experimental-reflection-v2`, the API's version 2, the tools also send a bidi
+//! action its inputs one by one, so that the Developer UI holds a conversation with an agent
+//! turn by turn (see [version 2](#version-2)).
 //!
 //! A [`Runtime`] serves the API on a listener of its own, announces itself with a runtime file
 //! under `<projectRoot>/.genkit/runtimes/` (the project root is the nearest directory, from
@@ -100,6 +103,18 @@
 //! An init type with a required field refuses a run without init (code 3), saying that the
 //! action needs an `init` and how to give it one.
 //!
+//! # Version 2
+//!
+//! When `GENKIT_REFLECTION_V2_SERVER` names the tools' WebSocket (which `genkit start
+//! --experimental-reflection-v2` sets), the runtime listens on nothing and writes no file: it
+//! dials the socket, registers, and answers the same calls as JSON-RPC 2.0 on it
+//! ([`Endpoint::Dialed`]). A run's trace is reported as it starts, its chunks follow as
+//! notifications, and with `streamInput` its inputs come one by one until the tools end them:
+//! each reaches the action as it is sent, the next turn's after the last one's chunks if the
+//! tools wait for them. Errors are the JSON-RPC error `-32000` carrying Genkit's error (the
+//! codes above). When the socket closes, the runs going on are cancelled and the API stops;
+//! the program's server goes on. A refused registration stops the API too, its error logged.
+//!
 //! # Who may call
 //!
 //! The API runs any action of the registry, so it answers Genkit's tools on this machine and
@@ -136,26 +151,28 @@
 //! | variable | what it does |
 //! |---|---|
 //! | `GENKIT_ENV=dev` | a server with [`Reflection::in_dev`] runs a runtime beside it when bound |
+//! | `GENKIT_REFLECTION_ENABLED` | `true`: a [`Reflection`] runs one outside development too; `false`: never, even under `GENKIT_ENV=dev`; another value fails [`bind`](bidi_http::Server::bind) |
 //! | `GENKIT_REFLECTION_PORT` | the port to serve on; else the first free from 3100 to 3199 |
 //! | `GENKIT_REFLECTION_HOST` | the address to serve on (default `127.0.0.1`); requests may name it as their `Host` |
+//! | `GENKIT_REFLECTION_V2_SERVER` | the tools' WebSocket (`ws://`): version 2, dialed instead of serving |
 //! | `GENKIT_REFLECTION_SECRET_TOKEN` | when set, every call carries it in `x-genkit-reflection-secret`, or is refused with 401; required on a server with auth |
 //! | `GENKIT_TELEMETRY_SERVER` | the telemetry server's URL, over the tools' notice |
-//! | `GENKIT_RUNTIME_ID` | the runtime's id (default `<pid>-<port>`) |
+//! | `GENKIT_RUNTIME_ID` | the runtime's id (default `<pid>-<port>`; `<pid>` for version 2) |
 
 mod access;
 mod runtime_file;
 mod server;
+mod socket;
 mod telemetry;
 
 use std::env;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use axum::Router;
 use bidi_flow::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -190,26 +207,54 @@ const PORTS: std::ops::RangeInclusive<u16> = 3100..=3199;
 /// let traces = Traces::new();
 /// let _provider = traces.install();
 /// let runtime = Runtime::bind(Registry::new(), &traces).await?;
-/// println!("reflection API at {}", runtime.local_addr()?);
+/// println!("reflection API: {:?}", runtime.endpoint());
 /// // Serves until the process ends; `serve_with_shutdown` stops on a signal and removes the file.
 /// runtime.serve().await
 /// # }
 /// ```
 pub struct Runtime {
-    listener: TcpListener,
-    router: Router,
+    endpoint: Endpoint,
+    wire: Wire,
     limits: Limits,
     reflection: Arc<Api>,
     updates: Updates,
-    file: RuntimeFile,
+}
+
+/// How a runtime meets Genkit's tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Endpoint {
+    /// The API's version 1: served at `addr`, announced by the runtime file `file`.
+    Served {
+        /// The address the API is bound to.
+        addr: SocketAddr,
+        /// The runtime file: `<projectRoot>/.genkit/runtimes/<id>-<ms>.json`.
+        file: PathBuf,
+    },
+    /// The API's version 2 (`genkit start --experimental-reflection-v2`): the tools' WebSocket
+    /// the runtime dials, from `GENKIT_REFLECTION_V2_SERVER`.
+    Dialed {
+        /// The WebSocket's URL.
+        url: String,
+    },
+}
+
+/// What serves the API, by version.
+enum Wire {
+    /// Version 1: the listener, and the runtime file.
+    Served {
+        listener: TcpListener,
+        file: RuntimeFile,
+    },
+    /// Version 2: the WebSocket to dial, and the name to register as.
+    Dialed { url: String, name: String },
 }
 
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
             .field("id", &self.reflection.id)
-            .field("addr", &self.listener.local_addr().ok())
-            .field("file", &self.file.path())
+            .field("endpoint", &self.endpoint)
             .finish_non_exhaustive()
     }
 }
@@ -217,13 +262,15 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// Binds the reflection API for `registry`'s actions (on `GENKIT_REFLECTION_HOST` and
     /// `GENKIT_REFLECTION_PORT`, else 127.0.0.1 and the first free port from 3100), and writes
-    /// the runtime file. Spans are forwarded from `traces`: the store flows trace into (see
-    /// [`Traces::install`]).
+    /// the runtime file; or, when `GENKIT_REFLECTION_V2_SERVER` names the tools' WebSocket
+    /// (version 2), readies to dial it. Spans are forwarded from `traces`: the store flows
+    /// trace into (see [`Traces::install`]).
     ///
     /// # Errors
     ///
     /// A variable of the environment that does not parse (a port that is not one, a telemetry
-    /// server that is no http URL), no free port, or the runtime file cannot be written.
+    /// server that is no http URL, a WebSocket that is no `ws://` URL), no free port, or the
+    /// runtime file cannot be written.
     ///
     /// Every request is checked as [the module](self#who-may-call) says.
     ///
@@ -255,47 +302,68 @@ impl Runtime {
             ),
             _ => None,
         };
+        let configured_id = env::var("GENKIT_RUNTIME_ID")
+            .ok()
+            .filter(|id| !id.is_empty());
+        let name = env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.file_stem()?.to_string_lossy().into_owned()));
         let host = env::var("GENKIT_REFLECTION_HOST")
             .ok()
             .filter(|host| !host.is_empty());
-        let listener = listen(host.as_deref().unwrap_or("127.0.0.1")).await?;
-        let addr = listener.local_addr()?;
-        let id = env::var("GENKIT_RUNTIME_ID")
-            .ok()
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| format!("{}-{}", std::process::id(), addr.port()));
-        let url = format!("http://{}", reachable(addr));
-        let name = env::current_exe()
-            .ok()
-            .and_then(|exe| Some(exe.file_stem()?.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| id.clone());
-        let root = runtime_file::project_root(&env::current_dir()?);
-        let now = SystemTime::now();
-        let info = Info {
-            id: &id,
-            pid: std::process::id(),
-            name: &name,
-            reflection_server_url: &url,
-            timestamp: bidi_http::time::rfc3339(now),
-            genkit_version: GENKIT_VERSION,
-            reflection_api_spec_version: SPEC_VERSION,
+        let (id, wire, endpoint, access) = match env::var(V2_VARIABLE) {
+            Ok(url) if !url.is_empty() => {
+                if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+                    return Err(invalid(format!("{V2_VARIABLE} is no ws:// URL: {url}")));
+                }
+                let id = configured_id.unwrap_or_else(|| std::process::id().to_string());
+                let name = name.unwrap_or_else(|| id.clone());
+                let endpoint = Endpoint::Dialed { url: url.clone() };
+                // Nothing listens: the checks of requests made to a listener never run.
+                let access = Access::new((Ipv4Addr::LOCALHOST, 0).into(), None, None);
+                (id, Wire::Dialed { url, name }, endpoint, access)
+            }
+            _ => {
+                let listener = listen(host.as_deref().unwrap_or("127.0.0.1")).await?;
+                let addr = listener.local_addr()?;
+                let id = configured_id
+                    .unwrap_or_else(|| format!("{}-{}", std::process::id(), addr.port()));
+                let url = format!("http://{}", reachable(addr));
+                let name = name.unwrap_or_else(|| id.clone());
+                let root = runtime_file::project_root(&env::current_dir()?);
+                let now = SystemTime::now();
+                let info = Info {
+                    id: &id,
+                    pid: std::process::id(),
+                    name: &name,
+                    reflection_server_url: &url,
+                    timestamp: bidi_http::time::rfc3339(now),
+                    genkit_version: GENKIT_VERSION,
+                    reflection_api_spec_version: SPEC_VERSION,
+                };
+                let file = RuntimeFile::write(&root, &info, now)?;
+                let endpoint = Endpoint::Served {
+                    addr,
+                    file: file.path().to_owned(),
+                };
+                let access = Access::new(addr, host.as_deref(), secret);
+                (id, Wire::Served { listener, file }, endpoint, access)
+            }
         };
-        let file = RuntimeFile::write(&root, &info, now)?;
         let reflection = Arc::new(Api {
             registry,
             id,
             limits,
-            access: Access::new(addr, host.as_deref(), secret),
+            access,
             telemetry: Arc::new(Telemetry::new(telemetry)),
             running: Mutex::default(),
         });
         Ok(Self {
-            listener,
-            router: server::router(Arc::clone(&reflection)),
+            endpoint,
+            wire,
             limits,
             reflection,
             updates: traces.subscribe(),
-            file,
         })
     }
 
@@ -306,19 +374,11 @@ impl Runtime {
         &self.reflection.id
     }
 
-    /// The address the reflection API is bound to.
-    ///
-    /// # Errors
-    ///
-    /// The socket's address cannot be read.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    /// The runtime file: `<projectRoot>/.genkit/runtimes/<id>-<ms>.json`.
+    /// How the runtime meets the tools: the address it serves on and its runtime file, or the
+    /// WebSocket it dials.
     #[must_use]
-    pub fn file(&self) -> &Path {
-        self.file.path()
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The count of span updates that did not reach the telemetry server: missed while the
@@ -359,20 +419,25 @@ impl Runtime {
         F: Future<Output = ()> + Send + 'static,
     {
         let Self {
-            listener,
-            router,
+            wire,
             limits,
             reflection,
             updates,
-            file,
+            ..
         } = self;
         let telemetry = Arc::clone(&reflection.telemetry);
         let _forwarder = AbortOnDrop(tokio::spawn(
             telemetry.forward(updates, reflection.registry.clone()),
         ));
-        let served = serve::serve(listener, router, limits, signal).await;
-        drop(file);
-        served
+        match wire {
+            Wire::Served { listener, file } => {
+                let router = server::router(Arc::clone(&reflection));
+                let served = serve::serve(listener, router, limits, signal).await;
+                drop(file);
+                served
+            }
+            Wire::Dialed { url, name } => socket::serve(reflection, &url, &name, signal).await,
+        }
     }
 }
 
@@ -390,6 +455,12 @@ impl DroppedSpans {
 
 /// The variable that holds the secret Genkit's tools send with every call.
 const SECRET_VARIABLE: &str = "GENKIT_REFLECTION_SECRET_TOKEN";
+
+/// The variable that names the tools' WebSocket, for the API's version 2.
+const V2_VARIABLE: &str = "GENKIT_REFLECTION_V2_SERVER";
+
+/// The variable that turns the API on or off whatever the environment.
+const ENABLED_VARIABLE: &str = "GENKIT_REFLECTION_ENABLED";
 
 /// Why a server with [`auth`](bidi_http::Server::auth) did not start Genkit's reflection API: no
 /// `GENKIT_REFLECTION_SECRET_TOKEN` is set. [`Server::bind`](bidi_http::Server::bind) answers it
@@ -480,6 +551,23 @@ fn installed_traces() -> Traces {
         .clone()
 }
 
+/// What `GENKIT_REFLECTION_ENABLED` says: `true` serves the API outside development too,
+/// `false` never, even under `GENKIT_ENV=dev`; unset says nothing.
+///
+/// # Errors
+///
+/// Another value.
+fn enabled() -> io::Result<Option<bool>> {
+    match env::var(ENABLED_VARIABLE) {
+        Ok(value) if value.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Ok(value) if value.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Ok(value) if !value.is_empty() => Err(invalid(format!(
+            "{ENABLED_VARIABLE} is `true` or `false`, not {value:?}"
+        ))),
+        _ => Ok(None),
+    }
+}
+
 /// Whether `GENKIT_ENV` says the program runs under Genkit's tools.
 fn dev_env() -> bool {
     env::var("GENKIT_ENV").is_ok_and(|env| env == "dev")
@@ -496,7 +584,7 @@ fn dev_env() -> bool {
 /// [`bind`](bidi_http::Server::bind) fails (see [`SecretRequired`]).
 ///
 /// ```no_run
-/// use bidi_genkit::reflection::Reflection;
+/// use bidi_genkit::reflection::{Endpoint, Reflection};
 ///
 /// # #[tokio::main]
 /// # async fn main() -> std::io::Result<()> {
@@ -506,7 +594,9 @@ fn dev_env() -> bool {
 ///     .bind()
 ///     .await?;
 /// let runtime = reflection.serving().expect("bound");
-/// println!("reflection API at {}, announced in {}", runtime.addr(), runtime.file().display());
+/// if let Endpoint::Served { addr, file } = runtime.endpoint() {
+///     println!("reflection API at {addr}, announced in {}", file.display());
+/// }
 /// bound.serve().await
 /// # }
 /// ```
@@ -528,7 +618,8 @@ impl Default for Reflection {
 }
 
 impl Reflection {
-    /// The reflection API, served whenever the server is bound.
+    /// The reflection API, served whenever the server is bound (unless
+    /// `GENKIT_REFLECTION_ENABLED=false`).
     pub fn new() -> Self {
         Self {
             in_dev: false,
@@ -537,8 +628,9 @@ impl Reflection {
         }
     }
 
-    /// The reflection API, served only when `GENKIT_ENV=dev` (which `genkit start` sets): a
-    /// program that serves it in development and not in production.
+    /// The reflection API, served only when `GENKIT_ENV=dev` (which `genkit start` sets) or
+    /// `GENKIT_REFLECTION_ENABLED=true`: a program that serves it in development and not in
+    /// production.
     pub fn in_dev() -> Self {
         Self {
             in_dev: true,
@@ -569,7 +661,11 @@ impl Protocol for Reflection {
 
     fn bind<'a>(&'a self, host: &'a Host) -> BoxFuture<'a, io::Result<Option<Beside>>> {
         Box::pin(async move {
-            if self.in_dev && !dev_env() {
+            let wanted = match enabled()? {
+                Some(enabled) => enabled,
+                None => !self.in_dev || dev_env(),
+            };
+            if !wanted {
                 return Ok(None);
             }
             let traces = self.traces.clone().unwrap_or_else(installed_traces);
@@ -578,8 +674,7 @@ impl Protocol for Reflection {
                 Runtime::bind_with(registry, &traces, host.limits(), host.authenticated()).await?;
             let _ = self.serving.set(Serving {
                 id: runtime.id().to_owned(),
-                addr: runtime.local_addr()?,
-                file: runtime.file().to_owned(),
+                endpoint: runtime.endpoint().clone(),
                 dropped: runtime.dropped_spans(),
             });
             Ok(Some(Beside::new(|stop| runtime.serve_with_shutdown(stop))))
@@ -591,8 +686,7 @@ impl Protocol for Reflection {
 #[derive(Debug, Clone)]
 pub struct Serving {
     id: String,
-    addr: SocketAddr,
-    file: std::path::PathBuf,
+    endpoint: Endpoint,
     dropped: DroppedSpans,
 }
 
@@ -603,16 +697,11 @@ impl Serving {
         &self.id
     }
 
-    /// The address its reflection API is bound to.
+    /// How it meets the tools (see [`Runtime::endpoint`]); a runtime file is removed when the
+    /// server stops.
     #[must_use]
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Its runtime file, removed when the server stops.
-    #[must_use]
-    pub fn file(&self) -> &Path {
-        &self.file
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The span updates that did not reach the telemetry server (see

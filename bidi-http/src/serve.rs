@@ -75,7 +75,8 @@ impl Bound {
 
     /// Serves until `signal` completes, then stops accepting and waits for the requests being
     /// served (idle connections are closed at once). What its protocols serve beside it
-    /// (Genkit's reflection API) stops with it.
+    /// (Genkit's reflection API) stops with it; one that fails before (Genkit's tools refusing
+    /// the runtime) leaves the server serving, and its error is logged to stderr.
     ///
     /// # Errors
     ///
@@ -95,9 +96,17 @@ impl Bound {
             .into_iter()
             .map(|beside| {
                 let mut stopped = stopped.clone();
-                tokio::spawn(beside.serve(Box::pin(async move {
+                let served = beside.serve(Box::pin(async move {
                     let _ = stopped.changed().await;
-                })))
+                }));
+                // Nobody awaits it before the server stops: its failure is said when it comes.
+                tokio::spawn(async move {
+                    if let Err(error) = served.await {
+                        bidi_flow::log::line(format!(
+                            "bidi-http: served beside the server: {error}"
+                        ));
+                    }
+                })
             })
             .collect();
         drop(stopped);

@@ -114,11 +114,8 @@ fn genkit_output(dir: &Path, home: &Path, args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn genkit_start_drives_a_bidi_program() {
-    tokio::task::spawn_blocking(|| cli().unwrap())
-        .await
-        .unwrap();
+/// A project with the CLI configured to phone nowhere: its directory and the CLI's HOME.
+fn configured() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let project = project();
     let (dir, home) = (project.path().to_path_buf(), project.path().join("home"));
     // Nothing phones home: no analytics, no update check.
@@ -128,40 +125,53 @@ async fn genkit_start_drives_a_bidi_program() {
         &home,
         &["config", "set", "updateNotificationsOptOut", "true"],
     );
+    (project, dir, home)
+}
 
+/// `genkit start` of the reflection runtime in `dir` (with `flags`), its tools API on a free
+/// port, once the runtime said `ready` and the tools are up.
+fn start(dir: &Path, home: &Path, flags: &[&str], ready: &str) -> (Group, Tools) {
     let port = free_port();
     let mut command = Command::new(cli().unwrap());
     command
-        .args([
-            "start",
-            "--non-interactive",
-            "--no-update-notification",
-            "-p",
-        ])
+        .args(["start", "--non-interactive", "--no-update-notification"])
+        .args(flags)
+        .arg("-p")
         .arg(port.to_string())
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_reflection-runtime"))
-        .env("HOME", &home);
+        .env("HOME", home);
     for variable in [
         "GENKIT_ENV",
         "GENKIT_TELEMETRY_SERVER",
         "GENKIT_REFLECTION_PORT",
         "GENKIT_REFLECTION_HOST",
         "GENKIT_REFLECTION_SECRET_TOKEN",
+        "GENKIT_REFLECTION_V2_SERVER",
         "GENKIT_RUNTIME_ID",
     ] {
         command.env_remove(variable);
     }
-    let mut start = Group::spawn(command, &dir).unwrap();
+    let mut start = Group::spawn(command, dir).unwrap();
     start
         .wait_for(Duration::from_secs(120), |out| {
-            out.contains("reflection on") && out.contains("Genkit Developer UI")
+            out.contains(ready) && out.contains("Genkit Developer UI")
         })
         .unwrap();
     let tools = Tools {
         base: format!("http://127.0.0.1:{port}"),
         client: reqwest::Client::new(),
     };
+    (start, tools)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_start_drives_a_bidi_program() {
+    tokio::task::spawn_blocking(|| cli().unwrap())
+        .await
+        .unwrap();
+    let (_project, dir, home) = configured();
+    let (mut start, tools) = start(&dir, &home, &[], "reflection on");
 
     // Found: the runtime file, its health, the notice.
     let runtimes = tools
@@ -364,4 +374,135 @@ async fn traces(tools: &Tools, trace_id: &str) {
         .unwrap_or_else(|| panic!("a turn in {trace:#}"));
     assert_eq!(turn["parentSpanId"], root["spanId"]);
     assert_eq!(turn["attributes"]["genkit:type"], "flowStep");
+}
+
+/// Reads `response` until its lines hold `count` lines (the last one may be partial): the
+/// lines read so far, whole.
+async fn read_lines(
+    response: &mut reqwest::Response,
+    body: &mut String,
+    count: usize,
+) -> Vec<Value> {
+    while body.matches('\n').count() < count {
+        let chunk = response.chunk().await.unwrap().expect("more of the run");
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    body.lines()
+        .take(count)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genkit_start_over_reflection_v2_sends_a_bidi_action_its_inputs_turn_by_turn() {
+    tokio::task::spawn_blocking(|| cli().unwrap())
+        .await
+        .unwrap();
+    let (_project, dir, home) = configured();
+    let flags = ["--experimental-reflection-v2"];
+    let (mut start, tools) = start(&dir, &home, &flags, "reflection dialing ws://");
+
+    // Registered over the WebSocket: listed, with its actions (the init schema kept in the
+    // metadata, which the tools keep).
+    let runtimes = tools
+        .until("getActiveRuntimes", &Value::Null, |data| {
+            data.as_array().is_some_and(|runtimes| !runtimes.is_empty())
+        })
+        .await;
+    assert_eq!(runtimes[0]["name"], "reflection-runtime", "{runtimes:#}");
+    let actions = tools.query("listActions", &json!({})).await;
+    assert_eq!(
+        actions["/flow/countdown"]["inputSchema"]["type"], "integer",
+        "{actions:#}"
+    );
+    assert!(
+        actions["/agent/notes"]["metadata"]["initSchema"].is_object(),
+        "{actions:#}"
+    );
+
+    // A run with its one input, streamed.
+    let streamed = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/flow/countdown", "input": 2}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let streamed = lines(&streamed);
+    assert_eq!(
+        streamed[..2],
+        [json!({"left": 2}), json!({"left": 1})],
+        "{streamed:?}"
+    );
+    assert_eq!(streamed[2]["result"], "done after 2", "{streamed:?}");
+
+    // The agent's session, its inputs sent turn by turn: each turn's chunks come before the
+    // next input is sent.
+    let mut response = tools
+        .run(
+            "streamAction?bidi=true",
+            &json!({"key": "/agent/notes", "init": {"sessionId": "v2"}}),
+        )
+        .await;
+    let trace_id = response
+        .headers()
+        .get("x-genkit-trace-id")
+        .expect("the trace id before the body")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let send = |chunk: &str| {
+        let body = json!({"traceId": trace_id, "chunk": chunk});
+        tools
+            .client
+            .post(format!("{}/api/sendBidiInput", tools.base))
+            .json(&body)
+            .send()
+    };
+    let mut body = String::new();
+    let said = |lines: &[Value]| lines.iter().filter_map(Value::as_str).collect::<String>();
+    assert_eq!(send("one").await.unwrap().status(), 200);
+    let first = read_lines(&mut response, &mut body, 5).await;
+    assert_eq!(said(&first), "noted \"one\" after 0 lines", "{first:?}");
+    assert_eq!(send("two").await.unwrap().status(), 200);
+    let both = read_lines(&mut response, &mut body, 10).await;
+    assert_eq!(said(&both[5..]), "noted \"two\" after 1 lines", "{both:?}");
+    let ended = tools
+        .client
+        .post(format!("{}/api/endBidiInput", tools.base))
+        .json(&json!({"traceId": trace_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 200);
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let end = lines(&body).pop().unwrap();
+    assert_eq!(end["result"]["output"], 2, "{body}");
+    assert_eq!(end["telemetry"]["traceId"], trace_id.as_str());
+
+    // Errors in Genkit's shape; a run cancelled by its trace.
+    let refused = tools
+        .run(
+            "streamAction",
+            &json!({"key": "/flow/countdown", "input": "x"}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let refused = lines(&refused).pop().unwrap();
+    assert_eq!(refused["error"]["code"], 3, "{refused}");
+    cancel(&tools).await;
+
+    // The tools gone, the runtime stops serving the API and its program goes on.
+    start.interrupt().unwrap();
+    assert!(
+        !start.output().contains("Unknown method"),
+        "{}",
+        start.output()
+    );
 }

@@ -805,3 +805,52 @@ async fn a_server_with_auth_serves_reflection_only_with_the_secret() {
         [json!({"result": "done after 2", "telemetry": {"traceId": trace_id}})]
     );
 }
+
+/// What the program prints once it serves (or fails to), run with `vars` set in `dir`.
+fn printed(dir: &Path, vars: &[(&str, &str)], until: &str) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reflection-runtime"));
+    for variable in [
+        "GENKIT_ENV",
+        "GENKIT_REFLECTION_ENABLED",
+        "GENKIT_REFLECTION_V2_SERVER",
+        "GENKIT_REFLECTION_SECRET_TOKEN",
+        "GENKIT_TELEMETRY_SERVER",
+    ] {
+        command.env_remove(variable);
+    }
+    command.envs(vars.iter().copied());
+    let mut program = Group::spawn(command, dir).unwrap();
+    program
+        .wait_for(Duration::from_secs(60), |out| out.contains(until))
+        .unwrap();
+    let _ = program.interrupt();
+    program.output()
+}
+
+#[test]
+fn genkit_reflection_enabled_turns_the_api_on_or_off_whatever_the_environment() {
+    let project = project();
+    let dir = project.path();
+    let on = printed(
+        dir,
+        &[("GENKIT_REFLECTION_ENABLED", "true")],
+        "reflection on",
+    );
+    assert!(on.contains("reflection on http://"), "{on}");
+    let outside = printed(dir, &[], "listening on");
+    assert!(!outside.contains("reflection"), "{outside}");
+    let off = printed(
+        dir,
+        &[
+            ("GENKIT_ENV", "dev"),
+            ("GENKIT_REFLECTION_ENABLED", "false"),
+        ],
+        "listening on",
+    );
+    assert!(!off.contains("reflection"), "{off}");
+    let refused = printed(dir, &[("GENKIT_REFLECTION_ENABLED", "yes")], "cannot start");
+    assert!(
+        refused.contains("GENKIT_REFLECTION_ENABLED is `true` or `false`"),
+        "{refused}"
+    );
+}

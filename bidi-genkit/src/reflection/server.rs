@@ -49,7 +49,31 @@ impl Api {
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, JsonSendHalf>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Cancels the run of trace `trace_id`: whether one ran.
+    pub(super) fn cancel(&self, trace_id: &str) -> bool {
+        let Some(input) = self.running().remove(trace_id) else {
+            return false;
+        };
+        input.cancel_with(CancelledByTools);
+        true
+    }
+
+    /// The registry's descriptors, by key.
+    pub(super) fn actions(&self) -> Map<String, Value> {
+        self.registry
+            .actions()
+            .into_iter()
+            .filter_map(|desc| Some((desc.key.clone(), serde_json::to_value(desc).ok()?)))
+            .collect()
+    }
 }
+
+/// The answer of `cancelAction` that found no run.
+pub(super) const NOT_RUNNING: &str = "Action not found or already completed";
+
+/// The answer of `cancelAction` that cancelled a run.
+pub(super) const CANCELLED: &str = "Action cancelled";
 
 /// The reflection API's router.
 pub(crate) fn router(reflection: Arc<Api>) -> Router {
@@ -136,13 +160,7 @@ async fn notify(State(reflection): State<Arc<Api>>, body: Bytes) -> Response {
 
 /// `GET /api/actions`: the registry's descriptors, by key.
 async fn actions(State(reflection): State<Arc<Api>>) -> Response {
-    let actions: serde_json::Map<String, Value> = reflection
-        .registry
-        .actions()
-        .into_iter()
-        .filter_map(|desc| Some((desc.key.clone(), serde_json::to_value(desc).ok()?)))
-        .collect();
-    axum::Json(actions).into_response()
+    axum::Json(reflection.actions()).into_response()
 }
 
 #[derive(Deserialize)]
@@ -154,21 +172,25 @@ struct ValuesQuery {
 /// `GET /api/values?type=defaultModel|middleware`: none; a bidi runtime has no default model
 /// and no middleware to list.
 async fn values(Query(query): Query<ValuesQuery>) -> Response {
-    match query.kind.as_deref() {
-        None => (
-            StatusCode::BAD_REQUEST,
-            "Query parameter \"type\" is required.",
-        )
-            .into_response(),
-        Some("defaultModel" | "middleware") => axum::Json(json!({})).into_response(),
-        Some(other) => (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "'type' {} is not supported. Only 'defaultModel' and 'middleware' are supported",
-                cap(other)
-            ),
-        )
-            .into_response(),
+    match values_of(query.kind.as_deref()) {
+        Ok(values) => axum::Json(values).into_response(),
+        Err(refused) => (StatusCode::BAD_REQUEST, refused).into_response(),
+    }
+}
+
+/// The values of `kind`: none.
+///
+/// # Errors
+///
+/// No kind, or one the tools do not ask for.
+pub(super) fn values_of(kind: Option<&str>) -> Result<Value, String> {
+    match kind {
+        None => Err("Query parameter \"type\" is required.".to_owned()),
+        Some("defaultModel" | "middleware") => Ok(json!({})),
+        Some(other) => Err(format!(
+            "'type' {} is not supported. Only 'defaultModel' and 'middleware' are supported",
+            cap(other)
+        )),
     }
 }
 
@@ -226,25 +248,12 @@ async fn run_action(
             return error_response(StatusCode::OK, 3, &message, None);
         }
     };
-    let key = request.key.as_str();
-    let Ok(desc) = reflection.registry.action(key) else {
-        return (
-            StatusCode::NOT_FOUND,
-            format!("action {} not found", cap(key)),
-        )
-            .into_response();
-    };
-    let init = match request.init {
-        Some(init) if !init.is_null() && desc.init_schema.is_none() => {
-            let message = format!("`{key}` takes no init");
-            return error_response(StatusCode::OK, 3, &message, None);
-        }
-        init => init.unwrap_or(Value::Null),
-    };
-    let conn = match connect(&reflection.registry, key, init) {
+    let conn = match open(&reflection.registry, &request.key, request.init) {
         Ok(conn) => conn,
-        Err(error) => {
-            let (code, message) = status(&error);
+        Err(Refused::NotFound(message)) => {
+            return (StatusCode::NOT_FOUND, message).into_response();
+        }
+        Err(Refused::Failed(code, message)) => {
             return error_response(StatusCode::OK, code, &message, None);
         }
     };
@@ -283,6 +292,39 @@ async fn run_action(
     response
 }
 
+/// Why a run did not start.
+pub(super) enum Refused {
+    /// No action has the key: its message.
+    NotFound(String),
+    /// The numeric gRPC code and message: an init the action refuses.
+    Failed(u16, String),
+}
+
+/// Opens a run's connection to `key` with `init`, as [`connect`] does.
+///
+/// # Errors
+///
+/// An unknown key, an init given to an action that takes none, or one it refuses.
+pub(super) fn open(
+    registry: &Registry,
+    key: &str,
+    init: Option<Value>,
+) -> Result<JsonConnection, Refused> {
+    let Ok(desc) = registry.action(key) else {
+        return Err(Refused::NotFound(format!("action {} not found", cap(key))));
+    };
+    let init = match init {
+        Some(init) if !init.is_null() && desc.init_schema.is_none() => {
+            return Err(Refused::Failed(3, format!("`{}` takes no init", cap(key))));
+        }
+        init => init.unwrap_or(Value::Null),
+    };
+    connect(registry, key, init).map_err(|error| {
+        let (code, message) = status(&error);
+        Refused::Failed(code, message)
+    })
+}
+
 /// Opens a connection to `key` with `init`. A run without init (`null`, which is what
 /// `genkit flow:run` sends) of an action whose init type does not take `null` gets the empty
 /// object `{}`: an init type whose fields all have defaults (`#[serde(default)]`) runs with
@@ -318,13 +360,13 @@ fn connect(registry: &Registry, key: &str, init: Value) -> Result<JsonConnection
 
 /// A run's trace and span ids: its connection span's, or fresh ones for an untraced flow
 /// (which a cancel can still name).
-struct Ids {
-    trace: String,
-    span: String,
+pub(super) struct Ids {
+    pub(super) trace: String,
+    pub(super) span: String,
 }
 
 impl Ids {
-    fn of(conn: &bidi_flow::JsonConnection) -> Self {
+    pub(super) fn of(conn: &bidi_flow::JsonConnection) -> Self {
         match conn.span_context() {
             Some(span) => Self {
                 trace: span.trace_id().to_string(),
@@ -354,13 +396,13 @@ impl Ids {
 }
 
 /// A run in the `running` map while it goes on: removed when dropped.
-struct Running {
+pub(super) struct Running {
     reflection: Arc<Api>,
     trace_id: String,
 }
 
 impl Running {
-    fn start(reflection: &Arc<Api>, trace_id: &str, input: &JsonSendHalf) -> Self {
+    pub(super) fn start(reflection: &Arc<Api>, trace_id: &str, input: &JsonSendHalf) -> Self {
         reflection
             .running()
             .insert(trace_id.to_owned(), input.clone());
@@ -428,7 +470,7 @@ pub(crate) fn status(error: &JsonError) -> (u16, String) {
 
 /// `{"error": {"code", "message", "details": {"traceId"?}}}`: Genkit's error, whose
 /// `details` the tools read (an object, always).
-fn error_body(code: u16, message: &str, trace_id: Option<&str>) -> Value {
+pub(super) fn error_body(code: u16, message: &str, trace_id: Option<&str>) -> Value {
     let details = match trace_id {
         Some(trace_id) => json!({"traceId": trace_id}),
         None => json!({}),
@@ -466,20 +508,16 @@ async fn cancel_action(State(reflection): State<Arc<Api>>, body: Bytes) -> Respo
         )
             .into_response();
     };
-    let Some(input) = reflection.running().remove(&trace_id) else {
+    if !reflection.cancel(&trace_id) {
         return (
             StatusCode::NOT_FOUND,
             axum::Json(Message {
-                message: "Action not found or already completed",
+                message: NOT_RUNNING,
             }),
         )
             .into_response();
-    };
-    input.cancel_with(CancelledByTools);
-    axum::Json(Message {
-        message: "Action cancelled",
-    })
-    .into_response()
+    }
+    axum::Json(Message { message: CANCELLED }).into_response()
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 //! (`Server::auth`).
 //!
 //! Its first lines on stdout are `listening on http://{addr}` and, with the reflection API,
-//! `reflection on http://{addr} ({runtime file})`. It serves until SIGINT, then removes its
+//! `reflection on http://{addr} ({runtime file})`, or `reflection dialing {url}` under
+//! `genkit start --experimental-reflection-v2`. It serves until SIGINT, then removes its
 //! runtime file and says how many span updates did not reach the telemetry server
 //! (`spans dropped: N`).
 
@@ -26,7 +27,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use bidi_agent::{Agent, AgentResult, Responder, Session};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
-use bidi_genkit::reflection::Reflection;
+use bidi_genkit::reflection::{Endpoint, Reflection, Serving};
 use bidi_http::{Identity, Server, Unauthorized};
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
@@ -166,7 +167,7 @@ async fn main() -> Result<(), BoxError> {
     let flow = ActionType::new("flow")?;
     registry.register(BidiFlow::new("greet", greet).with_action_type(flow.clone()))?;
     registry.register(BidiFlow::new("letter", letter).with_action_type(flow))?;
-    let reflection = Reflection::new();
+    let reflection = Reflection::in_dev();
     let mut server = Server::new(registry)
         .protocol(reflection.clone())
         .addr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0));
@@ -200,13 +201,12 @@ async fn main() -> Result<(), BoxError> {
     let dropped = reflection
         .serving()
         .map(|runtime| runtime.dropped_spans().clone());
-    if let Some(runtime) = reflection.serving() {
-        writeln!(
-            stdout,
-            "reflection on http://{} ({})",
-            runtime.addr(),
-            runtime.file().display()
-        )?;
+    match reflection.serving().map(Serving::endpoint) {
+        Some(Endpoint::Served { addr, file }) => {
+            writeln!(stdout, "reflection on http://{addr} ({})", file.display())?;
+        }
+        Some(Endpoint::Dialed { url }) => writeln!(stdout, "reflection dialing {url}")?,
+        Some(_) | None => {}
     }
     stdout.flush()?;
     bound
