@@ -392,9 +392,14 @@ pub(crate) fn client_request(method: &str, raw: Value) -> Result<ClientRequest, 
         m if m == names.session_resume => params(raw).map(ClientRequest::ResumeSessionRequest),
         #[cfg(feature = "unstable_session_status")]
         m if m == names.session_status => params(raw).map(ClientRequest::SessionStatusRequest),
+        #[cfg(feature = "unstable_session_fork")]
+        m if m == names.session_fork => params(raw).map(ClientRequest::ForkSessionRequest),
         #[cfg(feature = "unstable_session_set_title")]
         m if m == names.session_set_title => params(raw).map(ClientRequest::SetSessionTitleRequest),
         m if m == names.session_set_mode => params(raw).map(ClientRequest::SetSessionModeRequest),
+        m if m == names.session_set_config_option => {
+            params(raw).map(ClientRequest::SetSessionConfigOptionRequest)
+        }
         m if m == names.session_prompt => params(raw).map(ClientRequest::PromptRequest),
         _ => Err(method_not_found(method)),
     }
@@ -653,7 +658,7 @@ mod tests {
     #[test]
     fn a_method_not_served_is_not_found_and_bad_params_are_invalid() {
         // Methods of ACP this agent does not serve, extension methods and nonsense alike.
-        for method in ["session/fork", "logout", "_x/anything", "nope"] {
+        for method in ["session/archive", "logout", "_x/anything", "nope"] {
             let error = client_request(method, json!({})).unwrap_err();
             assert_eq!(error.code, ErrorCode::MethodNotFound, "{method}");
             assert_eq!(error.data, Some(json!(method)));

@@ -68,9 +68,9 @@
 //!
 //! | method | what it does |
 //! |---|---|
-//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP (feature `mcp`), `sessionCapabilities` `close`, `list`, `delete`, `resume` (and `status`, `title` with their features) |
+//! | `initialize` | protocol version 1; capabilities: `loadSession`, prompts with images, audio and embedded resources, MCP servers over stdio and HTTP (feature `mcp`), `sessionCapabilities` `close`, `list`, `delete`, `resume` (and `status`, `title`, `fork` with their features; `fork` for an `LlmAgent` only) |
 //! | `authenticate` | refused with invalid params: the agent needs no authentication (`authMethods` is empty) |
-//! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any |
+//! | `session/new` | a new session in the agent's store, with its [MCP servers](#mcp-servers) started; `cwd` must be absolute; answers the modes, if any, and the `model` option when the agent offers models to choose from ([`model_choice`](bidi_llm::LlmAgentBuilder::model_choice)) |
 //! | `session/load` | starts its MCP servers, replays the stored conversation as `session/update`s, then answers (with the session's mode) |
 //! | `session/prompt` | one agent turn; answers `end_turn`, `max_tokens`, `max_turn_requests`, `refusal` or `cancelled` |
 //! | `session/cancel` | the running turn stops and answers `cancelled`, once; the session stays usable |
@@ -81,6 +81,8 @@
 //! | `session/delete` | closes the session here if it is open, then removes it and the server's record of it from the store |
 //! | `session/status` | (feature `unstable_session_status`) `open` on this connection, or `saved` in the store |
 //! | `session/set_title` | (feature `unstable_session_set_title`) keeps the session's title (one line, trimmed, at most 200 characters; listed by `session/list`) and sends `session_info_update` where it is open |
+//! | `session/set_config_option` | `model`: the model the session's turns call from now on, whichever front end runs them (kept in the session); answers every option, and sends `config_option_update` where it is open; another option or value is `-32602` |
+//! | `session/fork` | (feature `unstable_session_fork`) a new session, open here, with the source's conversation so far, its mode and "always" answers: a branch in the store whose first snapshot names the source's as its parent (Genkit's `getSnapshot` reads it); the two go their own ways |
 //!
 //! And the server sends:
 //!

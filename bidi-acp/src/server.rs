@@ -51,6 +51,9 @@ use tokio::task::JoinSet;
 use crate::bridge::{Bridge, Bridged, Turns};
 use crate::policy::{Command, Mode, Rules};
 
+mod config;
+#[cfg(feature = "unstable_session_fork")]
+mod fork;
 mod history;
 mod manage;
 mod reader;

@@ -59,6 +59,7 @@ impl std::fmt::Debug for LlmAgent {
 pub struct LlmAgentBuilder {
     agent: AgentBuilder,
     model: Arc<dyn Model>,
+    choices: Vec<Arc<dyn Model>>,
     custom: Option<CustomFn>,
     tools: Vec<Tool>,
     max_turns: u32,
@@ -86,6 +87,7 @@ impl LlmAgent {
         LlmAgentBuilder {
             agent: Agent::builder(name).description("An LLM agent loop with tools"),
             model: Arc::new(model),
+            choices: Vec::new(),
             custom: None,
             tools: Vec::new(),
             max_turns: 10,
@@ -150,6 +152,53 @@ impl LlmAgent {
     #[must_use]
     pub fn tools(&self) -> &[Tool] {
         &self.config.tools
+    }
+
+    /// The names of the models a session may call: the agent's own first, then its
+    /// [choices](LlmAgentBuilder::model_choice).
+    #[must_use]
+    pub fn models(&self) -> Vec<&str> {
+        let own = std::iter::once(self.config.model.name());
+        own.chain(self.config.choices.iter().map(|model| model.name()))
+            .collect()
+    }
+
+    /// The name of the model the turns of `state` call: the one it chose, else the agent's own
+    /// (a connection may still lend one of its own: [`HostModel`](crate::HostModel)).
+    #[must_use]
+    pub fn model_of(&self, state: &LlmSession) -> &str {
+        self.config.model(state.chosen_model.as_deref()).name()
+    }
+
+    /// Makes `state`'s turns call the agent's model named `name` from its next model call.
+    ///
+    /// ```
+    /// use bidi_llm::testing::ScriptedModel;
+    /// use bidi_llm::{Context, LlmAgent};
+    ///
+    /// let agent = LlmAgent::builder("writer", ScriptedModel::new([]))
+    ///     .model_choice(ScriptedModel::new([]).named("big"))
+    ///     .build();
+    /// let mut state = agent.new_session(Context::default())?;
+    /// agent.choose_model(&mut state, "big")?;
+    /// assert_eq!(agent.model_of(&state), "big");
+    /// assert!(agent.choose_model(&mut state, "huge").is_err());
+    /// # Ok::<(), bidi_llm::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownModel`]: the agent offers no model of that name; `state` is unchanged.
+    pub fn choose_model(&self, state: &mut LlmSession, name: &str) -> Result<(), Error> {
+        let models = self.models();
+        if !models.contains(&name) {
+            return Err(Error::UnknownModel {
+                name: name.to_owned(),
+                offered: models.into_iter().map(str::to_owned).collect(),
+            });
+        }
+        state.chosen_model = (name != self.config.model.name()).then(|| name.to_owned());
+        Ok(())
     }
 
     /// Where the last turn of `session` stands, as it was read: running, waiting for the
@@ -291,6 +340,29 @@ impl LlmAgent {
 }
 
 impl LlmAgentBuilder {
+    /// Adds `model` to the models a session may choose instead of the agent's own, by its
+    /// [name](Model::name) ([`LlmAgent::choose_model`]): what an editor's model selector offers
+    /// (ACP's `model` option). A name the agent's own model or an earlier choice has is not
+    /// added again.
+    ///
+    /// ```
+    /// use bidi_llm::LlmAgent;
+    /// use bidi_llm::testing::{Scripted, ScriptedModel};
+    ///
+    /// let agent = LlmAgent::builder("writer", ScriptedModel::new([Scripted::new().text("hi")]))
+    ///     .model_choice(ScriptedModel::new([]).named("big"))
+    ///     .build();
+    /// assert_eq!(agent.models(), ["scripted", "big"]);
+    /// ```
+    pub fn model_choice(mut self, model: impl Model) -> Self {
+        let name = model.name();
+        let taken = self.model.name() == name || self.choices.iter().any(|c| c.name() == name);
+        if !taken {
+            self.choices.push(Arc::new(model));
+        }
+        self
+    }
+
     /// Adds a tool (local or remote).
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
@@ -331,6 +403,7 @@ impl LlmAgentBuilder {
     pub fn build(self) -> LlmAgent {
         let config = Arc::new(Config {
             model: self.model,
+            choices: self.choices,
             custom: self.custom,
             specs: self.tools.iter().map(Tool::spec).collect(),
             tools: self.tools,

@@ -82,6 +82,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A session chose a model the agent does not offer ([`LlmAgent::choose_model`](crate::LlmAgent::choose_model)).
+    #[error("no model `{name}`: this agent offers {}", ids(.offered))]
+    UnknownModel {
+        /// The name chosen.
+        name: String,
+        /// The names the agent offers.
+        offered: Vec<String>,
+    },
     /// Another execution holds the session (in this process or another). Nothing changed.
     #[error("session `{session_id}` is busy with another answer; try again once it has ended")]
     SessionRunning {
@@ -131,6 +139,7 @@ impl Error {
             | Self::MissingResults { .. }
             | Self::NothingPending
             | Self::InvalidContext { .. }
+            | Self::UnknownModel { .. }
             | Self::InvalidArguments { .. } => Code::InvalidInput,
             Self::SessionRunning { .. } => Code::SessionRunning,
             Self::Model(_) => Code::Model,

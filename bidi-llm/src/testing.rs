@@ -53,6 +53,8 @@ use crate::model::{Model, ModelEvent, ModelRequest};
 pub struct ScriptedModel {
     script: Arc<Mutex<VecDeque<Scripted>>>,
     requests: Requests,
+    /// Its name; `scripted` unless [`named`](Self::named).
+    name: Option<Arc<str>>,
 }
 
 impl ScriptedModel {
@@ -61,7 +63,15 @@ impl ScriptedModel {
         Self {
             script: Arc::new(Mutex::new(responses.into_iter().collect())),
             requests: Requests::default(),
+            name: None,
         }
+    }
+
+    /// The same model, named `name` (`scripted` by default): one of several an agent offers.
+    #[must_use]
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = Some(Arc::from(name));
+        self
     }
 
     /// The same model, keeping every request it is given from now on, for
@@ -108,7 +118,7 @@ impl ScriptedModel {
 
 impl Model for ScriptedModel {
     fn name(&self) -> &str {
-        "scripted"
+        self.name.as_deref().unwrap_or("scripted")
     }
 
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {

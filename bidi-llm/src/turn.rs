@@ -34,7 +34,10 @@ use crate::tool::{Tool, ToolEvent};
 
 /// What every execution of an agent shares.
 pub(crate) struct Config {
+    /// The agent's own model.
     pub(crate) model: Arc<dyn Model>,
+    /// The models a session may choose instead, by name.
+    pub(crate) choices: Vec<Arc<dyn Model>>,
     /// A custom agent's function, which answers instead of the model.
     pub(crate) custom: Option<CustomFn>,
     pub(crate) tools: Vec<Tool>,
@@ -43,6 +46,16 @@ pub(crate) struct Config {
     pub(crate) max_turns: u32,
     /// The term of an execution's lease.
     pub(crate) lease: Duration,
+}
+
+impl Config {
+    /// The model named `chosen` among the agent's choices, else its own.
+    pub(crate) fn model(&self, chosen: Option<&str>) -> &dyn Model {
+        chosen
+            .and_then(|name| self.choices.iter().find(|model| model.name() == name))
+            .unwrap_or(&self.model)
+            .as_ref()
+    }
 }
 
 /// At most this many events wait in the outbox before they are handed over (22 KiB of them).
@@ -580,7 +593,10 @@ impl<'a> Turn<'a> {
         self.emit(AgentEvent::MessageStart {
             role: Role::Assistant,
         });
-        let model = self.host.map_or(&*self.config.model, HostModel::model);
+        let model = match self.host {
+            Some(host) => host.model(),
+            None => self.config.model(state.chosen_model.as_deref()),
+        };
         if state.model.as_deref() != Some(model.name()) {
             state.model = Some(model.name().to_owned());
         }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use bidi_core::NotFound;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -501,6 +502,34 @@ fn position(log: &mut Log, places: &mut Ids<Place>, id: &str) -> Option<usize> {
     (*place.session == *log.name).then_some(place.at)
 }
 
+/// Checks a fork of snapshot `from` into new session `session_id` against the rules, and
+/// marks `from` as followed: its id and version.
+fn forked(
+    inner: &mut Inner,
+    session_id: &str,
+    from: &str,
+    append: &Append,
+) -> Result<(u128, u64), StoreError> {
+    let head = inner
+        .sessions
+        .get(session_id)
+        .map(|log| log.head_id.clone());
+    if append.checkpoint.is_none() {
+        return Err(StoreError::backend(
+            "a fork carries its state whole (`Append::fork`)",
+        ));
+    }
+    let found = inner.find(from);
+    let node = found.as_ref().map(|(log, at)| log.node(*at));
+    rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
+    let Some((log, at)) = found else {
+        return Err(StoreError::NotFound(NotFound::new("snapshot", from)));
+    };
+    let stored = &mut log.nodes[at];
+    stored.has_children = true;
+    Ok((stored.id, stored.version))
+}
+
 /// Checks `append` to `log` (`None`: a new session) against the rules: where its parent is in
 /// the log, if it has one.
 fn check(
@@ -509,6 +538,10 @@ fn check(
     session_id: &str,
     append: &Append,
 ) -> Result<Option<usize>, StoreError> {
+    // A fork names another session's snapshot: checked by `forked`.
+    if matches!(append.parent, Parent::Fork(_)) {
+        return Ok(None);
+    }
     let (log, parent_at) = match (log, append.parent.id()) {
         (Some(log), Some(id)) => {
             let at = position(log, places, id);
@@ -555,6 +588,10 @@ impl SessionStore for MemoryStore {
     async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
         let now = SystemTime::now();
         self.with(|inner| {
+            let fork = match &append.parent {
+                Parent::Fork(from) => Some(forked(inner, session_id, from, &append)?),
+                _ => None,
+            };
             let mut log = inner.sessions.get_mut(session_id);
             let places = &mut inner.index.places;
             let parent_at = check(log.as_deref_mut(), places, session_id, &append)?;
@@ -570,7 +607,11 @@ impl SessionStore for MemoryStore {
             let stored = Stored {
                 id: Uuid::new_v4().as_u128(),
                 parent: parent_at,
-                version: parent_node.map_or(1, |node| node.version + 1),
+                version: match (parent_node, fork) {
+                    (Some(node), _) => node.version + 1,
+                    (None, Some((_, version))) => version + 1,
+                    (None, None) => 1,
+                },
                 status,
                 lease: lease.map(Box::new),
                 error: None,
@@ -587,13 +628,16 @@ impl SessionStore for MemoryStore {
                     .or_insert_with(|| Log::new(session_id)),
             };
             log.push(stored, state);
+            if let Some((from, _)) = fork {
+                log.root_parent = Some(from);
+            }
             if log.indexed + 1 == log.nodes.len() {
                 inner.index.behind.insert(Arc::clone(&log.name));
             }
             // The parent's id as the writer named it: ids match only as the store spells them.
             let parent_id = match parent {
                 Parent::None => None,
-                Parent::Head(id) | Parent::Branch(id) => Some(id),
+                Parent::Head(id) | Parent::Branch(id) | Parent::Fork(id) => Some(id),
             };
             let entry = log.entry_named(log.head, log.head_id.clone(), parent_id);
             if status != Status::Pending {

@@ -552,7 +552,8 @@ impl SessionStore for PostgresStore {
         let id = new_id();
         let version = parent.as_ref().map_or(1, |p| p.version + 1);
         let parent_id = parent.as_ref().map(|p| p.id.as_str());
-        if parent.is_none() {
+        // A session's first snapshot, or a fork's: the session's row first.
+        if matches!(append.parent, Parent::None | Parent::Fork(_)) {
             let stmt = tx.prepare_cached(CREATE_SESSION).await?;
             if tx.execute(&stmt, &[&session_id, &id, &at]).await? == 0 {
                 // Another creator got there first (it held the key until it committed).

@@ -28,7 +28,7 @@ impl Node<'_> {
 }
 
 /// Whether a snapshot may follow `parent_node` (the snapshot `parent` names, looked up in the
-/// session), given the session's `head`.
+/// session, or in any session for a fork), given the session's `head`.
 pub(crate) fn check_append(
     session_id: &str,
     parent: &Parent,
@@ -48,6 +48,12 @@ pub(crate) fn check_append(
             Some(node) if node.session_id == session_id => node,
             _ if matches!(parent, Parent::Head(_)) => return Err(conflict(Some(id))),
             _ => return Err(StoreError::NotFound(NotFound::new("snapshot", id.clone()))),
+        },
+        // A fork starts a session: the snapshot it goes on from is another's.
+        Parent::Fork(_) if head.is_some() => return Err(conflict(None)),
+        Parent::Fork(id) => match parent_node {
+            Some(node) => node,
+            None => return Err(StoreError::NotFound(NotFound::new("snapshot", id.clone()))),
         },
     };
     match node.lease {

@@ -4,8 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bidi_core::NotFound;
 
-use crate::store::{Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError};
+use crate::store::{
+    Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
+};
 use crate::streams::Streams;
 
 /// The sessions of one scope, an identity such as a user or a tenant, in a store shared with
@@ -162,6 +165,15 @@ impl SessionStore for Scoped {
     }
 
     async fn append(&self, session_id: &str, append: Append) -> Result<Entry, StoreError> {
+        // A fork goes on from a snapshot of this scope only.
+        if let Parent::Fork(from) = &append.parent
+            && self.entry(from).await?.is_none()
+        {
+            return Err(StoreError::NotFound(NotFound::new(
+                "snapshot",
+                from.clone(),
+            )));
+        }
         match self.backend().append(&self.key(session_id), append).await {
             // The store wrote under this scope's key: the entry is this scope's.
             Ok(entry) => self.unscoped(entry).ok_or_else(|| {

@@ -133,6 +133,51 @@ where
         Ok(Self::new(store, id, state, head, false))
     }
 
+    /// Creates session `id` as a fork of snapshot `from`, another session's: a branch of that
+    /// conversation that goes its own way, starting with `state` (`from`'s own, or what the
+    /// writer makes of it). Its first snapshot names `from` as its parent, so whoever reads
+    /// lineage (Genkit's `getSnapshot`) sees where it came from; the other session is left as
+    /// it is ([`Parent::Fork`](crate::Parent::Fork)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bidi_session::{MemoryStore, Session, SessionStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bidi_session::StoreError> {
+    /// let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    /// let chat = Session::create(Arc::clone(&store), "chat", vec!["hi".to_owned()]).await?;
+    /// let at = chat.head().id.clone();
+    /// let fork = Session::fork(Arc::clone(&store), "chat-2", &at, chat.state()).await?;
+    /// assert_eq!(fork.head().parent_id.as_deref(), Some(at.as_str()));
+    /// fork.update(|lines| lines.push("only here".to_owned())).await?;
+    /// assert_eq!(fork.state(), ["hi", "only here"]);
+    /// let chat = Session::<Vec<String>>::load(store, "chat").await?.expect("still there");
+    /// assert_eq!(chat.state(), ["hi"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Conflict`] if session `id` exists; [`StoreError::NotFound`] if there is
+    /// no snapshot `from`; [`StoreError::Running`] if a turn holds it; the store's error
+    /// otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`create`](Self::create).
+    pub async fn fork(
+        store: Arc<dyn SessionStore>,
+        id: &str,
+        from: &str,
+        state: State,
+    ) -> Result<Self, StoreError> {
+        let json = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
+        let head = (*store).append(id, Append::fork(from, json)).await?;
+        Ok(Self::new(store, id, state, head, false))
+    }
+
     /// Loads session `id`, creating it with `init()` if it does not exist (also when another
     /// writer creates it at the same moment: then that one's state is loaded).
     ///

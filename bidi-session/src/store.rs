@@ -182,7 +182,7 @@ pub struct Entry {
     pub id: String,
     /// The session it belongs to.
     pub session_id: String,
-    /// The snapshot it continues (`None`: the session's first).
+    /// The snapshot it continues (`None`: the session's first, unless it is a fork).
     pub parent_id: Option<String>,
     /// Its place in its lineage: 1 for a session's first snapshot, its parent's plus one.
     pub version: u64,
@@ -290,6 +290,11 @@ pub enum Parent {
     /// Any snapshot of the session: a branch. The other snapshots are left as they are; the
     /// new one becomes the session's head.
     Branch(String),
+    /// A snapshot of another session: the new snapshot starts a session (which must not
+    /// exist) that goes on from it, a fork. Its state is written whole ([`Append::fork`]), so
+    /// the new session reads nothing of the other; its entry names the snapshot as its parent,
+    /// and the other session is left as it is.
+    Fork(String),
 }
 
 impl Parent {
@@ -298,7 +303,7 @@ impl Parent {
     pub fn id(&self) -> Option<&str> {
         match self {
             Self::None => None,
-            Self::Head(id) | Self::Branch(id) => Some(id),
+            Self::Head(id) | Self::Branch(id) | Self::Fork(id) => Some(id),
         }
     }
 }
@@ -326,6 +331,19 @@ impl Append {
     pub fn create(state: Value) -> Self {
         Self {
             parent: Parent::None,
+            change: Change::new(),
+            checkpoint: Some(state),
+            status: Status::Completed,
+            lease: None,
+        }
+    }
+
+    /// The first snapshot of a session forked from snapshot `from` of another session, with
+    /// `state` (written whole): see [`Parent::Fork`].
+    #[must_use]
+    pub fn fork(from: impl Into<String>, state: Value) -> Self {
+        Self {
+            parent: Parent::Fork(from.into()),
             change: Change::new(),
             checkpoint: Some(state),
             status: Status::Completed,

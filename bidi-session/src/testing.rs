@@ -62,6 +62,7 @@ pub async fn conformance(store: Arc<dyn SessionStore>) {
     create_load_and_lineage(&*store, &prefix).await;
     compare_and_swap(&*store, &prefix).await;
     branches(&*store, &prefix).await;
+    forks(&*store, &prefix).await;
     concurrent_appends(Arc::clone(&store), &prefix, 8).await;
     concurrent_updates(Arc::clone(&store), &prefix, 8, 25).await;
     turns(&*store, &prefix).await;
@@ -398,6 +399,86 @@ pub async fn branches(store: &dyn SessionStore, prefix: &str) {
         "a branch from another session's snapshot: {refused:?}"
     );
     assert_eq!(head(store, &other).await.state, json!({"n": 9}));
+}
+
+/// A fork starts a new session from another's snapshot: its first snapshot names that one as
+/// its parent and has the state it was given, the two sessions go their own ways, and a fork
+/// into a session that exists, or from a snapshot that does not, is refused.
+///
+/// # Panics
+///
+/// When the store breaks the contract.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the check; the sessions it wrote stay in the store.
+pub async fn forks(store: &dyn SessionStore, prefix: &str) {
+    let id = format!("{prefix}forks");
+    let root = create(store, &id, json!({"n": 0})).await;
+    let at = set_n(store, &id, Parent::Head(root.id.clone()), 1)
+        .await
+        .expect("the source's second snapshot");
+    let fork = format!("{prefix}forks-fork");
+    let first = store
+        .append(
+            &fork,
+            Append::fork(at.id.clone(), json!({"n": 1, "forked": true})),
+        )
+        .await
+        .expect("a fork");
+    assert_eq!(
+        first.parent_id.as_deref(),
+        Some(at.id.as_str()),
+        "the fork names its source"
+    );
+    assert_eq!(first.session_id, fork);
+    assert_eq!(
+        first.version,
+        at.version + 1,
+        "its depth goes on from its source's"
+    );
+    let entry = store
+        .entry(&first.id)
+        .await
+        .expect("entry")
+        .expect("the fork's first");
+    assert_eq!(
+        entry.parent_id.as_deref(),
+        Some(at.id.as_str()),
+        "read back"
+    );
+    assert_eq!(
+        head(store, &fork).await.state,
+        json!({"n": 1, "forked": true})
+    );
+    let on = set_n(store, &fork, Parent::Head(first.id.clone()), 5)
+        .await
+        .expect("the fork goes on");
+    assert_eq!(
+        state_at(store, &on.id).await,
+        json!({"n": 5, "forked": true})
+    );
+    let source = set_n(store, &id, Parent::Head(at.id.clone()), 2)
+        .await
+        .expect("the source goes on as it was");
+    assert_eq!(head(store, &id).await.entry.id, source.id);
+    assert_eq!(head(store, &id).await.state, json!({"n": 2}));
+    let again = store
+        .append(&fork, Append::fork(at.id.clone(), json!({})))
+        .await;
+    assert!(
+        matches!(&again, Err(StoreError::Conflict { expected: None, .. })),
+        "a fork into a session that exists: {again:?}"
+    );
+    let missing = format!("{prefix}forks-missing");
+    let nowhere = store
+        .append(&missing, Append::fork("no-such-snapshot", json!({})))
+        .await;
+    assert!(
+        matches!(&nowhere, Err(StoreError::NotFound(missing)) if missing.kind == "snapshot"),
+        "a fork from nowhere: {nowhere:?}"
+    );
+    assert!(store.load(&missing).await.expect("load").is_none());
 }
 
 /// `tasks` tasks append after the same head at once: exactly one wins, every other gets a

@@ -43,10 +43,11 @@ fn node_peer(script: &str) -> Summary {
 fn typescript_sdk_client_prompts_loads_and_gets_invalid_params() {
     // initialize, session/new, two prompts, an invalid prompt, an unknown method, an unknown
     // session, then session/load and a prompt in a new agent process on the same database, the
-    // sessions listed, their status and title, a session/resume in a third process and a
-    // session/delete. Each connection ends with a check that every session/update passed the
-    // SDK's schema.
-    assert_all_passed(&node_peer("ts_client.mjs"), 15);
+    // sessions listed, their status and title, a session/resume in a third process, the model
+    // option chosen with session/set_config_option, a session/fork, a session/delete, and the
+    // fork and its source loaded in a fourth process. Each connection ends with a check that
+    // every session/update passed the SDK's schema.
+    assert_all_passed(&node_peer("ts_client.mjs"), 19);
 }
 
 #[test]

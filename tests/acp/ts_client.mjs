@@ -115,6 +115,9 @@ await run(async (agent, dir) => {
   let sessionId;
   let firstAnswer = '';
   let secondAnswer = '';
+  // The session whose model was chosen, and its fork.
+  let forkSource;
+  let forkId;
 
   await withAgent(agent, db, async (ctx, updates) => {
     const init = await check('initialize: protocol version 1 and the agent capabilities', async () => {
@@ -279,6 +282,57 @@ await run(async (agent, dir) => {
       assertJson(response.stopReason, 'end_turn', 'stopReason');
     });
 
+    await check('session/new offers the model option, and session/set_config_option chooses the model that answers', async () => {
+      const created = await ctx.request(acp.methods.agent.session.new, { cwd: dir, mcpServers: [] });
+      const model = (created.configOptions ?? []).find((option) => option.id === 'model');
+      assert(model && model.type === 'select' && model.category === 'model', () => JSON.stringify(created));
+      assertJson(model.currentValue, 'demo', 'the agent\'s own model first');
+      assertJson(model.options.map((option) => option.value), ['demo', 'demo-loud'], 'the models offered');
+      const chosen = await ctx.request(acp.methods.agent.session.setConfigOption, {
+        sessionId: created.sessionId,
+        configId: 'model',
+        value: 'demo-loud',
+      });
+      assertJson(chosen.configOptions[0].currentValue, 'demo-loud', 'the option as set');
+      await settle();
+      const told = updates.find((u) => u.update.sessionUpdate === 'config_option_update');
+      assert(told && told.update.configOptions[0].currentValue === 'demo-loud', () => `no config_option_update: ${JSON.stringify(told)}`);
+      const before = updates.length;
+      await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: created.sessionId,
+        prompt: [{ type: 'text', text: 'count these words' }],
+      });
+      const said = messageText(updates.slice(before));
+      assert(said.length > 0 && said === said.toUpperCase(), () => `not the loud model: ${said}`);
+      let error;
+      try {
+        await ctx.request(acp.methods.agent.session.setConfigOption, {
+          sessionId: created.sessionId,
+          configId: 'model',
+          value: 'gpt-9',
+        });
+      } catch (e) {
+        error = e;
+      }
+      assertJson(error?.code, -32602, `an unknown model (${error?.message})`);
+      forkSource = created.sessionId;
+    });
+
+    await check('session/fork: a new session with the conversation so far, each going its own way', async () => {
+      const forked = await ctx.request(unstable.methods.agent.session.fork, {
+        sessionId: forkSource,
+        cwd: dir,
+        mcpServers: [],
+      });
+      assert(typeof forked.sessionId === 'string' && forked.sessionId !== forkSource, () => JSON.stringify(forked));
+      assertJson(forked.configOptions?.[0]?.currentValue, 'demo-loud', 'the fork keeps the model chosen');
+      await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: forked.sessionId,
+        prompt: [{ type: 'text', text: 'only on the fork' }],
+      });
+      forkId = forked.sessionId;
+    });
+
     await check('session/delete removes the session for good', async () => {
       await ctx.request(acp.methods.agent.session.delete, { sessionId });
       const listed = await ctx.request(acp.methods.agent.session.list, {});
@@ -291,6 +345,20 @@ await run(async (agent, dir) => {
       }
       assert(error !== undefined, 'the deleted session loaded');
       assertJson(error.code, -32002, `the error code (${error.message})`);
+    });
+  });
+
+  await withAgent(agent, db, async (ctx, updates) => {
+    await check('a fork and its source, loaded in a new agent process, each replay their own conversation', async () => {
+      await initialize(ctx);
+      await ctx.request(acp.methods.agent.session.load, { sessionId: forkSource, cwd: dir, mcpServers: [] });
+      await settle();
+      const source = userText(updates.filter((u) => u.sessionId === forkSource));
+      assertJson(source, 'count these words', 'the source replays its own prompt only');
+      await ctx.request(acp.methods.agent.session.load, { sessionId: forkId, cwd: dir, mcpServers: [] });
+      await settle();
+      const fork = userText(updates.filter((u) => u.sessionId === forkId));
+      assertJson(fork, 'count these wordsonly on the fork', 'the fork replays both');
     });
   });
 });

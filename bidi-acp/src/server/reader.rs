@@ -28,9 +28,9 @@ use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 
-use super::manage;
 use super::session::{close_session, load_session, new_session, set_mode};
 use super::shared::Shared;
+use super::{config, manage};
 use crate::codec::{self, Incoming};
 use crate::turn::{prompt, start};
 
@@ -116,6 +116,13 @@ async fn dispatch(
             let result = set_mode(shared, request).await;
             shared.respond(id, result).await;
         }
+        ClientRequest::SetSessionConfigOptionRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = config::set(&shared, request).await;
+                shared.respond(id, result).await;
+            })
+            .await;
+        }
         ClientRequest::ListSessionsRequest(request) => {
             with_room(shared, turns, |shared| async move {
                 let result = manage::list(&shared, request).await;
@@ -139,6 +146,18 @@ async fn dispatch(
             with_room(shared, turns, |shared| async move {
                 let result = manage::delete(&shared, request).await;
                 shared.respond(id, result).await;
+            })
+            .await;
+        }
+        #[cfg(feature = "unstable_session_fork")]
+        ClientRequest::ForkSessionRequest(request) => {
+            with_room(shared, turns, |shared| async move {
+                let result = super::fork::fork(&shared, request).await;
+                let forked = result.as_ref().ok().map(|forked| forked.session_id.clone());
+                shared.respond(id, result).await;
+                if let Some(forked) = forked {
+                    shared.announce(&forked).await;
+                }
             })
             .await;
         }
@@ -281,13 +300,13 @@ fn initialize(shared: &Shared) -> InitializeResponse {
                         .http(cfg!(feature = "mcp"))
                         .sse(false),
                 )
-                .session_capabilities(session_capabilities()),
+                .session_capabilities(session_capabilities(shared)),
         )
         .agent_info(shared.info.clone())
 }
 
 /// The session methods served beyond `new`, `load` and `prompt`.
-fn session_capabilities() -> SessionCapabilities {
+fn session_capabilities(shared: &Shared) -> SessionCapabilities {
     let capabilities = SessionCapabilities::new()
         .close(SessionCloseCapabilities::new())
         .list(SessionListCapabilities::new())
@@ -299,6 +318,16 @@ fn session_capabilities() -> SessionCapabilities {
     #[cfg(feature = "unstable_session_set_title")]
     let capabilities =
         capabilities.title(agent_client_protocol_schema::v1::SessionTitleCapabilities::new());
+    // A bridged agent's sessions are another program's: only an `LlmAgent`'s fork.
+    #[cfg(feature = "unstable_session_fork")]
+    let capabilities = match &shared.agent {
+        super::Backend::Llm(_) => {
+            capabilities.fork(agent_client_protocol_schema::v1::SessionForkCapabilities::new())
+        }
+        super::Backend::Bridged(_) => capabilities,
+    };
+    #[cfg(not(feature = "unstable_session_fork"))]
+    let _ = shared;
     capabilities
 }
 

@@ -38,9 +38,9 @@ use bidi_session::{Scoped, Session, SessionStore, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::Backend;
 use super::history::history;
 use super::shared::{Shared, Slot, closed};
+use super::{Backend, config};
 use crate::codec;
 use crate::mcp::Servers;
 use crate::policy::{Command, Mode};
@@ -97,7 +97,7 @@ pub(super) struct Kept {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    always: BTreeMap<String, bool>,
+    pub(super) always: BTreeMap<String, bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cwd: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,6 +175,15 @@ impl Shared {
         session.update(|state| change(state)).await
     }
 
+    /// The mode `kept` names, as an index into the server's modes: the default mode if it
+    /// names none, or one the server no longer has.
+    pub(super) fn mode_of(&self, kept: &Kept) -> usize {
+        kept.mode
+            .as_deref()
+            .and_then(|kept| self.rules.modes.iter().position(|mode| mode.id() == kept))
+            .unwrap_or(self.rules.default_mode)
+    }
+
     /// Announces the server's commands for a session just opened.
     pub(super) async fn announce(&self, session_id: &SessionId) {
         if self.rules.commands.is_empty() {
@@ -196,7 +205,7 @@ impl Shared {
 }
 
 /// `cwd` must be absolute.
-fn check_session_params(cwd: &std::path::Path) -> Result<(), Error> {
+pub(super) fn check_session_params(cwd: &std::path::Path) -> Result<(), Error> {
     if !cwd.is_absolute() {
         return Err(codec::invalid_params(
             "cwd",
@@ -243,11 +252,17 @@ pub(super) async fn new_session(
         sessions.insert(Arc::clone(&id), slot);
         drop(place); // Under the lock: the session is counted once.
     }
-    Ok(NewSessionResponse::new(SessionId::new(id)).modes(shared.modes(mode)))
+    let options = match &shared.agent {
+        Backend::Llm(agent) => config::options(agent, agent.model_of(&LlmSession::default())),
+        Backend::Bridged(_) => None,
+    };
+    Ok(NewSessionResponse::new(SessionId::new(id))
+        .modes(shared.modes(mode))
+        .config_options(options))
 }
 
 /// Starts the MCP servers the client named for a session.
-async fn start_mcp(shared: &Shared, servers: &[McpServer]) -> Result<Servers, Error> {
+pub(super) async fn start_mcp(shared: &Shared, servers: &[McpServer]) -> Result<Servers, Error> {
     Servers::start(
         servers,
         shared.rules.mcp_start_timeout,
@@ -266,8 +281,12 @@ pub(super) async fn load_session(
         mcp_servers,
         ..
     } = request;
+    let id = std::sync::Arc::clone(&session_id.0);
     let mode = open_stored(shared, session_id, cwd, &mcp_servers, true).await?;
-    Ok(LoadSessionResponse::new().modes(shared.modes(mode)))
+    let options = config::stored(shared, &id).await?;
+    Ok(LoadSessionResponse::new()
+        .modes(shared.modes(mode))
+        .config_options(options))
 }
 
 /// Opens stored session `session_id` on the connection, in `cwd` with `servers`, its
@@ -401,13 +420,7 @@ fn open_slot(
     let slot = sessions.entry(Arc::clone(id)).or_insert_with(|| {
         let mut slot = Slot::new(cwd.clone(), shared.rules.default_mode);
         if let Some(kept) = kept {
-            if let Some(mode) = kept
-                .mode
-                .as_deref()
-                .and_then(|kept| shared.rules.modes.iter().position(|mode| mode.id() == kept))
-            {
-                slot.mode = mode;
-            }
+            slot.mode = shared.mode_of(&kept);
             slot.always = kept.always.into_iter().collect();
         }
         slot
@@ -436,7 +449,7 @@ impl Drop for Place<'_> {
 impl Shared {
     /// A place for one more session, if the connection has room for it; `sessions` are the
     /// connection's, locked.
-    fn place(&self, sessions: &HashMap<Arc<str>, Slot>) -> Result<Place<'_>, Error> {
+    pub(super) fn place(&self, sessions: &HashMap<Arc<str>, Slot>) -> Result<Place<'_>, Error> {
         let max = self.rules.max_sessions;
         if sessions.len() + self.opening.load(Ordering::Relaxed) >= max {
             return Err(too_many_sessions(max));

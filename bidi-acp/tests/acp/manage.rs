@@ -194,3 +194,75 @@ async fn a_session_says_its_status_and_keeps_its_title() {
     );
     assert!(second.finish().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_option_is_the_sessions_choice_and_bad_choices_are_refused() {
+    let store = Arc::new(MemoryStore::new());
+    let own = ScriptedModel::new([Scripted::new().text("own")]).recording();
+    let big = ScriptedModel::new([Scripted::new().text("big")])
+        .named("big")
+        .recording();
+    let agent = LlmAgent::builder("a", own.clone())
+        .model_choice(big.clone())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .build();
+    let mut client = Client::start(Server::new(agent));
+    let created = client.new_session().await;
+    let session = created["sessionId"].clone();
+    let option = &created["configOptions"][0];
+    assert_eq!(
+        (&option["id"], &option["currentValue"], &option["type"]),
+        (&json!("model"), &json!("scripted"), &json!("select")),
+        "{created}"
+    );
+    let set = |id: i64, config: &str, value: &str| {
+        request(
+            id,
+            "session/set_config_option",
+            &json!({"sessionId": session, "configId": config, "value": value}),
+        )
+    };
+    for (id, config, value, field) in [
+        (1, "temperature", "hot", "configId"),
+        (2, "model", "huge", "value"),
+    ] {
+        client.send(set(id, config, value)).await;
+        let refused = client.answer(id).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["error"]["data"]["path"], field, "{refused}");
+    }
+    client.send(set(3, "model", "big")).await;
+    let chosen = client.answer(3).await;
+    assert_eq!(chosen["result"]["configOptions"][0]["currentValue"], "big");
+    client.prompt(4, &session, "hello").await;
+    assert_eq!(client.answer(4).await["result"]["stopReason"], "end_turn");
+    assert_eq!(big.requests().len(), 1, "the chosen model answered");
+    assert!(own.requests().is_empty());
+
+    // Another connection loading the session sees the choice.
+    let agent = LlmAgent::builder("a", ScriptedModel::new([]))
+        .model_choice(ScriptedModel::new([]).named("big"))
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .build();
+    let mut other = Client::start(Server::new(agent));
+    other
+        .send(request(
+            1,
+            "session/load",
+            &json!({"sessionId": session, "cwd": "/project", "mcpServers": []}),
+        ))
+        .await;
+    let loaded = other.answer(1).await;
+    assert_eq!(
+        loaded["result"]["configOptions"][0]["currentValue"], "big",
+        "{loaded}"
+    );
+    other
+        .send(request(
+            2,
+            "session/set_config_option",
+            &json!({"sessionId": "nope", "configId": "model", "value": "big"}),
+        ))
+        .await;
+    assert_eq!(other.answer(2).await["error"]["code"], -32002);
+}

@@ -322,5 +322,8 @@ fn session_capabilities() -> Value {
     if cfg!(feature = "unstable_session_set_title") {
         capabilities["title"] = json!({});
     }
+    if cfg!(feature = "unstable_session_fork") {
+        capabilities["fork"] = json!({});
+    }
     capabilities
 }

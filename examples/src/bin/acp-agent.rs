@@ -11,7 +11,9 @@
 //! ```
 //!
 //! The model is an OpenAI-compatible one when `OPENAI_BASE_URL` and `OPENAI_API_KEY` are set
-//! (`OPENAI_MODEL`, default `gpt-4o-mini`), else a demo model that needs no service: it answers
+//! (`OPENAI_MODEL`, default `gpt-4o-mini`; `OPENAI_MODELS`, a comma-separated list, adds the
+//! models the editor's model selector offers), else a demo model that needs no service (and
+//! `demo-loud`, the same in capitals, to choose in the editor's model selector): it answers
 //! each prompt by calling the agent's `word_count` tool on it and reporting the result (a prompt
 //! containing "slowly" makes it think for three seconds first, long enough to cancel it; a
 //! prompt naming `save_note` calls that tool instead).
@@ -49,10 +51,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bidi_acp::{Command, Mode, Permission, Server, ToolKind};
-use bidi_llm::{LlmAgent, OpenAiModel};
+use bidi_llm::{LlmAgent, Model, ModelEvent, ModelRequest, OpenAiModel};
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
 use examples::DemoModel;
+use futures_util::stream::{BoxStream, StreamExt as _};
 
 /// Serves an LLM agent over ACP on stdin and stdout.
 #[derive(Debug, Parser)]
@@ -89,8 +92,17 @@ fn agent(store: Arc<dyn SessionStore>, max_turns: u32, notes: PathBuf) -> LlmAge
     ) {
         let name = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
         eprintln!("[acp-agent] model: {name} at {base}");
-        let model = OpenAiModel::new(base, name).api_key(key);
-        return LlmAgent::builder("acp-agent", model)
+        let model = OpenAiModel::new(&base, name).api_key(&key);
+        let mut builder = LlmAgent::builder("acp-agent", model);
+        let others = std::env::var("OPENAI_MODELS").unwrap_or_default();
+        for other in others
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
+            builder = builder.model_choice(OpenAiModel::new(&base, other).api_key(&key));
+        }
+        return builder
             .tool(bidi_demo::save_note(notes))
             .tool(bidi_demo::word_count())
             .max_turns(max_turns)
@@ -99,11 +111,31 @@ fn agent(store: Arc<dyn SessionStore>, max_turns: u32, notes: PathBuf) -> LlmAge
     }
     eprintln!("[acp-agent] model: demo (set OPENAI_BASE_URL and OPENAI_API_KEY for a real one)");
     LlmAgent::builder("acp-agent", DemoModel)
+        .model_choice(Loud)
         .tool(bidi_demo::save_note(notes))
         .tool(bidi_demo::word_count())
         .max_turns(max_turns)
         .store(store)
         .build()
+}
+
+/// The demo model in capitals: a second model to choose.
+struct Loud;
+
+impl Model for Loud {
+    fn name(&self) -> &str {
+        "demo-loud"
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        DemoModel
+            .stream(request)
+            .map(|event| match event {
+                ModelEvent::TextDelta(text) => ModelEvent::TextDelta(text.to_uppercase()),
+                other => other,
+            })
+            .boxed()
+    }
 }
 
 #[tokio::main]
