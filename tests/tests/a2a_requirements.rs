@@ -6,13 +6,16 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
 use bidi_http::Server;
 use bidi_llm::testing::{Scripted, ScriptedModel};
-use bidi_llm::{LlmAgent, Tool};
+use bidi_llm::{LlmAgent, Model, ModelEvent, ModelRequest, StopReason, Tool, Usage};
+use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// A server of agent `helper`, which answers every message with `answer-N`, and of `memo`,
 /// which keeps no sessions; callers authenticate with `Bearer {name}`.
@@ -59,6 +62,50 @@ async fn serve_with(push: PushNotifications) -> String {
 enum Bind {
     JsonRpc,
     Rest,
+}
+
+impl Bind {
+    /// A stream record's data as its `StreamResponse`: JSON-RPC's `result`, or as it is.
+    fn event(self, data: &str) -> Value {
+        let value: Value = serde_json::from_str(data).unwrap();
+        match self {
+            Self::JsonRpc => value["result"].clone(),
+            Self::Rest => value,
+        }
+    }
+}
+
+/// A stream's events, read as they come.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+    bind: Bind,
+}
+
+impl Events {
+    /// The next event, or `None` at the stream's end.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let record: String = self.buffer.drain(..end + 2).collect();
+                if let Some(data) = record.trim().strip_prefix("data: ") {
+                    return Some(self.bind.event(data));
+                }
+                continue;
+            }
+            let chunk = self.response.chunk().await.unwrap()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The events left, to the stream's end.
+    async fn rest(mut self) -> Vec<Value> {
+        let mut events = Vec::new();
+        while let Some(event) = self.next().await {
+            events.push(event);
+        }
+        events
+    }
 }
 
 /// Both bindings, for the requirements that hold over each.
@@ -122,6 +169,29 @@ impl Caller {
         self.stream_on("helper", method, params).await
     }
 
+    /// A streaming operation on `agent` whose events are read as they come.
+    async fn events(&self, agent: &str, method: &str, params: Value) -> Events {
+        let request = self.stream_request(agent, method, &params);
+        let response = self.streaming(request).await;
+        let kind = response.headers()["content-type"].to_str().unwrap();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        Events {
+            response,
+            buffer: String::new(),
+            bind: self.bind,
+        }
+    }
+
+    /// Sends a streaming request as the caller, at A2A 1.0.
+    async fn streaming(&self, request: reqwest::RequestBuilder) -> reqwest::Response {
+        request
+            .bearer_auth(self.name)
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// [`stream`](Self::stream) on `agent`.
     async fn stream_on(
         &self,
@@ -129,31 +199,8 @@ impl Caller {
         method: &str,
         params: Value,
     ) -> Result<(String, Vec<Value>), Value> {
-        let request = match self.bind {
-            Bind::JsonRpc => self
-                .http
-                .post(format!("{}/agent/{agent}/a2a", self.base))
-                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
-            Bind::Rest => {
-                let base = format!("{}/agent/{agent}/a2a", self.base);
-                match method {
-                    "SendStreamingMessage" => self
-                        .http
-                        .post(format!("{base}/message:stream"))
-                        .json(&params),
-                    _ => {
-                        let id = params["id"].as_str().unwrap();
-                        self.http.post(format!("{base}/tasks/{id}:subscribe"))
-                    }
-                }
-            }
-        };
-        let response = request
-            .bearer_auth(self.name)
-            .header("A2A-Version", "1.0")
-            .send()
-            .await
-            .unwrap();
+        let request = self.stream_request(agent, method, &params);
+        let response = self.streaming(request).await;
         let kind = response.headers()["content-type"]
             .to_str()
             .unwrap()
@@ -170,15 +217,30 @@ impl Caller {
         let events = text
             .split("\n\n")
             .filter_map(|record| record.trim().strip_prefix("data: "))
-            .map(|data| {
-                let value: Value = serde_json::from_str(data).unwrap();
-                match self.bind {
-                    Bind::JsonRpc => value["result"].clone(),
-                    Bind::Rest => value,
-                }
-            })
+            .map(|data| self.bind.event(data))
             .collect();
         Ok((kind, events))
+    }
+
+    /// The request of streaming operation `method` on `agent`, over the caller's binding.
+    fn stream_request(&self, agent: &str, method: &str, params: &Value) -> reqwest::RequestBuilder {
+        let base = format!("{}/agent/{agent}/a2a", self.base);
+        match self.bind {
+            Bind::JsonRpc => self
+                .http
+                .post(base)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+            Bind::Rest => match method {
+                "SendStreamingMessage" => self
+                    .http
+                    .post(format!("{base}/message:stream"))
+                    .json(params),
+                _ => {
+                    let id = params["id"].as_str().unwrap();
+                    self.http.post(format!("{base}/tasks/{id}:subscribe"))
+                }
+            },
+        }
     }
 
     /// `method` with `params` as HTTP+JSON's resource request to `agent`.
@@ -1075,4 +1137,144 @@ async fn stream_sub_001_002_a_subscription_begins_with_the_task() {
         assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{events:?}");
     })
     .await;
+}
+
+/// A model that says `one `, waits for its gate, then says `two three`.
+struct Gated(Arc<Notify>);
+
+impl Model for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn stream(&self, _: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let gate = Arc::clone(&self.0);
+        let first = [ModelEvent::TextStart, ModelEvent::TextDelta("one ".into())];
+        let rest = async move {
+            gate.notified().await;
+            stream::iter([
+                ModelEvent::TextDelta("two ".into()),
+                ModelEvent::TextDelta("three".into()),
+                ModelEvent::TextEnd,
+                ModelEvent::Done {
+                    stop_reason: StopReason::Stop,
+                    usage: Usage::default(),
+                },
+            ])
+        };
+        stream::iter(first)
+            .chain(stream::once(rest).flatten())
+            .boxed()
+    }
+}
+
+/// How far a stream's events say the task is: its states, and its text as its artifact
+/// updates add it.
+fn progress(events: &[Value]) -> (Vec<String>, String) {
+    let mut states = Vec::new();
+    let mut text = String::new();
+    for event in events {
+        let status = event
+            .get("statusUpdate")
+            .or_else(|| event.get("task"))
+            .map(|update| &update["status"]["state"]);
+        if let Some(state) = status.and_then(Value::as_str) {
+            states.push(state.to_owned());
+        }
+        for part in event["artifactUpdate"]["artifact"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            text.push_str(part["text"].as_str().unwrap_or_default());
+        }
+    }
+    (states, text)
+}
+
+/// STREAM-ORDER-001 to -004: a task's events go to every stream open on it (the message's own
+/// and two subscriptions, which begin with the task and then replay its events from its
+/// start), each in the order they were made and the same for all; closing one subscription
+/// leaves the others going.
+#[tokio::test]
+async fn stream_order_001_004_every_stream_gets_the_same_events_in_order() {
+    for bind in BINDINGS {
+        let gate = Arc::new(Notify::new());
+        let gated = LlmAgent::builder("gated", Gated(Arc::clone(&gate))).build();
+        let server = Server::new(Registry::new())
+            .agent(&gated)
+            .protocol(bidi_a2a::A2a::new());
+        let base = format!(
+            "http://{}",
+            tests::http::serve(tests::http::by_bearer(server)).await
+        );
+        let alice = Caller::over(&base, "alice", bind);
+        let params = json!({"message": message("count", &json!({}))});
+        let mut own = alice.events("gated", "SendStreamingMessage", params).await;
+        // The stream's first events, up to the text said before the gate.
+        let mut before = Vec::new();
+        while !progress(&before).1.contains("one") {
+            before.push(own.next().await.expect("the first events"));
+        }
+        let id = before
+            .iter()
+            .find_map(|event| {
+                event["task"]["id"]
+                    .as_str()
+                    .or(event["statusUpdate"]["taskId"].as_str())
+            })
+            .unwrap()
+            .to_owned();
+        let subscribe = json!({"id": id});
+        let mut first = alice
+            .events("gated", "SubscribeToTask", subscribe.clone())
+            .await;
+        let mut second = alice
+            .events("gated", "SubscribeToTask", subscribe.clone())
+            .await;
+        let mut closed = alice.events("gated", "SubscribeToTask", subscribe).await;
+        for subscription in [&mut first, &mut second, &mut closed] {
+            let task = subscription.next().await.expect("the task first");
+            assert_eq!(task["task"]["id"], id.as_str(), "{bind:?}: {task}");
+        }
+        // STREAM-ORDER-004: one subscription closes before the rest is said.
+        drop(closed);
+        gate.notify_one();
+        let (own, first, second) = tokio::join!(own.rest(), first.rest(), second.rest());
+        // STREAM-ORDER-002, -003: every subscription has the same events, in the same order:
+        // the task's, from its start (after the task itself), which are the message's own
+        // stream's.
+        assert_eq!(first, second, "{bind:?}");
+        let carried: Vec<Value> = before
+            .iter()
+            .filter(|event| event.get("task").is_none())
+            .chain(&own)
+            .cloned()
+            .collect();
+        assert_eq!(first, carried, "{bind:?}: the message's own stream");
+        // STREAM-ORDER-001: in the order they were made, the terminal state last.
+        let all: Vec<Value> = before.into_iter().chain(own).collect();
+        let (states, text) = progress(&all);
+        assert_eq!(text, "one two three", "{bind:?}: {all:?}");
+        assert_eq!(
+            states.last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{states:?}"
+        );
+        assert!(
+            states.iter().all(|state| state == "TASK_STATE_SUBMITTED"
+                || state == "TASK_STATE_WORKING"
+                || state == "TASK_STATE_COMPLETED"),
+            "{states:?}"
+        );
+        let completed = states
+            .iter()
+            .position(|s| s == "TASK_STATE_COMPLETED")
+            .unwrap();
+        assert_eq!(
+            completed,
+            states.len() - 1,
+            "nothing after the terminal state: {states:?}"
+        );
+    }
 }
