@@ -58,8 +58,18 @@
 //!   arguments the flow refuses are the JSON-RPC error `-32602` (invalid params) naming where,
 //!   and so is an unknown tool, and so are params that do not fit `tools/call` or `tools/list`
 //!   (`arguments` that are not an object, say: the error names `/arguments`). The server
-//!   serves tools and logging: any other method (`resources/list`, `prompts/list`,
-//!   `completion/complete`...) is `-32601` (method not found).
+//!   serves tools, logging and (with agents) resources: any other method (`prompts/list`,
+//!   `completion/complete`, `resources/subscribe`...) is `-32601` (method not found).
+//!
+//! ## Resources
+//!
+//! The sessions of the agents served are resources, in the caller's scope:
+//! `bidi://agent/{agent}/session/{sessionId}` is a session's conversation (the JSON of its
+//! messages) and `.../artifact/{name}` one of its artifacts (the JSON of its parts); names
+//! and ids are percent-encoded. `resources/list` lists the conversations, a page of
+//! [`RESOURCES_PAGE`] at a time; `resources/templates/list` answers both templates; a URI of
+//! nothing the caller may read is `-32002` (resource not found). A store tells nobody when a
+//! session changes, so there are no subscriptions.
 //!
 //! ## Logging
 //!
@@ -162,6 +172,8 @@ mod flow;
 mod http;
 mod logging;
 #[cfg(feature = "agents")]
+mod resources;
+#[cfg(feature = "agents")]
 mod sampling;
 mod tools;
 
@@ -184,6 +196,8 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
+#[cfg(feature = "agents")]
+use rmcp::model::{ReadResourceRequestParams, ReadResourceResponse};
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 
@@ -199,6 +213,8 @@ use bidi_llm::HostModel;
 use flow::FlowCall;
 pub use http::McpHttpService;
 use logging::Logging;
+#[cfg(feature = "agents")]
+pub use resources::PAGE as RESOURCES_PAGE;
 #[cfg(feature = "agents")]
 pub use sampling::DEFAULT_MAX_TOKENS;
 use tools::{Named, Target};
@@ -499,7 +515,8 @@ impl CallProgress {
 /// `-32601` (method not found): `method` is not one this server serves.
 fn not_served(method: &str) -> ErrorData {
     let message = format!(
-        "method not found: `{}`; this server serves tools (`tools/list`, `tools/call`)",
+        "method not found: `{}`; this server serves tools (`tools/list`, `tools/call`), \
+         logging and resources",
         bidi_flow::text::cap(method)
     );
     ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)
@@ -509,10 +526,18 @@ impl ServerHandler for McpServer {
     #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_resources()
             .enable_tools()
             .enable_tool_list_changed()
-            .enable_logging()
             .build();
+        // Without agents there are no sessions to read.
+        #[cfg(not(feature = "agents"))]
+        let mut capabilities = capabilities;
+        #[cfg(not(feature = "agents"))]
+        {
+            capabilities.resources = None;
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("bidi", env!("CARGO_PKG_VERSION")))
     }
@@ -534,6 +559,37 @@ impl ServerHandler for McpServer {
 
     // The server has tools only: the other lists are methods it does not serve.
 
+    #[cfg(feature = "agents")]
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.list_sessions(request, identity(&ctx).as_ref()).await
+    }
+
+    #[cfg(feature = "agents")]
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(Self::resource_templates())
+    }
+
+    #[cfg(feature = "agents")]
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let read = self
+            .read_session(&request.uri, identity(&ctx).as_ref())
+            .await;
+        read.map(ReadResourceResponse::from)
+    }
+
+    #[cfg(not(feature = "agents"))]
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -542,6 +598,7 @@ impl ServerHandler for McpServer {
         Err(not_served("resources/list"))
     }
 
+    #[cfg(not(feature = "agents"))]
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,

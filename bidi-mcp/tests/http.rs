@@ -1,7 +1,7 @@
 //! The MCP endpoint (an `McpServer` served by a `bidi_http::Server`) over JSON-RPC on real
 //! sockets: sessions bound to the identity that opened them, the session cap, the refusals in
 //! JSON-RPC's terms, a string output answered as its text, progress with its total, and a flow
-//! registered later told to the sessions open.
+//! registered later told to the sessions open, and an agent's sessions as its caller's resources.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,6 +15,10 @@ use std::sync::Arc;
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Progress, Registry};
 use bidi_http::Server;
+#[cfg(feature = "agents")]
+use bidi_llm::LlmAgent;
+#[cfg(feature = "agents")]
+use bidi_llm::testing::{Scripted, ScriptedModel};
 use bidi_mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
@@ -323,8 +327,10 @@ async fn params_of_the_wrong_type_are_invalid_params_and_other_methods_are_not_f
         assert_eq!(answered["error"]["data"]["path"], path, "{answered}");
     }
     let served_elsewhere = [
-        ("resources/list", json!({})),
-        ("resources/templates/list", json!({})),
+        (
+            "resources/subscribe",
+            json!({"uri": "bidi://agent/a/session/s"}),
+        ),
         ("prompts/list", json!({})),
         (
             "completion/complete",
@@ -460,4 +466,55 @@ async fn a_flow_registered_later_is_told_to_the_sessions_open() {
         .filter_map(|tool| tool["name"].as_str())
         .collect();
     assert!(names.contains(&"later"), "{names:?}");
+}
+
+#[cfg(feature = "agents")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_resources_are_its_callers_only() {
+    let registry = registry(&Probe::default());
+    let answers = (0..4).map(|n| Scripted::new().text(&format!("answer {n}")));
+    let agent = LlmAgent::builder("chat", ScriptedModel::new(answers)).build();
+    let addr = start(alice_and_bob(
+        Server::new(registry.clone())
+            .agent(&agent)
+            .protocol(McpServer::new(registry)),
+    ))
+    .await;
+    let alice = initialize(addr, "alice").await;
+    let said = call(
+        1,
+        "tools/call",
+        &json!({"name": "chat", "arguments": {"message": "hi"}}),
+    );
+    let answered = answer(post(addr, "alice", Some(&alice), &said).await, 1).await;
+    let session = answered["result"]["structuredContent"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("bidi://agent/chat/session/{session}");
+
+    let listed = call(2, "resources/list", &json!({}));
+    let listed = answer(post(addr, "alice", Some(&alice), &listed).await, 2).await;
+    assert_eq!(
+        listed["result"]["resources"][0]["uri"],
+        uri.as_str(),
+        "{listed}"
+    );
+    let read = call(3, "resources/read", &json!({"uri": uri}));
+    let read = answer(post(addr, "alice", Some(&alice), &read).await, 3).await;
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap();
+    let messages: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(messages[0]["content"], "hi", "{read}");
+
+    // Bob lists none of it, and cannot read it.
+    let bob = initialize(addr, "bob").await;
+    let listed = call(4, "resources/list", &json!({}));
+    let listed = answer(post(addr, "bob", Some(&bob), &listed).await, 4).await;
+    assert_eq!(listed["result"]["resources"], json!([]), "{listed}");
+    let read = call(5, "resources/read", &json!({"uri": uri}));
+    let read = answer(post(addr, "bob", Some(&bob), &read).await, 5).await;
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let cursor = call(6, "resources/list", &json!({"cursor": "not hex"}));
+    let refused = answer(post(addr, "bob", Some(&bob), &cursor).await, 6).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }

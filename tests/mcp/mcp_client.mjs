@@ -11,7 +11,7 @@
 // asked. The agent `atlas` has no model of its own: a third client lends its model through
 // sampling (with tools), and is asked with the conversation and the agent's tool; a client that
 // does not sample gets an error saying so. `count`'s log record arrives as a
-// `notifications/message` at the level the client set.
+// `notifications/message` at the level the client set. An agent's sessions are resources.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -148,6 +148,34 @@ async function checks(transportName, client) {
     assert(typeof sessionId === 'string' && sessionId.length > 0, 'a sessionId');
     const second = await client.callTool({ name: 'chat', arguments: { message: 'again', sessionId } });
     assertJson(second.structuredContent, { text: 'You said: again (before: hello there)', sessionId }, 'second answer');
+  });
+
+  await check(`${transportName}: an agent's sessions are resources: listed, read, templated`, async () => {
+    const first = await client.callTool({ name: 'chat', arguments: { message: 'remember me' } });
+    const { sessionId } = first.structuredContent;
+    const uri = `bidi://agent/chat/session/${sessionId}`;
+    const listed = [];
+    let cursor;
+    do {
+      const page = await client.listResources(cursor ? { cursor } : {});
+      listed.push(...page.resources);
+      cursor = page.nextCursor;
+    } while (cursor);
+    const own = listed.find((resource) => resource.uri === uri);
+    assert(own && own.mimeType === 'application/json', () => `not listed: ${JSON.stringify(listed)}`);
+    const read = await client.readResource({ uri });
+    assertJson(read.contents.length, 1, 'one content');
+    assertJson(read.contents[0].uri, uri, 'its uri');
+    const messages = JSON.parse(read.contents[0].text);
+    assertJson(messages[0], { role: 'user', content: 'remember me' }, 'the conversation');
+    assert(messages[1].role === 'assistant', () => JSON.stringify(messages));
+    const { resourceTemplates } = await client.listResourceTemplates();
+    assertJson(resourceTemplates.map((t) => t.uriTemplate), [
+      'bidi://agent/{agent}/session/{sessionId}',
+      'bidi://agent/{agent}/session/{sessionId}/artifact/{name}',
+    ], 'the templates');
+    const missing = await mcpError(client.readResource({ uri: 'bidi://agent/chat/session/nope' }));
+    assertJson(missing.code, -32002, `resource not found (${missing.message})`);
   });
 
   await check(`${transportName}: without elicitation, the result names the call waiting for approval, and approvals answer it`, async () => {
