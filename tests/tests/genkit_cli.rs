@@ -55,6 +55,17 @@ impl Tools {
         response
     }
 
+    /// `POST /api/streamAction` with `request`, read to its end: its lines of JSON.
+    async fn streamed(&self, request: &Value) -> Vec<Value> {
+        let body = self
+            .run("streamAction", request)
+            .await
+            .text()
+            .await
+            .unwrap();
+        lines(&body)
+    }
+
     /// Waits until `query` of `procedure` answers what `done` accepts; that answer.
     async fn until(&self, procedure: &str, input: &Value, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -210,27 +221,13 @@ async fn genkit_start_drives_a_bidi_program() {
     assert_eq!(answer["result"], "done after 3", "{answer}");
     let trace_id = answer["telemetry"]["traceId"].as_str().unwrap().to_owned();
     let streamed = tools
-        .run(
-            "streamAction",
-            &json!({"key": "/flow/countdown", "input": 2}),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
-    let streamed = lines(&streamed);
+        .streamed(&json!({"key": "/flow/countdown", "input": 2}))
+        .await;
     assert_eq!(streamed[..2], [json!({"left": 2}), json!({"left": 1})]);
     assert_eq!(streamed[2]["result"], "done after 2", "{streamed:?}");
     let turn = tools
-        .run(
-            "streamAction",
-            &json!({"key": "/agent/notes", "input": "hello", "init": {"sessionId": "cli"}}),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
-    let turn = lines(&turn);
+        .streamed(&json!({"key": "/agent/notes", "input": "hello", "init": {"sessionId": "cli"}}))
+        .await;
     let said: String = turn[..turn.len() - 1]
         .iter()
         .map(|chunk| chunk.as_str().unwrap())
@@ -239,15 +236,10 @@ async fn genkit_start_drives_a_bidi_program() {
     assert_eq!(turn.last().unwrap()["result"]["output"], 1);
 
     // Errors come through in Genkit's shape.
-    let refused: Value = tools
-        .run(
-            "streamAction",
-            &json!({"key": "/flow/countdown", "input": "x"}),
-        )
+    let refused = tools
+        .streamed(&json!({"key": "/flow/countdown", "input": "x"}))
         .await
-        .text()
-        .await
-        .map(|body| lines(&body).pop().unwrap())
+        .pop()
         .unwrap();
     assert_eq!(refused["error"]["code"], 3, "{refused}");
 
@@ -300,19 +292,10 @@ async fn cancel(tools: &Tools) {
             &json!({"key": "/bidi-flow/slow", "input": "go"}),
         )
         .await;
-    let trace_id = response
-        .headers()
-        .get("x-genkit-trace-id")
-        .expect("the trace id before the body")
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let trace_id = trace_of(&response);
     let mut body = String::new();
-    while !body.contains('\n') {
-        let chunk = response.chunk().await.unwrap().expect("the first chunk");
-        body.push_str(std::str::from_utf8(&chunk).unwrap());
-    }
-    assert_eq!(body, "\"started\"\n");
+    let first = read_lines(&mut response, &mut body, 1).await;
+    assert_eq!(first, [json!("started")], "{body}");
     let cancelled = tools
         .mutate("cancelAction", &json!({"traceId": trace_id}))
         .await;
@@ -321,10 +304,7 @@ async fn cancel(tools: &Tools) {
         json!({"message": "Action cancelled"}),
         "{cancelled}"
     );
-    while let Some(chunk) = response.chunk().await.unwrap() {
-        body.push_str(std::str::from_utf8(&chunk).unwrap());
-    }
-    let end = lines(&body).pop().unwrap();
+    let end = rest(&mut response, &mut body).await.pop().unwrap();
     assert_eq!(end["error"]["code"], 1, "{body}");
     let again = tools
         .mutate("cancelAction", &json!({"traceId": trace_id}))
@@ -376,6 +356,25 @@ async fn traces(tools: &Tools, trace_id: &str) {
     assert_eq!(turn["attributes"]["genkit:type"], "flowStep");
 }
 
+/// The trace id a run's headers carry, before its body.
+fn trace_of(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("x-genkit-trace-id")
+        .expect("the trace id before the body")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Reads `response` to its end, after what `body` holds: all its lines of JSON.
+async fn rest(response: &mut reqwest::Response, body: &mut String) -> Vec<Value> {
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    lines(body)
+}
+
 /// Reads `response` until its lines hold `count` lines (the last one may be partial): the
 /// lines read so far, whole.
 async fn read_lines(
@@ -422,15 +421,8 @@ async fn genkit_start_over_reflection_v2_sends_a_bidi_action_its_inputs_turn_by_
 
     // A run with its one input, streamed.
     let streamed = tools
-        .run(
-            "streamAction",
-            &json!({"key": "/flow/countdown", "input": 2}),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
-    let streamed = lines(&streamed);
+        .streamed(&json!({"key": "/flow/countdown", "input": 2}))
+        .await;
     assert_eq!(
         streamed[..2],
         [json!({"left": 2}), json!({"left": 1})],
@@ -446,13 +438,7 @@ async fn genkit_start_over_reflection_v2_sends_a_bidi_action_its_inputs_turn_by_
             &json!({"key": "/agent/notes", "init": {"sessionId": "v2"}}),
         )
         .await;
-    let trace_id = response
-        .headers()
-        .get("x-genkit-trace-id")
-        .expect("the trace id before the body")
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let trace_id = trace_of(&response);
     let send = |chunk: &str| {
         let body = json!({"traceId": trace_id, "chunk": chunk});
         tools
@@ -477,24 +463,16 @@ async fn genkit_start_over_reflection_v2_sends_a_bidi_action_its_inputs_turn_by_
         .await
         .unwrap();
     assert_eq!(ended.status(), 200);
-    while let Some(chunk) = response.chunk().await.unwrap() {
-        body.push_str(std::str::from_utf8(&chunk).unwrap());
-    }
-    let end = lines(&body).pop().unwrap();
+    let end = rest(&mut response, &mut body).await.pop().unwrap();
     assert_eq!(end["result"]["output"], 2, "{body}");
     assert_eq!(end["telemetry"]["traceId"], trace_id.as_str());
 
     // Errors in Genkit's shape; a run cancelled by its trace.
     let refused = tools
-        .run(
-            "streamAction",
-            &json!({"key": "/flow/countdown", "input": "x"}),
-        )
+        .streamed(&json!({"key": "/flow/countdown", "input": "x"}))
         .await
-        .text()
-        .await
+        .pop()
         .unwrap();
-    let refused = lines(&refused).pop().unwrap();
     assert_eq!(refused["error"]["code"], 3, "{refused}");
     cancel(&tools).await;
 

@@ -14,11 +14,11 @@ use agent_client_protocol_schema::v1::{
     SessionConfigSelectOption, SessionUpdate, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 };
-use bidi_llm::{LlmAgent, LlmSession};
-use bidi_session::{Session, StoreError};
+use bidi_llm::LlmAgent;
+use bidi_session::StoreError;
 
-use super::session::store_failed;
-use super::{Backend, Shared, busy, no_session, sessions};
+use super::session::{store_failed, stored_llm};
+use super::{Backend, Shared, busy, no_session};
 use crate::codec;
 
 /// The id of the model option.
@@ -56,14 +56,7 @@ pub(super) async fn stored(
     if agent.models().len() < 2 {
         return Ok(None);
     }
-    let store = sessions(
-        &shared.rules.scope,
-        agent.agent().name(),
-        agent.agent().store(),
-    );
-    let session = Session::<LlmSession>::load(store, id)
-        .await
-        .map_err(|error| store_failed(&error))?;
+    let session = stored_llm(shared, agent, id).await?;
     Ok(session.and_then(|session| options(agent, agent.model_of(&session.state()))))
 }
 
@@ -101,14 +94,8 @@ pub(super) async fn set(
         ));
     }
     let id = &request.session_id.0;
-    let store = sessions(
-        &shared.rules.scope,
-        agent.agent().name(),
-        agent.agent().store(),
-    );
-    let session = Session::<LlmSession>::load(store, id)
-        .await
-        .map_err(|error| store_failed(&error))?
+    let session = stored_llm(shared, agent, id)
+        .await?
         .ok_or_else(|| no_session(&request.session_id))?;
     let current = session
         .update(|state| {

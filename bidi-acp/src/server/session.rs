@@ -33,7 +33,7 @@ use agent_client_protocol_schema::v1::{
 };
 use bidi_agent::{MAX_SESSION_ID_BYTES, Scope};
 use bidi_flow::text::cap;
-use bidi_llm::LlmSession;
+use bidi_llm::{LlmAgent, LlmSession};
 use bidi_session::{Scoped, Session, SessionStore, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -202,6 +202,26 @@ impl Shared {
             self.rules.modes.iter().map(Mode::wire).collect::<Vec<_>>(),
         ))
     }
+}
+
+/// Session `id` of `agent`, in the clients' scope of its store, if it exists.
+///
+/// # Errors
+///
+/// The store failed.
+pub(super) async fn stored_llm(
+    shared: &Shared,
+    agent: &LlmAgent,
+    id: &str,
+) -> Result<Option<Session<LlmSession>>, Error> {
+    let store = sessions(
+        &shared.rules.scope,
+        agent.agent().name(),
+        agent.agent().store(),
+    );
+    Session::load(store, id)
+        .await
+        .map_err(|error| store_failed(&error))
 }
 
 /// `cwd` must be absolute.
