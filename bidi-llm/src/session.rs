@@ -93,6 +93,10 @@ pub struct LlmSession {
     pub model: Option<String>,
     /// The model the session chose among the agent's ([`LlmAgent::choose_model`](crate::LlmAgent::choose_model)),
     /// by name: its turns call it instead of the agent's own.
+    #[schemars(
+        description = "The model the session chose among the agent's, by name: its turns call \
+                       it instead of the agent's own."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_model: Option<String>,
     /// What the session's model calls cost in all, in the provider's currency.

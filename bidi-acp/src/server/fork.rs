@@ -84,11 +84,10 @@ pub(super) async fn fork(
         sessions.insert(Arc::clone(&id), slot);
         drop(place); // Under the lock: the session is counted once.
     }
-    if remembered {
-        shared
-            .keep(&id)
-            .await
-            .map_err(|error| store_failed(&error))?;
+    // The fork exists and is open: a record that cannot be written leaves its mode and
+    // answers on this connection only, as for a permission answered "always".
+    if remembered && let Err(error) = shared.keep(&id).await {
+        log!("the fork's mode and answers hold on this connection only: {error}");
     }
     let options = config::options(agent, agent.model_of(&state));
     Ok(ForkSessionResponse::new(SessionId::new(id))
