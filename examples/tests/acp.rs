@@ -589,11 +589,11 @@ async fn raw_bad_lines_are_answered_and_the_agent_keeps_serving() {
     );
 
     agent
-        .send(json!({"jsonrpc":"2.0","id":6,"method":"session/fork","params":{}}))
+        .send(json!({"jsonrpc":"2.0","id":6,"method":"session/archive","params":{}}))
         .await;
     let unknown = agent.answer(6).await;
     assert_eq!(unknown["error"]["code"], -32601);
-    assert_eq!(unknown["error"]["data"], "session/fork");
+    assert_eq!(unknown["error"]["data"], "session/archive");
     // An unknown notification is not answered.
     agent
         .send(json!({"jsonrpc":"2.0","method":"_x/whatever","params":{}}))

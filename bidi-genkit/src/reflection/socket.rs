@@ -14,6 +14,9 @@
 //! numeric gRPC codes of version 1). A chunk that arrives before its run is read waits in the
 //! run's queue, as the tools may send a first input before they read the trace.
 //!
+//! A run that streams faster than the tools read waits for them (at most [`OUTGOING`]
+//! messages wait for the socket).
+//!
 //! When the WebSocket closes (the tools stopped), the runs going on are cancelled and serving
 //! ends. A message that is not JSON-RPC is answered `-32700` or `-32600`; an unknown method
 //! `-32601`; params that do not fit `-32602`. A refused `register` ends serving with its error
@@ -38,6 +41,10 @@ use super::{GENKIT_VERSION, SPEC_VERSION};
 
 /// The id of the runtime's `register` request.
 const REGISTER: &str = "register";
+
+/// How many messages of the runs wait for the socket at most: a run streaming faster than the
+/// tools read waits for them.
+const OUTGOING: usize = 256;
 
 /// What a run hands the loop that writes the socket.
 enum Out {
@@ -84,7 +91,7 @@ pub(super) async fn serve(
     sink.send(Message::text(register.to_string()))
         .await
         .map_err(io::Error::other)?;
-    let (out, mut outgoing) = mpsc::unbounded_channel();
+    let (out, mut outgoing) = mpsc::channel(OUTGOING);
     let mut inputs = Inputs::new();
     // Dropped with the loop: the runs still going on are cancelled (their guards).
     let mut runs = JoinSet::new();
@@ -129,7 +136,7 @@ pub(super) async fn serve(
 fn handle(
     api: &Arc<Api>,
     text: &str,
-    out: &mpsc::UnboundedSender<Out>,
+    out: &mpsc::Sender<Out>,
     inputs: &mut Inputs,
     runs: &mut JoinSet<()>,
 ) -> io::Result<Option<Value>> {
@@ -283,7 +290,7 @@ struct Run {
     id: Value,
     /// The request's id as the inputs name it.
     request: String,
-    out: mpsc::UnboundedSender<Out>,
+    out: mpsc::Sender<Out>,
 }
 
 impl Run {
@@ -310,8 +317,8 @@ impl Run {
                 },
             }),
         };
-        self.send(&answer);
-        let _ = self.out.send(Out::Done(self.request));
+        let _ = self.out.send(Out::Frame(answer.to_string())).await;
+        let _ = self.out.send(Out::Done(self.request)).await;
     }
 
     /// Sends the inputs and streams the chunks of `conn`: its output and trace, or the gRPC
@@ -324,7 +331,7 @@ impl Run {
     ) -> Result<(Value, String), (u16, String, Option<String>)> {
         let ids = Ids::of(&conn);
         let state = json!({"requestId": self.request, "state": {"traceId": ids.trace}});
-        notify(&self.out, "runActionState", &state);
+        notify(&self.out, "runActionState", &state).await;
         if conn.span_context().is_some() && !params.input.is_null() {
             self.api.telemetry.input(&ids.span, &params.input);
         }
@@ -342,7 +349,7 @@ impl Run {
                     match chunk {
                         Ok(chunk) if params.stream => {
                             let chunk = json!({"requestId": request, "chunk": chunk});
-                            notify(out, "streamChunk", &chunk);
+                            notify(out, "streamChunk", &chunk).await;
                         }
                         Ok(_) => {}
                         Err(error) => return Err(error),
@@ -375,17 +382,13 @@ impl Run {
             (Ok(result), None) => Ok((result, ids.trace)),
         }
     }
-
-    /// Sends `message`; the socket gone, nobody reads it.
-    fn send(&self, message: &Value) {
-        let _ = self.out.send(Out::Frame(message.to_string()));
-    }
 }
 
-/// Sends a notification of `method` to the tools; the socket gone, nobody reads it.
-fn notify(out: &mpsc::UnboundedSender<Out>, method: &str, params: &Value) {
+/// Sends a notification of `method` to the tools, waiting while the socket is behind; the
+/// socket gone, nobody reads it.
+async fn notify(out: &mpsc::Sender<Out>, method: &str, params: &Value) {
     let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
-    let _ = out.send(Out::Frame(message.to_string()));
+    let _ = out.send(Out::Frame(message.to_string())).await;
 }
 
 /// Sends `first`, then what `queue` brings, to `input`, and closes it. An input the action
