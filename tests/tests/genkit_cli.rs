@@ -235,13 +235,7 @@ async fn genkit_start_drives_a_bidi_program() {
     assert_eq!(said, "noted \"hello\" after 0 lines");
     assert_eq!(turn.last().unwrap()["result"]["output"], 1);
 
-    // Errors come through in Genkit's shape.
-    let refused = tools
-        .streamed(&json!({"key": "/flow/countdown", "input": "x"}))
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(refused["error"]["code"], 3, "{refused}");
+    refuses_a_bad_input(&tools).await;
 
     cancel(&tools).await;
     traces(&tools, &trace_id).await;
@@ -282,6 +276,16 @@ async fn genkit_start_drives_a_bidi_program() {
         "the runtime file is removed: {left:?}\n{}",
         start.output()
     );
+}
+
+/// An input the action refuses comes through in Genkit's shape: code 3.
+async fn refuses_a_bad_input(tools: &Tools) {
+    let refused = tools
+        .streamed(&json!({"key": "/flow/countdown", "input": "x"}))
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(refused["error"]["code"], 3, "{refused}");
 }
 
 /// Cancels a streamed run of the slow flow through the tools, by its trace id.
@@ -468,12 +472,7 @@ async fn genkit_start_over_reflection_v2_sends_a_bidi_action_its_inputs_turn_by_
     assert_eq!(end["telemetry"]["traceId"], trace_id.as_str());
 
     // Errors in Genkit's shape; a run cancelled by its trace.
-    let refused = tools
-        .streamed(&json!({"key": "/flow/countdown", "input": "x"}))
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(refused["error"]["code"], 3, "{refused}");
+    refuses_a_bad_input(&tools).await;
     cancel(&tools).await;
 
     // The tools gone, the runtime stops serving the API and its program goes on.
