@@ -41,25 +41,6 @@ pub(super) fn options(agent: &LlmAgent, current: &str) -> Option<Vec<SessionConf
     Some(vec![model])
 }
 
-/// The options of stored session `id` (none for an agent without choices, or a bridged one).
-///
-/// # Errors
-///
-/// The store failed.
-pub(super) async fn stored(
-    shared: &Shared,
-    id: &str,
-) -> Result<Option<Vec<SessionConfigOption>>, Error> {
-    let Backend::Llm(agent) = &shared.agent else {
-        return Ok(None);
-    };
-    if agent.models().len() < 2 {
-        return Ok(None);
-    }
-    let session = stored_llm(shared, agent, id).await?;
-    Ok(session.and_then(|session| options(agent, agent.model_of(&session.state()))))
-}
-
 /// `session/set_config_option`.
 ///
 /// # Errors

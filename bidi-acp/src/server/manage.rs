@@ -29,7 +29,7 @@ use bidi_flow::text::{hex, unhex};
 use bidi_session::SessionStore as _;
 
 use super::session::{open_stored, store_failed};
-use super::{Shared, config, sessions};
+use super::{Shared, sessions};
 use crate::codec;
 
 /// How many sessions a `session/list` page holds.
@@ -115,12 +115,10 @@ pub(super) async fn resume(
         mcp_servers,
         ..
     } = request;
-    let id = std::sync::Arc::clone(&session_id.0);
-    let mode = open_stored(shared, session_id, cwd, &mcp_servers, false).await?;
-    let options = config::stored(shared, &id).await?;
+    let opened = open_stored(shared, session_id, cwd, &mcp_servers, false).await?;
     Ok(ResumeSessionResponse::new()
-        .modes(shared.modes(mode))
-        .config_options(options))
+        .modes(shared.modes(opened.mode))
+        .config_options(opened.options))
 }
 
 /// `session/delete`: closes the session here, then removes it and the server's record of it

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_client_protocol_schema::v1::{
     AvailableCommandsUpdate, CloseSessionResponse, CurrentModeUpdate, Error, ErrorCode,
     LoadSessionRequest, LoadSessionResponse, McpServer, NewSessionRequest, NewSessionResponse,
-    SessionId, SessionModeState, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
+    SessionConfigOption, SessionId, SessionModeState, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use bidi_agent::{MAX_SESSION_ID_BYTES, Scope};
 use bidi_flow::text::cap;
@@ -301,24 +302,22 @@ pub(super) async fn load_session(
         mcp_servers,
         ..
     } = request;
-    let id = std::sync::Arc::clone(&session_id.0);
-    let mode = open_stored(shared, session_id, cwd, &mcp_servers, true).await?;
-    let options = config::stored(shared, &id).await?;
+    let opened = open_stored(shared, session_id, cwd, &mcp_servers, true).await?;
     Ok(LoadSessionResponse::new()
-        .modes(shared.modes(mode))
-        .config_options(options))
+        .modes(shared.modes(opened.mode))
+        .config_options(opened.options))
 }
 
 /// Opens stored session `session_id` on the connection, in `cwd` with `servers`, its
 /// conversation replayed first if `replay` (`session/load`; `session/resume` does not): its
-/// mode.
+/// mode and options.
 pub(super) async fn open_stored(
     shared: &Shared,
     session_id: SessionId,
     cwd: PathBuf,
     servers: &[McpServer],
     replay: bool,
-) -> Result<usize, Error> {
+) -> Result<Opened, Error> {
     check_session_params(&cwd)?;
     if session_id.0.len() > MAX_SESSION_ID_BYTES {
         return Err(codec::invalid_params(
@@ -357,7 +356,7 @@ pub(super) async fn open_stored(
 
 /// Replays session `session_id` (if `replay`) and opens it with its MCP servers (in the place
 /// `opening` holds, unless it is open here already, as `opening` says too); the session's
-/// mode.
+/// mode and options.
 async fn load(
     shared: &Shared,
     session_id: &SessionId,
@@ -365,39 +364,37 @@ async fn load(
     servers: &[McpServer],
     (open, place): (bool, Option<Place<'_>>),
     replay: bool,
-) -> Result<usize, Error> {
+) -> Result<Opened, Error> {
     let id = Arc::clone(&session_id.0);
-    let updates = match &shared.agent {
-        Backend::Llm(agent) => {
-            let store = sessions(
-                &shared.rules.scope,
-                agent.agent().name(),
-                agent.agent().store(),
-            );
-            Session::<LlmSession>::load(store, &id)
-                .await
-                .map(|session| {
-                    session.map(|session| match replay {
-                        true => history(&session.state().messages, &shared.rules),
-                        false => Vec::new(),
-                    })
-                })
-        }
-        Backend::Bridged(turns) if replay => {
-            turns.replay(&shared.rules.scope, Arc::clone(&id)).await
-        }
+    // The conversation to replay, and the session's options (an `LlmAgent`'s model).
+    let loaded = match &shared.agent {
+        Backend::Llm(agent) => stored_llm(shared, agent, &id).await?.map(|session| {
+            let state = session.state();
+            let updates = match replay {
+                true => history(&state.messages, &shared.rules),
+                false => Vec::new(),
+            };
+            (updates, config::options(agent, agent.model_of(&state)))
+        }),
+        Backend::Bridged(turns) if replay => turns
+            .replay(&shared.rules.scope, Arc::clone(&id))
+            .await
+            .map_err(|error| store_failed(&error))?
+            .map(|updates| (updates, None)),
         Backend::Bridged(_) => {
             let store = sessions(
                 &shared.rules.scope,
                 shared.agent.name(),
                 shared.agent.store(),
             );
-            store.load(&id).await.map(|head| head.map(|_| Vec::new()))
+            let head = store
+                .load(&id)
+                .await
+                .map_err(|error| store_failed(&error))?;
+            head.map(|_| (Vec::new(), None))
         }
     };
-    let updates = updates
-        .map_err(|error| store_failed(&error))?
-        .ok_or_else(|| Error::session_not_found(session_id.clone()))?;
+    let (updates, options) = loaded.ok_or_else(|| Error::session_not_found(session_id.clone()))?;
     let kept = if open {
         None // This connection's own mode and answers are the latest.
     } else {
@@ -415,7 +412,16 @@ async fn load(
     }
     let mode = open_slot(shared, &id, cwd, kept, &mut mcp, place);
     mcp.close().await; // The servers it had, or, without room for it, those just started.
-    mode
+    Ok(Opened {
+        mode: mode?,
+        options,
+    })
+}
+
+/// A stored session opened on the connection: its mode and its configuration options.
+pub(super) struct Opened {
+    pub(super) mode: usize,
+    pub(super) options: Option<Vec<SessionConfigOption>>,
 }
 
 /// Puts loaded session `id` on the connection with the MCP servers in `mcp` (left there: the
