@@ -173,6 +173,7 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+pub mod ask;
 mod code;
 mod flow;
 pub mod frame;

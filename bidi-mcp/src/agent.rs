@@ -22,18 +22,15 @@ use bidi_llm::{
     AgentEvent, Approval, Context, Ending, LlmAgent, LlmSession, Resume, ToolCall, TurnInput,
     TurnState, UserMessage,
 };
-use rmcp::RoleServer;
-use rmcp::model::{
-    CallToolResult, ClientResult, ContentBlock, ElicitRequest, ErrorData, ServerRequest, Tool,
-};
-use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Tool};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::approval::{self, Waiting};
+use super::asking::Unanswered;
 use super::tools::invalid_argument;
-use super::{CANCELLED, CallEnv, CallProgress, Step};
+use super::{CANCELLED, CallEnv, Caller, Step};
 
 /// The tool of `agent`, named `name`.
 pub(super) fn tool(name: String, agent: &LlmAgent) -> Tool {
@@ -166,10 +163,9 @@ fn arguments(mut arguments: Map<String, Value>) -> Result<Arguments, ErrorData> 
 /// far, and the progress it notifies.
 struct Call<'a> {
     agent: &'a LlmAgent,
-    ctx: &'a RequestContext<RoleServer>,
+    caller: &'a Caller,
     /// What its connections carry.
     env: CallEnv,
-    progress: CallProgress,
     text: String,
 }
 
@@ -217,14 +213,13 @@ pub(super) async fn call(
     agent: &LlmAgent,
     arguments: Map<String, Value>,
     env: CallEnv,
-    ctx: RequestContext<RoleServer>,
+    caller: &Caller,
 ) -> Result<CallToolResult, ErrorData> {
     let arguments = self::arguments(arguments)?;
     let mut call = Call {
         agent,
-        ctx: &ctx,
+        caller,
         env,
-        progress: CallProgress::new(&ctx),
         text: String::new(),
     };
     // Where a refused input is the caller's.
@@ -261,7 +256,7 @@ pub(super) async fn call(
             Ended::Completed => return Ok(call.answer(&session_id, None, None)),
             Ended::Waiting(waiting) => waiting,
         };
-        if !waiting.remote.is_empty() || !call.can_ask() {
+        if !waiting.remote.is_empty() || !call.caller.asking.can_ask() {
             return Ok(call.answer(&session_id, Some(&waiting), None));
         }
         match call.ask(&waiting.approvals).await {
@@ -350,7 +345,7 @@ impl Call<'_> {
         let (frames, mut replies) = mpsc::channel(1);
         let sink = CallSink {
             frames,
-            cancelled: self.ctx.ct.clone(),
+            cancelled: self.caller.cancelled().clone(),
         };
         let started = Execution::new(conn, input)
             .action(driver.take())
@@ -369,7 +364,7 @@ impl Call<'_> {
                             delta.insert_str(0, "\n\n");
                         }
                         self.text.push_str(&delta);
-                        self.progress.send(Step::Text(delta)).await;
+                        self.caller.progress.send(Step::Text(delta)).await;
                     }
                     Piece::Failed(message) => failure = Some(message),
                     Piece::Ended(state) => turn = Some(state),
@@ -402,51 +397,22 @@ impl Call<'_> {
         }
     }
 
-    /// Whether the client answers elicitations of a form.
-    fn can_ask(&self) -> bool {
-        self.ctx
-            .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form)
-    }
-
-    /// Asks the client about each of `calls`, one after the other.
+    /// Asks the client about each of `calls` (see [`asking`](super::asking)).
     async fn ask(&self, calls: &[ToolCall]) -> Asked {
-        let mut approvals = Vec::with_capacity(calls.len());
-        for call in calls {
-            let request = ElicitRequest::new(approval::request(self.agent, call));
-            let sent = self
-                .ctx
-                .peer
-                .send_cancellable_request(
-                    ServerRequest::ElicitRequest(request),
-                    PeerRequestOptions::no_options(),
-                )
-                .await;
-            let mut handle = match sent {
-                Ok(handle) => handle,
-                Err(error) => return Asked::Failed(format!("the client cannot be asked: {error}")),
-            };
-            let answer = tokio::select! {
-                answer = &mut handle.rx => answer,
-                () = self.ctx.ct.cancelled() => {
-                    // Tells the client the question is over; one that went away hears nothing.
-                    let _ = handle.cancel(Some(CANCELLED.to_owned())).await;
-                    return Asked::Cancelled;
-                }
-            };
-            let decision = match answer {
-                Ok(Ok(ClientResult::ElicitResult(answer))) => approval::decision(call, answer),
-                Ok(Ok(_)) => Err("the client answered the question with another result".into()),
-                Ok(Err(error)) => Err(format!("the client did not answer the question: {error}")),
-                Err(_) => Err("the client went away before it answered".into()),
-            };
-            match decision {
-                Ok(approval) => approvals.push(approval),
-                Err(why) => return Asked::Failed(why),
-            }
+        let questions = calls.iter().map(|call| approval::request(self.agent, call));
+        let answers = match self.caller.asking.ask(questions.collect()).await {
+            Ok(answers) => answers,
+            Err(Unanswered::Cancelled) => return Asked::Cancelled,
+            Err(Unanswered::Failed(why)) => return Asked::Failed(why),
+        };
+        let decisions = calls
+            .iter()
+            .zip(answers)
+            .map(|(call, answer)| approval::decision(call, answer));
+        match decisions.collect() {
+            Ok(approvals) => Asked::Decided(approvals),
+            Err(why) => Asked::Failed(why),
         }
-        Asked::Decided(approvals)
     }
 
     /// The call's result: the text so far and the session, and what waits if the turn

@@ -18,15 +18,13 @@ use std::pin::pin;
 
 use bidi_core::{ActionTask, BoxError, Driver, InPlace, PeerGone};
 use bidi_flow::wire::{self, Closed, Frames, Sink, Wire};
-use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
-use rmcp::RoleServer;
+use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf, Registry};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
-use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::tools::{self, Shape};
-use super::{CANCELLED, CallEnv, CallProgress, McpServer, Step};
+use super::{CANCELLED, CallEnv, CallProgress, Caller, Step};
 
 /// How many chunks a flow may stream ahead of the progress notifications.
 const OUTPUT_BUFFER: usize = 16;
@@ -39,50 +37,47 @@ pub(super) struct FlowCall<'a> {
     pub(super) structured: bool,
 }
 
-impl McpServer {
-    /// Runs `call`'s flow on the arguments of a call.
-    ///
-    /// The action's task is polled by this call (a [`Driver`]), beside the reading of its
-    /// output, in place ([`InPlace`]): the input handed over, the output answered and the
-    /// action's end wake one another inside one poll instead of crossing tasks.
-    ///
-    /// # Errors
-    ///
-    /// Arguments the flow refuses, as `-32602` naming where.
-    pub(super) async fn call_flow(
-        &self,
-        call: FlowCall<'_>,
-        arguments: Map<String, Value>,
-        env: &CallEnv,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let FlowCall {
-            key,
-            shape,
-            structured,
-        } = call;
-        let (init, input) = shape.split(arguments)?;
-        let driver = Driver::new();
-        let options = env
-            .options()
-            .input_buffer(1)
-            .output_buffer(OUTPUT_BUFFER)
-            .driver(&driver);
-        let conn = self
-            .registry
-            .connect_json_with(key, init, options)
-            .map_err(|error| refused(&error, shape))?;
-        let (input_half, output) = conn.into_split();
-        let mut action = Action {
-            task: driver.take(),
-            input: input_half.clone(),
-        };
-        let exchange = exchange((input_half, input), output, shape, &ctx);
-        Ok(match InPlace::new(action.beside(exchange)).await? {
-            Ok(value) => answer(value, structured),
-            Err(error) => failed(&error),
-        })
-    }
+/// Runs `call`'s flow on the arguments of a call.
+///
+/// The action's task is polled by this call (a [`Driver`]), beside the reading of its
+/// output, in place ([`InPlace`]): the input handed over, the output answered and the
+/// action's end wake one another inside one poll instead of crossing tasks.
+///
+/// # Errors
+///
+/// Arguments the flow refuses, as `-32602` naming where.
+pub(super) async fn call(
+    registry: &Registry,
+    call: FlowCall<'_>,
+    arguments: Map<String, Value>,
+    env: &CallEnv,
+    caller: &Caller,
+) -> Result<CallToolResult, ErrorData> {
+    let FlowCall {
+        key,
+        shape,
+        structured,
+    } = call;
+    let (init, input) = shape.split(arguments)?;
+    let driver = Driver::new();
+    let options = env
+        .options()
+        .input_buffer(1)
+        .output_buffer(OUTPUT_BUFFER)
+        .driver(&driver);
+    let conn = registry
+        .connect_json_with(key, init, options)
+        .map_err(|error| refused(&error, shape))?;
+    let (input_half, output) = conn.into_split();
+    let mut action = Action {
+        task: driver.take(),
+        input: input_half.clone(),
+    };
+    let exchange = exchange((input_half, input), output, shape, caller);
+    Ok(match InPlace::new(action.beside(exchange)).await? {
+        Ok(value) => answer(value, structured),
+        Err(error) => failed(&error),
+    })
 }
 
 /// A call's action, polled by the call. A call dropped before the action's end (its client
@@ -132,7 +127,7 @@ async fn exchange(
     (input_half, input): (JsonSendHalf, Value),
     mut output: JsonRecvHalf,
     shape: Shape,
-    ctx: &RequestContext<RoleServer>,
+    caller: &Caller,
 ) -> Result<Result<Value, JsonError>, ErrorData> {
     if let Err(error @ JsonError::InvalidInput { .. }) = input_half.send(input).await {
         input_half.cancel_with("the call's input was refused");
@@ -142,8 +137,8 @@ async fn exchange(
     input_half.close();
     drop(input_half);
     let progress = Notify {
-        progress: CallProgress::new(ctx),
-        call: &ctx.ct,
+        progress: &caller.progress,
+        call: caller.cancelled(),
     };
     let mut wire = Steps {
         wanted: progress.progress.wanted(),
@@ -195,7 +190,7 @@ impl Frames for Pending {
 /// A call's progress notifications: the sink of its flow's chunks, closed when the client
 /// cancels the call (`notifications/cancelled`).
 struct Notify<'a> {
-    progress: CallProgress,
+    progress: &'a CallProgress,
     call: &'a CancellationToken,
 }
 

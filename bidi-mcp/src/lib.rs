@@ -168,6 +168,7 @@
 mod agent;
 #[cfg(feature = "agents")]
 mod approval;
+mod asking;
 mod flow;
 mod http;
 mod logging;
@@ -175,9 +176,9 @@ mod logging;
 mod resources;
 #[cfg(feature = "agents")]
 mod sampling;
+mod tasks;
 mod tools;
 
-#[cfg(feature = "agents")]
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -191,21 +192,25 @@ use bidi_llm::LlmAgent;
 #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, ErrorCode, ErrorData, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 #[cfg(feature = "agents")]
 use rmcp::model::{ReadResourceRequestParams, ReadResourceResponse};
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
+use tokio_util::sync::CancellationToken;
 
 pub use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
 
+use asking::Asking;
 use bidi_core::ConnectOptions;
+use bidi_flow::ask::Asker;
 use bidi_flow::log::Logger;
 use bidi_http::{Host, Identity, Protocol};
 #[cfg(feature = "agents")]
@@ -217,6 +222,8 @@ use logging::Logging;
 pub use resources::PAGE as RESOURCES_PAGE;
 #[cfg(feature = "agents")]
 pub use sampling::DEFAULT_MAX_TOKENS;
+use tasks::Tasks;
+pub use tasks::{DEFAULT_MAX_TASKS, DEFAULT_TASK_RETENTION, TaskSupport};
 use tools::{Named, Target};
 
 /// The cancel cause of a call its MCP client cancelled.
@@ -248,6 +255,11 @@ pub struct McpServer {
     sampling: bool,
     /// The cap and the idle lifetime of the HTTP endpoint's sessions.
     sessions: SessionLimits,
+    /// The tasks of every session.
+    tasks: Arc<Tasks>,
+    /// Whether the calls of a tool, by what it runs (a flow's key, an agent's name), may run
+    /// as tasks, where not as by default.
+    task_support: Arc<HashMap<String, TaskSupport>>,
 }
 
 /// The cap and the idle lifetime of an HTTP endpoint's sessions.
@@ -278,6 +290,8 @@ impl Clone for McpServer {
             #[cfg(feature = "agents")]
             sampling: self.sampling,
             sessions: self.sessions,
+            tasks: Arc::clone(&self.tasks),
+            task_support: Arc::clone(&self.task_support),
         }
     }
 }
@@ -311,6 +325,8 @@ impl McpServer {
             #[cfg(feature = "agents")]
             sampling: false,
             sessions: SessionLimits::default(),
+            tasks: Arc::default(),
+            task_support: Arc::default(),
         }
     }
 
@@ -344,6 +360,7 @@ impl McpServer {
         CallEnv {
             identity: identity(ctx),
             logger: self.logging.logger(tool, &ctx.peer),
+            asker: None,
             #[cfg(feature = "agents")]
             host: self.sampling.then(|| sampling::host_model(ctx)).flatten(),
         }
@@ -377,6 +394,50 @@ impl McpServer {
     pub fn session_idle_timeout(mut self, timeout: Duration) -> Self {
         self.sessions.idle_timeout = timeout;
         self
+    }
+
+    /// Whether the calls of a tool may run as MCP tasks: `target` names what it runs, a flow
+    /// by its key (`/bidi-flow/report`), an agent by its name. By default an agent's calls may
+    /// ([`TaskSupport::Optional`]) and a flow's may not ([`TaskSupport::Forbidden`]). See
+    /// the [crate docs](self#tasks).
+    #[must_use]
+    pub fn task_support(mut self, target: impl Into<String>, support: TaskSupport) -> Self {
+        Arc::make_mut(&mut self.task_support).insert(target.into(), support);
+        self
+    }
+
+    /// How long a task is kept after its client last heard of it or it last changed (default
+    /// [`DEFAULT_TASK_RETENTION`], an hour); a task forgotten while running is cancelled.
+    #[must_use]
+    pub fn task_retention(self, retention: Duration) -> Self {
+        let limits = self.tasks.limits();
+        self.tasks.set_limits(tasks::Limits {
+            retention,
+            ..limits
+        });
+        self
+    }
+
+    /// How many tasks the server keeps at once (default [`DEFAULT_MAX_TASKS`]): past them, a
+    /// call that may run either way runs in its request, and one that needs a task is
+    /// refused (`-32000`) until a task is forgotten.
+    #[must_use]
+    pub fn max_tasks(self, max: usize) -> Self {
+        let limits = self.tasks.limits();
+        self.tasks.set_limits(tasks::Limits { max, ..limits });
+        self
+    }
+
+    /// Whether the calls of `target`'s tool may run as tasks.
+    fn support(&self, target: &Target) -> TaskSupport {
+        if let Some(support) = self.task_support.get(target.id()) {
+            return *support;
+        }
+        match target {
+            Target::Flow { .. } => TaskSupport::Forbidden,
+            #[cfg(feature = "agents")]
+            Target::Agent(_) => TaskSupport::Optional,
+        }
     }
 
     /// Serves one MCP client on this process's stdin and stdout until it goes away.
@@ -445,6 +506,8 @@ fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
 struct CallEnv {
     identity: Option<Identity>,
     logger: Logger,
+    /// Asks the client what a flow asks, when it can be asked.
+    asker: Option<Asker>,
     #[cfg(feature = "agents")]
     host: Option<HostModel>,
 }
@@ -452,7 +515,11 @@ struct CallEnv {
 impl CallEnv {
     /// The options of a connection of the call.
     fn options(&self) -> ConnectOptions {
-        let options = Host::connect_options(self.identity.as_ref()).extension(self.logger.clone());
+        let mut options =
+            Host::connect_options(self.identity.as_ref()).extension(self.logger.clone());
+        if let Some(asker) = &self.asker {
+            options = options.extension(asker.clone());
+        }
         #[cfg(feature = "agents")]
         if let Some(host) = &self.host {
             return options.extension(host.clone());
@@ -512,6 +579,48 @@ impl CallProgress {
     }
 }
 
+/// Whom a call answers: the client of its request, or the task it runs as.
+struct Caller {
+    /// Its progress notifications (none for a task: its request has been answered).
+    progress: CallProgress,
+    /// Whom it asks, and its cancellation: its client cancelled the request, or the task.
+    asking: Asking,
+}
+
+impl Caller {
+    /// The client of the request `ctx`.
+    fn request(ctx: &RequestContext<RoleServer>) -> Self {
+        Self {
+            progress: CallProgress::new(ctx),
+            asking: Asking {
+                peer: ctx.peer.clone(),
+                task: None,
+                cancelled: ctx.ct.clone(),
+            },
+        }
+    }
+
+    /// The task `task`, created by the request `ctx`.
+    fn task(ctx: &RequestContext<RoleServer>, task: Arc<tasks::Task>) -> Self {
+        Self {
+            progress: CallProgress {
+                to: None,
+                last: AtomicU64::new(0),
+            },
+            asking: Asking {
+                peer: ctx.peer.clone(),
+                cancelled: task.cancellation(),
+                task: Some(task),
+            },
+        }
+    }
+
+    /// Cancelled with the call.
+    fn cancelled(&self) -> &CancellationToken {
+        &self.asking.cancelled
+    }
+}
+
 /// `-32601` (method not found): `method` is not one this server serves.
 fn not_served(method: &str) -> ErrorData {
     let message = format!(
@@ -530,6 +639,7 @@ impl ServerHandler for McpServer {
             .enable_resources()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         // Without agents there are no sessions to read.
         #[cfg(not(feature = "agents"))]
@@ -663,22 +773,92 @@ impl ServerHandler for McpServer {
         };
         let arguments = request.arguments.unwrap_or_default();
         let env = self.env(&request.name, &ctx);
-        let result = match target {
-            Target::Flow {
-                key,
+        let as_task = match self.support(&target) {
+            TaskSupport::Forbidden => false,
+            TaskSupport::Optional => tasks::declared(ctx.client_capabilities().as_ref()),
+            TaskSupport::Required if tasks::declared(ctx.client_capabilities().as_ref()) => true,
+            TaskSupport::Required => return Err(tasks::required()),
+        };
+        let task = as_task
+            .then(|| self.tasks.create(env.identity.clone()))
+            .flatten();
+        let Some(task) = task else {
+            if as_task && self.support(&target) == TaskSupport::Required {
+                return Err(tasks::full());
+            }
+            let call = run(
+                self.registry.clone(),
+                target,
+                arguments,
+                env,
+                Caller::request(&ctx),
+            );
+            return call.await.map(CallToolResponse::from);
+        };
+        let created = task.created();
+        let caller = Caller::task(&ctx, Arc::clone(&task));
+        let registry = self.registry.clone();
+        drop(tokio::spawn(async move {
+            let result = run(registry, target, arguments, env, caller).await;
+            task.finish(result);
+        }));
+        Ok(CallToolResponse::Task(created))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get(&request.task_id, identity(&ctx).as_ref())
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = identity(&ctx);
+        self.tasks
+            .update(&request.task_id, caller.as_ref(), request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id, identity(&ctx).as_ref())
+    }
+}
+
+/// Runs `target` on a call's `arguments`, for `caller`.
+///
+/// # Errors
+///
+/// Arguments the tool refuses, as `-32602` naming where.
+async fn run(
+    registry: Registry,
+    target: Target,
+    arguments: serde_json::Map<String, serde_json::Value>,
+    mut env: CallEnv,
+    caller: Caller,
+) -> Result<rmcp::model::CallToolResult, ErrorData> {
+    env.asker = caller.asking.asker();
+    match target {
+        Target::Flow {
+            key,
+            shape,
+            structured,
+        } => {
+            let call = FlowCall {
+                key: &key,
                 shape,
                 structured,
-            } => {
-                let call = FlowCall {
-                    key: &key,
-                    shape,
-                    structured,
-                };
-                self.call_flow(call, arguments, &env, ctx).await
-            }
-            #[cfg(feature = "agents")]
-            Target::Agent(agent) => agent::call(&agent, arguments, env, ctx).await,
-        };
-        result.map(CallToolResponse::from)
+            };
+            flow::call(&registry, call, arguments, &env, &caller).await
+        }
+        #[cfg(feature = "agents")]
+        Target::Agent(agent) => agent::call(&agent, arguments, env, &caller).await,
     }
 }

@@ -90,7 +90,7 @@ pub(super) enum Shape {
 
 impl Target {
     /// What it runs, as no other target: a flow's key (`/{type}/{name}`), an agent's name.
-    fn id(&self) -> &str {
+    pub(super) fn id(&self) -> &str {
         match self {
             Self::Flow { key, .. } => key,
             #[cfg(feature = "agents")]

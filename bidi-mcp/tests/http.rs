@@ -518,3 +518,158 @@ async fn a_sessions_resources_are_its_callers_only() {
     let refused = answer(post(addr, "bob", Some(&bob), &cursor).await, 6).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+/// What `transfer` takes.
+#[cfg(feature = "agents")]
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Transfer {
+    /// To whom.
+    to: String,
+}
+
+/// The agent `bank`, whose `transfer` needs approval: each message asks to transfer, and
+/// the answer after it says what the transfer said.
+#[cfg(feature = "agents")]
+fn bank() -> LlmAgent {
+    let transfer = bidi_llm::simple_tool(
+        "transfer",
+        "transfer",
+        "Sends money",
+        |_id, Transfer { to }| async move { Ok::<_, String>((format!("sent to {to}"), None)) },
+    )
+    .needs_approval();
+    let script = (0..4).flat_map(|n| {
+        [
+            Scripted::new().tool_call(&format!("call-{n}"), "transfer", &json!({"to": "bob"})),
+            Scripted::new().text("transferred"),
+        ]
+    });
+    LlmAgent::builder("bank", ScriptedModel::new(script))
+        .tool(transfer)
+        .build()
+}
+
+/// Opens a session as `who`, declaring the tasks extension: its id.
+#[cfg(feature = "agents")]
+async fn initialize_with_tasks(addr: SocketAddr, who: &str) -> String {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "clientInfo": {"name": "test", "version": "0"}
+        }
+    });
+    let response = post(addr, who, None, &body.to_string()).await;
+    let id = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answered = answer(response, 0).await;
+    let extensions = &answered["result"]["capabilities"]["extensions"];
+    assert!(
+        extensions["io.modelcontextprotocol/tasks"].is_object(),
+        "{answered}"
+    );
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(addr, who, Some(&id), &initialized.to_string()).await;
+    id
+}
+
+/// Polls the task `task` as `who` on `session` until its status is `status`: the task then.
+#[cfg(feature = "agents")]
+async fn poll(addr: SocketAddr, who: &str, session: &str, task: &str, status: &str) -> Value {
+    for n in 0.. {
+        let get = call(100 + n, "tasks/get", &json!({"taskId": task}));
+        let got = answer(post(addr, who, Some(session), &get).await, 100 + n).await;
+        if got["result"]["status"] == status {
+            return got["result"].clone();
+        }
+        assert!(n < 600, "the task never got to {status}: {got}");
+        assert!(got["result"]["status"].is_string(), "{got}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    unreachable!()
+}
+
+#[cfg(feature = "agents")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_call_runs_as_a_task_asking_its_approvals_as_input_requests() {
+    let registry = registry(&Probe::default());
+    let addr = start(alice_and_bob(
+        Server::new(registry.clone())
+            .agent(&bank())
+            .protocol(McpServer::new(registry)),
+    ))
+    .await;
+    let alice = initialize_with_tasks(addr, "alice").await;
+    let pay = call(
+        1,
+        "tools/call",
+        &json!({"name": "bank", "arguments": {"message": "pay bob"}}),
+    );
+    let created = answer(post(addr, "alice", Some(&alice), &pay).await, 1).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+
+    let asked = poll(addr, "alice", &alice, &task, "input_required").await;
+    let requests = asked["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asked}");
+    let (key, question) = requests.iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(message.contains("transfer"), "{message}");
+
+    // Bob knows no such task, and cannot answer it.
+    let bob = initialize_with_tasks(addr, "bob").await;
+    let get = call(2, "tasks/get", &json!({"taskId": task}));
+    let refused = answer(post(addr, "bob", Some(&bob), &get).await, 2).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let approve = json!({key.as_str(): {"action": "accept", "content": {"approved": true}}});
+    let update = call(
+        3,
+        "tasks/update",
+        &json!({"taskId": task, "inputResponses": approve}),
+    );
+    let acked = answer(post(addr, "alice", Some(&alice), &update).await, 3).await;
+    assert!(acked["result"].is_object(), "{acked}");
+    let done = poll(addr, "alice", &alice, &task, "completed").await;
+    let structured = &done["result"]["structuredContent"];
+    assert_eq!(structured["text"], "transferred", "{done}");
+    assert!(structured.get("pendingApprovals").is_none(), "{done}");
+
+    // A task cancelled while it asks is cancelled, and its session still waits for the
+    // answer: a call with approvals goes on with it.
+    let session = structured["sessionId"].as_str().unwrap();
+    let again = call(
+        4,
+        "tools/call",
+        &json!({"name": "bank", "arguments": {"message": "again", "sessionId": session}}),
+    );
+    let created = answer(post(addr, "alice", Some(&alice), &again).await, 4).await;
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    poll(addr, "alice", &alice, &task, "input_required").await;
+    let cancel = call(5, "tasks/cancel", &json!({"taskId": task}));
+    let acked = answer(post(addr, "alice", Some(&alice), &cancel).await, 5).await;
+    assert!(acked["result"].is_object(), "{acked}");
+    let cancelled = poll(addr, "alice", &alice, &task, "cancelled").await;
+    assert!(cancelled.get("result").is_none(), "{cancelled}");
+    let plain = initialize(addr, "alice").await;
+    let answers = json!({
+        "sessionId": session,
+        "approvals": [{"toolCallId": "call-1", "approved": true}]
+    });
+    let answered = call(
+        6,
+        "tools/call",
+        &json!({"name": "bank", "arguments": answers}),
+    );
+    let answered = answer(post(addr, "alice", Some(&plain), &answered).await, 6).await;
+    assert_eq!(
+        answered["result"]["structuredContent"]["text"], "transferred",
+        "{answered}"
+    );
+}
