@@ -58,8 +58,12 @@
 //!   arguments the flow refuses are the JSON-RPC error `-32602` (invalid params) naming where,
 //!   and so is an unknown tool, and so are params that do not fit `tools/call` or `tools/list`
 //!   (`arguments` that are not an object, say: the error names `/arguments`). The server
-//!   serves tools, logging and (with agents) resources: any other method (`prompts/list`,
-//!   `completion/complete`, `resources/subscribe`...) is `-32601` (method not found).
+//!   serves tools, tasks, logging and (with agents) resources: any other method
+//!   (`prompts/list`, `completion/complete`...) is `-32601` (method not found).
+//! - **Questions.** A flow asks the person behind its client with [`bidi_flow::ask`]: a
+//!   message and a form (a JSON Schema of flat fields), as `elicitation/create` when the
+//!   client declared form elicitation, or as an input request of the task the call runs as;
+//!   a client that cannot be asked answers `AskError::NotOffered`.
 //!
 //! ## Resources
 //!
@@ -68,8 +72,29 @@
 //! messages) and `.../artifact/{name}` one of its artifacts (the JSON of its parts); names
 //! and ids are percent-encoded. `resources/list` lists the conversations, a page of
 //! [`RESOURCES_PAGE`] at a time; `resources/templates/list` answers both templates; a URI of
-//! nothing the caller may read is `-32002` (resource not found). A store tells nobody when a
-//! session changes, so there are no subscriptions.
+//! nothing the caller may read is `-32002` (resource not found). `resources/subscribe` to one
+//! tells the client `notifications/resources/updated` each time a turn starts or ends on its
+//! session, in this process or another on the same store (the session's head is read every
+//! [`WATCH_EVERY`]), until `resources/unsubscribe` or the end of the MCP session.
+//!
+//! ## Tasks
+//!
+//! A call that outlives its request runs as an MCP task (the tasks extension,
+//! `io.modelcontextprotocol/tasks`, which the server declares) when its tool supports tasks
+//! ([`McpServer::task_support`]: an agent's do unless told otherwise, a flow's when told) and
+//! its client declared the extension, at `initialize` or in the request's `_meta`. The call is
+//! answered at once with the task (`resultType: "task"`, its `taskId`); `tasks/get` answers
+//! how it stands (`working`, `input_required` with the questions it waits on, `completed` with
+//! the tool's result, `failed` with the JSON-RPC error of arguments the tool refused,
+//! `cancelled`); `tasks/update` answers its questions by their keys (an agent's approvals,
+//! one question per waiting call, all at once; a flow's [questions](bidi_flow::ask)), and the
+//! call goes on once each is answered; `tasks/cancel` cancels the call (an agent's turn is
+//! aborted). A task belongs to the identity that created it, is kept for
+//! [`DEFAULT_TASK_RETENTION`] after its client last heard of it
+//! ([`McpServer::task_retention`]), and a server keeps at most [`DEFAULT_MAX_TASKS`]
+//! ([`McpServer::max_tasks`]). A tool that needs a task ([`TaskSupport::Required`]) refuses
+//! a client that did not declare the extension (`-32021`). Tasks are kept in the server's
+//! memory: they do not outlive its process (an agent's session does, in its store).
 //!
 //! ## Logging
 //!
@@ -199,7 +224,10 @@ use rmcp::model::{
     ProgressToken, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 #[cfg(feature = "agents")]
-use rmcp::model::{ReadResourceRequestParams, ReadResourceResponse};
+use rmcp::model::{
+    ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 use tokio_util::sync::CancellationToken;
@@ -219,7 +247,7 @@ use flow::FlowCall;
 pub use http::McpHttpService;
 use logging::Logging;
 #[cfg(feature = "agents")]
-pub use resources::PAGE as RESOURCES_PAGE;
+pub use resources::{MAX_SUBSCRIPTIONS, PAGE as RESOURCES_PAGE, WATCH_EVERY};
 #[cfg(feature = "agents")]
 pub use sampling::DEFAULT_MAX_TOKENS;
 use tasks::Tasks;
@@ -250,6 +278,9 @@ pub struct McpServer {
     logging: Arc<Logging>,
     /// Cancelled when the session's handler is gone: ends what watches for it.
     ended: Arc<tools::Ended>,
+    /// The session's subscriptions to resources, ended with it.
+    #[cfg(feature = "agents")]
+    subscriptions: Arc<resources::Subscriptions>,
     /// Whether calls use the client's model when it lends one.
     #[cfg(feature = "agents")]
     sampling: bool,
@@ -288,6 +319,8 @@ impl Clone for McpServer {
             logging: Arc::default(),
             ended: Arc::default(),
             #[cfg(feature = "agents")]
+            subscriptions: Arc::default(),
+            #[cfg(feature = "agents")]
             sampling: self.sampling,
             sessions: self.sessions,
             tasks: Arc::clone(&self.tasks),
@@ -322,6 +355,8 @@ impl McpServer {
             named: Named::default(),
             logging: Arc::default(),
             ended: Arc::default(),
+            #[cfg(feature = "agents")]
+            subscriptions: Arc::default(),
             #[cfg(feature = "agents")]
             sampling: false,
             sessions: SessionLimits::default(),
@@ -637,6 +672,7 @@ impl ServerHandler for McpServer {
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_tasks()
@@ -697,6 +733,26 @@ impl ServerHandler for McpServer {
             .read_session(&request.uri, identity(&ctx).as_ref())
             .await;
         read.map(ReadResourceResponse::from)
+    }
+
+    #[cfg(feature = "agents")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = identity(&ctx);
+        self.watch(&request.uri, caller.as_ref(), ctx.peer).await
+    }
+
+    #[cfg(feature = "agents")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.unwatch(&request.uri);
+        Ok(())
     }
 
     #[cfg(not(feature = "agents"))]

@@ -12,23 +12,57 @@
 //! (the cursor is the last one listed, as hex); artifacts are listed by their template only,
 //! as each would cost a session's load. `resources/templates/list` answers both templates. A
 //! URI of no agent, session or artifact of the caller's is `-32002` (resource not found),
-//! naming it. Subscriptions are not offered: a store tells nobody when a session changes.
+//! naming it.
+//!
+//! `resources/subscribe` to a conversation or an artifact of a session of the caller's watches
+//! the session until `resources/unsubscribe` or the end of the MCP session, and tells the
+//! client `notifications/resources/updated` (the URI subscribed to) each time the session's
+//! head changes: a turn starts or ends, in this process or another on the same store. A store
+//! tells nobody of a change, so the watch reads the session's head every [`WATCH_EVERY`]; an
+//! MCP session holds at most [`MAX_SUBSCRIPTIONS`] (past them, `-32602`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use bidi_flow::text::{cap, hex, unhex};
 use bidi_http::Identity;
 use bidi_llm::LlmAgent;
 use bidi_session::SessionStore as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use rmcp::RoleServer;
 use rmcp::model::{
     ErrorCode, ErrorData, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam,
 };
+use rmcp::service::Peer;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
 
 /// How many resources a `resources/list` page holds.
 pub const PAGE: usize = 100;
+
+/// How often a subscription reads its session's head: a second.
+pub const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How many subscriptions an MCP session holds.
+pub const MAX_SUBSCRIPTIONS: usize = 100;
+
+/// An MCP session's subscriptions: each one's watch, by URI.
+#[derive(Default)]
+pub(super) struct Subscriptions(Mutex<HashMap<String, CancellationToken>>);
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        let watches = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for watch in watches.values() {
+            watch.cancel();
+        }
+    }
+}
 
 /// What every resource URI starts with.
 const SCHEME: &str = "bidi://agent/";
@@ -215,6 +249,95 @@ impl McpServer {
         let contents = ResourceContents::text(value.to_string(), named.uri())
             .with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]))
+    }
+}
+
+impl McpServer {
+    /// `resources/subscribe`: watches the session `uri` names, telling `peer` of its changes.
+    ///
+    /// # Errors
+    ///
+    /// A URI naming nothing of the caller's, as `-32002`; one subscription too many, as
+    /// `-32602`; the store's failure, as `-32603`.
+    pub(super) async fn watch(
+        &self,
+        uri: &str,
+        identity: Option<&Identity>,
+        peer: Peer<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Reading it checks it is the caller's, and gives the head to watch from.
+        self.read_session(uri, identity).await?;
+        let named = Named::parse(uri).ok_or_else(|| not_found(uri))?;
+        let agent = self
+            .agents
+            .get(&named.agent)
+            .ok_or_else(|| not_found(uri))?;
+        let store = bidi_http::agent::sessions_of(agent, identity);
+        let head = |snapshot: Option<bidi_session::Snapshot>| {
+            snapshot.map(|snapshot| (snapshot.id().to_owned(), snapshot.status()))
+        };
+        let mut seen = head(store.load(&named.session).await.unwrap_or_default());
+        let watch = {
+            let mut watches = self
+                .subscriptions
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if watches.contains_key(uri) {
+                return Ok(());
+            }
+            if watches.len() >= MAX_SUBSCRIPTIONS {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "a session holds at most {MAX_SUBSCRIPTIONS} subscriptions: \
+                         unsubscribe from one first"
+                    ),
+                    None,
+                ));
+            }
+            let watch = CancellationToken::new();
+            watches.insert(uri.to_owned(), watch.clone());
+            watch
+        };
+        let uri = uri.to_owned();
+        drop(tokio::spawn(async move {
+            let mut every = tokio::time::interval(WATCH_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = watch.cancelled() => return,
+                    _ = every.tick() => {}
+                }
+                // A failing read is tried again at the next tick.
+                let Ok(snapshot) = store.load(&named.session).await else {
+                    continue;
+                };
+                let now = head(snapshot);
+                if now != seen {
+                    seen = now;
+                    if peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    /// `resources/unsubscribe`: stops watching for `uri`, if it was watched.
+    pub(super) fn unwatch(&self, uri: &str) {
+        let mut watches = self
+            .subscriptions
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(watch) = watches.remove(uri) {
+            watch.cancel();
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The MCP endpoint (an `McpServer` served by a `bidi_http::Server`) over JSON-RPC on real
 //! sockets: sessions bound to the identity that opened them, the session cap, the refusals in
 //! JSON-RPC's terms, a string output answered as its text, progress with its total, and a flow
-//! registered later told to the sessions open, and an agent's sessions as its caller's resources.
+//! registered later told to the sessions open, an agent's sessions as its caller's resources
+//! (read and subscribed), and an agent's call as a task whose approvals are its input requests.
 
 #![allow(clippy::unwrap_used)]
 
@@ -327,10 +328,6 @@ async fn params_of_the_wrong_type_are_invalid_params_and_other_methods_are_not_f
         assert_eq!(answered["error"]["data"]["path"], path, "{answered}");
     }
     let served_elsewhere = [
-        (
-            "resources/subscribe",
-            json!({"uri": "bidi://agent/a/session/s"}),
-        ),
         ("prompts/list", json!({})),
         (
             "completion/complete",
@@ -517,6 +514,36 @@ async fn a_sessions_resources_are_its_callers_only() {
     let cursor = call(6, "resources/list", &json!({"cursor": "not hex"}));
     let refused = answer(post(addr, "bob", Some(&bob), &cursor).await, 6).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    // Bob cannot subscribe to it; Alice hears of each turn on it, in any session of hers.
+    let subscribe = call(7, "resources/subscribe", &json!({"uri": uri}));
+    let refused = answer(post(addr, "bob", Some(&bob), &subscribe).await, 7).await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    let watching = initialize(addr, "alice").await;
+    let mut stream = request(addr, reqwest::Method::GET, "alice", Some(&watching))
+        .send()
+        .await
+        .unwrap();
+    let subscribed = answer(post(addr, "alice", Some(&watching), &subscribe).await, 7).await;
+    assert!(subscribed["result"].is_object(), "{subscribed}");
+    let again = call(
+        8,
+        "tools/call",
+        &json!({"name": "chat", "arguments": {"message": "more", "sessionId": session}}),
+    );
+    answer(post(addr, "alice", Some(&alice), &again).await, 8).await;
+    let mut seen = String::new();
+    while !seen.contains("notifications/resources/updated") {
+        let chunk = stream.chunk().await.unwrap().expect("the stream goes on");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains(&uri), "{seen}");
+    let unsubscribe = call(9, "resources/unsubscribe", &json!({"uri": uri}));
+    let done = answer(post(addr, "alice", Some(&watching), &unsubscribe).await, 9).await;
+    assert!(done["result"].is_object(), "{done}");
+    let unknown = call(10, "resources/subscribe", &json!({"uri": "test://watched"}));
+    let refused = answer(post(addr, "alice", Some(&watching), &unknown).await, 10).await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
 }
 
 /// What `transfer` takes.

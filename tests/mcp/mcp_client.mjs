@@ -11,7 +11,8 @@
 // asked. The agent `atlas` has no model of its own: a third client lends its model through
 // sampling (with tools), and is asked with the conversation and the agent's tool; a client that
 // does not sample gets an error saying so. `count`'s log record arrives as a
-// `notifications/message` at the level the client set. An agent's sessions are resources.
+// `notifications/message` at the level the client set. An agent's sessions are resources,
+// read and subscribed to.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ import {
   ElicitRequestSchema,
   LoggingMessageNotificationSchema,
   McpError,
+  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -175,6 +177,24 @@ async function checks(transportName, client) {
       'bidi://agent/{agent}/session/{sessionId}/artifact/{name}',
     ], 'the templates');
     const missing = await mcpError(client.readResource({ uri: 'bidi://agent/chat/session/nope' }));
+    assertJson(missing.code, -32002, `resource not found (${missing.message})`);
+  });
+
+  await check(`${transportName}: a session subscribed to tells of its next turn`, async () => {
+    const first = await client.callTool({ name: 'chat', arguments: { message: 'watch me' } });
+    const { sessionId } = first.structuredContent;
+    const uri = `bidi://agent/chat/session/${sessionId}`;
+    const updated = new Promise((resolve) => {
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+        if (notification.params.uri === uri) resolve(notification.params);
+      });
+    });
+    await client.subscribeResource({ uri });
+    await client.callTool({ name: 'chat', arguments: { message: 'once more', sessionId } });
+    const heard = await Promise.race([updated, sleep(60_000).then(() => null)]);
+    assertJson(heard, { uri }, 'notifications/resources/updated');
+    await client.unsubscribeResource({ uri });
+    const missing = await mcpError(client.subscribeResource({ uri: 'bidi://agent/chat/session/nope' }));
     assertJson(missing.code, -32002, `resource not found (${missing.message})`);
   });
 

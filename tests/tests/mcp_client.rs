@@ -35,6 +35,7 @@ fn the_sdk_client_lists_calls_streams_and_cancels_over_stdio_and_http() -> Resul
         .env("MCP_MARKER_DIR", markers.path());
     let summary = tests::node::run(node);
     drop(server);
+    println!("{summary}");
     assert!(summary.succeeded(), "{summary}");
     // The cancelled calls' connections ended cancelled by the client, on both transports.
     for transport in ["stdio", "http"] {
