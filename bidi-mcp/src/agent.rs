@@ -2,14 +2,16 @@
 //! text streamed as progress; run by `bidi-llm`'s [`Execution`] like every agent front end.
 //!
 //! Its wire keeps the text deltas and what the turn waits on; its sink is the call's: closed
-//! by the request's cancellation (`notifications/cancelled`, the cause saying the MCP client
-//! cancelled the call) or by the call's answer being dropped (`PeerGone::Disconnected`).
+//! by the call's cancellation (`notifications/cancelled`, or `tasks/cancel` of the task it runs
+//! as, the cause saying the MCP client cancelled the call) or by the call's answer being
+//! dropped (`PeerGone::Disconnected`).
 //!
-//! A turn that stops for calls waiting for approval asks the client through elicitation, one
-//! question per call, when the client supports it, and goes on with the session with the
-//! decisions, in the same call, until the turn completes; the elicitation wait ends with the
-//! call's cancellation. A client without elicitation reads what waits in the result, and
-//! answers with the `approvals` argument of a next call (see [`approval`](super::approval)).
+//! A turn that stops for calls waiting for approval asks the client one question per call
+//! (see [`asking`](super::asking): by elicitation, or as its task's input requests), when the
+//! client can be asked, and goes on with the session with the decisions, in the same call,
+//! until the turn completes; the wait for answers ends with the call's cancellation. A client
+//! that cannot be asked reads what waits in the result, and answers with the `approvals`
+//! argument of a next call (see [`approval`](super::approval)).
 
 use std::sync::Arc;
 

@@ -589,6 +589,14 @@ impl CallProgress {
         }
     }
 
+    /// No progress notifications: the call's request has been answered.
+    fn none() -> Self {
+        Self {
+            to: None,
+            last: AtomicU64::new(0f64.to_bits()),
+        }
+    }
+
     /// Whether the caller asked for progress.
     fn wanted(&self) -> bool {
         self.to.is_some()
@@ -638,10 +646,7 @@ impl Caller {
     /// The task `task`, created by the request `ctx`.
     fn task(ctx: &RequestContext<RoleServer>, task: Arc<tasks::Task>) -> Self {
         Self {
-            progress: CallProgress {
-                to: None,
-                last: AtomicU64::new(0),
-            },
+            progress: CallProgress::none(),
             asking: Asking {
                 peer: ctx.peer.clone(),
                 cancelled: task.cancellation(),
@@ -829,36 +834,29 @@ impl ServerHandler for McpServer {
         };
         let arguments = request.arguments.unwrap_or_default();
         let env = self.env(&request.name, &ctx);
-        let as_task = match self.support(&target) {
-            TaskSupport::Forbidden => false,
-            TaskSupport::Optional => tasks::declared(ctx.client_capabilities().as_ref()),
-            TaskSupport::Required if tasks::declared(ctx.client_capabilities().as_ref()) => true,
-            TaskSupport::Required => return Err(tasks::required()),
-        };
-        let task = as_task
+        let support = self.support(&target);
+        let declared = tasks::declared(ctx.client_capabilities().as_ref());
+        if support == TaskSupport::Required && !declared {
+            return Err(tasks::required());
+        }
+        let task = (support != TaskSupport::Forbidden && declared)
             .then(|| self.tasks.create(env.identity.clone()))
             .flatten();
-        let Some(task) = task else {
-            if as_task && self.support(&target) == TaskSupport::Required {
-                return Err(tasks::full());
+        match task {
+            Some(task) => {
+                let created = task.created();
+                let caller = Caller::task(&ctx, Arc::clone(&task));
+                let call = run(self.registry.clone(), target, arguments, env, caller);
+                drop(tokio::spawn(async move { task.finish(call.await) }));
+                Ok(CallToolResponse::Task(created))
             }
-            let call = run(
-                self.registry.clone(),
-                target,
-                arguments,
-                env,
-                Caller::request(&ctx),
-            );
-            return call.await.map(CallToolResponse::from);
-        };
-        let created = task.created();
-        let caller = Caller::task(&ctx, Arc::clone(&task));
-        let registry = self.registry.clone();
-        drop(tokio::spawn(async move {
-            let result = run(registry, target, arguments, env, caller).await;
-            task.finish(result);
-        }));
-        Ok(CallToolResponse::Task(created))
+            None if support == TaskSupport::Required => Err(tasks::full()),
+            None => {
+                let caller = Caller::request(&ctx);
+                let call = run(self.registry.clone(), target, arguments, env, caller);
+                call.await.map(CallToolResponse::from)
+            }
+        }
     }
 
     async fn get_task(

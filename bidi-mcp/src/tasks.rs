@@ -11,10 +11,12 @@
 //!   `cancelled`), with the tool's result inlined once completed (a tool that fails is a
 //!   completed task whose result has `isError`), the JSON-RPC error once failed (arguments the
 //!   tool refuses, `-32602`), and the questions it waits on while `input_required`;
-//! - an agent's turn that stops for calls waiting for approval is `input_required`, one
-//!   `elicitation/create` per call in `inputRequests` (the form of the crate's approvals);
-//!   `tasks/update` answers them, by their keys, in one update or several, and the turn goes
-//!   on once each is answered;
+//! - a call that asks is `input_required`, its questions in `inputRequests` as
+//!   `elicitation/create` requests: an agent's turn that stops for calls waiting for approval
+//!   asks one per call (the form of the crate's approvals), a flow what it asks with
+//!   `bidi_flow::ask`; `tasks/update` answers them by their keys, in one update or several (an
+//!   answer under any other key changes nothing), and the call goes on once each of its
+//!   questions is answered;
 //! - `tasks/cancel` cancels the call as MCP's `notifications/cancelled` cancels a request (an
 //!   agent's turn is aborted); the task is `cancelled` from then on.
 //!
