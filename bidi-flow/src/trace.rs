@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bidi_core::{ActionContext, BoxError, Observer};
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::global::{self, BoxedTracer};
-use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::trace::{
+    Span as _, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer as _,
+};
 use opentelemetry::{Context, KeyValue};
 use serde::Serialize;
 
@@ -264,6 +266,46 @@ where
     result
 }
 
+/// Starts a span of `builder` in the current turn of `ctx`'s connection (in its connection
+/// span between turns), with the flow's tracer: a span of the action's own, for what traces
+/// inside an action (an agent's loop: `invoke_agent`, its model and tool calls). The context
+/// it answers carries the span, and the tracer for [`child_span`] and [`run`] steps under it.
+///
+/// `None` when the connection is not traced, or its span is not recorded (no provider
+/// installed, or sampled out): a caller then builds nothing more, and an untraced connection
+/// costs an extension lookup.
+#[must_use]
+pub fn turn_span(ctx: &ActionContext, builder: SpanBuilder) -> Option<Context> {
+    let trace = ctx.extensions().get::<Arc<ConnectionTrace>>()?;
+    let parent = trace
+        .turn
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or_else(|| trace.cx.clone());
+    let span = builder.start_with_context(&*trace.tracer, &parent);
+    if !span.is_recording() {
+        return None;
+    }
+    Some(
+        parent
+            .with_span(span)
+            .with_value(ActiveTracer(Arc::clone(&trace.tracer))),
+    )
+}
+
+/// Starts a span of `builder` as a child of the span of `parent`, with the tracer `parent`
+/// carries (a flow's, from [`turn_span`]; else the global provider's).
+#[must_use]
+pub fn child_span(parent: &Context, builder: SpanBuilder) -> Context {
+    let tracer = parent.get::<ActiveTracer>().map_or_else(
+        || Arc::new(global::tracer(SCOPE)),
+        |active| Arc::clone(&active.0),
+    );
+    let span = builder.start_with_context(&*tracer, parent);
+    parent.with_span(span)
+}
+
 /// Runs `fut` as a step of the current flow: in a child span named `name` of the current
 /// OpenTelemetry context (inside an action, the connection span), like Genkit's `core.Run`.
 ///
@@ -290,16 +332,8 @@ where
     E: Display,
     F: Future<Output = Result<T, E>>,
 {
-    let parent = Context::current();
-    let tracer = parent.get::<ActiveTracer>().map_or_else(
-        || Arc::new(global::tracer(SCOPE)),
-        |active| Arc::clone(&active.0),
-    );
-    let span = tracer
-        .span_builder(name)
-        .with_kind(SpanKind::Internal)
-        .start_with_context(&*tracer, &parent);
-    let cx = parent.with_span(span);
+    let step = SpanBuilder::from_name(name).with_kind(SpanKind::Internal);
+    let cx = child_span(&Context::current(), step);
     let result = fut.with_context(cx.clone()).await;
     let span = cx.span();
     match &result {

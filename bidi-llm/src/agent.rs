@@ -58,12 +58,14 @@ impl std::fmt::Debug for LlmAgent {
 #[must_use]
 pub struct LlmAgentBuilder {
     agent: AgentBuilder,
+    name: String,
     model: Arc<dyn Model>,
     choices: Vec<Arc<dyn Model>>,
     custom: Option<CustomFn>,
     tools: Vec<Tool>,
     max_turns: u32,
     lease: Duration,
+    record_content: bool,
 }
 
 impl std::fmt::Debug for LlmAgentBuilder {
@@ -84,14 +86,17 @@ const MIN_LEASE: Duration = Duration::from_secs(1);
 impl LlmAgent {
     /// An agent named `name` calling `model`.
     pub fn builder(name: impl Into<String>, model: impl Model) -> LlmAgentBuilder {
+        let name = name.into();
         LlmAgentBuilder {
-            agent: Agent::builder(name).description("An LLM agent loop with tools"),
+            agent: Agent::builder(name.clone()).description("An LLM agent loop with tools"),
+            name,
             model: Arc::new(model),
             choices: Vec::new(),
             custom: None,
             tools: Vec::new(),
             max_turns: 10,
             lease: Duration::from_secs(30),
+            record_content: false,
         }
     }
 
@@ -390,6 +395,23 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Traces its connections with `tracer` instead of the global provider's (see
+    /// [`spans`](crate::spans) for the spans of its executions).
+    pub fn tracer(mut self, tracer: opentelemetry::global::BoxedTracer) -> Self {
+        self.agent = self.agent.tracer(tracer);
+        self
+    }
+
+    /// Whether the spans of its executions record what was said (default off; on for every
+    /// agent with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`): the messages a
+    /// model call reads and answers, and a tool call's arguments and result, each text cut
+    /// at a bound (see [`spans`](crate::spans)). Turn it on where traces may hold what users
+    /// say.
+    pub fn record_content(mut self, on: bool) -> Self {
+        self.record_content = on;
+        self
+    }
+
     /// Keeps no sessions: each connection starts from the conversation its client sends as
     /// the init's state, and the client takes the conversation back from the output (see
     /// [`AgentBuilder::client_managed`]). Genkit calls this *client-managed* state.
@@ -402,6 +424,7 @@ impl LlmAgentBuilder {
     #[must_use]
     pub fn build(self) -> LlmAgent {
         let config = Arc::new(Config {
+            name: self.name,
             model: self.model,
             choices: self.choices,
             custom: self.custom,
@@ -409,6 +432,7 @@ impl LlmAgentBuilder {
             tools: self.tools,
             max_turns: self.max_turns,
             lease: self.lease,
+            record_content: self.record_content,
         });
         let serving = Arc::clone(&config);
         let agent = self.agent.build(move |ctx, session, inbound, out| {

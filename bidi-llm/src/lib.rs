@@ -105,6 +105,7 @@ mod openai;
 pub mod peer;
 mod policy;
 mod session;
+pub mod spans;
 mod state;
 pub mod testing;
 mod tool;

@@ -185,6 +185,13 @@ pub trait Model: Send + Sync + 'static {
     /// The model's name (`gpt-4o-mini`): the session records the last one it called.
     fn name(&self) -> &str;
 
+    /// Who serves it, as OpenTelemetry's GenAI conventions name providers
+    /// (`gen_ai.provider.name`: `openai`, `anthropic`, `gcp.gemini`, ...): its model calls'
+    /// spans say it. `_OTHER` unless a model says.
+    fn provider(&self) -> &str {
+        "_OTHER"
+    }
+
     /// Streams the answer to `request`.
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
 }

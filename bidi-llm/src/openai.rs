@@ -257,6 +257,10 @@ impl Model for OpenAiModel {
         &self.model
     }
 
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
         let mut http = self
             .client

@@ -30,10 +30,13 @@ use crate::message::{
 use crate::model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec};
 use crate::policy::Policy;
 use crate::session::{self, Approval, LlmSession, Status, TurnInput};
+use crate::spans::{Outcome, Spans, ToolSpan, status_name};
 use crate::tool::{Tool, ToolEvent};
 
 /// What every execution of an agent shares.
 pub(crate) struct Config {
+    /// The agent's name.
+    pub(crate) name: String,
     /// The agent's own model.
     pub(crate) model: Arc<dyn Model>,
     /// The models a session may choose instead, by name.
@@ -46,6 +49,8 @@ pub(crate) struct Config {
     pub(crate) max_turns: u32,
     /// The term of an execution's lease.
     pub(crate) lease: Duration,
+    /// Whether its spans record what was said.
+    pub(crate) record_content: bool,
 }
 
 impl Config {
@@ -184,6 +189,8 @@ pub(crate) struct Turn<'a> {
     logger: Option<&'a Logger>,
     /// What the execution's last failure said, for its snapshot.
     error: Option<(String, bidi_flow::Code)>,
+    /// Its spans, when its connection is traced.
+    spans: Option<Spans>,
 }
 
 impl<'a> Turn<'a> {
@@ -204,6 +211,7 @@ impl<'a> Turn<'a> {
             host: ctx.extensions().get::<HostModel>(),
             logger: ctx.extensions().get::<Logger>(),
             error: None,
+            spans: Spans::start(ctx, &config.name, session.id(), config.record_content),
         }
     }
 
@@ -272,7 +280,7 @@ impl<'a> Turn<'a> {
             Status::Error => (
                 snapshot::Status::Failed,
                 self.error
-                    .take()
+                    .as_ref()
                     .map(|(message, code)| json!({ "message": message, "code": code })),
             ),
             _ if interrupted || self.watch.aborted => (snapshot::Status::Aborted, None),
@@ -288,6 +296,13 @@ impl<'a> Turn<'a> {
                 None
             }
         };
+        if let Some(spans) = self.spans.take() {
+            let failure = (status == Status::Error).then(|| {
+                let error = self.error.as_ref();
+                error.map_or("the execution failed", |(message, _)| message.as_str())
+            });
+            spans.end(status_name(status), failure);
+        }
         self.emit(AgentEvent::SessionEnd {
             session_id,
             messages,
@@ -396,6 +411,10 @@ impl<'a> Turn<'a> {
                 // session.
                 state.status = Status::AwaitingToolExecution;
                 state.pending_tool_calls = remote.iter().chain(&approvals).cloned().collect();
+                if let Some(spans) = &self.spans {
+                    spans.stopped_at(&remote, false, Outcome::AwaitingClient);
+                    spans.stopped_at(&approvals, true, Outcome::AwaitingApproval);
+                }
                 let session_id = self.session.id();
                 if !remote.is_empty() {
                     self.emit(AgentEvent::AwaitingToolExecution {
@@ -600,7 +619,20 @@ impl<'a> Turn<'a> {
         if state.model.as_deref() != Some(model.name()) {
             state.model = Some(model.name().to_owned());
         }
-        let mut stream = model.stream(self.request(state));
+        let request = self.request(state);
+        let chat =
+            (self.spans.as_ref()).map(|spans| spans.chat(model.name(), model.provider(), &request));
+        let mut stream = match &chat {
+            // The call's context is current while the model makes its stream (which reads
+            // it, to send it on), not at each of its polls: a context attached per event
+            // would cost the loop a fifth of its rate.
+            Some(chat) => {
+                let _current = chat.context().clone().attach();
+                model.stream(request)
+            }
+            None => model.stream(request),
+        };
+        let mut chat = chat;
         let mut assembler = Assembler::new();
         loop {
             let outbox = &mut self.outbox;
@@ -614,6 +646,9 @@ impl<'a> Turn<'a> {
                         // The model lets go of the conversation before it grows: shared, it
                         // would be copied.
                         drop(stream);
+                        if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
+                            spans.failed(chat, "the execution was interrupted", true);
+                        }
                         let mut partial = assembler.partial();
                         partial.stop_reason = StopReason::Aborted;
                         self.end(state, Message::Aborted(AbortedMessage { partial }));
@@ -625,6 +660,9 @@ impl<'a> Turn<'a> {
                 Assembled::Streaming => {}
                 Assembled::Done(assistant) => {
                     drop(stream);
+                    if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
+                        spans.answered(chat, &assistant);
+                    }
                     let cost = assistant.usage.cost.total;
                     self.cost += cost;
                     state.total_cost += cost;
@@ -634,6 +672,9 @@ impl<'a> Turn<'a> {
                 }
                 Assembled::Failed { error, partial } => {
                     drop(stream);
+                    if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
+                        spans.failed(chat, &error.to_string(), false);
+                    }
                     let message = Message::Error(ErrorMessage {
                         error: error.to_string(),
                         partial: Some(partial),
@@ -663,7 +704,11 @@ impl<'a> Turn<'a> {
         }
         let mut running = SelectAll::new();
         let (calls, refusals): (Vec<_>, Vec<_>) = calls.into_iter().unzip();
+        // Each call's span, and whether its approval was refused.
+        let mut spans: Vec<Option<(ToolSpan, bool)>> = Vec::with_capacity(calls.len());
         for (index, (call, refusal)) in calls.iter().zip(refusals).enumerate() {
+            spans
+                .push((self.spans.as_ref()).map(|turn| (turn.tool(call, true), refusal.is_some())));
             self.emit(AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
@@ -737,6 +782,14 @@ impl<'a> Turn<'a> {
                     (error, None, true, Vec::new())
                 }
             };
+            if let Some((span, denied)) = spans[index].take() {
+                let outcome = match (is_error, denied) {
+                    (false, _) => Outcome::Completed,
+                    (true, true) => Outcome::Denied,
+                    (true, false) => Outcome::Failed,
+                };
+                span.end(outcome, Some(&content));
+            }
             done.insert(
                 index,
                 ToolResultMessage {
@@ -756,11 +809,17 @@ impl<'a> Turn<'a> {
         };
         // Stops the tools still running.
         drop(running);
-        let unfinished = if outcome.is_err() {
-            "the execution was cancelled before the tool finished"
+        let (unfinished, ended) = if outcome.is_err() {
+            (
+                "the execution was cancelled before the tool finished",
+                Outcome::Cancelled,
+            )
         } else {
-            "the tool ended without a result"
+            ("the tool ended without a result", Outcome::Failed)
         };
+        for (span, _) in spans.into_iter().flatten() {
+            span.end(ended, Some(unfinished));
+        }
         for (index, call) in calls.iter().enumerate() {
             done.entry(index).or_insert_with(|| ToolResultMessage {
                 tool_call_id: call.id.clone(),

@@ -14,5 +14,6 @@ mod media;
 mod openai;
 mod policy;
 mod sessions;
+mod spans;
 mod support;
 mod vocabulary;
