@@ -21,8 +21,9 @@
 //!   `function` for one its client runs) and, as `bidi.tool.outcome`, what became of it:
 //!   `completed`, `failed` (`error.type` `tool_error`), `denied` (its approval refused,
 //!   `error.type` `denied`), `cancelled`, or, for a call the execution stops at,
-//!   `awaiting_approval` or `awaiting_client` (the span of a call the client runs, or one
-//!   approved later, is the later execution's).
+//!   `awaiting_approval` or `awaiting_client` (a call approved later has a span of its own in
+//!   the execution that runs it; a call the client runs has no other: its result comes with
+//!   the next input).
 //!
 //! What was said is recorded only when asked for
 //! ([`record_content`](crate::LlmAgentBuilder::record_content), or the environment variable

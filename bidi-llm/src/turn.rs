@@ -620,7 +620,7 @@ impl<'a> Turn<'a> {
             state.model = Some(model.name().to_owned());
         }
         let request = self.request(state);
-        let chat =
+        let mut chat =
             (self.spans.as_ref()).map(|spans| spans.chat(model.name(), model.provider(), &request));
         let mut stream = match &chat {
             // The call's context is current while the model makes its stream (which reads
@@ -632,7 +632,6 @@ impl<'a> Turn<'a> {
             }
             None => model.stream(request),
         };
-        let mut chat = chat;
         let mut assembler = Assembler::new();
         loop {
             let outbox = &mut self.outbox;

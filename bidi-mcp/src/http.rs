@@ -13,6 +13,11 @@
 //! its answer is out. The wrapper reads a POST's body first (kept as `Bytes`), so that rmcp's
 //! 415 for a body it cannot parse becomes JSON-RPC's `-32700` or `-32600`. A session store is
 //! never consulted, since a restored session would have no owner.
+//!
+//! A client that reopens an SSE stream names the last event it read (`Last-Event-ID`, as SSE
+//! has it), and is owed the events after it. rmcp (3.9 to 3.11) replays from the event named,
+//! so the client would read that one twice (a log record, a progress step): the wrapper names
+//! the event after it instead ([`after`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -23,7 +28,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
@@ -49,6 +54,8 @@ const TOO_MANY_SESSIONS: i64 = -32000;
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's invalid request: the body is JSON, but not a JSON-RPC message.
 const INVALID_REQUEST: i64 = -32600;
+/// The header naming the last event a client read of a stream it reopens.
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// How many seconds a client refused for the session cap is told to wait (`Retry-After`).
 const RETRY_AFTER_SECONDS: u64 = 10;
 
@@ -114,6 +121,11 @@ impl McpHttpService {
             }
         }
         if request.method() != Method::POST {
+            let mut request = request;
+            let resumed = request.headers().get(&LAST_EVENT_ID);
+            if let Some(next) = resumed.and_then(|id| id.to_str().ok()).and_then(after) {
+                request.headers_mut().insert(LAST_EVENT_ID, next);
+            }
             return self.inner.handle(request).await.map(Body::new);
         }
         let opens = session.is_none();
@@ -187,6 +199,22 @@ impl tower_service::Service<Request> for McpHttpService {
         let service = self.clone();
         Box::pin(async move { Ok(service.handle(request).await) })
     }
+}
+
+/// The id of the event after `last` (rmcp's ids: `{index}` on a session's own stream,
+/// `{index}/{request}` on a request's), which rmcp takes as the first event to send again;
+/// none for an id that is not rmcp's, left for rmcp to refuse.
+fn after(last: &str) -> Option<HeaderValue> {
+    let (index, request) = match last.split_once('/') {
+        Some((index, request)) => (index, Some(request)),
+        None => (last, None),
+    };
+    let next = index.parse::<usize>().ok()?.checked_add(1)?;
+    let id = match request {
+        Some(request) => format!("{next}/{request}"),
+        None => next.to_string(),
+    };
+    HeaderValue::from_str(&id).ok()
 }
 
 /// What a request without a session says it is, read before rmcp reads it.
@@ -409,5 +437,19 @@ impl SessionManager for Sessions {
 
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.local.event_store()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_stream_starts_after_the_event_its_client_read() {
+        let id = |last: &str| after(last).and_then(|id| id.to_str().ok().map(str::to_owned));
+        assert_eq!(id("7").as_deref(), Some("8"));
+        assert_eq!(id("0/3").as_deref(), Some("1/3"));
+        assert_eq!(id("not-rmcp"), None);
+        assert_eq!(id(&usize::MAX.to_string()), None);
     }
 }
