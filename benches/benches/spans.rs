@@ -12,16 +12,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use benches::{on_worker, runtime};
+use benches::{Words, on_worker, runtime};
 use bidi_agent::AgentInit;
-use bidi_llm::testing::Scripted;
-use bidi_llm::{
-    AgentEvent, LlmAgent, Model, ModelEvent, ModelRequest, TurnInput, UserMessage, execute,
-};
+use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage, execute};
 use bidi_session::{MemoryStore, SessionStore};
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::StreamExt;
-use futures_util::stream::{self, BoxStream};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -32,20 +28,6 @@ const WORDS: usize = 1_000;
 
 /// Rounds of one execution a side.
 const ROUNDS: usize = 400;
-
-/// Answers every request with the same scripted text.
-#[derive(Clone)]
-struct Repeat(Vec<ModelEvent>);
-
-impl Model for Repeat {
-    fn name(&self) -> &str {
-        "repeat"
-    }
-
-    fn stream(&self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        stream::iter(self.0.clone()).boxed()
-    }
-}
 
 /// An exporter that drops what it is given.
 #[derive(Debug)]
@@ -60,8 +42,7 @@ impl SpanExporter for Sink {
 
 /// The bench's agent, traced by `provider` (none: the global provider, which is not set).
 fn agent(provider: Option<&SdkTracerProvider>, content: bool) -> LlmAgent {
-    let text = vec!["word"; WORDS].join(" ");
-    let builder = LlmAgent::builder("bench", Repeat(Scripted::new().text(&text).events()))
+    let builder = LlmAgent::builder("bench", Words(WORDS as u64))
         .store(MemoryStore::new())
         .record_content(content);
     match provider {
