@@ -1,6 +1,6 @@
 //! [`OpenAiModel`]: any OpenAI-compatible Chat Completions endpoint, streamed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -268,6 +268,16 @@ impl Model for OpenAiModel {
             .json(&self.body(&request));
         if let Some(key) = &self.api_key {
             http = http.bearer_auth(key);
+        }
+        // The call's trace context (the agent loop makes its `chat` span current while the
+        // model makes its stream), as the application's propagator writes it: `traceparent`
+        // and `tracestate` with OpenTelemetry's W3C propagator; nothing without one.
+        let mut context = HashMap::new();
+        opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.inject_context(&opentelemetry::Context::current(), &mut context);
+        });
+        for (name, value) in context {
+            http = http.header(name, value);
         }
         stream::once(async move {
             let response = match http.send().await {

@@ -34,6 +34,10 @@
 //! model call's input keeps its latest messages within [`INPUT_LIMIT`] bytes
 //! (`bidi.input_messages_omitted` counts the older ones left out): the JSON stays whole.
 //!
+//! The `chat` span is current while the model makes its stream: `OpenAiModel` sends it to the
+//! provider as the application's propagator writes it (`traceparent` and `tracestate` with
+//! OpenTelemetry's W3C propagator, installed with `global::set_text_map_propagator`).
+//!
 //! A connection that is not traced (no OpenTelemetry provider installed, or its span sampled
 //! out) makes none of these: the execution checks once, at its start.
 

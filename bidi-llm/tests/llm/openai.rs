@@ -39,11 +39,13 @@ fn usage(input: u64, output: u64) -> String {
 }
 
 /// Serves `replies` in order, one per request; returns the base URL and the request bodies.
-async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>) {
+/// Serves `replies`, one a request: the base URL, and the bodies and heads of the requests.
+async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = bodies.clone();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (seen, seen_heads) = (bodies.clone(), heads.clone());
     tokio::spawn(async move {
         for reply in replies {
             let (mut socket, _) = listener.accept().await.unwrap();
@@ -70,6 +72,7 @@ async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>) {
             let body: Value =
                 serde_json::from_slice(&request[head_end..head_end + length]).unwrap();
             seen.lock().unwrap().push(body);
+            seen_heads.lock().unwrap().push(head.to_lowercase());
             let response = match reply {
                 Reply::Status(code, body) => format!(
                     "HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -90,7 +93,7 @@ async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>) {
             socket.shutdown().await.unwrap();
         }
     });
-    (base, bodies)
+    (base, bodies, heads)
 }
 
 async fn run(agent: &LlmAgent, text: &str) -> (Vec<AgentEvent>, ExecuteResult) {
@@ -115,7 +118,7 @@ struct City {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_text_thinking_and_usage() {
-    let (base, bodies) = serve(vec![Reply::Sse {
+    let (base, bodies, _) = serve(vec![Reply::Sse {
         data: vec![
             chunk(&json!({"role": "assistant", "reasoning_content": "hmm"})),
             chunk(&json!({"content": "Hel"})),
@@ -156,7 +159,7 @@ async fn streams_text_thinking_and_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_tool_call_arguments_and_sends_results_back() {
-    let (base, bodies) = serve(vec![
+    let (base, bodies, _) = serve(vec![
         Reply::Sse {
             data: vec![
                 chunk(&json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
@@ -209,7 +212,7 @@ async fn streams_tool_call_arguments_and_sends_results_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_end_the_turn_with_the_partial_output() {
-    let (base, _) = serve(vec![
+    let (base, _, _) = serve(vec![
         Reply::Status(503, r#"{"error": {"message": "overloaded"}}"#),
         Reply::Sse {
             data: vec![chunk(&json!({"content": "Hel"})), "{not json".to_owned()],
@@ -244,7 +247,7 @@ async fn failures_end_the_turn_with_the_partial_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_calls_without_index_or_id_are_errors() {
     let call = |fields: Value| chunk(&json!({"tool_calls": [fields]}));
-    let (base, _) = serve(vec![
+    let (base, _, _) = serve(vec![
         Reply::Sse {
             data: vec![call(
                 json!({"id": "call_1", "function": {"name": "weather", "arguments": "{}"}}),
@@ -288,7 +291,7 @@ async fn tool_calls_without_index_or_id_are_errors() {
 /// client tools follow the agent's, their schemas as the client gave them; a call of one ends the execution awaiting it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_the_system_prompt_and_the_client_tools() {
-    let (base, bodies) = serve(vec![Reply::Sse {
+    let (base, bodies, _) = serve(vec![Reply::Sse {
         data: vec![
             chunk(
                 &json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
@@ -348,7 +351,7 @@ async fn sends_the_system_prompt_and_the_client_tools() {
 /// results in a user message, the tool message staying text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_attachments_as_content_parts() {
-    let (base, bodies) = serve(vec![
+    let (base, bodies, _) = serve(vec![
         Reply::Sse {
             data: vec![
                 chunk(
@@ -450,7 +453,7 @@ async fn sends_attachments_as_content_parts() {
 /// The content filter's stop, and a streamed `refusal`, are refusals; the turn completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_filter_and_refusals_stop_with_refusal() {
-    let (base, _) = serve(vec![
+    let (base, _, _) = serve(vec![
         Reply::Sse {
             data: vec![chunk(&json!({"content": "Well"})), finish("content_filter")],
             done: true,
@@ -475,4 +478,41 @@ async fn content_filter_and_refusals_stop_with_refusal() {
         assert_eq!(answer.stop_reason, StopReason::Refusal);
         assert_eq!(answer.text(), text);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_model_call_sends_its_trace_context() {
+    use opentelemetry::global::BoxedTracer;
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::propagation::TraceContextPropagator;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+
+    // As an application does: W3C trace context on the wire, spans into memory.
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let (base, _, heads) = serve(vec![Reply::Sse {
+        data: vec![chunk(&json!({"content": "Hi"})), finish("stop")],
+        done: true,
+    }])
+    .await;
+    let agent = LlmAgent::builder("traced", OpenAiModel::new(base, "test-model"))
+        .tracer(BoxedTracer::new(Box::new(provider.tracer("test"))))
+        .build();
+    let (_, result) = run(&agent, "hi").await;
+    assert_eq!(result.status, Status::Completed, "{result:?}");
+    let spans = exporter.get_finished_spans().unwrap();
+    let chat = spans
+        .iter()
+        .find(|span| span.name == "chat test-model")
+        .unwrap();
+    let expected = format!(
+        "traceparent: 00-{}-{}-01",
+        chat.span_context.trace_id(),
+        chat.span_context.span_id()
+    );
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(head.contains(&expected), "{expected} not in {head}");
 }
