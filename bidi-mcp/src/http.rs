@@ -17,7 +17,9 @@
 //! A client that reopens an SSE stream names the last event it read (`Last-Event-ID`, as SSE
 //! has it), and is owed the events after it. rmcp (3.9 to 3.11) replays from the event named,
 //! so the client would read that one twice (a log record, a progress step): the wrapper names
-//! the event after it instead ([`after`]).
+//! the event after it instead ([`after`]). A `GET` that names none and replaces a session's
+//! dead stream would get rmcp's whole cache again: the wrapper notes the last event of the
+//! session's own stream that went out, and names it for such a `GET`.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,6 +32,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -121,12 +124,7 @@ impl McpHttpService {
             }
         }
         if request.method() != Method::POST {
-            let mut request = request;
-            let resumed = request.headers().get(&LAST_EVENT_ID);
-            if let Some(next) = resumed.and_then(|id| id.to_str().ok()).and_then(after) {
-                request.headers_mut().insert(LAST_EVENT_ID, next);
-            }
-            return self.inner.handle(request).await.map(Body::new);
+            return self.stream(request).await;
         }
         let opens = session.is_none();
         let json_body = is_json(request.headers().get(header::CONTENT_TYPE));
@@ -164,6 +162,47 @@ impl McpHttpService {
         }
         drop(opening);
         response.map(Body::new)
+    }
+
+    /// Answers a request other than a POST: a `GET` opens (or reopens) an SSE stream, which
+    /// starts after the last event its client read: the one its `Last-Event-ID` names, else,
+    /// on the session's own stream, the last one that went out on it (rmcp would send its whole
+    /// cache again to a stream that replaces a dead one). The events of the session's own
+    /// stream that go out are noted, for the next.
+    async fn stream(&self, mut request: Request) -> Response {
+        let session = request
+            .headers()
+            .get(HEADER_SESSION_ID)
+            .and_then(|id| id.to_str().ok())
+            .map(str::to_owned);
+        let resumed = request.headers().get(&LAST_EVENT_ID).cloned();
+        let last = match (&resumed, &session) {
+            (Some(named), _) => named.to_str().ok().map(str::to_owned),
+            (None, Some(id)) if request.method() == Method::GET => {
+                self.sessions.last_out(id).map(|index| index.to_string())
+            }
+            (None, _) => None,
+        };
+        if let Some(next) = last.as_deref().and_then(after) {
+            request.headers_mut().insert(LAST_EVENT_ID, next);
+        }
+        let get = request.method() == Method::GET;
+        let response = self.inner.handle(request).await.map(Body::new);
+        let Some(id) = session.filter(|_| get && resumed.is_none()) else {
+            return response;
+        };
+        // A stream resumed by its client's own `Last-Event-ID` may be a request's; one opened
+        // without is the session's own.
+        let sessions = Arc::clone(&self.sessions);
+        let (parts, body) = response.into_parts();
+        let events = body.into_data_stream().inspect(move |chunk| {
+            if let Ok(bytes) = chunk
+                && let Some(index) = last_event_index(bytes)
+            {
+                sessions.went_out(&id, index);
+            }
+        });
+        Response::from_parts(parts, Body::from_stream(events))
     }
 
     /// The refusal of an `initialize` (whose JSON-RPC id is `id`) past the session cap.
@@ -215,6 +254,16 @@ fn after(last: &str) -> Option<HeaderValue> {
         None => next.to_string(),
     };
     HeaderValue::from_str(&id).ok()
+}
+
+/// The greatest id of the session's own stream (`{index}`, no request) among the events of
+/// an SSE chunk, if it has any.
+fn last_event_index(chunk: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(chunk).ok()?;
+    text.lines()
+        .filter_map(|line| line.strip_prefix("id:"))
+        .filter_map(|id| id.trim().parse::<u64>().ok())
+        .max()
 }
 
 /// What a request without a session says it is, read before rmcp reads it.
@@ -312,6 +361,8 @@ enum Owner {
 struct Book {
     owners: HashMap<SessionId, Owner>,
     opening: usize,
+    /// The last event of each session's own stream that went out to its client.
+    read: HashMap<SessionId, u64>,
 }
 
 /// rmcp's in-memory sessions, with the owner of each and a cap on how many there are.
@@ -346,6 +397,20 @@ impl Sessions {
     /// Whether the session `id` is open and belongs to `identity`.
     fn owned_by(&self, id: &str, identity: Option<&Identity>) -> bool {
         matches!(self.book().owners.get(id), Some(Owner::Of(owner)) if owner.as_ref() == identity)
+    }
+
+    /// Notes that event `index` of session `id`'s own stream went out to its client.
+    fn went_out(&self, id: &str, index: u64) {
+        let mut book = self.book();
+        if book.owners.contains_key(id) {
+            let last = book.read.entry(Arc::from(id)).or_insert(index);
+            *last = (*last).max(index);
+        }
+    }
+
+    /// The last event of session `id`'s own stream that went out to its client, if any did.
+    fn last_out(&self, id: &str) -> Option<u64> {
+        self.book().read.get(id).copied()
     }
 }
 
@@ -383,7 +448,11 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.book().owners.remove(id);
+        {
+            let mut book = self.book();
+            book.owners.remove(id);
+            book.read.remove(id);
+        }
         self.local.close_session(id).await
     }
 
@@ -451,5 +520,13 @@ mod tests {
         assert_eq!(id("0/3").as_deref(), Some("1/3"));
         assert_eq!(id("not-rmcp"), None);
         assert_eq!(id(&usize::MAX.to_string()), None);
+    }
+
+    #[test]
+    fn the_ids_of_a_sessions_own_stream_are_read_from_its_chunks() {
+        let chunk = b"id: 3\ndata: {}\n\nid: 4\ndata: {}\n\n";
+        assert_eq!(last_event_index(chunk), Some(4));
+        assert_eq!(last_event_index(b"id: 2/7\ndata: {}\n\n"), None);
+        assert_eq!(last_event_index(b": keep-alive\n\n"), None);
     }
 }
