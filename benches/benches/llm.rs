@@ -10,14 +10,10 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-use benches::{on_worker, runtime};
-use bidi_agent::AgentInit;
+use benches::{execute_once, on_worker, runtime};
 use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use bidi_llm::testing::Scripted;
-use bidi_llm::{
-    AgentEvent, Assembler, LlmAgent, Model, ModelEvent, ModelRequest, TurnInput, UserMessage,
-    execute,
-};
+use bidi_llm::{AgentEvent, Assembler, LlmAgent, Model, ModelEvent, ModelRequest};
 use bidi_session::MemoryStore;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
@@ -177,22 +173,9 @@ fn llm(c: &mut Criterion) {
                 on_worker(&rt, async move {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        let options = options();
-                        let mut conn = agent.agent().connect_with(AgentInit::new(), options);
-                        let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
-                            .await
-                            .expect("send");
-                        let mut n = 0;
-                        while let Some(event) = run.next().await {
-                            if matches!(event.expect("event"), AgentEvent::TextDelta { .. }) {
-                                n += 1;
-                            }
-                        }
-                        assert_eq!(n, *WORDS);
-                        run.result().await.expect("result");
-                        conn.close();
-                        let output = conn.output().await.expect("output");
-                        store.delete(&output.session_id).await.expect("delete");
+                        let (deltas, session_id) = execute_once(&agent, options()).await;
+                        assert_eq!(deltas, *WORDS);
+                        store.delete(&session_id).await.expect("delete");
                     }
                     start.elapsed()
                 })

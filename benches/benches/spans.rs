@@ -12,12 +12,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use benches::{Words, on_worker, runtime};
-use bidi_agent::AgentInit;
-use bidi_llm::{AgentEvent, LlmAgent, TurnInput, UserMessage, execute};
+use benches::{Words, execute_once, on_worker, runtime};
+use bidi_core::ConnectOptions;
+use bidi_llm::LlmAgent;
 use bidi_session::{MemoryStore, SessionStore};
 use criterion::{Criterion, criterion_group, criterion_main};
-use futures_util::StreamExt;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -56,22 +55,10 @@ fn agent(provider: Option<&SdkTracerProvider>, content: bool) -> LlmAgent {
 /// One execution on a new session, every event read, the session deleted: how long it took.
 async fn once(agent: &LlmAgent, store: &Arc<dyn SessionStore>) -> Duration {
     let start = Instant::now();
-    let mut conn = agent.agent().connect(AgentInit::new());
-    let mut run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
-        .await
-        .expect("send");
-    let mut n = 0;
-    while let Some(event) = run.next().await {
-        if matches!(event.expect("event"), AgentEvent::TextDelta { .. }) {
-            n += 1;
-        }
-    }
-    assert_eq!(n, WORDS);
-    run.result().await.expect("result");
-    conn.close();
-    let output = conn.output().await.expect("output");
+    let (deltas, session_id) = execute_once(agent, ConnectOptions::new()).await;
     let took = start.elapsed();
-    store.delete(&output.session_id).await.expect("delete");
+    assert_eq!(deltas, WORDS);
+    store.delete(&session_id).await.expect("delete");
     took
 }
 

@@ -129,3 +129,33 @@ impl Model for Words {
         stream::iter(start.chain(deltas).chain(frame)).boxed()
     }
 }
+
+/// One execution of `agent` on a new session (connected with `options`), answering "go",
+/// every event read: how many text deltas it streamed, and its session (for the caller to
+/// delete: a store that only grew would measure the allocator).
+///
+/// # Panics
+///
+/// Panics if the execution fails.
+pub async fn execute_once(
+    agent: &bidi_llm::LlmAgent,
+    options: bidi_core::ConnectOptions,
+) -> (usize, String) {
+    use bidi_llm::{AgentEvent, TurnInput, UserMessage};
+    let mut conn = agent
+        .agent()
+        .connect_with(bidi_agent::AgentInit::new(), options);
+    let mut run = bidi_llm::execute(&mut conn, TurnInput::User(UserMessage::new("go")))
+        .await
+        .expect("send");
+    let mut deltas = 0;
+    while let Some(event) = run.next().await {
+        if matches!(event.expect("event"), AgentEvent::TextDelta { .. }) {
+            deltas += 1;
+        }
+    }
+    run.result().await.expect("result");
+    conn.close();
+    let output = conn.output().await.expect("output");
+    (deltas, output.session_id)
+}
