@@ -54,7 +54,7 @@
 //! | call | answer |
 //! |---|---|
 //! | `GET /api/__health?id=` | 200; 503 when `id` is another runtime's |
-//! | `POST /api/notify {"telemetryServerUrl"}` | 200: spans go there from now on (unless `GENKIT_TELEMETRY_SERVER` is set) |
+//! | `POST /api/notify {"telemetryServerUrl"}` | 200: spans go there from now on (unless `GENKIT_TELEMETRY_SERVER` is set), and the runtime stops announcing itself |
 //! | `GET /api/actions` | the registry's descriptors by key (`GET /actions`'s, schemas included) |
 //! | `GET /api/values?type=defaultModel\|middleware` | `{}` |
 //! | `POST /api/runAction[?stream=true] {"key","input","init"?}` | see below |
@@ -175,12 +175,13 @@ use std::time::SystemTime;
 
 use bidi_flow::Registry;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use access::Access;
 use bidi_http::traces::{Traces, Updates};
 use bidi_http::{Beside, BoxFuture, Host, Limits, Protocol, serve};
-use runtime_file::{Info, RuntimeFile};
+use runtime_file::{ANNOUNCE_AGAIN, Info, RuntimeFile};
 use server::Api;
 use telemetry::Telemetry;
 
@@ -228,7 +229,9 @@ pub enum Endpoint {
     Served {
         /// The address the API is bound to.
         addr: SocketAddr,
-        /// The runtime file: `<projectRoot>/.genkit/runtimes/<id>-<ms>.json`.
+        /// The runtime file as first written: `<projectRoot>/.genkit/runtimes/<id>-<ms>.json`.
+        /// Until the tools notify the runtime it writes the file anew now and then, under a
+        /// later `<ms>` (see [`Runtime::serve`]).
         file: PathBuf,
     },
     /// The API's version 2 (`genkit start --experimental-reflection-v2`): the tools' WebSocket
@@ -357,6 +360,7 @@ impl Runtime {
             access,
             telemetry: Arc::new(Telemetry::new(telemetry)),
             running: Mutex::default(),
+            found: Notify::new(),
         });
         Ok(Self {
             endpoint,
@@ -391,6 +395,11 @@ impl Runtime {
     }
 
     /// Serves until the process ends.
+    ///
+    /// Until Genkit's tools notify it (`POST /api/notify`, which follows every runtime they
+    /// find), a served runtime writes its runtime file anew, under a new name, after 1, 2, 4,
+    /// 8 and 16 seconds: `genkit start` misses a file written while it sets up its watch, and
+    /// would never list the runtime.
     ///
     /// # Errors
     ///
@@ -430,9 +439,16 @@ impl Runtime {
             telemetry.forward(updates, reflection.registry.clone()),
         ));
         match wire {
-            Wire::Served { listener, file } => {
+            Wire::Served { listener, mut file } => {
                 let router = server::router(Arc::clone(&reflection));
-                let served = serve::serve(listener, router, limits, signal).await;
+                let serving = serve::serve(listener, router, limits, signal);
+                tokio::pin!(serving);
+                let announcing =
+                    runtime_file::announce(&mut file, &reflection.found, &ANNOUNCE_AGAIN);
+                let served = tokio::select! {
+                    served = &mut serving => served,
+                    () = announcing => serving.await,
+                };
                 drop(file);
                 served
             }

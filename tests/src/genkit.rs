@@ -84,8 +84,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A program running in a process group of its own, its stdout and stderr collected. Dropped,
-/// it is interrupted (and killed if it does not stop).
+/// A program running in a process group of its own, its stdout and stderr collected (and printed
+/// if a test fails while it runs). Dropped, it is interrupted (and killed if it does not stop).
 #[derive(Debug)]
 pub struct Group {
     child: Child,
@@ -191,9 +191,13 @@ impl Group {
 }
 
 impl Drop for Group {
+    /// Interrupts the program if it runs; when a test failed, prints what it printed.
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = self.interrupt();
+        }
+        if thread::panicking() {
+            eprintln!("--- what {:?} printed:\n{}", self.child.id(), self.output());
         }
     }
 }

@@ -2,13 +2,24 @@
 //! `<projectRoot>/.genkit/runtimes/<pid>-<port>-<ms>.json`, which `genkit start` watches.
 //! The project root is found the tools' way (their markers, not `Cargo.toml`), and the file is
 //! removed when serving ends or the runtime is dropped.
+//!
+//! # Announced until found
+//!
+//! `genkit start` reads the directory, then watches it; a file written between the two is
+//! never seen (its CLI 1.43 lists no runtime then, however long it runs). A program that
+//! starts fast writes its file in that gap now and then, so a runtime the tools have not
+//! notified (their `POST /api/notify` follows every runtime they find) writes its file anew,
+//! under a new name, after 1, 2, 4, 8 and 16 seconds ([`ANNOUNCE_AGAIN`]), then stops: a
+//! runtime started with no tools running costs five small writes, and tools started later
+//! read the file that is there.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+use tokio::sync::Notify;
 
 /// The files that make a directory a project root for Genkit's tools. `Cargo.toml` is not one:
 /// a Rust program is found through a marker beside or above it, as the tools find it.
@@ -47,10 +58,25 @@ pub(crate) struct Info<'a> {
     pub(crate) reflection_api_spec_version: u32,
 }
 
+/// The waits after which a runtime the tools have not notified writes its file anew.
+pub(crate) const ANNOUNCE_AGAIN: [Duration; 5] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(16),
+];
+
 /// A runtime file written under a project root; removed when dropped, if it is still this
 /// process's.
 #[derive(Debug)]
 pub(crate) struct RuntimeFile {
+    /// `<root>/.genkit/runtimes`.
+    dir: PathBuf,
+    /// The runtime's id, which starts the file's name.
+    id: String,
+    /// What the file says.
+    json: Vec<u8>,
     path: PathBuf,
 }
 
@@ -59,26 +85,39 @@ impl RuntimeFile {
     pub(crate) fn write(root: &Path, info: &Info<'_>, now: SystemTime) -> io::Result<Self> {
         let dir = root.join(".genkit").join("runtimes");
         fs::create_dir_all(&dir)?;
-        let path = dir.join(format!(
-            "{}-{}.json",
-            info.id,
-            bidi_http::time::unix_millis(now)
-        ));
         let json = serde_json::to_vec_pretty(info).map_err(io::Error::other)?;
+        let path = named(&dir, info.id, now);
         // One write of a few hundred bytes: the tools read it again if they catch it half
         // written.
-        fs::write(&path, json)?;
-        Ok(Self { path })
+        fs::write(&path, &json)?;
+        Ok(Self {
+            dir,
+            id: info.id.to_owned(),
+            json,
+            path,
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
-}
 
-impl Drop for RuntimeFile {
-    fn drop(&mut self) {
-        // Another process's file under the same name (a reused pid) is left alone.
+    /// Writes the file anew under the name of `now`, the old one removed first: the tools see
+    /// a runtime go and come back, never two files of one runtime.
+    fn renew(&mut self, now: SystemTime) -> io::Result<()> {
+        let path = named(&self.dir, &self.id, now);
+        if path == self.path {
+            return Ok(());
+        }
+        self.remove();
+        fs::write(&path, &self.json)?;
+        self.path = path;
+        Ok(())
+    }
+
+    /// Removes the file, if it is still this process's: another process's under the same name
+    /// (a reused pid) is left alone.
+    fn remove(&self) {
         let ours = fs::read(&self.path)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
@@ -86,6 +125,36 @@ impl Drop for RuntimeFile {
             == Some(u64::from(std::process::id()));
         if ours {
             let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Drop for RuntimeFile {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// `<dir>/<id>-<ms>.json`.
+fn named(dir: &Path, id: &str, now: SystemTime) -> PathBuf {
+    dir.join(format!("{id}-{}.json", bidi_http::time::unix_millis(now)))
+}
+
+/// Writes `file` anew after each of `waits` until `found` is notified (the tools'
+/// `POST /api/notify` came), then returns; returns after the last wait too. A file that cannot
+/// be written anew ends the announcing: the runtime serves on, and its file, if any, stays.
+///
+/// # Cancel safety
+///
+/// Dropping the future leaves `file` as it last wrote it.
+pub(crate) async fn announce(file: &mut RuntimeFile, found: &Notify, waits: &[Duration]) {
+    for wait in waits {
+        tokio::select! {
+            () = found.notified() => return,
+            () = tokio::time::sleep(*wait) => {}
+        }
+        if file.renew(SystemTime::now()).is_err() {
+            return;
         }
     }
 }
@@ -160,5 +229,84 @@ mod tests {
         let path = file.path().to_path_buf();
         drop(file);
         assert!(path.exists());
+    }
+
+    fn info(pid: u32) -> Info<'static> {
+        Info {
+            id: "42-3100",
+            pid,
+            name: "demo",
+            reflection_server_url: "http://127.0.0.1:3100",
+            timestamp: "2026-11-23T01:03:44.521Z".to_owned(),
+            genkit_version: "bidi-genkit/0.1.0",
+            reflection_api_spec_version: 1,
+        }
+    }
+
+    /// The files of `<root>/.genkit/runtimes`, by name, with what they say.
+    fn files(root: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<_> = fs::read_dir(root.join(".genkit/runtimes"))
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                (name, fs::read(entry.path()).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_runtime_not_found_writes_its_file_anew_after_each_wait_then_stops() {
+        let temp = tempfile::tempdir().unwrap();
+        let mut file = RuntimeFile::write(
+            temp.path(),
+            &info(std::process::id()),
+            SystemTime::UNIX_EPOCH,
+        )
+        .unwrap();
+        let first = file.path().to_path_buf();
+        let said = fs::read(&first).unwrap();
+        let waits = [Duration::from_millis(5), Duration::from_millis(5)];
+
+        let started = tokio::time::Instant::now();
+        announce(&mut file, &Notify::new(), &waits).await;
+        assert_eq!(started.elapsed(), Duration::from_millis(10));
+        // One file, under a new name, saying the same.
+        assert_ne!(file.path(), first);
+        assert!(!first.exists());
+        let left = files(temp.path());
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].1, said);
+        assert!(left[0].0.starts_with("42-3100-"), "{left:?}");
+        drop(file);
+        assert!(files(temp.path()).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_runtime_the_tools_notified_keeps_its_file() {
+        let temp = tempfile::tempdir().unwrap();
+        let mut file = RuntimeFile::write(
+            temp.path(),
+            &info(std::process::id()),
+            SystemTime::UNIX_EPOCH,
+        )
+        .unwrap();
+        let first = file.path().to_path_buf();
+        let found = Notify::new();
+        // Notified before the announcing began: the notice is kept for it.
+        found.notify_one();
+        let started = tokio::time::Instant::now();
+        announce(&mut file, &found, &ANNOUNCE_AGAIN).await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(file.path(), first);
+        assert!(first.exists());
+
+        // A file another process took over under the name is not removed by a renewal.
+        fs::write(&first, br#"{"pid": 1}"#).unwrap();
+        announce(&mut file, &Notify::new(), &[Duration::from_millis(1)]).await;
+        assert!(first.exists());
+        assert_eq!(files(temp.path()).len(), 2);
     }
 }

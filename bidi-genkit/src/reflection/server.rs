@@ -24,6 +24,7 @@ use bidi_flow::text::cap;
 use bidi_flow::{JsonConnection, JsonError, JsonSendHalf, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
 
 use super::GENKIT_VERSION;
 use super::access::Access;
@@ -43,6 +44,9 @@ pub(crate) struct Api {
     pub(crate) telemetry: Arc<Telemetry>,
     /// The runs going on, by trace id, for `cancelAction`.
     pub(crate) running: Mutex<HashMap<String, JsonSendHalf>>,
+    /// Notified by the tools' `POST /api/notify`: they found the runtime, which stops
+    /// announcing itself.
+    pub(crate) found: Notify,
 }
 
 impl Api {
@@ -131,6 +135,7 @@ async fn health(State(reflection): State<Arc<Api>>, Query(query): Query<HealthQu
 /// `POST /api/notify {"telemetryServerUrl", "reflectionApiSpecVersion"}`: where to send spans
 /// (unless `GENKIT_TELEMETRY_SERVER` said it first).
 async fn notify(State(reflection): State<Arc<Api>>, body: Bytes) -> Response {
+    reflection.found.notify_one();
     let notice: Map<String, Value> = match serde_json::from_slice(&body) {
         Ok(notice) => notice,
         Err(error) => {
@@ -591,6 +596,7 @@ mod tests {
             access: Access::loopback(3100),
             telemetry: Arc::new(Telemetry::new(None)),
             running: Mutex::default(),
+            found: Notify::new(),
         });
         Ndjson {
             stream,
