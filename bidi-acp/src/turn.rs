@@ -36,6 +36,8 @@ use bidi_llm::{
     AgentEvent, Code as LlmCode, ExecuteResult, LlmAgent, Message, Policy, TurnInput, TurnState,
     execute,
 };
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::TraceContextExt as _;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -74,12 +76,18 @@ pub(crate) fn start(shared: &Shared, request: PromptRequest) -> Result<Turn, Err
     let token = shared.stop.child_token();
     slot.running = Some(token.clone());
     slot.turn = shared.turns.fetch_add(1, Ordering::Relaxed) + 1;
+    // The caller's trace, when its `_meta` carries one (`traceparent`, `tracestate`).
+    let caller = request
+        .meta
+        .as_ref()
+        .and_then(|meta| bidi_flow::caller_context(&bidi_flow::JsonCarrier(meta)));
     Ok(Turn {
         session_id: request.session_id,
         prompt: request.prompt,
         token,
         number: slot.turn,
         live: shared.take_agent(slot),
+        caller,
     })
 }
 
@@ -92,16 +100,29 @@ pub(crate) struct Turn {
     number: u64,
     /// The session's agent connection, if one was kept from its last turn.
     live: Option<Live>,
+    /// The trace context of the prompt's caller, from its `_meta`.
+    caller: Option<opentelemetry::Context>,
 }
 
-/// One prompt turn, in a task of its own: its updates, then its one answer.
-pub(crate) async fn prompt(shared: Arc<Shared>, id: RequestId, started: Turn) {
+/// One prompt turn, in a task of its own: its updates, then its one answer. A prompt whose
+/// `_meta` names its caller's trace runs in it: on a connection opened in that trace (the
+/// session's kept one if it was), so that its turn is a child of the caller's span.
+pub(crate) async fn prompt(shared: Arc<Shared>, id: RequestId, mut started: Turn) {
+    match started.caller.take() {
+        Some(caller) => run(shared, id, started).with_context(caller).await,
+        None => run(shared, id, started).await,
+    }
+}
+
+/// [`prompt`]'s turn, in the caller's context.
+async fn run(shared: Arc<Shared>, id: RequestId, started: Turn) {
     let Turn {
         session_id,
         prompt,
         token,
         number,
         live,
+        caller: _,
     } = started;
     let (mut result, live) = match &shared.agent {
         Backend::Llm(agent) => turn(&shared, agent, &session_id, &prompt, &token, live).await,
@@ -228,10 +249,16 @@ fn connection(
     session_id: &SessionId,
     mut live: Option<Live>,
 ) -> Option<Live> {
+    // The caller's trace (none without one): a kept connection serves only its own.
+    let trace = {
+        let current = opentelemetry::Context::current();
+        let caller = current.span().span_context().clone();
+        caller.is_remote().then(|| caller.trace_id())
+    };
     let (mode, cwd, mcp) = {
         let sessions = shared.sessions();
         let slot = sessions.get(&session_id.0)?;
-        if let Some(live) = live.take_if(|live| live.fits(slot.mode)) {
+        if let Some(live) = live.take_if(|live| live.fits(slot.mode, trace)) {
             return Some(live);
         }
         (slot.mode, slot.cwd.clone(), slot.mcp.tools().to_vec())
@@ -242,7 +269,9 @@ fn connection(
     let hidden = |name: &str| agent.tools().iter().any(|tool| tool.name() == name);
     let mut tools = editor::tools(shared.offers(), shared, session_id, &cwd, hidden);
     tools.tools.extend(mcp);
-    Some(Live::open(shared, agent, session_id, mode, cwd, tools))
+    Some(Live::open(
+        shared, agent, session_id, mode, trace, cwd, tools,
+    ))
 }
 
 /// The client a turn's updates go to. The turn stops when the client sends

@@ -193,4 +193,6 @@ pub use flow::{ActionType, BidiFlow};
 pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use progress::Progress;
 pub use registry::{ActionDesc, Registry, RegistryError};
-pub use trace::{JSON_ATTRIBUTE_LIMIT, child_span, json_attribute, run, turn_span};
+pub use trace::{
+    JSON_ATTRIBUTE_LIMIT, JsonCarrier, caller_context, child_span, json_attribute, run, turn_span,
+};

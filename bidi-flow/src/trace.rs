@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bidi_core::{ActionContext, BoxError, Observer};
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::global::{self, BoxedTracer};
+use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::{
     Span as _, SpanBuilder, SpanKind, Status, TraceContextExt, Tracer as _,
 };
@@ -292,6 +293,54 @@ pub fn turn_span(ctx: &ActionContext, builder: SpanBuilder) -> Option<Context> {
             .with_span(span)
             .with_value(ActiveTracer(Arc::clone(&trace.tracer))),
     )
+}
+
+/// The caller's trace context, as the application's propagator reads it from `carrier` (an
+/// HTTP request's headers, a JSON-RPC request's `_meta`): with OpenTelemetry's W3C propagator
+/// installed (`global::set_text_map_propagator`), its `traceparent` and `tracestate`.
+///
+/// `None` when nothing names a valid span, and always without a propagator installed
+/// (OpenTelemetry's default reads nothing). A flow connected while the answer is current
+/// (attached, or a future run [`with_context`](opentelemetry::context::FutureExt::with_context))
+/// has its connection span as the caller's span's child, so its turns land in the caller's
+/// trace.
+///
+/// ```
+/// use opentelemetry::global;
+/// use opentelemetry::trace::TraceContextExt as _;
+/// use opentelemetry_sdk::propagation::TraceContextPropagator;
+/// use serde_json::json;
+///
+/// global::set_text_map_propagator(TraceContextPropagator::new());
+/// let meta = json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
+/// let caller = bidi_flow::caller_context(&bidi_flow::JsonCarrier(meta.as_object().unwrap()));
+/// let caller = caller.expect("a valid traceparent");
+/// assert_eq!(
+///     caller.span().span_context().trace_id().to_string(),
+///     "4bf92f3577b34da6a3ce929d0e0e4736"
+/// );
+/// assert!(bidi_flow::caller_context(&bidi_flow::JsonCarrier(&Default::default())).is_none());
+/// ```
+#[must_use]
+pub fn caller_context(carrier: &dyn Extractor) -> Option<Context> {
+    let cx = global::get_text_map_propagator(|propagator| propagator.extract(carrier));
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// A JSON object's string members as a propagator's carrier: the `_meta` of an MCP or ACP
+/// request, whose `traceparent`, `tracestate` and `baggage` keys both protocols keep for W3C
+/// trace context. See [`caller_context`].
+#[derive(Debug, Clone, Copy)]
+pub struct JsonCarrier<'a>(pub &'a serde_json::Map<String, serde_json::Value>);
+
+impl Extractor for JsonCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(serde_json::Value::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
 }
 
 /// Starts a span of `builder` as a child of the span of `parent`, with the tracer `parent`

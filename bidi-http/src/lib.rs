@@ -368,6 +368,7 @@
 #[cfg(feature = "agents")]
 pub mod agent;
 mod auth;
+mod caller;
 pub mod codec;
 mod cors;
 pub mod extract;
@@ -395,6 +396,7 @@ use std::time::Duration;
 pub use axum;
 
 pub use auth::{Identity, Unauthorized};
+pub use caller::caller_context;
 pub use cors::{Cors, InvalidOrigin};
 pub use host::{Beside, BoxFuture, Host, Protocol};
 pub use serve::Bound;

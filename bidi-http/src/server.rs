@@ -322,6 +322,8 @@ impl Server {
         for layer in self.layers {
             router = layer(router);
         }
+        // Outside the application's layers: they run in the caller's trace too.
+        let router = router.layer(axum::middleware::from_fn(crate::caller::layer));
         let router = match &self.cors {
             // Outermost: a preflight carries no credentials, so it is answered before auth.
             Some(cors) => router.layer(cors.layer(exposed)),

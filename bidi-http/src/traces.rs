@@ -43,6 +43,32 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Beside an exporter
+//!
+//! To send the same spans to a collector (Jaeger, Arize Phoenix, Langfuse, any OTLP
+//! endpoint), build the provider yourself with both: the store, and a batch exporter (from
+//! `opentelemetry-otlp`, say, whose HTTP exporter reads the standard `OTEL_EXPORTER_OTLP_*`
+//! variables). Install the W3C propagator too, so that every request's `traceparent`
+//! continues its caller's trace ([`caller_context`](crate::caller_context)):
+//!
+//! ```ignore
+//! use opentelemetry::global;
+//! use opentelemetry_sdk::propagation::TraceContextPropagator;
+//! use opentelemetry_sdk::trace::SdkTracerProvider;
+//!
+//! let exporter = opentelemetry_otlp::SpanExporter::builder().with_http().build()?;
+//! let provider = SdkTracerProvider::builder()
+//!     .with_span_processor(traces.clone())
+//!     .with_batch_exporter(exporter)
+//!     .build();
+//! global::set_tracer_provider(provider.clone());
+//! global::set_text_map_propagator(TraceContextPropagator::new());
+//! // … serve; then send what is still batched:
+//! provider.shutdown()?;
+//! ```
+//!
+//! The main command (`bidi-demo`) does this when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

@@ -33,6 +33,7 @@ use bidi_flow::{JsonError, JsonRecvHalf, JsonSendHalf};
 use futures_util::future::OptionFuture;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
+use opentelemetry::context::FutureExt as _;
 use serde_json::Value;
 
 use crate::codec::{Code, Failure};
@@ -71,10 +72,14 @@ pub(crate) async fn upgrade(
         .saturating_mul(2)
         .saturating_add(64 * 1024);
     let identity = identity.map(|Extension(identity)| identity);
+    let caller = opentelemetry::Context::current();
     upgrade
         .max_message_size(hard)
         .max_frame_size(hard)
-        .on_upgrade(move |socket| InPlace::new(serve(host, key, identity, socket)))
+        // The connection runs after the upgrade, in the caller's trace still.
+        .on_upgrade(move |socket| {
+            InPlace::new(serve(host, key, identity, socket).with_context(caller))
+        })
 }
 
 /// The writing side of a socket.

@@ -19,7 +19,10 @@
 //! so the client would read that one twice (a log record, a progress step): the wrapper names
 //! the event after it instead ([`after`]). A `GET` that names none and replaces a session's
 //! dead stream would get rmcp's whole cache again: the wrapper notes the last event of the
-//! session's own stream that went out, and names it for such a `GET`.
+//! session's own stream that went out, and names it for such a `GET`. rmcp's priming event
+//! (no data) has the id `0` on every stream, as the stream's first event does: a client naming
+//! `0` when no event of the session's own stream went out read only the priming, and is owed
+//! event `0`.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -176,11 +179,16 @@ impl McpHttpService {
             .and_then(|id| id.to_str().ok())
             .map(str::to_owned);
         let resumed = request.headers().get(&LAST_EVENT_ID).cloned();
-        let last = match (&resumed, &session) {
-            (Some(named), _) => named.to_str().ok().map(str::to_owned),
-            (None, Some(id)) if request.method() == Method::GET => {
-                self.sessions.last_out(id).map(|index| index.to_string())
-            }
+        let out = session.as_deref().and_then(|id| self.sessions.last_out(id));
+        let last = match (&resumed, out) {
+            // rmcp's priming event (no data) is `0` too: a client that names `0` read no event
+            // of the session's own stream unless one went out.
+            (Some(named), out) => named
+                .to_str()
+                .ok()
+                .filter(|named| *named != "0" || out.is_some())
+                .map(str::to_owned),
+            (None, Some(out)) if request.method() == Method::GET => Some(out.to_string()),
             (None, _) => None,
         };
         if let Some(next) = last.as_deref().and_then(after) {
@@ -188,11 +196,11 @@ impl McpHttpService {
         }
         let get = request.method() == Method::GET;
         let response = self.inner.handle(request).await.map(Body::new);
-        let Some(id) = session.filter(|_| get && resumed.is_none()) else {
+        let Some(id) = session.filter(|_| get) else {
             return response;
         };
-        // A stream resumed by its client's own `Last-Event-ID` may be a request's; one opened
-        // without is the session's own.
+        // The ids of the session's own stream are plain indexes (a request's are
+        // `{index}/{request}`), whichever `GET` carries them.
         let sessions = Arc::clone(&self.sessions);
         let (parts, body) = response.into_parts();
         let events = body.into_data_stream().inspect(move |chunk| {
@@ -257,11 +265,18 @@ fn after(last: &str) -> Option<HeaderValue> {
 }
 
 /// The greatest id of the session's own stream (`{index}`, no request) among the events of
-/// an SSE chunk, if it has any.
+/// an SSE chunk that carry a message, if it has any (rmcp's priming event, with no data, is
+/// no event of the stream: its id is `0` whatever the stream).
 fn last_event_index(chunk: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(chunk).ok()?;
-    text.lines()
-        .filter_map(|line| line.strip_prefix("id:"))
+    text.split("\n\n")
+        .filter(|event| {
+            event.lines().any(|line| {
+                line.strip_prefix("data:")
+                    .is_some_and(|data| !data.trim().is_empty())
+            })
+        })
+        .flat_map(|event| event.lines().filter_map(|line| line.strip_prefix("id:")))
         .filter_map(|id| id.trim().parse::<u64>().ok())
         .max()
 }
@@ -528,5 +543,7 @@ mod tests {
         assert_eq!(last_event_index(chunk), Some(4));
         assert_eq!(last_event_index(b"id: 2/7\ndata: {}\n\n"), None);
         assert_eq!(last_event_index(b": keep-alive\n\n"), None);
+        // rmcp's priming event: no data, and `0` on every stream.
+        assert_eq!(last_event_index(b"data: \nid: 0\nretry: 3000\n\n"), None);
     }
 }

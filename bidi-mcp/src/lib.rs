@@ -214,6 +214,7 @@ use std::time::Duration;
 use bidi_flow::Registry;
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
+use opentelemetry::context::FutureExt as _;
 #[expect(deprecated, reason = "MCP 2025-11-25's logging, which clients speak")]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
@@ -536,6 +537,16 @@ fn identity(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
         .cloned()
 }
 
+/// The trace a call continues: its request's `_meta` (`traceparent`, `tracestate`), else its
+/// HTTP request's headers, as the application's propagator reads them. A call runs with it
+/// current, so the connection it makes is the caller's span's child.
+fn caller_context(ctx: &RequestContext<RoleServer>) -> Option<opentelemetry::Context> {
+    bidi_flow::caller_context(&bidi_flow::JsonCarrier(&ctx.meta.0.0)).or_else(|| {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>()?;
+        bidi_http::caller_context(&parts.headers)
+    })
+}
+
 /// What a call's connection carries: its caller's identity, a logger of its records for the
 /// client, and the client's model when it lends one.
 struct CallEnv {
@@ -842,11 +853,13 @@ impl ServerHandler for McpServer {
         let task = (support != TaskSupport::Forbidden && declared)
             .then(|| self.tasks.create(env.identity.clone()))
             .flatten();
+        let trace = caller_context(&ctx).unwrap_or_else(opentelemetry::Context::current);
         match task {
             Some(task) => {
                 let created = task.created();
                 let caller = Caller::task(&ctx, Arc::clone(&task));
                 let call = run(self.registry.clone(), target, arguments, env, caller);
+                let call = call.with_context(trace);
                 drop(tokio::spawn(async move { task.finish(call.await) }));
                 Ok(CallToolResponse::Task(created))
             }
@@ -854,7 +867,7 @@ impl ServerHandler for McpServer {
             None => {
                 let caller = Caller::request(&ctx);
                 let call = run(self.registry.clone(), target, arguments, env, caller);
-                call.await.map(CallToolResponse::from)
+                call.with_context(trace).await.map(CallToolResponse::from)
             }
         }
     }

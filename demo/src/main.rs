@@ -18,6 +18,15 @@
 //! names (else the last one offered) and reports the result. The first line on stdout is
 //! `listening on http://{addr}`; the address of each wire and commands to try follow. With
 //! `--acp`, stdout carries protocol lines only, and what it serves is said on stderr.
+//!
+//! Spans go to the Dev UI, and over OTLP to a collector when `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! names one (see `telemetry.rs`):
+//!
+//! ```sh
+//! OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_SERVICE_NAME=notes cargo run -p bidi-demo
+//! ```
+
+mod telemetry;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -31,6 +40,7 @@ use bidi_llm::LlmAgent;
 use bidi_llm::testing::DemoModel;
 use bidi_session::{SessionStore, SqliteStore};
 use clap::Parser;
+use telemetry::Telemetry;
 
 /// Serves bidi's flows and agents over HTTP, sessions in a SQLite file; or, with --acp, the
 /// assistant over ACP on stdin and stdout, on the same sessions.
@@ -93,9 +103,21 @@ async fn main() -> ExitCode {
     };
     let assistant = assistant(Arc::clone(&store), args.notes.clone());
     if args.acp {
-        return acp(assistant, &args.db).await;
+        let telemetry = match Telemetry::install(None::<Traces>) {
+            Ok(telemetry) => telemetry,
+            Err(error) => return failed(&error),
+        };
+        let served = acp(assistant, &args.db).await;
+        telemetry.shutdown();
+        return served;
     }
     http(&args, store, assistant).await
+}
+
+/// Says `error`, and fails.
+fn failed(error: &str) -> ExitCode {
+    eprintln!("error: {error}");
+    ExitCode::FAILURE
 }
 
 /// Serves the assistant over ACP on stdin and stdout until stdin ends.
@@ -118,14 +140,17 @@ async fn acp(assistant: LlmAgent, db: &Path) -> ExitCode {
 async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) -> ExitCode {
     let registry = match bidi_demo::registry(store, &assistant) {
         Ok(registry) => registry,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(error) => return failed(&error.to_string()),
     };
     // The Dev UI at /dev/, with the spans of every connection kept for its traces.
     let traces = Traces::new();
-    let provider = traces.install();
+    let telemetry = match Telemetry::install(Some(traces.clone())) {
+        Ok(telemetry) => telemetry,
+        Err(error) => return failed(&error),
+    };
+    if let Some(endpoint) = telemetry.exporting() {
+        eprintln!("spans: {endpoint} (OTLP)");
+    }
     let server = Server::new(registry.clone())
         .agent(&assistant)
         .protocol(bidi_devui::DevUi::new(traces.clone()))
@@ -149,10 +174,7 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
     };
     let addr = match bound.local_addr() {
         Ok(addr) => addr,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(error) => return failed(&error.to_string()),
     };
     println!("listening on http://{addr}");
     eprintln!("sessions: {}", args.db.display());
@@ -163,8 +185,7 @@ async fn http(args: &Args, store: Arc<dyn SessionStore>, assistant: LlmAgent) ->
             let _ = tokio::signal::ctrl_c().await;
         })
         .await;
-    // The spans still buffered go nowhere else: nothing to wait for.
-    let _ = provider.shutdown();
+    telemetry.shutdown();
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -17,6 +17,7 @@ use agent_client_protocol_schema::v1::SessionId;
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::{ConnectOptions, Connection};
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput};
+use opentelemetry::trace::TraceId;
 use tokio_util::sync::CancellationToken;
 
 use super::{Asker, Open, policy};
@@ -43,13 +44,17 @@ pub(crate) struct Live {
     pub(super) gate: Gate,
     /// The mode the policy was made for: an index into the server's modes.
     mode: usize,
+    /// The trace of the prompt that opened it (its `_meta`'s `traceparent`), whose trace its
+    /// turns are in.
+    trace: Option<TraceId>,
     /// When its slot kept it last: its place in [`Idle`].
     kept: u64,
 }
 
 impl Live {
     /// Opens session `session_id`'s connection, in the mode `mode` with `tools` (the
-    /// editor's and its MCP servers'), relative paths against `cwd`.
+    /// editor's and its MCP servers'), relative paths against `cwd`, in the caller's trace
+    /// `trace` (the current context's, where its span starts).
     ///
     /// # Panics
     ///
@@ -59,6 +64,7 @@ impl Live {
         agent: &LlmAgent,
         session_id: &SessionId,
         mode: usize,
+        trace: Option<TraceId>,
         cwd: PathBuf,
         tools: Offered,
     ) -> Self {
@@ -83,14 +89,16 @@ impl Live {
             conn: agent.connect_with(init, options),
             gate,
             mode,
+            trace,
             kept: 0,
         }
     }
 
-    /// Whether a prompt turn in mode `mode` may run on it: it was opened in that mode, and it
+    /// Whether a prompt turn in mode `mode`, of a caller in the trace `trace`, may run on it:
+    /// it was opened in that mode and trace (a turn is in its connection's trace), and it
     /// still takes inputs.
-    pub(super) fn fits(&self, mode: usize) -> bool {
-        self.mode == mode && !self.conn.is_finished()
+    pub(super) fn fits(&self, mode: usize, trace: Option<TraceId>) -> bool {
+        self.mode == mode && self.trace == trace && !self.conn.is_finished()
     }
 
     /// The prompt turn about to run on it: the gate asks for that turn (its cancellation, the
@@ -115,6 +123,7 @@ impl fmt::Debug for Live {
         f.debug_struct("Live")
             .field("conn", &self.conn)
             .field("mode", &self.mode)
+            .field("trace", &self.trace)
             .field("kept", &self.kept)
             .finish_non_exhaustive()
     }

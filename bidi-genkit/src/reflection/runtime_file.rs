@@ -231,16 +231,18 @@ mod tests {
         assert!(path.exists());
     }
 
-    fn info(pid: u32) -> Info<'static> {
-        Info {
+    /// A runtime file of this process, written at the epoch under `root`.
+    fn written(root: &Path) -> RuntimeFile {
+        let info = Info {
             id: "42-3100",
-            pid,
+            pid: std::process::id(),
             name: "demo",
             reflection_server_url: "http://127.0.0.1:3100",
             timestamp: "2026-11-23T01:03:44.521Z".to_owned(),
             genkit_version: "bidi-genkit/0.1.0",
             reflection_api_spec_version: 1,
-        }
+        };
+        RuntimeFile::write(root, &info, SystemTime::UNIX_EPOCH).unwrap()
     }
 
     /// The files of `<root>/.genkit/runtimes`, by name, with what they say.
@@ -260,12 +262,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_runtime_not_found_writes_its_file_anew_after_each_wait_then_stops() {
         let temp = tempfile::tempdir().unwrap();
-        let mut file = RuntimeFile::write(
-            temp.path(),
-            &info(std::process::id()),
-            SystemTime::UNIX_EPOCH,
-        )
-        .unwrap();
+        let mut file = written(temp.path());
         let first = file.path().to_path_buf();
         let said = fs::read(&first).unwrap();
         let waits = [Duration::from_millis(5), Duration::from_millis(5)];
@@ -287,12 +284,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_runtime_the_tools_notified_keeps_its_file() {
         let temp = tempfile::tempdir().unwrap();
-        let mut file = RuntimeFile::write(
-            temp.path(),
-            &info(std::process::id()),
-            SystemTime::UNIX_EPOCH,
-        )
-        .unwrap();
+        let mut file = written(temp.path());
         let first = file.path().to_path_buf();
         let found = Notify::new();
         // Notified before the announcing began: the notice is kept for it.
