@@ -182,6 +182,44 @@ run(async (base) => {
       await page.waitForSelector('.tool-call[data-tool="delete_file"][data-status="done"]');
     });
 
+    await check("the approved call's turn is a tree in the trace view, with its tokens", async () => {
+      const viewer = await browser.newPage();
+      viewer.setDefaultTimeout(DEADLINE);
+      await viewer.setViewport({ width: 1280, height: 900 });
+      viewer.on('pageerror', (error) => errors.push(`page error (trace tree tab): ${error.message}`));
+      await viewer.goto(`${base}/dev/#/traces`);
+      // The newest execution of the assistant: the one that ran the approved call.
+      await viewer.waitForSelector('.trace-row[data-name="assistant"][data-running="false"]');
+      await viewer.click('.trace-row[data-name="assistant"][data-running="false"]');
+      await viewer.waitForSelector('.span-row[data-span-name="execute_tool delete_file"]');
+      const rows = await viewer.$$eval('.waterfall .span-row', (els) => els.map((el) => ({
+        name: el.dataset.spanName,
+        depth: parseFloat(el.querySelector('.span-name').style.paddingLeft || '0'),
+        tokens: el.querySelector('.span-tokens').textContent,
+      })));
+      const row = (name) => rows.find((r) => r.name === name);
+      const agent = row('invoke_agent assistant');
+      const tool = row('execute_tool delete_file');
+      const chats = rows.filter((r) => r.name === 'chat demo');
+      assert(agent && tool && chats.length, `the rows: ${JSON.stringify(rows)}`);
+      // invoke_agent over the model's calls and the tool's, in the connection's turn.
+      const under = (r) => r.depth > agent.depth;
+      assert(under(tool) && chats.every(under) && agent.depth > row('turn 1').depth, `the tree: ${JSON.stringify(rows)}`);
+      // Each model call's tokens (the demo model counts words), added up on the turn and the
+      // trace.
+      const counts = (text) => (text.match(/^(\d+) in · (\d+) out$/) ?? []).slice(1).map(Number);
+      const [input, output] = chats.map((c) => counts(c.tokens)).reduce(([i, o], [ci, co]) => [i + ci, o + co], [0, 0]);
+      assert(input > 0 && output > 0, `the model calls' tokens: ${chats.map((c) => c.tokens)}`);
+      assert(agent.tokens === `${input} in · ${output} out`, `the turn's tokens: ${agent.tokens}`);
+      const total = await viewer.$eval('.view-head .trace-tokens', (el) => el.textContent);
+      assert(total === agent.tokens, `the trace's tokens: ${total}, the turn's: ${agent.tokens}`);
+      await viewer.click('.span-row[data-span-name="execute_tool delete_file"]');
+      await viewer.waitForFunction(() => document.querySelector('.span-detail table.attrs')?.textContent.includes('gen_ai.tool.call.id'));
+      await shot('trace-tree', viewer);
+      await viewer.close();
+      await page.bringToFront();
+    });
+
     await check("the page's own tool is answered with buttons", async () => {
       await say('pick_color for the banner');
       await page.waitForSelector('.tool-call[data-tool="pick_color"] .color-choice[data-color="green"]');

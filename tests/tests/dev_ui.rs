@@ -177,4 +177,4 @@ async fn the_dev_ui_runs_flows_chats_traces_and_browses_sessions_in_a_browser() 
 }
 
 /// How many checks `dev_ui.mjs` runs.
-const CHECKS: usize = 15;
+const CHECKS: usize = 16;

@@ -236,6 +236,7 @@ async fn genkit_start_drives_a_bidi_program() {
     assert_eq!(turn.last().unwrap()["result"]["output"], 1);
 
     refuses_a_bad_input(&tools).await;
+    agent_steps(&tools).await;
 
     cancel(&tools).await;
     traces(&tools, &trace_id).await;
@@ -358,6 +359,76 @@ async fn traces(tools: &Tools, trace_id: &str) {
         .unwrap_or_else(|| panic!("a turn in {trace:#}"));
     assert_eq!(turn["parentSpanId"], root["spanId"]);
     assert_eq!(turn["attributes"]["genkit:type"], "flowStep");
+}
+
+/// An LLM agent's turn shows in Genkit's trace data as Genkit's own steps: `generate` over the
+/// model's action and the tool's, with the model's input and output.
+async fn agent_steps(tools: &Tools) {
+    let request = json!({"key": "/agent/helper", "input": {"content": "word_count one two three"},
+        "init": {"sessionId": "steps"}});
+    let answer: Value = tools.run("runAction", &request).await.json().await.unwrap();
+    let trace_id = answer["telemetry"]["traceId"].as_str().unwrap().to_owned();
+    let subtypes = |trace: &Value| -> Vec<String> {
+        trace["spans"]
+            .as_object()
+            .map(|spans| {
+                spans
+                    .values()
+                    .filter(|span| span["endTime"] != 0)
+                    .filter_map(|span| span["attributes"]["genkit:metadata:subtype"].as_str())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Two model calls (the one that calls the tool, the one that reports it) and the tool's.
+    let trace = tools
+        .until("getTrace", &json!({"traceId": trace_id}), |trace| {
+            let subtypes = subtypes(trace);
+            subtypes.iter().filter(|s| *s == "model").count() == 2
+                && subtypes.iter().any(|s| s == "tool")
+        })
+        .await;
+    let spans: Vec<&Value> = trace["spans"].as_object().unwrap().values().collect();
+    let step = |subtype: &str| {
+        spans
+            .iter()
+            .find(|span| span["attributes"]["genkit:metadata:subtype"] == subtype)
+            .map(|span| &span["attributes"])
+            .unwrap_or_else(|| panic!("no {subtype} step in {trace:#}"))
+    };
+    let generate = spans
+        .iter()
+        .find(|span| span["attributes"]["genkit:name"] == "generate")
+        .unwrap_or_else(|| panic!("no generate step in {trace:#}"));
+    assert_eq!(generate["attributes"]["genkit:type"], "util");
+    let path = generate["attributes"]["genkit:path"].as_str().unwrap();
+    assert!(path.ends_with("/{generate,t:util}"), "{path}");
+    let model = step("model");
+    assert_eq!(model["genkit:type"], "action");
+    assert_eq!(model["genkit:name"], "demo");
+    assert_eq!(
+        model["genkit:path"],
+        format!("{path}/{{demo,t:action,s:model}}")
+    );
+    assert!(
+        model["genkit:input"]
+            .as_str()
+            .unwrap()
+            .contains("word_count one two three"),
+        "{model:#}"
+    );
+    let tool = step("tool");
+    assert_eq!(tool["genkit:name"], "word_count");
+    assert_eq!(
+        tool["genkit:path"],
+        format!("{path}/{{word_count,t:action,s:tool}}")
+    );
+    assert_eq!(tool["genkit:state"], "success");
+    assert!(
+        tool["genkit:output"].as_str().unwrap().contains("words"),
+        "{tool:#}"
+    );
 }
 
 /// The trace id a run's headers carry, before its body.

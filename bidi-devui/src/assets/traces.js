@@ -1,7 +1,8 @@
 // Live traces: the list of traces the server keeps, kept current from `api/traces/live` (SSE of
 // span starts and ends), and one trace as a waterfall of its spans (a connection's span, its
-// turns' spans, their steps), running ones growing as they run, with each span's attributes,
-// status and events.
+// turns' spans, their steps: an agent's `invoke_agent`, its `chat` and `execute_tool` spans),
+// running ones growing as they run, with each span's attributes, status and events, and the
+// tokens of the model calls each span holds.
 
 import { h, replace, jsonView, badge, clock, duration, shortId, errorBox } from './dom.js';
 import { getJson, url, seg } from './api.js';
@@ -58,7 +59,10 @@ export function tracesView() {
     trace.spans.set(span.spanId, span);
     const { summary } = trace;
     summary.spans = Math.max(summary.spans, trace.spans.size);
-    if (!span.parentSpanId) {
+    // The trace's root: a span without a parent, else the first seen (a connection continuing
+    // a caller's trace has the caller's span, kept elsewhere, as its parent).
+    if (!span.parentSpanId || (trace.rootId === undefined && trace.spans.size === 1)) trace.rootId = span.spanId;
+    if (span.spanId === trace.rootId) {
       summary.name = span.name;
       summary.startTime = span.startTime;
       summary.endTime = span.endTime;
@@ -66,7 +70,7 @@ export function tracesView() {
     if (span.status?.code === 'error') summary.failed = true;
     if (trace.row && list.contains(trace.row)) {
       drawRow(trace);
-      if (!span.parentSpanId && !known) redrawList();
+      if (span.spanId === trace.rootId && !known) redrawList();
     } else {
       redrawList();
     }
@@ -112,7 +116,8 @@ export function tracesView() {
         const known = trace.spans.get(span.spanId);
         if (!(known?.endTime !== undefined && span.endTime === undefined)) trace.spans.set(span.spanId, span);
       }
-      const root = spans.find((s) => !s.parentSpanId);
+      const ids = new Set(spans.map((s) => s.spanId));
+      const root = spans.find((s) => !s.parentSpanId || !ids.has(s.parentSpanId));
       if (root) Object.assign(trace.summary, { name: root.name, startTime: root.startTime, endTime: root.endTime });
       trace.summary.spans = Math.max(trace.summary.spans, trace.spans.size);
       if (selected === traceId) drawTrace();
@@ -142,15 +147,19 @@ export function tracesView() {
     if (!trace || trace.spans.size === 0) return;
     const spans = [...trace.spans.values()];
     const running = spans.some((s) => s.endTime === undefined);
-    bars = ordered(spans).map(({ span, depth }) => spanRow(span, depth, () => {
+    const counted = tokens(spans);
+    bars = ordered(spans).map(({ span, depth }) => spanRow(span, depth, counted.get(span.spanId), () => {
       detail = span.spanId;
       drawTrace();
     }));
     const took = place();
-    const shown = spans.find((s) => s.spanId === detail) ?? spans.find((s) => !s.parentSpanId) ?? spans[0];
+    const roots = spans.filter((s) => !s.parentSpanId || !trace.spans.has(s.parentSpanId));
+    const shown = spans.find((s) => s.spanId === detail) ?? roots[0] ?? spans[0];
+    const total = sum(roots.map((s) => counted.get(s.spanId)));
     replace(main,
       h('header', { class: 'view-head' },
-        h('h2', {}, trace.summary.name, ' ', running ? badge('running', 'live') : badge(duration(took), 'ok')),
+        h('h2', {}, trace.summary.name, ' ', running ? badge('running', 'live') : badge(duration(took), 'ok'),
+          total ? h('span', { class: 'badge kind trace-tokens', text: tokenText(total) }) : null),
         h('div', { class: 'muted' }, 'trace ', shortId(selected, 32))),
       h('div', { class: 'waterfall', role: 'table', dataset: { traceId: selected } }, bars.map((b) => b.row)),
       shown ? spanDetail(shown) : null);
@@ -207,8 +216,44 @@ function ordered(spans) {
   return out;
 }
 
+/** `{input, output}` added up over `counts` (nulls skipped); null when all are. */
+function sum(counts) {
+  return counts.reduce((total, count) => (count ? {
+    input: (total?.input ?? 0) + count.input,
+    output: (total?.output ?? 0) + count.output,
+  } : total), null);
+}
+
+/**
+ * The tokens of each span, by id: a model call's own (`gen_ai.usage.*` of a `chat` span), any
+ * other span's the model calls below it (an agent's turn); null for a span with none below.
+ */
+function tokens(spans) {
+  const children = new Map();
+  for (const span of spans) {
+    if (!children.has(span.parentSpanId)) children.set(span.parentSpanId, []);
+    children.get(span.parentSpanId).push(span);
+  }
+  const counted = new Map();
+  const count = (span) => {
+    const attributes = span.attributes ?? {};
+    const own = attributes['gen_ai.operation.name'] === 'chat'
+      ? { input: Number(attributes['gen_ai.usage.input_tokens'] ?? 0), output: Number(attributes['gen_ai.usage.output_tokens'] ?? 0) }
+      : sum((children.get(span.spanId) ?? []).map(count));
+    counted.set(span.spanId, own);
+    return own;
+  };
+  for (const span of spans) if (!counted.has(span.spanId)) count(span);
+  return counted;
+}
+
+/** How a span's tokens read: `12 in · 30 out`. */
+function tokenText({ input, output }) {
+  return `${input} in · ${output} out`;
+}
+
 /** A row of the waterfall: `{span, row, bar, time}` (the bar placed by `place`). */
-function spanRow(span, depth, onclick) {
+function spanRow(span, depth, counted, onclick) {
   const running = span.endTime === undefined;
   const bar = h('span', { class: 'bar' });
   const time = h('span', { class: 'span-time' });
@@ -222,7 +267,8 @@ function spanRow(span, depth, onclick) {
     dataset: { spanName: span.name, spanId: span.spanId, running: String(running) },
     onclick,
     onkeydown: (event) => { if (event.key === 'Enter') onclick(); },
-  }, name, h('span', { class: 'track' }, bar), time);
+  }, name, h('span', { class: 'track' }, bar),
+  h('span', { class: 'span-tokens', text: counted ? tokenText(counted) : '' }), time);
   return { span, row, bar, time };
 }
 

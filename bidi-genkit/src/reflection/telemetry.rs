@@ -1,6 +1,9 @@
 //! Spans forwarded to the telemetry server of Genkit's tools: every span start and end of a
 //! [`Traces`](bidi_http::traces::Traces) store, as Genkit's `TraceData` with `genkit:*` attributes,
-//! posted to `{telemetryServerUrl}/api/traces`.
+//! posted to `{telemetryServerUrl}/api/traces`. An agent's execution (the GenAI conventions'
+//! `invoke_agent`, `chat` and `execute_tool` spans) becomes Genkit's own steps: a `generate`
+//! util over the model's and the tools' actions, with what was said as their input and output
+//! when the agent records it.
 //!
 //! The store is the one the `Reflection` was given (the Dev UI's, say), else one installed as
 //! the global tracer provider once per process. Posts go one at a time from one task: a dead or
@@ -250,9 +253,78 @@ impl Mapper {
             (false, _) if span.scope == "bidi-flow" => Some("flowStep"),
             (false, _) => None,
         };
+        if !flow && let Some(step) = GenAiStep::of(span) {
+            return format!("{parent}/{}", step.segment());
+        }
         match step {
             Some(step) => format!("{parent}/{{{},t:{step}}}", span.name),
             None => format!("{parent}/{{{}}}", span.name),
+        }
+    }
+}
+
+/// A span of an agent's execution (OpenTelemetry's GenAI conventions) as the step Genkit makes
+/// of the same work: the execution is `generate` (a util), a model call the model's action, a
+/// tool call the tool's action, so that Genkit's tools show a bidi turn as a Genkit one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GenAiStep<'a> {
+    Generate,
+    Model(&'a str),
+    Tool(&'a str),
+}
+
+impl<'a> GenAiStep<'a> {
+    fn of(span: &'a Span) -> Option<Self> {
+        let text = |key: &str| span.attributes.get(key).and_then(Value::as_str);
+        match text("gen_ai.operation.name")? {
+            "invoke_agent" => Some(Self::Generate),
+            "chat" => Some(Self::Model(
+                text("gen_ai.request.model").unwrap_or(&span.name),
+            )),
+            "execute_tool" => Some(Self::Tool(text("gen_ai.tool.name").unwrap_or(&span.name))),
+            _ => None,
+        }
+    }
+
+    /// Its `genkit:path` segment: `{generate,t:util}`, `{name,t:action,s:model|tool}`.
+    fn segment(self) -> String {
+        match self {
+            Self::Generate => "{generate,t:util}".to_owned(),
+            Self::Model(name) => format!("{{{name},t:action,s:model}}"),
+            Self::Tool(name) => format!("{{{name},t:action,s:tool}}"),
+        }
+    }
+
+    /// Its `genkit:*` attributes: type, name, subtype, and the input and output recorded (a
+    /// model call's messages and a tool call's arguments and result, when the agent records
+    /// what was said).
+    fn attributes(self, span: &Span, set: &mut impl FnMut(&str, Value)) {
+        let (kind, name, subtype, input, output) = match self {
+            Self::Generate => ("util", "generate", None, None, None),
+            Self::Model(name) => (
+                "action",
+                name,
+                Some("model"),
+                Some("gen_ai.input.messages"),
+                Some("gen_ai.output.messages"),
+            ),
+            Self::Tool(name) => (
+                "action",
+                name,
+                Some("tool"),
+                Some("gen_ai.tool.call.arguments"),
+                Some("gen_ai.tool.call.result"),
+            ),
+        };
+        set("genkit:type", json!(kind));
+        set("genkit:name", json!(name));
+        if let Some(subtype) = subtype {
+            set("genkit:metadata:subtype", json!(subtype));
+        }
+        for (key, genkit) in [(input, "genkit:input"), (output, "genkit:output")] {
+            if let Some(value) = key.and_then(|key| span.attributes.get(key)) {
+                set(genkit, value.clone());
+            }
         }
     }
 }
@@ -290,12 +362,15 @@ fn genkit_span(
                 set("genkit:input", json!(input));
             }
         }
-        None => {
-            if span.scope == "bidi-flow" {
-                set("genkit:type", json!("flowStep"));
+        None => match GenAiStep::of(span) {
+            Some(step) => step.attributes(span, &mut set),
+            None => {
+                if span.scope == "bidi-flow" {
+                    set("genkit:type", json!("flowStep"));
+                }
+                set("genkit:name", json!(span.name));
             }
-            set("genkit:name", json!(span.name));
-        }
+        },
     }
     if span.parent_span_id.is_none() {
         set("genkit:isRoot", json!(true));
@@ -455,6 +530,66 @@ mod tests {
             json!({"code": 2, "message": "connection cancelled: cancelled from Genkit's tools"})
         );
         assert!(mapper.paths.is_empty(), "ended spans' paths are forgotten");
+    }
+
+    #[test]
+    fn an_agents_execution_is_generate_over_model_and_tool_actions() {
+        let mut mapper = mapper();
+        let root = span("a1", None, "echo", json!({"bidi.flow": "echo"}));
+        mapper.trace_data(&Update::SpanStart(root), None);
+        let turn = span("a2", Some("a1"), "turn 1", json!({"bidi.turn": 1}));
+        mapper.trace_data(&Update::SpanStart(turn), None);
+        let agent = span(
+            "a3",
+            Some("a2"),
+            "invoke_agent echo",
+            json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "echo"}),
+        );
+        let data = mapper.trace_data(&Update::SpanStart(agent), None);
+        let attributes = &data["spans"]["a3"]["attributes"];
+        assert_eq!(attributes["genkit:type"], "util");
+        assert_eq!(attributes["genkit:name"], "generate");
+        let generate = "/{echo,t:action}/{turn 1,t:flowStep}/{generate,t:util}";
+        assert_eq!(attributes["genkit:path"], generate);
+
+        let mut chat = span(
+            "a4",
+            Some("a3"),
+            "chat demo",
+            json!({"gen_ai.operation.name": "chat", "gen_ai.request.model": "demo",
+                   "gen_ai.input.messages": "[{\"role\":\"user\"}]",
+                   "gen_ai.output.messages": "[{\"role\":\"assistant\"}]"}),
+        );
+        chat.end_time = Some(2_000);
+        let data = mapper.trace_data(&Update::SpanEnd(chat), None);
+        let attributes = &data["spans"]["a4"]["attributes"];
+        assert_eq!(attributes["genkit:type"], "action");
+        assert_eq!(attributes["genkit:metadata:subtype"], "model");
+        assert_eq!(attributes["genkit:name"], "demo");
+        assert_eq!(
+            attributes["genkit:path"],
+            format!("{generate}/{{demo,t:action,s:model}}")
+        );
+        assert_eq!(attributes["genkit:input"], "[{\"role\":\"user\"}]");
+        assert_eq!(attributes["genkit:output"], "[{\"role\":\"assistant\"}]");
+        assert_eq!(attributes["genkit:state"], "success");
+
+        let tool = span(
+            "a5",
+            Some("a3"),
+            "execute_tool word_count",
+            json!({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "word_count"}),
+        );
+        let data = mapper.trace_data(&Update::SpanStart(tool), None);
+        let attributes = &data["spans"]["a5"]["attributes"];
+        assert_eq!(attributes["genkit:metadata:subtype"], "tool");
+        assert_eq!(attributes["genkit:name"], "word_count");
+        assert_eq!(
+            attributes["genkit:path"],
+            format!("{generate}/{{word_count,t:action,s:tool}}")
+        );
+        // Nothing recorded of what was said: no input or output.
+        assert!(attributes.get("genkit:input").is_none());
     }
 
     #[test]

@@ -21,7 +21,8 @@ use crate::model::{Model, ModelEvent, ModelRequest, ToolSpec};
 ///
 /// It streams its answer word by word as the agent takes the words, as a model service does,
 /// so a long answer costs no memory ahead of a consumer that does not read. A message
-/// containing "slowly" makes it think for three seconds first.
+/// containing "slowly" makes it think for three seconds first. Its usage counts words as
+/// tokens: those of the message it answers in, those it says out.
 ///
 /// ```
 /// use bidi_agent::AgentInit;
@@ -69,6 +70,7 @@ impl Model for DemoModel {
                 .is_none_or(|required| required.iter().all(|name| name == "request"))
         };
         let fallback = request.tools.iter().rev().find(fits);
+        let heard = text.split_whitespace().count();
         let (said, call) = match (last, named.or(fallback).or(request.tools.last())) {
             (Some(Message::User(_)), Some(tool)) => {
                 let call = [
@@ -84,6 +86,7 @@ impl Model for DemoModel {
             (Some(Message::User(_)), None) => (format!("You said: {text}"), None),
             _ => (text, None),
         };
+        let usage = words_used(heard, &said);
         let stop_reason = if call.is_some() {
             StopReason::ToolCalls
         } else {
@@ -104,12 +107,21 @@ impl Model for DemoModel {
             .chain(futures_util::stream::iter(
                 std::iter::once(ModelEvent::TextEnd)
                     .chain(call.into_iter().flatten())
-                    .chain(std::iter::once(ModelEvent::Done {
-                        stop_reason,
-                        usage: Usage::default(),
-                    })),
+                    .chain(std::iter::once(ModelEvent::Done { stop_reason, usage })),
             ))
             .boxed()
+    }
+}
+
+/// The usage of an answer `said` to a message of `heard` words, a word a token.
+fn words_used(heard: usize, said: &str) -> Usage {
+    let input = heard as u64;
+    let output = said.split_whitespace().count() as u64;
+    Usage {
+        input,
+        output,
+        total_tokens: input + output,
+        ..Usage::default()
     }
 }
 

@@ -11,6 +11,9 @@
 //!   `"{salutation}, {name}!"`: a struct init with defaults, which a run without init gets.
 //! - `/flow/letter`: init `{"to"}` (required), input a line, returns `"Dear {to}, {line}"`: a
 //!   struct init without defaults.
+//! - `/agent/helper`: an LLM agent on the demo model with a tool, `word_count`, that records
+//!   what was said in its spans: a message naming the tool (`{"content": "word_count a b"}`,
+//!   init `{"sessionId": ".."}`) is answered after a call of it.
 //!
 //! With `--auth TOKEN`, the server asks every request for `Authorization: Bearer TOKEN`
 //! (`Server::auth`).
@@ -29,6 +32,8 @@ use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{ActionType, BidiFlow, Registry};
 use bidi_genkit::reflection::{Endpoint, Reflection, Serving};
 use bidi_http::{Identity, Server, Unauthorized};
+use bidi_llm::testing::DemoModel;
+use bidi_llm::{LlmAgent, simple_tool};
 use bidi_session::MemoryStore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -130,6 +135,13 @@ async fn greet(
     Ok(format!("{}, {name}!", greeting.salutation))
 }
 
+/// What `/agent/helper`'s `word_count` counts.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Text {
+    /// The text.
+    text: String,
+}
+
 /// Whom `/flow/letter` writes to: no default.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Letter {
@@ -164,6 +176,20 @@ async fn main() -> Result<(), BoxError> {
             .build(notes)
             .into_flow(),
     )?;
+    let helper = LlmAgent::builder("helper", DemoModel)
+        .tool(simple_tool(
+            "word_count",
+            "Word count",
+            "Counts the words of a text",
+            |_id, args: Text| async move {
+                let words = args.text.split_whitespace().count();
+                Ok::<_, String>((format!("{words} words"), None))
+            },
+        ))
+        .record_content(true)
+        .store(MemoryStore::new())
+        .build();
+    registry.register(helper.agent().clone().into_flow())?;
     let flow = ActionType::new("flow")?;
     registry.register(BidiFlow::new("greet", greet).with_action_type(flow.clone()))?;
     registry.register(BidiFlow::new("letter", letter).with_action_type(flow))?;
