@@ -194,5 +194,6 @@ pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendH
 pub use progress::Progress;
 pub use registry::{ActionDesc, Registry, RegistryError};
 pub use trace::{
-    JSON_ATTRIBUTE_LIMIT, JsonCarrier, caller_context, child_span, json_attribute, run, turn_span,
+    JSON_ATTRIBUTE_LIMIT, JsonCarrier, caller_context, child_span, inject_context, json_attribute,
+    run, turn_span,
 };

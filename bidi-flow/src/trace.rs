@@ -327,6 +327,41 @@ pub fn caller_context(carrier: &dyn Extractor) -> Option<Context> {
     cx.span().span_context().is_valid().then_some(cx)
 }
 
+/// Writes the current context into `meta` (a JSON-RPC request's `_meta`) as the application's
+/// propagator writes it: `traceparent` and `tracestate` with the W3C one; nothing without a
+/// propagator or a current span. What `meta` holds already stays. The other side of
+/// [`caller_context`], for a request that runs something for this side's span (a tool call the
+/// client runs, say).
+///
+/// ```
+/// use opentelemetry::global;
+/// use opentelemetry::trace::{Tracer as _, TracerProvider as _};
+/// use opentelemetry_sdk::propagation::TraceContextPropagator;
+/// use opentelemetry_sdk::trace::SdkTracerProvider;
+///
+/// global::set_text_map_propagator(TraceContextPropagator::new());
+/// let tracer = SdkTracerProvider::builder().build().tracer("example");
+/// let mut meta = serde_json::Map::new();
+/// tracer.in_span("tool call", |_cx| bidi_flow::inject_context(&mut meta));
+/// assert!(meta["traceparent"].as_str().is_some_and(|value| value.starts_with("00-")));
+/// ```
+pub fn inject_context(meta: &mut serde_json::Map<String, serde_json::Value>) {
+    struct Meta<'a>(&'a mut serde_json::Map<String, serde_json::Value>);
+    impl opentelemetry::propagation::Injector for Meta<'_> {
+        fn set(&mut self, key: &str, value: String) {
+            self.0
+                .entry(key.to_owned())
+                .or_insert(serde_json::Value::String(value));
+        }
+    }
+    let cx = Context::current();
+    if cx.span().span_context().is_valid() {
+        global::get_text_map_propagator(|propagator| {
+            propagator.inject_context(&cx, &mut Meta(meta));
+        });
+    }
+}
+
 /// A JSON object's string members as a propagator's carrier: the `_meta` of an MCP or ACP
 /// request, whose `traceparent`, `tracestate` and `baggage` keys both protocols keep for W3C
 /// trace context. See [`caller_context`].

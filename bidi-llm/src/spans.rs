@@ -131,6 +131,14 @@ pub(crate) struct ToolSpan {
     content: bool,
 }
 
+impl ToolSpan {
+    /// The context of the span, current while the tool runs (a client that runs it is sent
+    /// it).
+    pub(crate) fn context(&self) -> &Context {
+        &self.cx
+    }
+}
+
 impl Spans {
     /// The `invoke_agent` span of an execution of `agent` on `session_id`, in `ctx`'s turn;
     /// none when the connection is not traced.

@@ -15,6 +15,7 @@ use bidi_flow::log::{Level, Logger};
 use bidi_session::{self as snapshot, Renewal, Session};
 use futures_core::Stream;
 use futures_util::stream::{BoxStream, SelectAll, StreamExt as _};
+use opentelemetry::context::FutureExt as _;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
@@ -726,6 +727,11 @@ impl<'a> Turn<'a> {
                     async move { ToolEvent::Failed(format!("there is no tool named `{name}`")) }
                 })
                 .boxed(),
+            };
+            // The tool runs in its span: what it asks of others (a client's tool) carries it.
+            let events = match spans.last().and_then(Option::as_ref) {
+                Some((span, _)) => events.with_context(span.context().clone()).boxed(),
+                None => events,
             };
             running.push(UntilResult {
                 index,

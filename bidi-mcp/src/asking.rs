@@ -86,7 +86,8 @@ impl Asking {
     }
 
     /// Asks `question` by an `elicitation/create` request.
-    async fn ask_one(&self, question: ElicitRequestParams) -> Result<ElicitResult, Unanswered> {
+    async fn ask_one(&self, mut question: ElicitRequestParams) -> Result<ElicitResult, Unanswered> {
+        super::traced(&mut question);
         let sent = self
             .peer
             .send_cancellable_request(

@@ -547,6 +547,21 @@ fn caller_context(ctx: &RequestContext<RoleServer>) -> Option<opentelemetry::Con
     })
 }
 
+/// Puts the current trace context (the span asking: a model call's, a tool call's) in the
+/// `_meta` of a request to the client (`traceparent`, `tracestate`), as the application's
+/// propagator writes it.
+fn traced(params: &mut impl rmcp::model::RequestParamsMeta) {
+    let mut trace = serde_json::Map::new();
+    bidi_flow::inject_context(&mut trace);
+    if trace.is_empty() {
+        return;
+    }
+    let meta = params.meta_mut().get_or_insert_with(Default::default);
+    for (key, value) in trace {
+        meta.0.0.entry(key).or_insert(value);
+    }
+}
+
 /// What a call's connection carries: its caller's identity, a logger of its records for the
 /// client, and the client's model when it lends one.
 struct CallEnv {

@@ -73,7 +73,9 @@ impl Model for Sampled {
     }
 
     fn stream(&self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        let params = params(&request, self.tools);
+        let mut params = params(&request, self.tools);
+        // The model call's span (current while the model makes its stream) goes with it.
+        super::traced(&mut params);
         let (peer, origin) = (self.peer.clone(), self.origin.clone());
         let answer = async move {
             let events = match sample(&peer, origin, params).await {

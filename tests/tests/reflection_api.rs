@@ -303,6 +303,7 @@ async fn actions_and_values(runtime: &Runtime) {
     assert_eq!(
         keys,
         [
+            "/agent/helper",
             "/agent/notes",
             "/bidi-flow/slow",
             "/flow/countdown",

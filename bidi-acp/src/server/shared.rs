@@ -178,7 +178,8 @@ impl Shared {
             .await
     }
 
-    /// Sends a request to the client and waits for its answer.
+    /// Sends a request to the client and waits for its answer; its `_meta` carries the
+    /// current trace context (`traceparent`), when the application's propagator writes one.
     ///
     /// # Errors
     ///
@@ -188,7 +189,18 @@ impl Shared {
     /// # Cancel safety
     ///
     /// Dropping the future forgets the request: a later answer is ignored.
-    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, Error> {
+    pub(crate) async fn request(&self, method: &str, mut params: Value) -> Result<Value, Error> {
+        // The span asking (a tool call's) goes with the request, in its `_meta`.
+        let mut trace = serde_json::Map::new();
+        bidi_flow::inject_context(&mut trace);
+        if !trace.is_empty()
+            && let Value::Object(params) = &mut params
+            && let Value::Object(meta) = params.entry("_meta").or_insert_with(|| json!({}))
+        {
+            for (key, value) in trace {
+                meta.entry(key).or_insert(value);
+            }
+        }
         let (id, answer) = self.pending.register().ok_or_else(closed)?;
         let _forget = Forget(&self.pending, id.clone());
         if self
