@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[allow(dead_code)]
+#[path = "http/support.rs"]
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
-use bidi_http::Server;
 use bidi_http::traces::{Span, Traces};
 use futures_util::{SinkExt as _, StreamExt as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -20,30 +22,13 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER: &str = "00f067aa0ba902b7";
 
-async fn echo(
-    _: ActionContext,
-    _: (),
-    mut lines: Inbound<String>,
-    out: Outbound<String>,
-) -> Result<(), BoxError> {
-    while let Some(line) = lines.recv().await {
-        out.send(line).await?;
-        out.end_turn().await?;
-    }
-    Ok(())
-}
-
+/// A server of `echo` (a word a chunk, its init the prefix).
 async fn serve() -> SocketAddr {
     let registry = Registry::new();
-    registry.register(BidiFlow::new("echo", echo)).unwrap();
-    let bound = Server::new(registry)
-        .addr(([127, 0, 0, 1], 0).into())
-        .bind()
-        .await
+    registry
+        .register(BidiFlow::new("echo", support::echo))
         .unwrap();
-    let addr = bound.local_addr().unwrap();
-    tokio::spawn(bound.serve());
-    addr
+    support::serve(registry).await
 }
 
 /// The connection spans of `echo` kept so far, once there are `count`.
@@ -73,7 +58,7 @@ async fn a_traceparent_makes_the_connection_the_callers_child() {
     let post = |traceparent: Option<&str>| {
         let mut request = client
             .post(format!("http://{addr}/bidi-flow/echo"))
-            .body(r#"{"data": "hi"}"#);
+            .body(r#"{"data": "hi", "init": ""}"#);
         if let Some(traceparent) = traceparent {
             request = request.header("traceparent", traceparent);
         }
@@ -96,7 +81,7 @@ async fn a_traceparent_makes_the_connection_the_callers_child() {
         .insert("traceparent", traceparent.parse().unwrap());
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     let frames = [
-        r#"{"type": "init", "init": null}"#,
+        r#"{"type": "init", "init": ""}"#,
         r#"{"type": "send", "data": "hi"}"#,
         r#"{"type": "close"}"#,
     ];
