@@ -60,6 +60,7 @@
 //! | `tool_execution_end` | `TOOL_CALL_RESULT` |
 //! | `error` | `RUN_ERROR`, after the end events of every open block; nothing follows it |
 //! | `tool_execution_data` | `CUSTOM{name, value: {toolCallId, data}}` |
+//! | `model_retry` | the open block's end, then `CUSTOM{name: "model_retry", value: {attempt, model, delayMs, error, discarded, messageId}}`; when `discarded`, `messageId` is the voided answer's and the next attempt streams a new message |
 //! | `awaiting_approval` | the run's interrupts |
 //! | `execute_complete` | `RUN_FINISHED`: outcome `interrupt` (after `MESSAGES_SNAPSHOT`) when calls wait for approval; `success`, with `pendingToolCallIds` when remote tools wait for their results; `cancelled` when the model's answer was cut short by a cancellation. A client that sends no `protocolVersion` (before AG-UI 1.0, like CopilotKit's) gets a plain `success` in the last two cases, which its schema accepts |
 //!

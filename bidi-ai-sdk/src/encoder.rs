@@ -46,6 +46,7 @@ const CUT: &str = "the model's answer ended before the tool call was complete";
 /// | `tool_execution_end` | `tool-output-available`, or `tool-output-error` if it failed (`tool-output-denied` if the user [denied](Self::denied) it) |
 /// | `awaiting_approval` | `tool-approval-request{approvalId, toolCallId}` per call |
 /// | `tool_execution_data` | `data-{name}{id, data}`, the id the call's: a call's later data of a name replaces its earlier |
+/// | `model_retry` | the open block's end, then `data-model-retry{id, data: {attempt, model, delayMs, error, discarded}}` |
 /// | `error` | `error{errorText}` |
 /// | `execute_complete` | `finish-step`, `finish{finishReason}` |
 ///
@@ -334,6 +335,28 @@ impl UiMessageStream {
                         buf,
                     );
                 }
+            }
+            AgentEvent::ModelRetry {
+                attempt,
+                model,
+                delay_ms,
+                error,
+                discarded,
+            } => {
+                // The failed attempt's open block ends where it stopped; what the next
+                // attempt streams goes to blocks of its own.
+                self.close(buf);
+                let data = serde_json::json!({
+                    "attempt": attempt, "model": model, "delayMs": delay_ms, "error": error,
+                    "discarded": discarded,
+                });
+                let id = format!("model-retry-{attempt}");
+                let chunk = DataChunk {
+                    kind: "data-model-retry",
+                    id: &id,
+                    data: &data,
+                };
+                bidi_http::sse::data(buf, &chunk);
             }
             AgentEvent::Error { error, .. } => {
                 self.close(buf);
@@ -653,6 +676,41 @@ mod tests {
                 json!("[DONE]"),
             ]
         );
+    }
+
+    #[test]
+    fn a_retry_ends_the_cut_block_and_says_so_in_a_data_part() {
+        let mut events = start();
+        events.extend([
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Hel".into(),
+            },
+            AgentEvent::ModelRetry {
+                attempt: 2,
+                model: "m".into(),
+                delay_ms: 1_000,
+                error: "HTTP 429: {}".into(),
+                discarded: true,
+            },
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Hello".into(),
+            },
+            AgentEvent::TextEnd {
+                text: "Hello".into(),
+            },
+            complete(Status::Completed),
+        ]);
+        let chunks = encode(&events, None);
+        assert_eq!(chunks[4], json!({"type": "text-end", "id": "text-0"}));
+        assert_eq!(
+            chunks[5],
+            json!({"type": "data-model-retry", "id": "model-retry-2", "data": {
+                "attempt": 2, "model": "m", "delayMs": 1_000, "error": "HTTP 429: {}",
+                "discarded": true}})
+        );
+        assert_eq!(chunks[6], json!({"type": "text-start", "id": "text-1"}));
     }
 
     #[test]

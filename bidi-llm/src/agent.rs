@@ -13,6 +13,7 @@ use crate::event::AgentEvent;
 use crate::message::{ToolResultMessage, UserMessage};
 use crate::model::{Model, ModelEvent, ModelRequest};
 use crate::policy::Policy;
+use crate::retry::Retry;
 use crate::session::{self, Approval, Context, LlmSession, Resume, Status, TurnInput};
 use crate::state::TurnState;
 use crate::tool::Tool;
@@ -61,6 +62,8 @@ pub struct LlmAgentBuilder {
     name: String,
     model: Arc<dyn Model>,
     choices: Vec<Arc<dyn Model>>,
+    retry: Option<Retry>,
+    fallbacks: Vec<Arc<dyn Model>>,
     custom: Option<CustomFn>,
     tools: Vec<Tool>,
     max_turns: u32,
@@ -92,6 +95,8 @@ impl LlmAgent {
             name,
             model: Arc::new(model),
             choices: Vec::new(),
+            retry: None,
+            fallbacks: Vec::new(),
             custom: None,
             tools: Vec::new(),
             max_turns: 10,
@@ -368,6 +373,23 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Calls a model again when a call fails, as `retry` says ([the `retry`
+    /// module](crate::retry)). Without a policy a failed call fails the execution at once,
+    /// and no fallback model takes over.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Adds `model` to the models that take over, in the order added, when a session's model
+    /// keeps failing: its [`Retry`] attempts spent, or a failure retrying cannot fix. Each is
+    /// tried with the same attempts; a `model_retry` event names it. Needs a
+    /// [`retry`](Self::retry) policy; a model a client lends (MCP's sampling) has none.
+    pub fn fallback(mut self, model: impl Model) -> Self {
+        self.fallbacks.push(Arc::new(model));
+        self
+    }
+
     /// Adds a tool (local or remote).
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
@@ -427,6 +449,8 @@ impl LlmAgentBuilder {
             name: self.name,
             model: self.model,
             choices: self.choices,
+            retry: self.retry,
+            fallbacks: self.fallbacks,
             custom: self.custom,
             specs: self.tools.iter().map(Tool::spec).collect(),
             tools: self.tools,

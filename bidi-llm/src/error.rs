@@ -181,6 +181,9 @@ pub enum ModelError {
         status: u16,
         /// The start of the answer's body.
         body: String,
+        /// How long the provider asked to wait before trying again (`Retry-After`), if it
+        /// said.
+        retry_after: Option<std::time::Duration>,
     },
     /// The provider reported an error inside the stream.
     #[error("the provider reported an error: {0}")]
@@ -210,6 +213,30 @@ impl ModelError {
     /// A failure of a model of your own.
     pub fn other(error: impl Into<bidi_core::BoxError>) -> Self {
         Self::Other(Arc::from(error.into()))
+    }
+
+    /// Whether calling the model again could succeed: the request could not be sent or its
+    /// answer read, the provider answered 408, 409, 425, 429 or a 5xx, reported an error
+    /// inside its stream, or the stream ended before the answer was complete. A request the
+    /// provider refuses, a malformed stream or a failure of a model of your own is not.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Request(_) | Self::Provider(_) | Self::Ended => true,
+            Self::Status { status, .. } => {
+                matches!(status, 408 | 409 | 425 | 429) || (500..600).contains(status)
+            }
+            Self::Malformed { .. } | Self::Protocol(_) | Self::Other(_) => false,
+        }
+    }
+
+    /// How long the provider asked to wait before trying again, if it said.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
     }
 }
 

@@ -173,6 +173,22 @@ pub enum AgentEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         attachments: Vec<Attachment>,
     },
+    /// A model call failed and is tried again, as the agent's [`Retry`](crate::Retry) policy
+    /// says: the same model after a wait, or the agent's next fallback model.
+    ModelRetry {
+        /// The attempt about to start: 2 for the first retry (counted over every model).
+        attempt: u32,
+        /// The model it calls.
+        model: String,
+        /// How long it waits first, in milliseconds.
+        delay_ms: u64,
+        /// Why the last attempt failed.
+        error: String,
+        /// Whether what the message streamed so far (text, thinking, tool calls) is void: the
+        /// failed attempt had begun its answer, and the next streams it anew from the start.
+        #[serde(default)]
+        discarded: bool,
+    },
     /// Something failed: the execution (then `execute_complete` says `error`), or its input
     /// was refused (then the session is unchanged).
     Error {
@@ -231,6 +247,7 @@ impl AgentEvent {
             Self::ToolExecutionDelta { .. } => "tool_execution_delta",
             Self::ToolExecutionData { .. } => "tool_execution_data",
             Self::ToolExecutionEnd { .. } => "tool_execution_end",
+            Self::ModelRetry { .. } => "model_retry",
             Self::Error { .. } => "error",
             Self::ExecuteComplete { .. } => "execute_complete",
         }

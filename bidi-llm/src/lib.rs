@@ -75,6 +75,12 @@
 //! `running` with a [`Lease`] as it starts and saves how it ended as it ends, so agents in
 //! several processes sharing a store never run one session at once.
 //!
+//! A model call that fails can be tried again: a [`Retry`] policy on the agent
+//! ([`LlmAgentBuilder::retry`]) waits a backoff that honours the provider's `Retry-After`, then
+//! hands over to the agent's [fallback models](LlmAgentBuilder::fallback), and restarts or
+//! keeps an answer whose stream was cut; each retry is an [`AgentEvent::ModelRetry`] (the
+//! [`retry`] module says what is retried).
+//!
 //! [`peer`] serves an agent's executions to a peer through a protocol's wire (every agent
 //! front end stands on it). [`testing`] has models for tests and examples; `OpenAiModel` (feature `openai`) streams from
 //! any OpenAI-compatible Chat Completions endpoint.
@@ -104,6 +110,7 @@ mod model;
 mod openai;
 pub mod peer;
 mod policy;
+pub mod retry;
 mod session;
 pub mod spans;
 mod state;
@@ -130,6 +137,7 @@ pub use model::{Assembled, Assembler, Model, ModelEvent, ModelOptions, ModelRequ
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::OpenAiModel;
 pub use policy::Policy;
+pub use retry::{Cut, Retry};
 pub use session::{Approval, Context, LlmSession, Resume, Status, TurnInput};
 pub use state::{Ending, TurnState};
 pub use tool::{Tool, ToolEvent, simple_tool};

@@ -1,8 +1,9 @@
 //! [`OpenAiModel`]: any OpenAI-compatible Chat Completions endpoint, streamed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde_json::{Value, json};
@@ -289,20 +290,26 @@ impl Model for OpenAiModel {
             };
             let status = response.status();
             if !status.is_success() {
+                let retry_after = retry_after(response.headers());
                 let body = response.text().await.unwrap_or_default();
                 let error = ModelError::Status {
                     status: status.as_u16(),
                     body: body.chars().take(500).collect(),
+                    retry_after,
                 };
                 return stream::iter([ModelEvent::Error(error)]).boxed();
             }
             let bytes = response.bytes_stream();
             stream::unfold(
-                (bytes, Decoder::default(), Vec::<ModelEvent>::new(), false),
+                (
+                    bytes,
+                    Decoder::default(),
+                    VecDeque::<ModelEvent>::new(),
+                    false,
+                ),
                 |(mut bytes, mut decoder, mut pending, mut finished)| async move {
                     loop {
-                        if !pending.is_empty() {
-                            let event = pending.remove(0);
+                        if let Some(event) = pending.pop_front() {
                             return Some((event, (bytes, decoder, pending, finished)));
                         }
                         if finished {
@@ -314,11 +321,11 @@ impl Model for OpenAiModel {
                             }
                             Some(Err(error)) => {
                                 let error = ModelError::Request(Arc::new(error));
-                                pending.push(ModelEvent::Error(error));
+                                pending.push_back(ModelEvent::Error(error));
                                 finished = true;
                             }
                             None => {
-                                pending.push(ModelEvent::Error(ModelError::Ended));
+                                pending.push_back(ModelEvent::Error(ModelError::Ended));
                                 finished = true;
                             }
                         }
@@ -330,6 +337,21 @@ impl Model for OpenAiModel {
         .flatten()
         .boxed()
     }
+}
+
+/// How long an error answer asks to wait: OpenAI's `retry-after-ms`, else `Retry-After` in
+/// seconds or as an HTTP date.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|ms| ms.trim().parse::<f64>().ok()) {
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    }
+    let value = header("retry-after")?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).ok();
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
 /// Turns SSE bytes of Chat Completions chunks into model events.
@@ -356,7 +378,7 @@ enum Block {
 
 impl Decoder {
     /// Decodes `bytes`; returns whether the stream is over (`[DONE]` or an error).
-    fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> bool {
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<ModelEvent>) -> bool {
         for &byte in bytes {
             if byte != b'\n' {
                 self.line.push(byte);
@@ -376,7 +398,7 @@ impl Decoder {
                     StopReason::Stop if self.refused => StopReason::Refusal,
                     other => other,
                 };
-                out.push(ModelEvent::Done {
+                out.push_back(ModelEvent::Done {
                     stop_reason,
                     usage: self.usage,
                 });
@@ -385,7 +407,7 @@ impl Decoder {
             let chunk: Value = match serde_json::from_str(data) {
                 Ok(chunk) => chunk,
                 Err(error) => {
-                    out.push(ModelEvent::Error(ModelError::Malformed {
+                    out.push_back(ModelEvent::Error(ModelError::Malformed {
                         line: data.to_owned(),
                         source: Arc::new(error),
                     }));
@@ -393,18 +415,18 @@ impl Decoder {
                 }
             };
             if let Some(error) = chunk.get("error") {
-                out.push(ModelEvent::Error(ModelError::Provider(error.to_string())));
+                out.push_back(ModelEvent::Error(ModelError::Provider(error.to_string())));
                 return true;
             }
             if let Err(error) = self.chunk(&chunk, out) {
-                out.push(ModelEvent::Error(error));
+                out.push_back(ModelEvent::Error(error));
                 return true;
             }
         }
         false
     }
 
-    fn chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+    fn chunk(&mut self, chunk: &Value, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
             self.usage.input = count("prompt_tokens");
@@ -425,7 +447,7 @@ impl Decoder {
             .filter(|t| !t.is_empty())
         {
             self.switch(Block::Thinking, out);
-            out.push(ModelEvent::ThinkingDelta(thinking.to_owned()));
+            out.push_back(ModelEvent::ThinkingDelta(thinking.to_owned()));
         }
         if let Some(refusal) = delta
             .get("refusal")
@@ -434,7 +456,7 @@ impl Decoder {
         {
             self.refused = true;
             self.switch(Block::Text, out);
-            out.push(ModelEvent::TextDelta(refusal.to_owned()));
+            out.push_back(ModelEvent::TextDelta(refusal.to_owned()));
         }
         if let Some(text) = delta
             .get("content")
@@ -442,7 +464,7 @@ impl Decoder {
             .filter(|t| !t.is_empty())
         {
             self.switch(Block::Text, out);
-            out.push(ModelEvent::TextDelta(text.to_owned()));
+            out.push_back(ModelEvent::TextDelta(text.to_owned()));
         }
         for call in delta
             .get("tool_calls")
@@ -469,7 +491,7 @@ impl Decoder {
                 let name = field("/function/name", "a function `name`")?;
                 self.close(out);
                 self.tools.insert(index, (id.clone(), name.clone()));
-                out.push(ModelEvent::ToolCallStart { id, name });
+                out.push_back(ModelEvent::ToolCallStart { id, name });
                 self.open = Some(Block::Tool(index));
             }
             if let Some(arguments) = call
@@ -482,7 +504,7 @@ impl Decoder {
                         "arguments for tool call {index} after it ended"
                     )));
                 }
-                out.push(ModelEvent::ToolCallDelta(arguments.to_owned()));
+                out.push_back(ModelEvent::ToolCallDelta(arguments.to_owned()));
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -497,12 +519,12 @@ impl Decoder {
         Ok(())
     }
 
-    fn switch(&mut self, block: Block, out: &mut Vec<ModelEvent>) {
+    fn switch(&mut self, block: Block, out: &mut VecDeque<ModelEvent>) {
         if self.open.as_ref() == Some(&block) {
             return;
         }
         self.close(out);
-        out.push(match block {
+        out.push_back(match block {
             Block::Text => ModelEvent::TextStart,
             Block::Thinking => ModelEvent::ThinkingStart,
             Block::Tool(_) => return,
@@ -510,11 +532,11 @@ impl Decoder {
         self.open = Some(block);
     }
 
-    fn close(&mut self, out: &mut Vec<ModelEvent>) {
+    fn close(&mut self, out: &mut VecDeque<ModelEvent>) {
         match self.open.take() {
-            Some(Block::Text) => out.push(ModelEvent::TextEnd),
-            Some(Block::Thinking) => out.push(ModelEvent::ThinkingEnd),
-            Some(Block::Tool(_)) => out.push(ModelEvent::ToolCallEnd),
+            Some(Block::Text) => out.push_back(ModelEvent::TextEnd),
+            Some(Block::Thinking) => out.push_back(ModelEvent::ThinkingEnd),
+            Some(Block::Tool(_)) => out.push_back(ModelEvent::ToolCallEnd),
             None => {}
         }
     }

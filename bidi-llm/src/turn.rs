@@ -28,11 +28,14 @@ use crate::message::{
     AbortedMessage, AssistantContent, AssistantMessage, Attachment, ErrorMessage, Message, Role,
     StopReason, ToolCall, ToolResultMessage,
 };
-use crate::model::{Assembled, Assembler, Model, ModelEvent, ModelRequest, ToolSpec};
+use crate::model::{Model, ModelRequest, ToolSpec};
 use crate::policy::Policy;
+use crate::retry::Retry;
 use crate::session::{self, Approval, LlmSession, Status, TurnInput};
 use crate::spans::{Outcome, Spans, ToolSpan, status_name};
 use crate::tool::{Tool, ToolEvent};
+
+mod call;
 
 /// What every execution of an agent shares.
 pub(crate) struct Config {
@@ -42,6 +45,10 @@ pub(crate) struct Config {
     pub(crate) model: Arc<dyn Model>,
     /// The models a session may choose instead, by name.
     pub(crate) choices: Vec<Arc<dyn Model>>,
+    /// What a failed model call is followed by, if anything.
+    pub(crate) retry: Option<Retry>,
+    /// The models that take over when the chosen one keeps failing, in order.
+    pub(crate) fallbacks: Vec<Arc<dyn Model>>,
     /// A custom agent's function, which answers instead of the model.
     pub(crate) custom: Option<CustomFn>,
     pub(crate) tools: Vec<Tool>,
@@ -604,89 +611,6 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// One model call, streamed: the tool calls of its answer, or `None` when it failed (an
-    /// error message is added and reported). An interruption adds an aborted message.
-    async fn call_model(
-        &mut self,
-        state: &mut LlmSession,
-    ) -> Result<Option<Vec<ToolCall>>, Interrupted> {
-        self.emit(AgentEvent::MessageStart {
-            role: Role::Assistant,
-        });
-        let model = match self.host {
-            Some(host) => host.model(),
-            None => self.config.model(state.chosen_model.as_deref()),
-        };
-        if state.model.as_deref() != Some(model.name()) {
-            state.model = Some(model.name().to_owned());
-        }
-        let request = self.request(state);
-        let mut chat =
-            (self.spans.as_ref()).map(|spans| spans.chat(model.name(), model.provider(), &request));
-        let mut stream = match &chat {
-            // The call's context is current while the model makes its stream (which reads
-            // it, to send it on), not at each of its polls: a context attached per event
-            // would cost the loop a fifth of its rate.
-            Some(chat) => {
-                let _current = chat.context().clone().attach();
-                model.stream(request)
-            }
-            None => model.stream(request),
-        };
-        let mut assembler = Assembler::new();
-        loop {
-            let outbox = &mut self.outbox;
-            let assembled = match poll_fn(|cx| drain(&mut stream, &mut assembler, outbox, cx)).await
-            {
-                Some(assembled) => assembled,
-                None => match self.wait_from(&mut stream).await {
-                    Ok(Some(event)) => assembler.apply(event, &mut self.outbox),
-                    Ok(None) => assembler.ended(),
-                    Err(Interrupted) => {
-                        // The model lets go of the conversation before it grows: shared, it
-                        // would be copied.
-                        drop(stream);
-                        if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
-                            spans.failed(chat, "the execution was interrupted", true);
-                        }
-                        let mut partial = assembler.partial();
-                        partial.stop_reason = StopReason::Aborted;
-                        self.end(state, Message::Aborted(AbortedMessage { partial }));
-                        return Err(Interrupted);
-                    }
-                },
-            };
-            match assembled {
-                Assembled::Streaming => {}
-                Assembled::Done(assistant) => {
-                    drop(stream);
-                    if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
-                        spans.answered(chat, &assistant);
-                    }
-                    let cost = assistant.usage.cost.total;
-                    self.cost += cost;
-                    state.total_cost += cost;
-                    let calls = assistant.tool_calls().cloned().collect();
-                    self.end(state, Message::Assistant(assistant));
-                    return Ok(Some(calls));
-                }
-                Assembled::Failed { error, partial } => {
-                    drop(stream);
-                    if let (Some(spans), Some(chat)) = (self.spans.as_mut(), chat.take()) {
-                        spans.failed(chat, &error.to_string(), false);
-                    }
-                    let message = Message::Error(ErrorMessage {
-                        error: error.to_string(),
-                        partial: Some(partial),
-                    });
-                    self.end(state, message.clone());
-                    self.fail(&Error::Model(error), Some(message));
-                    return Ok(None);
-                }
-            }
-        }
-    }
-
     /// Runs the local calls concurrently, but for those refused up front (with the reason
     /// given); their deltas stream as they come, their ends and results in call order. Every
     /// call gets a result: one interrupted, or whose stream ended without one, an error result
@@ -895,31 +819,6 @@ fn ready_from<T>(
         Poll::Ready(item) => Some(item),
         Poll::Pending => None,
     })
-}
-
-/// Assembles every event `stream` has ready now into `outbox`, in one synchronous pass, until
-/// the outbox is full or the answer is over: what the answer came to, or `None` (the stream is
-/// not ready, or the outbox is full) for the loop to hand the outbox over and wait.
-///
-/// A provider's buffered tokens, or a scripted answer, are thousands of events ready at once:
-/// each costs a poll and a push here, not a trip through the loop's `async` state machine.
-fn drain(
-    stream: &mut (impl Stream<Item = ModelEvent> + Unpin),
-    assembler: &mut Assembler,
-    outbox: &mut Vec<AgentEvent>,
-    cx: &mut Context<'_>,
-) -> Poll<Option<Assembled>> {
-    while outbox.len() < BATCH {
-        let assembled = match stream.poll_next_unpin(cx) {
-            Poll::Ready(Some(event)) => assembler.apply(event, outbox),
-            Poll::Ready(None) => assembler.ended(),
-            Poll::Pending => break,
-        };
-        if !matches!(assembled, Assembled::Streaming) {
-            return Poll::Ready(Some(assembled));
-        }
-    }
-    Poll::Ready(None)
 }
 
 /// A local tool's events, tagged with its call's index, up to its result: its stream is dropped

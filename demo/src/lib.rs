@@ -37,10 +37,13 @@ pub use tools::{save_note, word_count};
 /// The LLM agent `assistant` on `model`, with sessions in `store` and two local tools:
 /// [`save_note`] (appending to the file `notes`; its calls wait for the user's approval) and
 /// [`word_count`]. A client may declare tools of its own, which it runs itself (offered after
-/// these: `DemoModel` calls the tool a message names, else the last one offered).
+/// these: `DemoModel` calls the tool a message names, else the last one offered). A model call
+/// that fails as a provider's can (a 429, a 5xx, a stream cut short) is tried again.
 #[must_use]
 pub fn assistant(model: impl Model, store: impl SessionStore, notes: PathBuf) -> LlmAgent {
     LlmAgent::builder("assistant", model)
+        // A provider's 429 or 5xx, or a stream cut short, is tried again (each retry an event).
+        .retry(bidi_llm::Retry::new())
         .tool(save_note(notes))
         .tool(word_count())
         .store(store)

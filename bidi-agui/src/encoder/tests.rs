@@ -519,3 +519,78 @@ fn events_that_stop_before_the_end_make_a_run_error() {
     let out = encode(&mut Encoder::new("t1", "r1"), &[]);
     assert_eq!(kinds(&out), ["RUN_STARTED", "RUN_ERROR"]);
 }
+
+fn retry(discarded: bool) -> AgentEvent {
+    AgentEvent::ModelRetry {
+        attempt: 2,
+        model: "backup".into(),
+        delay_ms: 500,
+        error: "HTTP 503: overloaded".into(),
+        discarded,
+    }
+}
+
+#[test]
+fn a_retry_after_a_cut_answer_ends_it_names_it_and_streams_a_new_message() {
+    let mut encoder = Encoder::new("t1", "r1");
+    let out = encode(
+        &mut encoder,
+        &[
+            start(),
+            AgentEvent::MessageStart {
+                role: Role::Assistant,
+            },
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Hel".into(),
+            },
+            retry(true),
+            AgentEvent::TextStart,
+            AgentEvent::TextDelta {
+                delta: "Hello".into(),
+            },
+            AgentEvent::TextEnd {
+                text: "Hello".into(),
+            },
+            complete(Status::Completed, vec![]),
+        ],
+    );
+    assert_eq!(
+        kinds(&out),
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "CUSTOM",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    let wire: Vec<Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let voided = &wire[1]["messageId"];
+    assert_eq!(
+        wire[4],
+        json!({"type": "CUSTOM", "name": "model_retry", "value": {
+            "attempt": 2, "model": "backup", "delayMs": 500, "error": "HTTP 503: overloaded",
+            "discarded": true, "messageId": voided}})
+    );
+    assert_ne!(
+        &wire[5]["messageId"], voided,
+        "the answer anew is a message of its own"
+    );
+
+    // A retry before anything streamed voids nothing.
+    let out = encode(
+        &mut Encoder::new("t1", "r2"),
+        &[start(), retry(false), complete(Status::Completed, vec![])],
+    );
+    let value = serde_json::to_value(&out[1]).unwrap();
+    assert_eq!(value["value"]["messageId"], Value::Null);
+    assert_eq!(value["value"]["discarded"], false);
+}

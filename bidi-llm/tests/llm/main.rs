@@ -13,6 +13,8 @@ mod media;
 #[cfg(feature = "openai")]
 mod openai;
 mod policy;
+#[cfg(feature = "openai")]
+mod retry;
 mod sessions;
 mod spans;
 mod support;

@@ -17,19 +17,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// What the fake server answers one request with.
-enum Reply {
+pub(crate) enum Reply {
     /// SSE data payloads, then `[DONE]` unless `done` is false (the connection just closes).
     Sse { data: Vec<String>, done: bool },
     /// An HTTP error.
     Status(u16, &'static str),
+    /// 429, asking to wait `Retry-After` (seconds or an HTTP date).
+    Throttled(&'static str),
 }
 
-fn chunk(delta: &Value) -> String {
+pub(crate) fn chunk(delta: &Value) -> String {
     json!({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
         .to_string()
 }
 
-fn finish(reason: &str) -> String {
+pub(crate) fn finish(reason: &str) -> String {
     json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
 }
 
@@ -40,7 +42,9 @@ fn usage(input: u64, output: u64) -> String {
 
 /// Serves `replies` in order, one per request; returns the base URL and the request bodies.
 /// Serves `replies`, one a request: the base URL, and the bodies and heads of the requests.
-async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>, Arc<Mutex<Vec<String>>>) {
+pub(crate) async fn serve(
+    replies: Vec<Reply>,
+) -> (String, Arc<Mutex<Vec<Value>>>, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -77,6 +81,9 @@ async fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Value>>>, Arc<Mute
                 Reply::Status(code, body) => format!(
                     "HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
+                ),
+                Reply::Throttled(after) => format!(
+                    "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: {after}\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
                 ),
                 Reply::Sse { data, done } => {
                     let mut out = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n: keep-alive comment\n\n".to_owned();
