@@ -42,8 +42,12 @@
 )]
 //! | `PostgresStore` | PostgreSQL tables | feature `postgres`: one store shared by processes on several machines |
 //!
-//! Your own store is one `impl SessionStore` written with [`#[async_trait]`](macro@async_trait) (re-exported here);
-//! the [`SessionStore`] docs show a complete one, and [`testing::conformance`] checks it.
+//! Your own store is storage: a [`storage::Storage`] reads and writes a snapshot's row in
+//! transactions, and [`storage::LogStore`] over it is the [`SessionStore`], keeping the rules
+//! and the replay (the module's docs show a complete one, a map behind a lock, in some 90
+//! lines). [`testing::conformance`] checks any store. A store that wants its own plumbing (the
+//! in-tree ones: one SQLite call or a few PostgreSQL round trips a write) implements
+//! [`SessionStore`] itself, written with [`#[async_trait]`](macro@async_trait) (re-exported).
 //!
 //! [`Scoped`] wraps any store to hold the sessions of one scope (a user, a tenant): the same id in
 //! two scopes names two sessions, and no scope can reach another's.
@@ -92,7 +96,8 @@
 //!   [`StoreError::NotFound`], a missing snapshot a `NotFound` of kind `snapshot`. The rules
 //!   every store keeps (what may follow a snapshot, who finishes or renews a pending one, what
 //!   an abort changes) live in one place, the crate's private `rules` module: stores read the
-//!   rows involved under their lock or transaction and ask it before they write.
+//!   rows involved under their lock or transaction and ask it before they write. A store
+//!   outside the crate gets them through [`storage::LogStore`], writing only storage.
 //! - **S2** A [`Snapshot`] is `{id, sessionId, parentId, version (its depth, 1 for a session's
 //!   first), status, lease, error, createdAt, updatedAt}` plus its state. Any snapshot loads by
 //!   id (`load_snapshot`), the session's head by session id (`load`), and `entry` reads one
@@ -178,6 +183,7 @@ mod scoped;
 mod session;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub mod storage;
 mod store;
 mod streams;
 #[cfg(any(feature = "testing", doc))]

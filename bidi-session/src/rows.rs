@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::change::Change;
 use crate::rules::Node;
+use crate::storage::{Body, log_store};
 use crate::store::{Entry, Lease, Replay, Status, StoreError};
 
 /// The columns of a snapshot row, in the order the SQL stores select them.
@@ -108,19 +109,10 @@ impl Row {
 pub(crate) fn replay(
     rows: impl IntoIterator<Item = (Option<String>, String)>,
 ) -> Result<Value, StoreError> {
-    let mut state = Value::Null;
-    for (checkpoint, change) in rows {
-        match checkpoint {
-            Some(checkpoint) => {
-                state = serde_json::from_str(&checkpoint).map_err(StoreError::backend)?;
-            }
-            None => Change::from_json(&change)
-                .map_err(StoreError::backend)?
-                .apply(&mut state)
-                .map_err(StoreError::backend)?,
-        }
-    }
-    Ok(state)
+    log_store::replay(
+        rows.into_iter()
+            .map(|(checkpoint, change)| Body { change, checkpoint }),
+    )
 }
 
 /// The lease of a row's three lease columns: all set, or none.
@@ -150,18 +142,10 @@ pub(crate) fn encode(
     change: &Change,
     checkpoint: Option<&Value>,
 ) -> Result<Encoded, StoreError> {
-    let change = change.to_json();
-    let checkpoint = text(checkpoint)?;
-    let replay = match &checkpoint {
-        Some(whole) => Replay::checkpoint(whole.len() as u64),
-        None => parent
-            .map(Row::replay)
-            .unwrap_or_default()
-            .after(change.len() as u64),
-    };
+    let (body, replay) = log_store::encode(parent.map(Row::replay), change, checkpoint)?;
     Ok(Encoded {
-        change,
-        checkpoint,
+        change: body.change,
+        checkpoint: body.checkpoint,
         replay,
     })
 }

@@ -603,10 +603,12 @@ impl StoreError {
 ///
 /// # Your own store
 ///
-/// Write the methods as `async fn`s under [`#[async_trait]`](macro@async_trait) (re-exported
-/// here, so you need no dependency of your own), keep each write atomic, then run the public
-/// conformance suite, [`testing::conformance`](crate::testing::conformance) (feature
-/// `testing`), against it. `MemoryStore`'s source is a complete one in a page.
+/// Most backends need write only storage: [`storage::Storage`](crate::storage::Storage),
+/// under [`storage::LogStore`](crate::storage::LogStore), which keeps this trait's rules.
+/// To write the trait itself, write the methods as `async fn`s under
+/// [`#[async_trait]`](macro@async_trait) (re-exported here, so you need no dependency of your
+/// own), keep each write atomic and the rules each method states, and run the public conformance suite,
+/// [`testing::conformance`](crate::testing::conformance) (feature `testing`), against it.
 ///
 /// # Cancel safety
 ///

@@ -1,0 +1,280 @@
+//! A [`SessionStore`](crate::SessionStore) over storage of your own: write rows, the crate
+//! keeps the rules.
+//!
+//! A backend implements [`Storage`]: transactions that read and write [`Record`]s (a snapshot's
+//! row) and their [`Body`]s (what the snapshot adds to its parent's state), and a session's
+//! head. [`LogStore`] is the [`SessionStore`](crate::SessionStore) over it: it checks every
+//! write against the rules all stores keep (what may follow a snapshot, who finishes or renews
+//! a pending one, what an abort changes), encodes changes and checkpoints, replays a lineage
+//! into a state, and passes [`testing::conformance`](crate::testing::conformance) whatever the
+//! backend, as long as its transactions are what [`Storage::begin`] asks.
+//!
+//! A transaction is a few calls, each an `await`: fine for a lock or an embedded database. The
+//! in-tree stores implement [`SessionStore`](crate::SessionStore) themselves, asking the same
+//! rules, so that a write is one SQLite call (`SqliteStore`) or a few PostgreSQL round trips
+//! (`PostgresStore`, which reads a lineage in one query), and `MemoryStore` never copies what a
+//! write adds.
+//!
+//! A complete backend: sessions in a map behind a lock, every write of a transaction applied
+//! at its commit. It passes the conformance suite as it is.
+//!
+//! ```
+//! use std::collections::{BTreeMap, HashMap};
+//!
+//! use bidi_session::storage::{Body, LogStore, Record, Storage, Transaction};
+//! use bidi_session::{StoreError, async_trait};
+//! use tokio::sync::{Mutex, MutexGuard};
+//!
+//! #[derive(Debug, Default)]
+//! struct MapStorage(Mutex<Tables>);
+//!
+//! #[derive(Debug, Default)]
+//! struct Tables {
+//!     heads: BTreeMap<String, String>,
+//!     records: HashMap<String, (Record, Body)>,
+//! }
+//!
+//! /// The lock, held to the commit, and the writes, applied there.
+//! struct Tx<'a> {
+//!     tables: MutexGuard<'a, Tables>,
+//!     records: Vec<(Record, Option<Body>)>,
+//!     heads: Vec<(String, String)>,
+//! }
+//!
+//! #[async_trait]
+//! impl Storage for MapStorage {
+//!     async fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+//!         let tables = self.0.lock().await;
+//!         Ok(Box::new(Tx { tables, records: Vec::new(), heads: Vec::new() }))
+//!     }
+//!
+//!     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+//!         let mut tables = self.0.lock().await;
+//!         tables.records.retain(|_, (record, _)| record.session_id != session_id);
+//!         Ok(tables.heads.remove(session_id).is_some())
+//!     }
+//!
+//!     async fn list(&self) -> Result<Vec<String>, StoreError> {
+//!         Ok(self.0.lock().await.heads.keys().cloned().collect())
+//!     }
+//! }
+//!
+//! #[async_trait]
+//! impl Transaction for Tx<'_> {
+//!     async fn head(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+//!         Ok(self.tables.heads.get(session_id).cloned())
+//!     }
+//!
+//!     async fn record(&mut self, id: &str) -> Result<Option<Record>, StoreError> {
+//!         Ok(self.tables.records.get(id).map(|(record, _)| record.clone()))
+//!     }
+//!
+//!     async fn body(&mut self, id: &str) -> Result<Option<Body>, StoreError> {
+//!         Ok(self.tables.records.get(id).map(|(_, body)| body.clone()))
+//!     }
+//!
+//!     async fn put(&mut self, record: Record, body: Option<Body>) -> Result<(), StoreError> {
+//!         self.records.push((record, body));
+//!         Ok(())
+//!     }
+//!
+//!     async fn set_head(&mut self, session_id: &str, id: &str) -> Result<(), StoreError> {
+//!         self.heads.push((session_id.to_owned(), id.to_owned()));
+//!         Ok(())
+//!     }
+//!
+//!     async fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+//!         for (record, body) in std::mem::take(&mut self.records) {
+//!             let id = record.id.clone();
+//!             let body = match body {
+//!                 Some(body) => body,
+//!                 None => self.tables.records.remove(&id).map(|(_, body)| body).unwrap_or_default(),
+//!             };
+//!             self.tables.records.insert(id, (record, body));
+//!         }
+//!         for (session_id, id) in std::mem::take(&mut self.heads) {
+//!             self.tables.heads.insert(session_id, id);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() {
+//! let store = LogStore::new(MapStorage::default());
+//! # #[cfg(feature = "testing")]
+//! bidi_session::testing::conformance(std::sync::Arc::new(store)).await;
+//! # }
+//! ```
+
+use std::fmt;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::store::{Lease, Replay, Status, StoreError};
+use crate::streams::Streams;
+
+pub(crate) mod log_store;
+
+pub use log_store::LogStore;
+
+/// A snapshot as a [`Storage`] keeps it: one row, without what it adds to the state (its
+/// [`Body`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// The snapshot's id, unique in the store.
+    pub id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The snapshot it continues, in its session or (a fork's) another.
+    pub parent_id: Option<String>,
+    /// Its depth: 1 for a session's first snapshot, its parent's plus one.
+    pub version: u64,
+    /// Its status as written: never [`Status::Expired`], which is computed on read.
+    pub status: Status,
+    /// Its lease, from its pending write to its finish.
+    pub lease: Option<Lease>,
+    /// Why its turn failed, when it did.
+    pub error: Option<Value>,
+    /// What loading it costs.
+    pub replay: Replay,
+    /// Whether any snapshot continues it (in its session, or a fork of it in another).
+    pub has_children: bool,
+    /// When it was written.
+    pub created_at: SystemTime,
+    /// When it was last written.
+    pub updated_at: SystemTime,
+}
+
+/// What a snapshot adds to its parent's state: its change, and, when it is a checkpoint, the
+/// state after it, whole. JSON text both, as the store is given them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Body {
+    /// The change (a JSON Patch, as [`Change::to_json`](crate::Change::to_json) writes it).
+    pub change: String,
+    /// The state after the change, if the snapshot carries it whole.
+    pub checkpoint: Option<String>,
+}
+
+/// Where a [`LogStore`] keeps its rows: see the [module](self).
+///
+/// # Cancel safety
+///
+/// A caller may drop any call before it completes; a dropped [`Transaction`] wrote nothing.
+#[async_trait]
+pub trait Storage: fmt::Debug + Send + Sync + 'static {
+    /// Starts a transaction. Between its first read and its commit no other transaction may
+    /// write what it read (a lock held to the commit, a database's serializable transaction,
+    /// `SELECT … FOR UPDATE`), and its writes happen at its commit, all of them or none: a
+    /// transaction dropped uncommitted wrote nothing. [`LogStore`] reads before it writes in
+    /// every transaction, so a transaction never needs to read its own writes.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+
+    /// Deletes session `session_id`, its head and every record of it, at once; answers whether
+    /// it had a head.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
+
+    /// The ids of the sessions that have a head, sorted.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn list(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Where running turns keep what they stream for other processes, if anywhere: see
+    /// [`SessionStore::streams`](crate::SessionStore::streams).
+    fn streams(&self) -> Option<&dyn Streams> {
+        None
+    }
+}
+
+/// One transaction of a [`Storage`]: see [`Storage::begin`].
+#[async_trait]
+pub trait Transaction: Send {
+    /// The id of the head of session `session_id`, or `None` if there is no such session.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn head(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Record `id`, or `None`.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn record(&mut self, id: &str) -> Result<Option<Record>, StoreError>;
+
+    /// What record `id` adds to the state, or `None`.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn body(&mut self, id: &str) -> Result<Option<Body>, StoreError>;
+
+    /// The bodies of `id` and of its ancestors back to the nearest checkpoint (or the first
+    /// snapshot), that one first: what its state is replayed from. By default,
+    /// [`record`](Self::record) and [`body`](Self::body) up the lineage; a database does it
+    /// in one query.
+    ///
+    /// # Errors
+    ///
+    /// The storage's, or a backend error for a lineage with a record missing.
+    async fn lineage(&mut self, id: &str) -> Result<Vec<Body>, StoreError> {
+        let mut bodies = Vec::new();
+        let mut next = Some(id.to_owned());
+        while let Some(id) = next {
+            let body = self.body(&id).await?.ok_or_else(|| missing(&id))?;
+            next = match body.checkpoint {
+                Some(_) => None,
+                None => {
+                    self.record(&id)
+                        .await?
+                        .ok_or_else(|| missing(&id))?
+                        .parent_id
+                }
+            };
+            bodies.push(body);
+        }
+        bodies.reverse();
+        Ok(bodies)
+    }
+
+    /// Writes `record`, new or over the one of its id, with `body`; `None` keeps the body it
+    /// has.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn put(&mut self, record: Record, body: Option<Body>) -> Result<(), StoreError>;
+
+    /// Makes `id` the head of session `session_id` (which has a head from then on).
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn set_head(&mut self, session_id: &str, id: &str) -> Result<(), StoreError>;
+
+    /// Writes what the transaction wrote, all of it.
+    ///
+    /// # Errors
+    ///
+    /// The storage's; nothing was written then.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+fn missing(id: &str) -> StoreError {
+    StoreError::backend(format!(
+        "snapshot {id} of a lineage is missing from the storage"
+    ))
+}
