@@ -103,25 +103,29 @@ impl Change {
         Self(Ops::Patch(json_patch::diff(old, new)))
     }
 
-    /// The change from `old` to `new`, two states written as JSON text: for two objects, each
-    /// top-level member whose text differs is set whole and each one gone is removed, and
-    /// nothing is built for the members that stayed; for anything else, as [`diff`](Self::diff).
+    /// The change from `old` to `new`, two states written as JSON text, found on the text:
+    /// a value whose text is the same on both sides costs one comparison and is left alone;
+    /// two objects are compared member by member (a member gone is removed, a new one added),
+    /// two arrays item by item (items past the shorter one added or removed at the end), and
+    /// any other value that differs is replaced whole. Only what differs is parsed into a
+    /// `Value`.
     ///
-    /// For a state written at every turn whose members are small beside what it keeps
-    /// elsewhere (a conversation pushed with [`push_json`](Self::push_json)): what it costs is
-    /// one comparison of the two texts when nothing changed, and a `Value` of each member that
-    /// did, however large the rest (a client's tool schemas, say).
+    /// What [`diff`](Self::diff) finds on two `Value`s, for the cost of reading the two texts:
+    /// a large state of which a save changes a little (a custom agent's document, a
+    /// conversation's settings beside its messages) is compared without building a tree of
+    /// either side.
     ///
     /// ```
     /// use bidi_session::Change;
-    /// use serde_json::json;
     ///
-    /// let old = r#"{"status":"idle","tools":[{"name":"search"}],"cost":1.5}"#;
-    /// let new = r#"{"status":"done","tools":[{"name":"search"}]}"#;
+    /// let old = r#"{"status":"idle","tools":[{"name":"search"},{"name":"fetch"}],"cost":1.5}"#;
+    /// let new = r#"{"status":"done","tools":[{"name":"search"},{"name":"read"}]}"#;
     /// let change = Change::diff_json(old, new)?;
     /// let mut state: serde_json::Value = serde_json::from_str(old)?;
     /// change.apply(&mut state)?;
-    /// assert_eq!(state, json!({"status": "done", "tools": [{"name": "search"}]}));
+    /// assert_eq!(state, serde_json::from_str::<serde_json::Value>(new)?);
+    /// // Only the tool's name is replaced, not the list.
+    /// assert!(change.to_json().contains(r#""path":"/tools/1/name""#));
     /// assert!(Change::diff_json(new, new)?.is_empty());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -130,34 +134,8 @@ impl Change {
     ///
     /// `old` or `new` is not JSON.
     pub fn diff_json(old: &str, new: &str) -> Result<Self, serde_json::Error> {
-        /// An object's members, as written.
-        type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
-        if old == new {
-            return Ok(Self::new());
-        }
-        let (Ok(before), Ok(after)) = (
-            serde_json::from_str::<Members<'_>>(old),
-            serde_json::from_str::<Members<'_>>(new),
-        ) else {
-            return Ok(Self::diff(
-                &serde_json::from_str(old)?,
-                &serde_json::from_str(new)?,
-            ));
-        };
         let mut ops = Vec::new();
-        for (name, value) in &after {
-            if before.get(name).map(|old| old.get()) != Some(value.get()) {
-                ops.push(PatchOperation::Add(AddOperation {
-                    path: PointerBuf::from_tokens([name.as_str()]),
-                    value: serde_json::from_str(value.get())?,
-                }));
-            }
-        }
-        for name in before.keys().filter(|name| !after.contains_key(*name)) {
-            ops.push(PatchOperation::Remove(RemoveOperation {
-                path: PointerBuf::from_tokens([name.as_str()]),
-            }));
-        }
+        diff_text(old, new, &mut PointerBuf::new(), &mut ops)?;
         Ok(Self(Ops::Patch(json_patch::Patch(ops))))
     }
 
@@ -532,6 +510,77 @@ mod tests {
         assert!(Change::diff_json("{", "{}").is_err());
     }
 
+    /// `diff_json` turns one state into the other for states made and changed at random:
+    /// nested objects and arrays, items added, removed and changed at every depth, kinds
+    /// swapped.
+    #[test]
+    fn diff_json_turns_random_states_into_each_other() {
+        /// A small deterministic generator (xorshift).
+        struct Draw(u64);
+        impl Draw {
+            fn next(&mut self, below: u64) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                self.0 % below
+            }
+            fn value(&mut self, depth: u32) -> Value {
+                match self.next(if depth == 0 { 3 } else { 5 }) {
+                    0 => json!(self.next(100)),
+                    1 => json!(format!("s{}/~{}", self.next(10), self.next(3))),
+                    2 => Value::Null,
+                    3 => (0..self.next(5)).map(|_| self.value(depth - 1)).collect(),
+                    _ => (0..self.next(5))
+                        .map(|_| (format!("k{}", self.next(6)), self.value(depth - 1)))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into(),
+                }
+            }
+            /// `value` with a few changes somewhere inside.
+            fn changed(&mut self, value: &Value, depth: u32) -> Value {
+                match (value, self.next(4)) {
+                    (_, 0) => self.value(depth),
+                    (Value::Array(items), _) => {
+                        let mut items: Vec<Value> = items
+                            .iter()
+                            .map(|item| self.changed(item, depth.saturating_sub(1)))
+                            .collect();
+                        match self.next(3) {
+                            0 => items.push(self.value(depth)),
+                            1 => drop(items.pop()),
+                            _ => {}
+                        }
+                        Value::Array(items)
+                    }
+                    (Value::Object(members), _) => {
+                        let mut kept = serde_json::Map::new();
+                        for (key, item) in members {
+                            if self.next(5) != 0 {
+                                let item = self.changed(item, depth.saturating_sub(1));
+                                kept.insert(key.clone(), item);
+                            }
+                        }
+                        let mut members = kept;
+                        if self.next(2) == 0 {
+                            members.insert(format!("n{}", self.next(4)), self.value(depth));
+                        }
+                        Value::Object(members)
+                    }
+                    (value, _) => value.clone(),
+                }
+            }
+        }
+        let mut draw = Draw(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..2_000 {
+            let old = draw.value(4);
+            let new = draw.changed(&old, 4);
+            let change = Change::diff_json(&old.to_string(), &new.to_string()).expect("JSON");
+            let mut state = old.clone();
+            change.apply(&mut state).expect("applies");
+            assert_eq!(state, new, "{old} -> {new}: {}", change.to_json());
+        }
+    }
+
     /// `encoded_len` counts what `to_json` writes, for every kind of operation, with paths and
     /// values that need escaping.
     #[test]
@@ -630,4 +679,71 @@ mod tests {
         assert!(text.apply(&mut state).is_err());
         assert_eq!(state, json!({"m": "x"}));
     }
+}
+
+/// The operations that make `new` of `old` (both JSON text) at `path`, found on the text.
+fn diff_text(
+    old: &str,
+    new: &str,
+    path: &mut PointerBuf,
+    ops: &mut Vec<PatchOperation>,
+) -> Result<(), serde_json::Error> {
+    /// An object's members, as written.
+    type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+    if old == new {
+        return Ok(());
+    }
+    let kind = |text: &str| text.trim_start().as_bytes().first().copied();
+    match (kind(old), kind(new)) {
+        (Some(b'{'), Some(b'{')) => {
+            let before: Members<'_> = serde_json::from_str(old)?;
+            let after: Members<'_> = serde_json::from_str(new)?;
+            for (name, value) in &after {
+                path.push_back(name.as_str());
+                match before.get(name) {
+                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
+                    None => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: serde_json::from_str(value.get())?,
+                    })),
+                }
+                path.pop_back();
+            }
+            for name in before.keys().filter(|name| !after.contains_key(*name)) {
+                path.push_back(name.as_str());
+                ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: path.clone(),
+                }));
+                path.pop_back();
+            }
+        }
+        (Some(b'['), Some(b'[')) => {
+            let before: Vec<&RawValue> = serde_json::from_str(old)?;
+            let after: Vec<&RawValue> = serde_json::from_str(new)?;
+            for (index, value) in after.iter().enumerate() {
+                path.push_back(index);
+                match before.get(index) {
+                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
+                    None => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: serde_json::from_str(value.get())?,
+                    })),
+                }
+                path.pop_back();
+            }
+            // From the last, so that each index is still there.
+            for index in (after.len()..before.len()).rev() {
+                path.push_back(index);
+                ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: path.clone(),
+                }));
+                path.pop_back();
+            }
+        }
+        _ => ops.push(PatchOperation::Replace(ReplaceOperation {
+            path: path.clone(),
+            value: serde_json::from_str(new)?,
+        })),
+    }
+    Ok(())
 }

@@ -291,19 +291,19 @@ where
     /// and answers [`StoreError::Conflict`] (which [`update`](Self::update) retries), so
     /// nothing is written against a state the store no longer has.
     pub async fn update_state(&self, state: State) -> Result<(), StoreError> {
-        let new = serde_json::to_value(&state).map_err(StoreError::Serialization)?;
-        let mut budget = WHOLE_STATE_BYTES;
-        if fits(&new, &mut budget) {
-            // The old state is not serialized, nor compared. Escaped, the state is at most six
-            // times what `fits` counted, and the operation around it 33 bytes.
-            let max_len = 33 + 6 * (WHOLE_STATE_BYTES - budget) as u64;
-            let change = Change::whole(new);
-            return self.append_change(state, change, None, Some(max_len)).await;
+        let new = serde_json::to_string(&state).map_err(StoreError::Serialization)?;
+        if new.len() <= WHOLE_STATE_BYTES {
+            // The old state is not serialized, nor compared. Written again from its `Value`,
+            // the state is at most twice its text (a number's form may change), and the
+            // operation around it 33 bytes.
+            let max_len = 33 + 2 * new.len() as u64;
+            let value = serde_json::from_str(&new).map_err(StoreError::Serialization)?;
+            return (self.append_change(state, Change::whole(value), Some(max_len))).await;
         }
-        let old = self.with_state(|state| serde_json::to_value(state));
+        let old = self.with_state(serde_json::to_string);
         let old = old.map_err(StoreError::Serialization)?;
-        let change = Change::diff(&old, &new);
-        self.append_change(state, change, Some(new), None).await
+        let change = Change::diff_json(&old, &new).map_err(StoreError::Serialization)?;
+        self.append_change(state, change, None).await
     }
 
     /// Saves `state`, which `change` makes of the cached state, as a snapshot after the cached
@@ -322,16 +322,15 @@ where
     ///
     /// As [`update_state`](Self::update_state).
     pub async fn commit(&self, state: State, change: Change) -> Result<(), StoreError> {
-        self.append_change(state, change, None, None).await
+        self.append_change(state, change, None).await
     }
 
-    /// [`commit`](Self::commit), with what the caller knows already: `json`, the state as
-    /// JSON, and `max_len`, at least the change's [encoded length](Change::encoded_len).
+    /// [`commit`](Self::commit), with what the caller may know already: `max_len`, at least
+    /// the change's [encoded length](Change::encoded_len).
     async fn append_change(
         &self,
         state: State,
         change: Change,
-        json: Option<Value>,
         max_len: Option<u64>,
     ) -> Result<(), StoreError> {
         let prepared = {
@@ -354,8 +353,8 @@ where
         // A change known to be short enough is not measured.
         let short = max_len.is_some_and(|max| !replay.wants_checkpoint(max));
         if !short && replay.wants_checkpoint(append.change.encoded_len()) {
-            let json = json.map_or_else(|| serde_json::to_value(&state), Ok);
-            append.checkpoint = Some(self.settle(json.map_err(StoreError::Serialization))?);
+            let json = serde_json::to_value(&state).map_err(StoreError::Serialization);
+            append.checkpoint = Some(self.settle(json)?);
         }
         let head = self.settle(self.backend().append(&self.id, append).await)?;
         *self.lock() = Cached {
@@ -724,36 +723,6 @@ fn running(session_id: &str, head: &Entry) -> Result<(), StoreError> {
 /// The JSON states [`Session::update_state`] writes whole, in bytes.
 const WHOLE_STATE_BYTES: usize = 128;
 
-/// Whether `value` is written in at most `budget` bytes of JSON, about (a number counts as its
-/// longest, a string as if nothing in it were escaped). Walks no further than the budget.
-fn fits(value: &Value, budget: &mut usize) -> bool {
-    let own = match value {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 24,
-        Value::String(text) => text.len() + 2,
-        // Brackets and commas.
-        Value::Array(items) => items.len() + 1,
-        Value::Object(members) => members.len() + 1,
-    };
-    spend(budget, own)
-        && match value {
-            Value::Array(items) => items.iter().all(|item| fits(item, budget)),
-            // Each key with its quotes and colon.
-            Value::Object(members) => members
-                .iter()
-                .all(|(key, item)| spend(budget, key.len() + 3) && fits(item, budget)),
-            _ => true,
-        }
-}
-
-/// Takes `bytes` from `budget`, if it has them.
-fn spend(budget: &mut usize, bytes: usize) -> bool {
-    budget
-        .checked_sub(bytes)
-        .map(|left| *budget = left)
-        .is_some()
-}
-
 /// The stored `state` of session `id` as a `State`.
 fn decode<State: DeserializeOwned>(id: &str, state: Value) -> Result<State, StoreError> {
     serde_json::from_value(state).map_err(|source| StoreError::InvalidState {
@@ -767,28 +736,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A state `fits` finds small is written whole in at most the bytes `update_state` counts
-    /// on, escapes and all; a larger one does not fit.
+    /// A state small enough to be written whole is written in at most the bytes
+    /// `update_state` counts on, escapes and all.
     #[test]
-    fn a_state_that_fits_is_written_in_the_bytes_counted() {
+    fn a_state_written_whole_takes_the_bytes_counted() {
         let states = [
             json!(null),
             json!(u64::MAX),
             json!(-1.234_567_890_123_456_7e-300),
+            json!(1e300),
             json!("\u{1}\u{2}\"\\\n"),
             json!({"\u{1}": [true, "\u{7f}é", {"": null}]}),
-            json!(vec!["\u{0}"; 20]),
+            json!(vec!["\u{0}"; 10]),
         ];
         for state in states {
-            let mut budget = WHOLE_STATE_BYTES;
-            assert!(fits(&state, &mut budget), "{state}");
-            let max_len = 33 + 6 * (WHOLE_STATE_BYTES - budget) as u64;
+            let text = serde_json::to_string(&state).unwrap();
+            assert!(text.len() <= WHOLE_STATE_BYTES, "{state}");
+            let max_len = 33 + 2 * text.len() as u64;
             assert!(
                 Change::whole(state.clone()).encoded_len() <= max_len,
                 "{state}"
             );
         }
-        let large = json!({"history": vec!["message number n of the session"; 5]});
-        assert!(!fits(&large, &mut { WHOLE_STATE_BYTES }));
     }
 }
