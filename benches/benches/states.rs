@@ -118,7 +118,9 @@ async fn sizes(rounds: usize) {
 /// A 1 MB state's load after 10, 100, 1,000 and 10,000 saves: the changes it replays stay
 /// bounded.
 async fn growth() {
-    println!("\n| store | saves | load ms | changes replayed (bytes, as counted) | checkpoint (bytes) |");
+    println!(
+        "\n| store | saves | load ms | changes replayed (bytes, as counted) | checkpoint (bytes) |"
+    );
     println!("|---|---:|---:|---:|---:|");
     for (name, store, _dir) in stores().await {
         let mut state = doc(1_000_000);

@@ -161,7 +161,9 @@
 //!   [`publish`](Streams::publish)`(snapshot_id, Piece {seq, bytes, last})` keeps a piece of
 //!   what a running turn streams, in its client's wire format; [`follow`](Streams::follow)
 //!   reads the pieces so far, then each as it is published, to the last piece, or until no turn
-//!   holds the snapshot any more and nothing new comes (its process died). `PostgresStore`
+//!   holds the snapshot any more and nothing new comes (its process died), or at once for a
+//!   running turn that kept no opening piece (piece 0, kept as the turn starts) within a few
+//!   seconds of its start: it is not streamed. `PostgresStore`
 //!   keeps the pieces in `bidi_stream_pieces` and wakes readers with `NOTIFY bidi_stream` on
 //!   one listening connection per store, looking anyway every 500 ms should a notification be
 //!   missed; a stream's pieces go a minute after its last one (a day, for a stream that never

@@ -49,7 +49,10 @@ pub trait Streams: Send + Sync {
     async fn publish(&self, snapshot_id: &str, piece: Piece) -> Result<(), StoreError>;
 
     /// What snapshot `snapshot_id`'s turn streamed so far, then the rest as it is published,
-    /// up to its last piece, or until the turn is over without one (its process died).
+    /// up to its last piece, or until the turn is over without one (its process died). A
+    /// publisher keeps piece 0 (its opening, perhaps empty) as soon as its turn starts: a
+    /// running turn without one a few seconds after it started is not streamed, and its
+    /// follow ends at once (`PostgresStore`: three seconds).
     ///
     /// # Errors
     ///

@@ -308,6 +308,14 @@ async fn streams_across_stores(
     assert_eq!(follow.next().await.unwrap().unwrap().bytes, b"half");
     let end = tokio::time::timeout(Duration::from_secs(20), follow.next()).await;
     assert!(matches!(end, Ok(None)), "{end:?}");
+
+    // A running turn that is not streamed (no opening piece a few seconds after it started):
+    // its reader ends at once, not when the turn does, ten minutes on.
+    let quiet = turn(format!("stream-quiet-{run}"), Duration::from_secs(600)).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let mut follow = other.streams().unwrap().follow(&quiet).await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(120), follow.next()).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
 }
 
 async fn outcomes(

@@ -48,11 +48,17 @@ SELECT seq, bytes, last FROM bidi_stream_pieces
 WHERE snapshot_id = $1 AND seq >= $2
 ORDER BY seq";
 
-/// Whether a turn still holds the snapshot: pending (or aborted, still stopping) under a
-/// lease that holds.
+/// Whether a turn still holds the snapshot (pending, or aborted and still stopping, under a
+/// lease that holds), and whether it started before `$3`.
 const HELD: &str = "
-SELECT count(*) FROM bidi_entries
-WHERE id = $1 AND status IN ('pending', 'aborted') AND lease_expires > $2";
+SELECT count(*) FILTER (WHERE status IN ('pending', 'aborted') AND lease_expires > $2),
+       count(*) FILTER (WHERE created_at < $3)
+FROM bidi_entries WHERE id = $1";
+
+/// How long after its turn started a streamed snapshot has its opening piece: its publisher
+/// keeps piece 0 as soon as it knows the snapshot. A running turn without one by then is not
+/// streamed, and its reader ends at once rather than waiting for the turn to end.
+const OPENING: Duration = Duration::from_secs(3);
 
 /// How long a reader waits for a notification before it looks anyway.
 const POLL: Duration = Duration::from_millis(500);
@@ -184,8 +190,10 @@ impl Reader {
             };
             if found.is_empty() {
                 match self.held().await {
-                    Ok(true) => quiet = 0,
-                    Ok(false) => quiet += 1,
+                    // Held, nothing kept a while after the turn started: it is not streamed.
+                    Ok((true, started_before)) if next == 0 && started_before => return,
+                    Ok((true, _)) => quiet = 0,
+                    Ok((false, _)) => quiet += 1,
                     Err(error) => {
                         let _ = self.sender.send(Err(error)).await;
                         return;
@@ -224,12 +232,15 @@ impl Reader {
             .collect()
     }
 
-    async fn held(&self) -> Result<bool, StoreError> {
+    /// Whether a turn holds the snapshot, and whether it started more than [`OPENING`] ago.
+    async fn held(&self) -> Result<(bool, bool), StoreError> {
         let client = self.pool.get().await.map_err(StoreError::backend)?;
+        let now = now_ms();
+        let opened = now.saturating_sub(u64::try_from(OPENING.as_millis()).unwrap_or(0));
         let row = client
-            .query_one(HELD, &[&self.snapshot_id, &signed(now_ms())])
+            .query_one(HELD, &[&self.snapshot_id, &signed(now), &signed(opened)])
             .await?;
-        Ok(row.try_get::<_, i64>(0)? > 0)
+        Ok((row.try_get::<_, i64>(0)? > 0, row.try_get::<_, i64>(1)? > 0))
     }
 
     /// Completes once a piece of this snapshot is notified (or notifications were lost).
