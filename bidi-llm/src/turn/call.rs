@@ -86,14 +86,8 @@ impl Turn<'_> {
                 discarded: streamed,
             });
             if !delay.is_zero() {
-                let waited = match self.flush().await {
-                    Ok(()) => (self.watch)
-                        .wait(tokio::time::sleep(delay), For::Work)
-                        .await
-                        .map(drop),
-                    Err(interrupted) => Err(interrupted),
-                };
-                if let Err(interrupted) = waited {
+                // Boxed: rare, and it would make every execution's future larger.
+                if let Err(interrupted) = Box::pin(self.back_off(delay)).await {
                     let partial = AssistantMessage {
                         stop_reason: StopReason::Aborted,
                         ..AssistantMessage::default()
@@ -103,6 +97,13 @@ impl Turn<'_> {
                 }
             }
         }
+    }
+
+    /// Hands the events over, then waits `delay` unless the execution is interrupted.
+    async fn back_off(&mut self, delay: std::time::Duration) -> Result<(), Interrupted> {
+        self.flush().await?;
+        let sleep = tokio::time::sleep(delay);
+        self.watch.wait(sleep, For::Work).await.map(drop)
     }
 
     /// The failed call's error message, added and reported.
