@@ -36,7 +36,11 @@ fn ticks(filter: &dyn Fn(u32, &str) -> bool) -> u64 {
     };
     let mut total = 0;
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -164,7 +168,9 @@ async fn run() {
         "{sessions} sessions, {seconds} s a run (after 2 s of warm-up), {} cores",
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    println!("| processes | turns/s | × one process | p50 ms | p99 ms | DB connections | DB transactions a turn | RSS per process (MB) | CPU: database / servers / client |");
+    println!(
+        "| processes | turns/s | × one process | p50 ms | p99 ms | DB connections | DB transactions a turn | RSS per process (MB) | CPU: database / servers / client |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut one = None;
     for processes in counts {
@@ -215,11 +221,7 @@ async fn run() {
         times.sort();
         let rate = times.len() as f64 / seconds as f64;
         let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
-        let cpu = (
-            after.0 - before.0,
-            after.1 - before.1,
-            after.2 - before.2,
-        );
+        let cpu = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
         let all = (cpu.0 + cpu.1 + cpu.2).max(1) as f64;
         let one_rate = *one.get_or_insert(rate);
         println!(
@@ -229,7 +231,10 @@ async fn run() {
             at(0.99).as_secs_f64() * 1e3,
             // The window's transactions over its turns (the turns that started in it).
             (transactions_after - transactions_before) as f64 / times.len().max(1) as f64,
-            rss.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            rss.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             100.0 * cpu.0 as f64 / all,
             100.0 * cpu.1 as f64 / all,
             100.0 * cpu.2 as f64 / all,

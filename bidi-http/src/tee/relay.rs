@@ -181,7 +181,10 @@ mod tests {
                 *failures -= 1;
                 return Err(StoreError::backend("the database is restarting"));
             }
-            self.kept.lock().unwrap_or_else(|e| e.into_inner()).push(piece);
+            self.kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(piece);
             Ok(())
         }
 

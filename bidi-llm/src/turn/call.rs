@@ -4,6 +4,7 @@
 
 use std::future::poll_fn;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_core::Stream;
 use futures_util::stream::StreamExt as _;
@@ -65,17 +66,14 @@ impl Turn<'_> {
                 .as_ref()
                 .map_or(Next::Fail, |retry| retry.next(tries, &error, streamed));
             let delay = match next {
-                Next::Wait(delay) => Some(delay),
-                Next::Fallback => None,
-                Next::Fail => return Ok(self.failed(state, error, partial)),
-            };
-            if delay.is_none() {
-                match models.next() {
-                    Some(next) => (model, tries) = (next, 0),
-                    None => return Ok(self.failed(state, error, partial)),
+                Next::Wait(delay) => delay,
+                // The next model takes over at once.
+                Next::Fallback if let Some(next) = models.next() => {
+                    (model, tries) = (next, 0);
+                    Duration::ZERO
                 }
-            }
-            let delay = delay.unwrap_or_default();
+                Next::Fallback | Next::Fail => return Ok(self.failed(state, error, partial)),
+            };
             attempt += 1;
             tries += 1;
             self.emit(AgentEvent::ModelRetry {
@@ -100,7 +98,7 @@ impl Turn<'_> {
     }
 
     /// Hands the events over, then waits `delay` unless the execution is interrupted.
-    async fn back_off(&mut self, delay: std::time::Duration) -> Result<(), Interrupted> {
+    async fn back_off(&mut self, delay: Duration) -> Result<(), Interrupted> {
         self.flush().await?;
         let sleep = tokio::time::sleep(delay);
         self.watch.wait(sleep, For::Work).await.map(drop)
