@@ -25,8 +25,15 @@
 //! use bidi_session::{StoreError, async_trait};
 //! use tokio::sync::{Mutex, MutexGuard};
 //!
+//! /// The session store: `LogStore` over the map.
+//! #[must_use]
+//! pub fn map_store() -> LogStore<MapStorage> {
+//!     LogStore::new(MapStorage::default())
+//! }
+//!
+//! /// Every session's head and every snapshot's record and body, behind one lock.
 //! #[derive(Debug, Default)]
-//! struct MapStorage(Mutex<Tables>);
+//! pub struct MapStorage(Mutex<Tables>);
 //!
 //! #[derive(Debug, Default)]
 //! struct Tables {
@@ -34,7 +41,7 @@
 //!     records: HashMap<String, (Record, Body)>,
 //! }
 //!
-//! /// The lock, held to the commit, and the writes, applied there.
+//! /// The lock, held to the commit, and the writes, applied there (dropped before: none).
 //! struct Tx<'a> {
 //!     tables: MutexGuard<'a, Tables>,
 //!     records: Vec<(Record, Option<Body>)>,
@@ -44,13 +51,19 @@
 //! #[async_trait]
 //! impl Storage for MapStorage {
 //!     async fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-//!         let tables = self.0.lock().await;
-//!         Ok(Box::new(Tx { tables, records: Vec::new(), heads: Vec::new() }))
+//!         let (tables, records, heads) = (self.0.lock().await, Vec::new(), Vec::new());
+//!         Ok(Box::new(Tx {
+//!             tables,
+//!             records,
+//!             heads,
+//!         }))
 //!     }
 //!
 //!     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
 //!         let mut tables = self.0.lock().await;
-//!         tables.records.retain(|_, (record, _)| record.session_id != session_id);
+//!         tables
+//!             .records
+//!             .retain(|_, row| row.0.entry.session_id != session_id);
 //!         Ok(tables.heads.remove(session_id).is_some())
 //!     }
 //!
@@ -66,11 +79,11 @@
 //!     }
 //!
 //!     async fn record(&mut self, id: &str) -> Result<Option<Record>, StoreError> {
-//!         Ok(self.tables.records.get(id).map(|(record, _)| record.clone()))
+//!         Ok(self.tables.records.get(id).map(|row| row.0.clone()))
 //!     }
 //!
 //!     async fn body(&mut self, id: &str) -> Result<Option<Body>, StoreError> {
-//!         Ok(self.tables.records.get(id).map(|(_, body)| body.clone()))
+//!         Ok(self.tables.records.get(id).map(|row| row.1.clone()))
 //!     }
 //!
 //!     async fn put(&mut self, record: Record, body: Option<Body>) -> Result<(), StoreError> {
@@ -84,16 +97,16 @@
 //!     }
 //!
 //!     async fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+//!         let tables = &mut *self.tables;
 //!         for (record, body) in std::mem::take(&mut self.records) {
-//!             let id = record.id.clone();
-//!             let body = match body {
-//!                 Some(body) => body,
-//!                 None => self.tables.records.remove(&id).map(|(_, body)| body).unwrap_or_default(),
-//!             };
-//!             self.tables.records.insert(id, (record, body));
+//!             let id = record.entry.id.clone();
+//!             let kept = tables.records.remove(&id).map(|row| row.1);
+//!             tables
+//!                 .records
+//!                 .insert(id, (record, body.or(kept).unwrap_or_default()));
 //!         }
 //!         for (session_id, id) in std::mem::take(&mut self.heads) {
-//!             self.tables.heads.insert(session_id, id);
+//!             tables.heads.insert(session_id, id);
 //!         }
 //!         Ok(())
 //!     }
@@ -101,20 +114,17 @@
 //!
 //! # #[tokio::main]
 //! # async fn main() {
-//! let store = LogStore::new(MapStorage::default());
+//! let store = map_store();
 //! # #[cfg(feature = "testing")]
 //! bidi_session::testing::conformance(std::sync::Arc::new(store)).await;
 //! # }
 //! ```
 
 use std::fmt;
-use std::time::SystemTime;
 
-use async_trait::async_trait;
-use serde_json::Value;
-
-use crate::store::{Lease, Replay, Status, StoreError};
+use crate::store::{Entry, StoreError};
 use crate::streams::Streams;
+use async_trait::async_trait;
 
 pub(crate) mod log_store;
 
@@ -124,28 +134,12 @@ pub use log_store::LogStore;
 /// [`Body`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
-    /// The snapshot's id, unique in the store.
-    pub id: String,
-    /// Its session.
-    pub session_id: String,
-    /// The snapshot it continues, in its session or (a fork's) another.
-    pub parent_id: Option<String>,
-    /// Its depth: 1 for a session's first snapshot, its parent's plus one.
-    pub version: u64,
-    /// Its status as written: never [`Status::Expired`], which is computed on read.
-    pub status: Status,
-    /// Its lease, from its pending write to its finish.
-    pub lease: Option<Lease>,
-    /// Why its turn failed, when it did.
-    pub error: Option<Value>,
-    /// What loading it costs.
-    pub replay: Replay,
+    /// The snapshot as readers see it, but for its status, which is as written: never
+    /// [`Status::Expired`](crate::Status::Expired) (computed on read, by
+    /// [`Record::entry`]).
+    pub entry: Entry,
     /// Whether any snapshot continues it (in its session, or a fork of it in another).
     pub has_children: bool,
-    /// When it was written.
-    pub created_at: SystemTime,
-    /// When it was last written.
-    pub updated_at: SystemTime,
 }
 
 /// What a snapshot adds to its parent's state: its change, and, when it is a checkpoint, the
@@ -238,10 +232,8 @@ pub trait Transaction: Send {
             next = match body.checkpoint {
                 Some(_) => None,
                 None => {
-                    self.record(&id)
-                        .await?
-                        .ok_or_else(|| missing(&id))?
-                        .parent_id
+                    let record = self.record(&id).await?.ok_or_else(|| missing(&id))?;
+                    record.entry.parent_id
                 }
             };
             bodies.push(body);

@@ -33,8 +33,7 @@ struct Tx<'a> {
 #[async_trait]
 impl Storage for MapStorage {
     async fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let tables = self.0.lock().await;
-        let (records, heads) = (Vec::new(), Vec::new());
+        let (tables, records, heads) = (self.0.lock().await, Vec::new(), Vec::new());
         Ok(Box::new(Tx {
             tables,
             records,
@@ -46,7 +45,7 @@ impl Storage for MapStorage {
         let mut tables = self.0.lock().await;
         tables
             .records
-            .retain(|_, (record, _)| record.session_id != session_id);
+            .retain(|_, row| row.0.entry.session_id != session_id);
         Ok(tables.heads.remove(session_id).is_some())
     }
 
@@ -62,15 +61,11 @@ impl Transaction for Tx<'_> {
     }
 
     async fn record(&mut self, id: &str) -> Result<Option<Record>, StoreError> {
-        Ok(self
-            .tables
-            .records
-            .get(id)
-            .map(|(record, _)| record.clone()))
+        Ok(self.tables.records.get(id).map(|row| row.0.clone()))
     }
 
     async fn body(&mut self, id: &str) -> Result<Option<Body>, StoreError> {
-        Ok(self.tables.records.get(id).map(|(_, body)| body.clone()))
+        Ok(self.tables.records.get(id).map(|row| row.1.clone()))
     }
 
     async fn put(&mut self, record: Record, body: Option<Body>) -> Result<(), StoreError> {
@@ -86,9 +81,11 @@ impl Transaction for Tx<'_> {
     async fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         let tables = &mut *self.tables;
         for (record, body) in std::mem::take(&mut self.records) {
-            let kept = tables.records.remove(&record.id).map(|(_, body)| body);
-            let body = body.or(kept).unwrap_or_default();
-            tables.records.insert(record.id.clone(), (record, body));
+            let id = record.entry.id.clone();
+            let kept = tables.records.remove(&id).map(|row| row.1);
+            tables
+                .records
+                .insert(id, (record, body.or(kept).unwrap_or_default()));
         }
         for (session_id, id) in std::mem::take(&mut self.heads) {
             tables.heads.insert(session_id, id);

@@ -35,28 +35,29 @@ impl<S: Storage> LogStore<S> {
 }
 
 impl Record {
-    /// The entry a reader sees (a pending record whose lease lapsed reads as expired).
+    /// The entry a reader sees: a pending record whose lease lapsed reads as expired.
     #[must_use]
     pub fn entry(&self) -> Entry {
+        let entry = &self.entry;
         Entry::new(
-            self.id.clone(),
-            self.session_id.clone(),
-            self.parent_id.clone(),
-            self.version,
-            self.status,
-            self.lease.clone(),
-            self.error.clone(),
-            self.replay,
-            self.created_at,
-            self.updated_at,
+            entry.id.clone(),
+            entry.session_id.clone(),
+            entry.parent_id.clone(),
+            entry.version,
+            entry.status,
+            entry.lease.clone(),
+            entry.error.clone(),
+            entry.replay,
+            entry.created_at,
+            entry.updated_at,
         )
     }
 
     fn node(&self) -> Node<'_> {
         Node {
-            session_id: &self.session_id,
-            status: self.status,
-            lease: self.lease.as_ref(),
+            session_id: &self.entry.session_id,
+            status: self.entry.status,
+            lease: self.entry.lease.as_ref(),
             has_children: self.has_children,
         }
     }
@@ -142,23 +143,25 @@ impl<S: Storage> SessionStore for LogStore<S> {
         let node = parent.as_ref().map(Record::node);
         rules::check_append(session_id, &append.parent, head.as_deref(), node)?;
         let (body, replay) = encode(
-            parent.as_ref().map(|parent| parent.replay),
+            parent.as_ref().map(|parent| parent.entry.replay),
             &append.change,
             append.checkpoint.as_ref(),
         )?;
         let now = SystemTime::now();
         let record = Record {
-            id: new_id(),
-            session_id: session_id.to_owned(),
-            parent_id: append.parent.id().map(str::to_owned),
-            version: parent.as_ref().map_or(1, |parent| parent.version + 1),
-            status: append.status,
-            lease: append.lease,
-            error: None,
-            replay,
+            entry: Entry {
+                id: new_id(),
+                session_id: session_id.to_owned(),
+                parent_id: append.parent.id().map(str::to_owned),
+                version: parent.as_ref().map_or(1, |parent| parent.entry.version + 1),
+                status: append.status,
+                lease: append.lease,
+                error: None,
+                replay,
+                created_at: now,
+                updated_at: now,
+            },
             has_children: false,
-            created_at: now,
-            updated_at: now,
         };
         let entry = record.entry();
         tx.put(record, Some(body)).await?;
@@ -183,16 +186,17 @@ impl<S: Storage> SessionStore for LogStore<S> {
         let Some(mut record) = found else {
             return Err(StoreError::NotFound(NotFound::new("snapshot", snapshot_id)));
         };
-        let parent = match &record.parent_id {
-            Some(parent) => tx.record(parent).await?.map(|parent| parent.replay),
+        let parent = match &record.entry.parent_id {
+            Some(parent) => tx.record(parent).await?.map(|parent| parent.entry.replay),
             None => None,
         };
         let (body, replay) = encode(parent, &finish.change, finish.checkpoint.as_ref())?;
-        record.status = status;
-        record.lease = None;
-        record.error = finish.error;
-        record.replay = replay;
-        record.updated_at = SystemTime::now();
+        let written = &mut record.entry;
+        written.status = status;
+        written.lease = None;
+        written.error = finish.error;
+        written.replay = replay;
+        written.updated_at = SystemTime::now();
         let entry = record.entry();
         tx.put(record, Some(body)).await?;
         tx.commit().await?;
@@ -209,10 +213,10 @@ impl<S: Storage> SessionStore for LogStore<S> {
         let found = tx.record(snapshot_id).await?;
         let renewal = rules::check_renew(snapshot_id, owner, found.as_ref().map(Record::node))?;
         if let (Renewal::Renewed, Some(mut record)) = (renewal, found) {
-            if let Some(lease) = &mut record.lease {
+            if let Some(lease) = &mut record.entry.lease {
                 lease.expires_at = expires_at;
             }
-            record.updated_at = SystemTime::now();
+            record.entry.updated_at = SystemTime::now();
             tx.put(record, None).await?;
             tx.commit().await?;
         }
@@ -224,10 +228,10 @@ impl<S: Storage> SessionStore for LogStore<S> {
         let Some(mut record) = tx.record(snapshot_id).await? else {
             return Ok(None);
         };
-        let (previous, new) = rules::abort(record.status, record.lease.as_ref());
+        let (previous, new) = rules::abort(record.entry.status, record.entry.lease.as_ref());
         if let Some(status) = new {
-            record.status = status;
-            record.updated_at = SystemTime::now();
+            record.entry.status = status;
+            record.entry.updated_at = SystemTime::now();
             tx.put(record, None).await?;
             tx.commit().await?;
         }
