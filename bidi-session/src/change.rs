@@ -480,6 +480,73 @@ impl io::Write for Counter {
     }
 }
 
+/// The operations that make `new` of `old` (both JSON text) at `path`, found on the text.
+fn diff_text(
+    old: &str,
+    new: &str,
+    path: &mut PointerBuf,
+    ops: &mut Vec<PatchOperation>,
+) -> Result<(), serde_json::Error> {
+    /// An object's members, as written.
+    type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+    if old == new {
+        return Ok(());
+    }
+    let kind = |text: &str| text.trim_start().as_bytes().first().copied();
+    match (kind(old), kind(new)) {
+        (Some(b'{'), Some(b'{')) => {
+            let before: Members<'_> = serde_json::from_str(old)?;
+            let after: Members<'_> = serde_json::from_str(new)?;
+            for (name, value) in &after {
+                path.push_back(name.as_str());
+                match before.get(name) {
+                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
+                    None => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: serde_json::from_str(value.get())?,
+                    })),
+                }
+                path.pop_back();
+            }
+            for name in before.keys().filter(|name| !after.contains_key(*name)) {
+                path.push_back(name.as_str());
+                ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: path.clone(),
+                }));
+                path.pop_back();
+            }
+        }
+        (Some(b'['), Some(b'[')) => {
+            let before: Vec<&RawValue> = serde_json::from_str(old)?;
+            let after: Vec<&RawValue> = serde_json::from_str(new)?;
+            for (index, value) in after.iter().enumerate() {
+                path.push_back(index);
+                match before.get(index) {
+                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
+                    None => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: serde_json::from_str(value.get())?,
+                    })),
+                }
+                path.pop_back();
+            }
+            // From the last, so that each index is still there.
+            for index in (after.len()..before.len()).rev() {
+                path.push_back(index);
+                ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: path.clone(),
+                }));
+                path.pop_back();
+            }
+        }
+        _ => ops.push(PatchOperation::Replace(ReplaceOperation {
+            path: path.clone(),
+            value: serde_json::from_str(new)?,
+        })),
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,71 +746,4 @@ mod tests {
         assert!(text.apply(&mut state).is_err());
         assert_eq!(state, json!({"m": "x"}));
     }
-}
-
-/// The operations that make `new` of `old` (both JSON text) at `path`, found on the text.
-fn diff_text(
-    old: &str,
-    new: &str,
-    path: &mut PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) -> Result<(), serde_json::Error> {
-    /// An object's members, as written.
-    type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
-    if old == new {
-        return Ok(());
-    }
-    let kind = |text: &str| text.trim_start().as_bytes().first().copied();
-    match (kind(old), kind(new)) {
-        (Some(b'{'), Some(b'{')) => {
-            let before: Members<'_> = serde_json::from_str(old)?;
-            let after: Members<'_> = serde_json::from_str(new)?;
-            for (name, value) in &after {
-                path.push_back(name.as_str());
-                match before.get(name) {
-                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
-                    None => ops.push(PatchOperation::Add(AddOperation {
-                        path: path.clone(),
-                        value: serde_json::from_str(value.get())?,
-                    })),
-                }
-                path.pop_back();
-            }
-            for name in before.keys().filter(|name| !after.contains_key(*name)) {
-                path.push_back(name.as_str());
-                ops.push(PatchOperation::Remove(RemoveOperation {
-                    path: path.clone(),
-                }));
-                path.pop_back();
-            }
-        }
-        (Some(b'['), Some(b'[')) => {
-            let before: Vec<&RawValue> = serde_json::from_str(old)?;
-            let after: Vec<&RawValue> = serde_json::from_str(new)?;
-            for (index, value) in after.iter().enumerate() {
-                path.push_back(index);
-                match before.get(index) {
-                    Some(was) => diff_text(was.get(), value.get(), path, ops)?,
-                    None => ops.push(PatchOperation::Add(AddOperation {
-                        path: path.clone(),
-                        value: serde_json::from_str(value.get())?,
-                    })),
-                }
-                path.pop_back();
-            }
-            // From the last, so that each index is still there.
-            for index in (after.len()..before.len()).rev() {
-                path.push_back(index);
-                ops.push(PatchOperation::Remove(RemoveOperation {
-                    path: path.clone(),
-                }));
-                path.pop_back();
-            }
-        }
-        _ => ops.push(PatchOperation::Replace(ReplaceOperation {
-            path: path.clone(),
-            value: serde_json::from_str(new)?,
-        })),
-    }
-    Ok(())
 }

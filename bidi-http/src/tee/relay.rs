@@ -1,5 +1,5 @@
 //! An answer across processes: its writes published to the store's
-//! [`Streams`](bidi_session::Streams) (when the store has them, as `PostgresStore` does) under
+//! [`Streams`] (when the store has them, as `PostgresStore` does) under
 //! its turn's snapshot id, and followed from there by a client that comes back to it on
 //! another process.
 //!
