@@ -103,6 +103,36 @@ impl Serve {
             .unwrap()
     }
 
+    /// A session made here with one turn (`hello`), and a slow turn started on it (`answer
+    /// slowly`: the model thinks for three seconds first), which holds the session's lease once
+    /// its first events are out: the session's id, those events, and the rest of the body.
+    async fn slow_turn(
+        &self,
+    ) -> (
+        String,
+        String,
+        impl futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin + use<>,
+    ) {
+        let created = self
+            .execute(&json!({"input": {"content": "hello"}, "context": {}}))
+            .await;
+        assert_eq!(created.status().as_u16(), 200, "{}", self.stderr());
+        let id = created.headers()["x-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let created = events(&created.text().await.unwrap());
+        assert_eq!(complete(&created)["status"], "completed");
+        let slow = self
+            .execute(&json!({"sessionId": id, "input": {"content": "answer slowly"}}))
+            .await;
+        assert_eq!(slow.status().as_u16(), 200, "{}", self.stderr());
+        let mut slow = slow.bytes_stream();
+        let head = String::from_utf8(slow.next().await.unwrap().unwrap().to_vec()).unwrap();
+        assert!(head.starts_with("event: session_start\n"), "{head}");
+        (id, head, slow)
+    }
+
     /// Kills the process with SIGKILL, as a crash would, and waits for it to be gone.
     async fn kill(mut self) {
         self._child.start_kill().unwrap();
@@ -329,27 +359,8 @@ async fn a_session_runs_on_one_process_at_a_time() {
     let a = Serve::postgres(&url).await;
     let b = Serve::postgres(&url).await;
 
-    let created = a
-        .execute(&json!({"input": {"content": "hello"}, "context": {}}))
-        .await;
-    assert_eq!(created.status().as_u16(), 200, "{}", a.stderr());
-    let id = created.headers()["x-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(
-        complete(&events(&created.text().await.unwrap()))["status"],
-        "completed"
-    );
-
     // A runs a slow execution: once its first events are out, it holds the session's lease.
-    let slow = a
-        .execute(&json!({"sessionId": id, "input": {"content": "answer slowly"}}))
-        .await;
-    assert_eq!(slow.status().as_u16(), 200, "{}", a.stderr());
-    let mut slow = slow.bytes_stream();
-    let mut head = String::from_utf8(slow.next().await.unwrap().unwrap().to_vec()).unwrap();
-    assert!(head.starts_with("event: session_start\n"), "{head}");
+    let (id, mut head, mut slow) = a.slow_turn().await;
 
     // B refuses a message to the same session at once.
     let refused = b
@@ -698,26 +709,8 @@ async fn a_turn_whose_process_is_killed_expires_and_its_session_goes_on_elsewher
     let (_server, url) = postgres().await;
     let a = Serve::postgres(&url).await;
     let b = Serve::postgres(&url).await;
-    let created = a
-        .execute(&json!({"input": {"content": "hello"}, "context": {}}))
-        .await;
-    assert_eq!(created.status().as_u16(), 200, "{}", a.stderr());
-    let id = created.headers()["x-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(
-        complete(&events(&created.text().await.unwrap()))["status"],
-        "completed"
-    );
-
     // A starts a slow turn (the model thinks for three seconds) and is killed in it.
-    let slow = a
-        .execute(&json!({"sessionId": id, "input": {"content": "answer slowly"}}))
-        .await;
-    assert_eq!(slow.status().as_u16(), 200, "{}", a.stderr());
-    let mut slow = slow.bytes_stream();
-    let head = String::from_utf8(slow.next().await.unwrap().unwrap().to_vec()).unwrap();
+    let (id, head, _slow) = a.slow_turn().await;
     let first = head.split("\n\n").next().unwrap();
     let (_, started) = &events(&format!("{first}\n\n"))[0];
     assert_eq!(started["type"], "session_start", "{head}");
