@@ -28,8 +28,8 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// CPU time (user and system, in clock ticks) of the processes whose `comm` is `name`, or of
-/// process `pid`.
+/// CPU time (user and system, in clock ticks) of the processes `filter` keeps, given each
+/// one's pid and `comm`.
 fn ticks(filter: &dyn Fn(u32, &str) -> bool) -> u64 {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;

@@ -229,27 +229,20 @@ impl Encoder {
             AgentEvent::CustomUpdate { custom } => out.push(Event::StateSnapshot {
                 snapshot: custom.clone(),
             }),
-            AgentEvent::ModelRetry {
-                attempt,
-                model,
-                delay_ms,
-                error,
-                discarded,
-            } => {
+            AgentEvent::ModelRetry { discarded, .. } => {
                 // The failed attempt's open block ends where it stopped; an answer streamed
                 // anew is a message of its own, and the event names the one it voids.
                 self.close(out);
+                let mut value = event.fields();
                 let voided = if *discarded {
                     self.message_id.take()
                 } else {
                     None
                 };
+                value["messageId"] = voided.into();
                 out.push(Event::Custom {
                     name: "model_retry".to_owned(),
-                    value: serde_json::json!({
-                        "attempt": attempt, "model": model, "delayMs": delay_ms,
-                        "error": error, "discarded": discarded, "messageId": voided,
-                    }),
+                    value,
                 });
             }
             AgentEvent::Error { code, error, .. } => self.fail(error, Some(*code), out),

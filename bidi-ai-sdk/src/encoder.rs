@@ -336,25 +336,14 @@ impl UiMessageStream {
                     );
                 }
             }
-            AgentEvent::ModelRetry {
-                attempt,
-                model,
-                delay_ms,
-                error,
-                discarded,
-            } => {
+            AgentEvent::ModelRetry { attempt, .. } => {
                 // The failed attempt's open block ends where it stopped; what the next
                 // attempt streams goes to blocks of its own.
                 self.close(buf);
-                let data = serde_json::json!({
-                    "attempt": attempt, "model": model, "delayMs": delay_ms, "error": error,
-                    "discarded": discarded,
-                });
-                let id = format!("model-retry-{attempt}");
                 let chunk = DataChunk {
                     kind: "data-model-retry",
-                    id: &id,
-                    data: &data,
+                    id: &format!("model-retry-{attempt}"),
+                    data: &event.fields(),
                 };
                 bidi_http::sse::data(buf, &chunk);
             }

@@ -221,6 +221,18 @@ pub enum AgentEvent {
 }
 
 impl AgentEvent {
+    /// The event's wire JSON without its `type` (`{"attempt": 2, "model": .., ..}`): what a
+    /// wire that carries the event in an envelope of its own sends (AG-UI's `CUSTOM` value, the
+    /// UI message stream's data part).
+    #[must_use]
+    pub fn fields(&self) -> Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(fields) = value.as_object_mut() {
+            fields.remove("type");
+        }
+        value
+    }
+
     /// The event's `type` tag, as it appears on the wire (`"text_delta"`, ...): what an SSE
     /// transport names its events by.
     #[must_use]
