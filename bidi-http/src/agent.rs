@@ -30,10 +30,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use bidi_agent::{AgentInit, AgentOutput};
-use bidi_core::Driver;
+use bidi_core::{ConnectOptions, Driver};
 use bidi_flow::text::cap;
 use bidi_flow::wire::{Detached, Sink, Wire, sink};
 use bidi_llm::peer::{Execution, Started};
+use bidi_llm::takeover::Resumable;
 use bidi_llm::{
     AgentEvent, Context, LlmAgent, LlmSession, Message, ModelOptions, Status, ToolCall, TurnInput,
     TurnState,
@@ -251,7 +252,8 @@ pub async fn start<W: HttpWire>(
     wire: W,
 ) -> Result<(Started, Body), Failure> {
     let (writes, body) = mpsc::channel::<Vec<u8>>(1);
-    let started = spawn(host, agent, init, input, identity, wire, writes).await?;
+    let options = Host::connect_options(identity);
+    let started = run(host, agent, (init, input), options, wire, writes).await?;
     Ok((started, Body::from_stream(sink::stream(body))))
 }
 
@@ -266,9 +268,11 @@ impl<W> HttpWire for W where
 {
 }
 
-/// [`start`], writing the body to `sink`: the execution runs while somebody reads it, and is
-/// cancelled (as its client going away) once the sink is closed. `sink` is dropped when the
-/// execution is over.
+/// [`start`], detached from its client: the body goes to `sink` (a tee of readers that come
+/// and go, or nobody: `bidi_flow::wire::Detached`), and the execution runs to its end whoever
+/// reads it. Should this process die meanwhile, another serving the agent on the same store
+/// takes the execution over and runs it again ([`bidi_llm::takeover`]). `sink` is dropped when
+/// the execution is over.
 ///
 /// # Errors
 ///
@@ -282,8 +286,21 @@ pub async fn spawn<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
     wire: W,
     sink: S,
 ) -> Result<Started, Failure> {
+    let options = Host::connect_options(identity).extension(Resumable);
+    run(host, agent, (init, input), options, wire, sink).await
+}
+
+/// Runs one execution on a connection opened with `options`, its body written to `sink`.
+async fn run<W: HttpWire, S: Sink<Vec<u8>> + 'static>(
+    host: &Host,
+    agent: &LlmAgent,
+    (init, input): (AgentInit<LlmSession>, TurnInput),
+    options: ConnectOptions,
+    wire: W,
+    sink: S,
+) -> Result<Started, Failure> {
     let driver = Driver::new();
-    let conn = agent.connect_with(init, Host::connect_options(identity).driver(&driver));
+    let conn = agent.connect_with(init, options.driver(&driver));
     let started = Execution::new(conn, input)
         .action(driver.take())
         .idle_timeout(host.limits().idle_timeout)

@@ -305,6 +305,10 @@
 //!   one with `PeerGone::Idle`); nothing of it keeps running (but a chat's answer, and a
 //!   Genkit agent turn the client detached). What it leaves behind is its session, as the agent saved
 //!   it (with the part of the answer given so far).
+//! - A turn that runs without its client (detached, or through a tee) is taken over by another
+//!   process serving its agent on the same store, should this one die in it: the server runs
+//!   [`LlmAgent::supervise`](bidi_llm::LlmAgent::supervise) for each agent that keeps
+//!   sessions (see `bidi_llm::takeover`).
 //! - A chat's answer (`POST /agent/{name}/chat`) is kept for resuming clients while it
 //!   streams: up to 8 MiB an answer, and up to 64 MiB for all the answers a server streams at
 //!   once (an answer past either streams on unkept; new resuming clients are refused with

@@ -354,6 +354,20 @@ impl Server {
         for protocol in &protocols {
             besides.extend(protocol.bind(&host).await?);
         }
+        // Each agent that keeps sessions takes over the detached turns of processes that died.
+        #[cfg(feature = "agents")]
+        for agent in host.agents().values() {
+            if !agent.agent().is_client_managed() {
+                let agent = agent.clone();
+                besides.push(crate::Beside::new(move |stop| async move {
+                    tokio::select! {
+                        () = agent.supervise() => {}
+                        () = stop => {}
+                    }
+                    Ok(())
+                }));
+            }
+        }
         Ok(Bound {
             listener,
             router,

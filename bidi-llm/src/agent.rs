@@ -16,6 +16,7 @@ use crate::policy::Policy;
 use crate::retry::Retry;
 use crate::session::{self, Approval, Context, LlmSession, Resume, Status, TurnInput};
 use crate::state::TurnState;
+use crate::takeover::{self, TakeOver};
 use crate::tool::Tool;
 use crate::turn::{self, Config, Turn};
 
@@ -68,6 +69,7 @@ pub struct LlmAgentBuilder {
     tools: Vec<Tool>,
     max_turns: u32,
     lease: Duration,
+    at_most_once: bool,
     record_content: bool,
 }
 
@@ -101,6 +103,7 @@ impl LlmAgent {
             tools: Vec::new(),
             max_turns: 10,
             lease: Duration::from_secs(30),
+            at_most_once: false,
             record_content: false,
         }
     }
@@ -148,6 +151,11 @@ impl LlmAgent {
         builder.custom = Some(f);
         builder.agent = builder.agent.description("A custom agent");
         builder
+    }
+
+    /// How it was built.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The agent underneath (register it, inspect sessions, its store).
@@ -410,6 +418,15 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Says that a turn of this agent must not run twice: a detached turn whose process dies
+    /// ends `expired` when its lease lapses, instead of being taken over and run again from its
+    /// start by another process ([`takeover`](crate::takeover) says what would run twice: its
+    /// model calls and its local tools' calls). For agents whose tools act on the world.
+    pub fn at_most_once(mut self) -> Self {
+        self.at_most_once = true;
+        self
+    }
+
     /// Keeps sessions in `store` (default: a `MemoryStore` keeping the latest 256 snapshots of
     /// each of 1,024 sessions). Agents in several processes that share a store never run one session at once.
     pub fn store(mut self, store: impl SessionStore) -> Self {
@@ -456,6 +473,7 @@ impl LlmAgentBuilder {
             tools: self.tools,
             max_turns: self.max_turns,
             lease: self.lease,
+            at_most_once: self.at_most_once,
             record_content: self.record_content,
         });
         let serving = Arc::clone(&config);
@@ -479,8 +497,18 @@ async fn serve(
     let policy = ctx.extensions().get::<Policy>();
     let local = |name: &str| turn::tool(&config, policy, name).is_some_and(Tool::is_local);
     let mut executions = 0;
+    // A connection that takes a stale turn over runs that turn first.
+    let mut taken = ctx.extensions().get::<TakeOver>();
     while let Some(input) = inbound.recv().await {
-        let state = match session::claim(&session, &input, &owner, config.lease, &local).await {
+        let claimed = match taken.take() {
+            Some(turn) => session::take_over(&session, turn, &owner, config.lease).await,
+            None => {
+                let resume = takeover::resume(&config, &ctx, &input);
+                let lease = (owner.as_str(), config.lease, resume);
+                session::claim(&session, &input, lease, &local).await
+            }
+        };
+        let state = match claimed {
             Ok(state) => state,
             Err(error) => {
                 if refuse(&out, &error).await.is_err() {

@@ -114,6 +114,7 @@ pub mod retry;
 mod session;
 pub mod spans;
 mod state;
+pub mod takeover;
 pub mod testing;
 mod tool;
 mod turn;

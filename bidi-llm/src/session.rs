@@ -14,6 +14,7 @@ use crate::conversation::Conversation;
 use crate::error::Error;
 use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
 use crate::model::{ModelOptions, ToolSpec};
+use crate::takeover::TakeOver;
 use crate::tool::Tool;
 
 /// Where a session stands: `snake_case` on the wire.
@@ -466,8 +467,7 @@ fn check(
 pub(crate) async fn claim(
     session: &Session<LlmSession>,
     input: &TurnInput,
-    owner: &str,
-    term: Duration,
+    (owner, term, resume): (&str, Duration, Option<Value>),
     local: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<LlmSession, Error> {
     // The cached state may be stale (another process ran an execution since): a conflicting
@@ -475,10 +475,9 @@ pub(crate) async fn claim(
     let mut reloaded = false;
     for _ in 0..MAX_UPDATE_ATTEMPTS {
         session.with_state(|state| check(state, input, local))?;
-        match session
-            .start_with(Lease::new(owner, term), view(input))
-            .await
-        {
+        let mut lease = Lease::new(owner, term);
+        lease.resume = resume.clone().map(Box::new);
+        match session.start_with(lease, view(input)).await {
             // The execution's own: its conversation grows in place, not copied from the cache's.
             Ok(_) => return Ok(session.take_state()),
             Err(StoreError::Running { lease, .. }) if reloaded => {
@@ -498,6 +497,25 @@ pub(crate) async fn claim(
         session_id: session.id().to_owned(),
         attempts: MAX_UPDATE_ATTEMPTS,
     }))
+}
+
+/// Takes the stale execution `turn` names over for `owner` (see [`crate::takeover`]): its
+/// session goes back to the state before it, which the execution starts from again.
+///
+/// A turn another process took over first, or that is not stale any more, is refused with
+/// the store's [`StoreError::NotHeld`]; nothing is written then.
+pub(crate) async fn take_over(
+    session: &Session<LlmSession>,
+    turn: &TakeOver,
+    owner: &str,
+    term: Duration,
+) -> Result<LlmSession, Error> {
+    let lease = Lease::new(owner, term);
+    session
+        .take_over(&turn.snapshot_id, &turn.from, lease)
+        .await
+        .map_err(Error::Store)?;
+    Ok(session.take_state())
 }
 
 /// What the pending snapshot of an execution shows readers while it runs: the user's message

@@ -57,6 +57,8 @@ pub(crate) struct Config {
     pub(crate) max_turns: u32,
     /// The term of an execution's lease.
     pub(crate) lease: Duration,
+    /// Whether a detached execution whose process died expires rather than runs again.
+    pub(crate) at_most_once: bool,
     /// Whether its spans record what was said.
     pub(crate) record_content: bool,
 }
@@ -160,7 +162,11 @@ impl<'a> Watch<'a> {
                     // it would make the future of every wait larger.
                     let renewal = Box::pin(session::renew(self.session, self.term)).await;
                     self.renewal.as_mut().reset(Instant::now() + self.term / 3);
-                    if matches!(renewal, Ok(Renewal::Aborted)) {
+                    // Aborted, or no longer this running execution's (taken over by
+                    // another process after this one went silent): it stops.
+                    let lost = matches!(renewal, Err(bidi_session::StoreError::NotHeld { .. }))
+                        && self.session.head().lease.is_some();
+                    if lost || matches!(renewal, Ok(Renewal::Aborted)) {
                         self.aborted = true;
                         return Err(Interrupted);
                     }

@@ -13,7 +13,7 @@ use crate::change::Change;
 use crate::rules::{self, Node};
 use crate::store::{
     Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
-    StoreError,
+    StoreError, epoch_ms, now_ms,
 };
 
 /// Snapshot ids are the store's own random UUIDs, kept as numbers: a fast hash serves them.
@@ -54,6 +54,9 @@ struct Inner {
     sessions: BTreeMap<String, Log>,
     index: Index,
     uses: Uses,
+    /// The sessions whose head may be a turn another may take over (a pending snapshot
+    /// written with a resumable lease): what [`SessionStore::stale`] looks at.
+    resumable: BTreeSet<Arc<str>>,
 }
 
 /// Where snapshots are, for the calls that name one by its id. A session's snapshots are
@@ -627,6 +630,13 @@ impl SessionStore for MemoryStore {
                     .entry(session_id.to_owned())
                     .or_insert_with(|| Log::new(session_id)),
             };
+            if stored
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.resume.is_some())
+            {
+                inner.resumable.insert(Arc::clone(&log.name));
+            }
             log.push(stored, state);
             if let Some((from, _)) = fork {
                 log.root_parent = Some(from);
@@ -734,6 +744,55 @@ impl SessionStore for MemoryStore {
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
         Ok(self.with(|inner| inner.remove(session_id)))
+    }
+
+    async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+        let now = now_ms();
+        // Nothing follows a pending snapshot: a stale one is its session's head. Sessions
+        // whose head is not a resumable turn any more are forgotten.
+        Ok(self.with(|inner| {
+            let mut stale = Vec::new();
+            let sessions = &inner.sessions;
+            inner.resumable.retain(|name| {
+                let Some(log) = sessions.get(&**name) else {
+                    return false;
+                };
+                let head = &log.nodes[log.head];
+                let resumable = head.lease.as_ref().is_some_and(|l| l.resume.is_some());
+                if rules::is_stale(log.node(log.head), epoch_ms(head.updated_at), now) {
+                    stale.push(log.entry(log.head));
+                }
+                resumable && head.status == Status::Pending
+            });
+            stale
+        }))
+    }
+
+    async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        to: Lease,
+    ) -> Result<Entry, StoreError> {
+        let now = SystemTime::now();
+        self.with(|inner| {
+            let found = inner.index.find(&mut inner.sessions, snapshot_id);
+            let node = found.as_ref().map(|(log, at)| log.node(*at));
+            let renewed_at = found
+                .as_ref()
+                .map_or(0, |(log, at)| epoch_ms(log.nodes[*at].updated_at));
+            rules::check_take_over(snapshot_id, from, node, renewed_at, epoch_ms(now))?;
+            let Some((log, at)) = found else {
+                return Err(StoreError::not_found(snapshot_id));
+            };
+            let stored = &mut log.nodes[at];
+            if let Some(lease) = &mut stored.lease {
+                lease.owner = to.owner;
+                lease.expires_at = to.expires_at;
+            }
+            stored.updated_at = now;
+            Ok(log.entry(at))
+        })
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {

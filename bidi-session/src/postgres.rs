@@ -16,7 +16,8 @@ use postgres_native_tls::MakeTlsConnector;
 use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
-    Append, Entry, Finish, Parent, Renewal, SessionStore, Snapshot, Status, StoreError, new_id,
+    Append, Entry, Finish, Lease, Parent, Renewal, SessionStore, Snapshot, Status, StoreError,
+    new_id, now_ms,
 };
 use crate::streams::Streams;
 use relay::Relay;
@@ -46,9 +47,13 @@ CREATE TABLE IF NOT EXISTS bidi_entries (
     replay_changes    BIGINT NOT NULL,
     has_children      BOOLEAN NOT NULL DEFAULT FALSE,
     created_at        BIGINT NOT NULL,
-    updated_at        BIGINT NOT NULL
+    updated_at        BIGINT NOT NULL,
+    lease_resume      TEXT
 );
 CREATE INDEX IF NOT EXISTS bidi_entries_by_session ON bidi_entries (session_id);
+ALTER TABLE bidi_entries ADD COLUMN IF NOT EXISTS lease_resume TEXT;
+CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (lease_expires)
+    WHERE lease_resume IS NOT NULL;
 ";
 
 /// Serializes schema work across processes. The key is the one versions before the log of
@@ -113,8 +118,9 @@ macro_rules! insert_entry {
     () => {
         "
 INSERT INTO bidi_entries (id, session_id, parent_id, version, status, lease_owner, lease_started,
-    lease_expires, change, checkpoint, replay_checkpoint, replay_changes, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)"
+    lease_expires, change, checkpoint, replay_checkpoint, replay_changes, created_at, updated_at,
+    lease_resume)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)"
     };
 }
 
@@ -135,11 +141,14 @@ WITH parent AS (
 
 const FINISH: &str = "
 UPDATE bidi_entries SET status = $2, lease_owner = NULL, lease_started = NULL,
-    lease_expires = NULL, error = $3, change = $4, checkpoint = $5, replay_checkpoint = $6,
+    lease_expires = NULL, lease_resume = NULL, error = $3, change = $4, checkpoint = $5, replay_checkpoint = $6,
     replay_changes = $7, updated_at = $8
 WHERE id = $1";
 
 const RENEW: &str = "UPDATE bidi_entries SET lease_expires = $2, updated_at = $3 WHERE id = $1";
+
+const TAKE_OVER: &str =
+    "UPDATE bidi_entries SET lease_owner = $2, lease_expires = $3, updated_at = $4 WHERE id = $1";
 
 const SET_STATUS: &str = "UPDATE bidi_entries SET status = $2, updated_at = $3 WHERE id = $1";
 
@@ -158,6 +167,8 @@ struct Sql {
     snapshot: String,
     /// The head of session `$1` with its state.
     head_snapshot: String,
+    /// The rows of pending snapshots that may be taken over, and whose lease holds at `$1`.
+    resumable: String,
     /// How many columns [`COLUMNS`] names.
     columns: usize,
 }
@@ -178,6 +189,10 @@ static SQL: LazyLock<Sql> = LazyLock::new(|| Sql {
     ),
     snapshot: lineage("$1"),
     head_snapshot: lineage("(SELECT head FROM bidi_sessions WHERE session_id = $1)"),
+    resumable: format!(
+        "SELECT {COLUMNS} FROM bidi_entries WHERE lease_resume IS NOT NULL \
+         AND lease_expires > $1 AND status = 'pending' AND NOT has_children"
+    ),
     columns: COLUMNS.split(',').count(),
 });
 
@@ -424,6 +439,7 @@ fn read_row(row: &tokio_postgres::Row, at: usize) -> Result<Row, tokio_postgres:
             row.try_get(at + 5)?,
             row.try_get(at + 6)?,
             row.try_get(at + 7)?,
+            row.try_get(at + 14)?,
         ),
         error: row.try_get(at + 8)?,
         replay_checkpoint: row.try_get(at + 9)?,
@@ -585,6 +601,7 @@ impl SessionStore for PostgresStore {
                 &signed(replay.checkpoint),
                 &signed(replay.changes),
                 &at,
+                &rows::resume(lease),
             ],
         )
         .await?;
@@ -669,6 +686,51 @@ impl SessionStore for PostgresStore {
         }
         tx.commit().await?;
         Ok(renewal)
+    }
+
+    async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&SQL.resumable).await?;
+        let now = now_ms();
+        let mut stale = Vec::new();
+        for found in client.query(&stmt, &[&signed(now)]).await? {
+            let row = read_row(&found, 0)?;
+            if rules::is_stale(row.node()?, unsigned(row.updated_at), now) {
+                stale.push(row.entry()?);
+            }
+        }
+        Ok(stale)
+    }
+
+    async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        to: Lease,
+    ) -> Result<Entry, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let found = row(&tx, &SQL.row_for_update, snapshot_id).await?;
+        let node = found.as_ref().map(Row::node).transpose()?;
+        let renewed_at = found.as_ref().map_or(0, |row| unsigned(row.updated_at));
+        rules::check_take_over(snapshot_id, from, node, renewed_at, now_ms())?;
+        let Some(mut row) = found else {
+            return Err(StoreError::not_found(snapshot_id));
+        };
+        let at = millis(SystemTime::now());
+        let stmt = tx.prepare_cached(TAKE_OVER).await?;
+        tx.execute(
+            &stmt,
+            &[&snapshot_id, &to.owner, &signed(to.expires_at), &at],
+        )
+        .await?;
+        tx.commit().await?;
+        if let Some(lease) = &mut row.lease {
+            lease.owner = to.owner;
+            lease.expires_at = to.expires_at;
+        }
+        row.updated_at = at;
+        row.entry()
     }
 
     async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {

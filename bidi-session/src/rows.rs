@@ -13,7 +13,7 @@ use crate::store::{Entry, Lease, Replay, Status, StoreError};
 /// The columns of a snapshot row, in the order the SQL stores select them.
 pub(crate) const COLUMNS: &str = "id, session_id, parent_id, version, status, lease_owner, \
     lease_started, lease_expires, error, replay_checkpoint, replay_changes, has_children, \
-    created_at, updated_at";
+    created_at, updated_at, lease_resume";
 
 /// A snapshot's row, without its change and checkpoint.
 #[derive(Debug, Clone)]
@@ -115,17 +115,26 @@ pub(crate) fn replay(
     )
 }
 
-/// The lease of a row's three lease columns: all set, or none.
+/// The lease of a row's lease columns: the first three all set, or none; `resume` as JSON
+/// text, for a turn that may be taken over.
 pub(crate) fn lease(
     owner: Option<String>,
     started: Option<i64>,
     expires: Option<i64>,
+    resume: Option<String>,
 ) -> Option<Lease> {
     Some(Lease {
         owner: owner?,
         started_at: unsigned(started?),
         expires_at: unsigned(expires?),
+        // Text a store wrote is JSON; a damaged one leaves the turn to expire, not to run again.
+        resume: resume.and_then(|text| serde_json::from_str(&text).ok()),
     })
+}
+
+/// A lease's `resume` as the SQL stores keep it.
+pub(crate) fn resume(lease: Option<&Lease>) -> Option<String> {
+    lease?.resume.as_deref().map(Value::to_string)
 }
 
 /// A snapshot's change and checkpoint as the SQL stores write them, and what loading it costs.

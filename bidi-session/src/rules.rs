@@ -117,6 +117,35 @@ pub(crate) fn abort(status: Status, lease: Option<&Lease>) -> (Status, Option<St
     }
 }
 
+/// Whether `node`'s turn is stale at `now` (see [`Lease::is_stale_at`]): pending, nothing
+/// after it, its resumable lease holding but not renewed since `renewed_at` for two thirds of
+/// its term.
+pub(crate) fn is_stale(node: Node<'_>, renewed_at: u64, now: u64) -> bool {
+    node.status == Status::Pending
+        && !node.has_children
+        && node
+            .lease
+            .is_some_and(|lease| lease.is_stale_at(renewed_at, now))
+}
+
+/// Whether a process may take `node`'s turn over from `from`: it is stale under `from`'s lease.
+pub(crate) fn check_take_over(
+    snapshot_id: &str,
+    from: &str,
+    node: Option<Node<'_>>,
+    renewed_at: u64,
+    now: u64,
+) -> Result<(), StoreError> {
+    let node = held(snapshot_id, from, node)?;
+    if is_stale(node, renewed_at, now) {
+        Ok(())
+    } else if node.lease.is_some_and(|lease| lease.resume.is_none()) {
+        Err(not_held(snapshot_id, "its turn is not to run twice"))
+    } else {
+        Err(not_held(snapshot_id, "its turn is not stale"))
+    }
+}
+
 /// `node`, if it is unfinished under `owner`'s lease.
 fn held<'a>(
     snapshot_id: &str,

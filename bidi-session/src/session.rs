@@ -460,6 +460,52 @@ where
         Ok(head)
     }
 
+    /// Takes pending snapshot `snapshot_id` of this session over from `from`, the owner of its
+    /// stale lease ([`SessionStore::take_over`]), under `lease`, and goes back to the state
+    /// before it: the turn runs again from its start, then [renews](Self::renew) and
+    /// [finishes](Self::finish) the snapshot as the turn that started it would have.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if the turn is not stale under `from`'s lease (another process
+    /// took it over first, say), [`StoreError::Conflict`] if the snapshot is not this
+    /// session's; the store's error otherwise. The cached state is unchanged then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after the store wrote, the lease is this session's but nobody
+    /// runs the turn, until the lease goes stale again and another process takes it over.
+    pub async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        lease: Lease,
+    ) -> Result<Entry, StoreError> {
+        let store = self.backend();
+        let head = store.take_over(snapshot_id, from, lease).await?;
+        let parent = match (&head.parent_id, head.session_id == *self.id) {
+            (Some(parent), true) => store.load_snapshot(parent).await?,
+            _ => None,
+        };
+        let Some(before) = parent else {
+            return Err(StoreError::Conflict {
+                session_id: self.id.to_string(),
+                expected: Some(snapshot_id.to_owned()),
+                actual: None,
+            });
+        };
+        let state = decode(&self.id, before.state)?;
+        *self.lock() = Cached {
+            state,
+            #[cfg(debug_assertions)]
+            taken: None,
+            head: head.clone(),
+            branch: false,
+            unsure: false,
+        };
+        Ok(head)
+    }
+
     /// Moves the cached state out for the turn that [started](Self::start), leaving
     /// `State::default()` in its place until [`finish`](Self::finish) puts the turn's state
     /// back. A state whose parts are shared when cloned (a conversation behind an `Arc`) is

@@ -13,12 +13,14 @@ use tokio::runtime::RuntimeFlavor;
 use crate::rows::{self, COLUMNS, Encoded, Row, millis, signed, time, unsigned};
 use crate::rules;
 use crate::store::{
-    Append, Entry, Finish, Renewal, SessionStore, Snapshot, Status, StoreError, new_id,
+    Append, Entry, Finish, Lease, Renewal, SessionStore, Snapshot, Status, StoreError, new_id,
+    now_ms,
 };
 
 /// The schema version this crate writes (`PRAGMA user_version`): 1 kept every version of a
-/// session whole (`bidi_snapshots`); 2 keeps each snapshot's change.
-const SCHEMA_VERSION: i64 = 2;
+/// session whole (`bidi_snapshots`); 2 keeps each snapshot's change; 3 keeps what a turn
+/// another process may take over needs (`lease_resume`).
+const SCHEMA_VERSION: i64 = 3;
 
 /// How long a statement waits for another connection's lock before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,9 +47,16 @@ CREATE TABLE IF NOT EXISTS bidi_entries (
     replay_changes    INTEGER NOT NULL,
     has_children      INTEGER NOT NULL DEFAULT 0,
     created_at        INTEGER NOT NULL,
-    updated_at        INTEGER NOT NULL
+    updated_at        INTEGER NOT NULL,
+    lease_resume      TEXT
 );
 CREATE INDEX IF NOT EXISTS bidi_entries_by_session ON bidi_entries (session_id);
+";
+
+/// The index of the turns another process may take over, once `lease_resume` is there.
+const RESUMABLE_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (lease_expires)
+    WHERE lease_resume IS NOT NULL;
 ";
 
 /// The changes from snapshot `?1` back to the nearest checkpoint, oldest first.
@@ -64,8 +73,9 @@ SELECT checkpoint, change FROM lineage ORDER BY depth DESC
 
 const INSERT: &str = "
 INSERT INTO bidi_entries (id, session_id, parent_id, version, status, lease_owner, lease_started,
-    lease_expires, change, checkpoint, replay_checkpoint, replay_changes, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
+    lease_expires, change, checkpoint, replay_checkpoint, replay_changes, created_at, updated_at,
+    lease_resume)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)
 ";
 
 const SET_HEAD: &str = "
@@ -75,7 +85,7 @@ ON CONFLICT (session_id) DO UPDATE SET head = excluded.head
 
 const FINISH: &str = "
 UPDATE bidi_entries SET status = ?2, lease_owner = NULL, lease_started = NULL,
-    lease_expires = NULL, error = ?3, change = ?4, checkpoint = ?5, replay_checkpoint = ?6,
+    lease_expires = NULL, lease_resume = NULL, error = ?3, change = ?4, checkpoint = ?5, replay_checkpoint = ?6,
     replay_changes = ?7, updated_at = ?8
 WHERE id = ?1
 ";
@@ -247,6 +257,10 @@ fn set_up(conn: &mut Connection, wal: bool) -> rusqlite::Result<i64> {
         if found == 1 {
             migrate_v1(&tx)?;
         }
+        if found == 2 {
+            tx.execute_batch("ALTER TABLE bidi_entries ADD COLUMN lease_resume TEXT")?;
+        }
+        tx.execute_batch(RESUMABLE_INDEX)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.commit()?;
@@ -324,6 +338,7 @@ fn migrate_v1(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
                 bytes,
                 0,
                 created,
+                None::<String>,
             ])?;
             tx.execute(
                 "UPDATE bidi_entries SET updated_at = ?2 WHERE id = ?1",
@@ -350,7 +365,7 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         parent_id: row.get(2)?,
         version: row.get(3)?,
         status: row.get(4)?,
-        lease: rows::lease(row.get(5)?, row.get(6)?, row.get(7)?),
+        lease: rows::lease(row.get(5)?, row.get(6)?, row.get(7)?, row.get(14)?),
         error: row.get(8)?,
         replay_checkpoint: row.get(9)?,
         replay_changes: row.get(10)?,
@@ -414,6 +429,7 @@ fn append(conn: &mut Connection, session_id: &str, append: Append) -> Result<Ent
         signed(replay.checkpoint),
         signed(replay.changes),
         at,
+        rows::resume(lease),
     ])?;
     if let Some(parent) = &parent {
         tx.prepare_cached("UPDATE bidi_entries SET has_children = 1 WHERE id = ?1")?
@@ -489,6 +505,49 @@ fn renew(
     Ok(renewal)
 }
 
+/// The pending snapshots whose turns are stale now.
+fn stale(conn: &Connection) -> Result<Vec<Entry>, StoreError> {
+    let now = now_ms();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM bidi_entries WHERE lease_resume IS NOT NULL \
+         AND lease_expires > ?1 AND status = 'pending' AND has_children = 0"
+    );
+    let mut select = conn.prepare_cached(&sql)?;
+    let rows = select.query_map(params![signed(now)], read_row)?;
+    let mut stale = Vec::new();
+    for row in rows {
+        let row = row?;
+        if rules::is_stale(row.node()?, unsigned(row.updated_at), now) {
+            stale.push(row.entry()?);
+        }
+    }
+    Ok(stale)
+}
+
+fn take_over(conn: &mut Connection, id: &str, from: &str, to: Lease) -> Result<Entry, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = row(&tx, id)?;
+    let node = found.as_ref().map(Row::node).transpose()?;
+    let renewed_at = found.as_ref().map_or(0, |row| unsigned(row.updated_at));
+    rules::check_take_over(id, from, node, renewed_at, now_ms())?;
+    let Some(mut row) = found else {
+        return Err(StoreError::not_found(id));
+    };
+    let at = millis(SystemTime::now());
+    tx.prepare_cached(
+        "UPDATE bidi_entries SET lease_owner = ?2, lease_expires = ?3, updated_at = ?4 \
+         WHERE id = ?1",
+    )?
+    .execute(params![id, to.owner, signed(to.expires_at), at])?;
+    tx.commit()?;
+    if let Some(lease) = &mut row.lease {
+        lease.owner = to.owner;
+        lease.expires_at = to.expires_at;
+    }
+    row.updated_at = at;
+    row.entry()
+}
+
 fn abort(conn: &mut Connection, id: &str) -> Result<Option<Status>, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let Some(row) = row(&tx, id)? else {
@@ -545,6 +604,21 @@ impl SessionStore for SqliteStore {
     ) -> Result<Renewal, StoreError> {
         let (id, owner) = (snapshot_id.to_owned(), owner.to_owned());
         self.call(move |conn| self::renew(conn, &id, &owner, expires_at))
+            .await
+    }
+
+    async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+        self.call(|conn| self::stale(conn)).await
+    }
+
+    async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        to: Lease,
+    ) -> Result<Entry, StoreError> {
+        let (id, from) = (snapshot_id.to_owned(), from.to_owned());
+        self.call(move |conn| self::take_over(conn, &id, &from, to))
             .await
     }
 

@@ -16,7 +16,9 @@
 //! write adds.
 //!
 //! A complete backend: sessions in a map behind a lock, every write of a transaction applied
-//! at its commit. It passes the conformance suite as it is.
+//! at its commit. It passes the conformance suite as it is, and the takeover check
+//! ([`testing::takeover`](crate::testing::takeover)) with [`Storage::resumable`], which a
+//! storage that processes do not share leaves out.
 //!
 //! ```
 //! use std::collections::{BTreeMap, HashMap};
@@ -70,6 +72,14 @@
 //!     async fn list(&self) -> Result<Vec<String>, StoreError> {
 //!         Ok(self.0.lock().await.heads.keys().cloned().collect())
 //!     }
+//!
+//!     // The turns another process may take over: a scan, fine for a map this size.
+//!     async fn resumable(&self) -> Result<Vec<String>, StoreError> {
+//!         let tables = self.0.lock().await;
+//!         let entries = tables.records.values().map(|row| &row.0.entry);
+//!         let resumable = entries.filter(|e| e.lease.as_ref().is_some_and(|l| l.resume.is_some()));
+//!         Ok(resumable.map(|entry| entry.id.clone()).collect())
+//!     }
 //! }
 //!
 //! #[async_trait]
@@ -114,9 +124,11 @@
 //!
 //! # #[tokio::main]
 //! # async fn main() {
-//! let store = map_store();
+//! let store = std::sync::Arc::new(map_store());
 //! # #[cfg(feature = "testing")]
-//! bidi_session::testing::conformance(std::sync::Arc::new(store)).await;
+//! bidi_session::testing::conformance(store.clone()).await;
+//! # #[cfg(feature = "testing")]
+//! bidi_session::testing::takeover(&*store, "").await;
 //! # }
 //! ```
 
@@ -184,6 +196,20 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     ///
     /// The storage's.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of the records written `pending` with a [resumable](crate::Lease::resumable)
+    /// lease and not finished since: those whose turns another process may
+    /// [take over](crate::SessionStore::take_over) should their own die. Keep them apart (an
+    /// index, a set updated as [`Transaction::put`] writes) for this to stay cheap; a record
+    /// answered that is not such a turn any more is passed over. Empty by default: no turn
+    /// of this storage is ever taken over.
+    ///
+    /// # Errors
+    ///
+    /// The storage's.
+    async fn resumable(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// Where running turns keep what they stream for other processes, if anywhere: see
     /// [`SessionStore::streams`](crate::SessionStore::streams).

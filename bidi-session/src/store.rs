@@ -74,6 +74,11 @@ impl Status {
 /// died) no longer holds: the snapshot reads as [`Status::Expired`] and the next turn takes the
 /// session over. Times are the wall clocks of the processes involved, in milliseconds since the
 /// Unix epoch, so keep the term well above the clock skew between them.
+///
+/// A turn that may run again elsewhere carries what it takes to run it ([`resume`](Self::resume),
+/// set with [`resumable`](Self::resumable)): once its owner has not renewed the lease for two
+/// thirds of its term, another process may [take the turn over](SessionStore::take_over) while
+/// the lease still holds, so readers see it running throughout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
@@ -83,6 +88,10 @@ pub struct Lease {
     pub started_at: u64,
     /// When the lease lapses unless renewed.
     pub expires_at: u64,
+    /// What another process needs to run the turn again if this one's dies (its input, say):
+    /// `None` for a turn that is not to run twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Box<Value>>,
 }
 
 impl Lease {
@@ -94,7 +103,27 @@ impl Lease {
             owner: owner.into(),
             started_at: now,
             expires_at: now.saturating_add(millis(term)),
+            resume: None,
         }
+    }
+
+    /// The lease of a turn another process may take over, with what running it again takes.
+    #[must_use]
+    pub fn resumable(mut self, resume: Value) -> Self {
+        self.resume = Some(Box::new(resume));
+        self
+    }
+
+    /// Whether its owner has been silent so long that the turn is taken to have lost its
+    /// process: two thirds of the term since `renewed_at` (its last renewal, or its start),
+    /// where an owner renews every third. Only a [resumable](Self::resumable) lease that still
+    /// holds at `now` is ever stale.
+    #[must_use]
+    pub fn is_stale_at(&self, renewed_at: u64, now: u64) -> bool {
+        let term = self.expires_at.saturating_sub(renewed_at);
+        self.resume.is_some()
+            && !self.is_expired_at(now)
+            && now.saturating_sub(renewed_at).saturating_mul(3) >= term.saturating_mul(2)
     }
 
     /// Whether the lease no longer holds at `now` (milliseconds since the Unix epoch).
@@ -116,6 +145,11 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, millis)
+}
+
+/// `time` in milliseconds since the Unix epoch (0 before it).
+pub(crate) fn epoch_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -620,6 +654,9 @@ impl StoreError {
 /// [`#[async_trait]`](macro@async_trait) (re-exported here, so you need no dependency of your
 /// own), keep each write atomic and the rules each method states, and run the public conformance suite,
 /// [`testing::conformance`](crate::testing::conformance) (feature `testing`), against it.
+/// [`stale`](Self::stale) and [`take_over`](Self::take_over) have defaults for a store no two
+/// processes share (no turn is ever taken over); a shared store that implements them runs
+/// [`testing::takeover`](crate::testing::takeover) too.
 ///
 /// # Cancel safety
 ///
@@ -755,6 +792,51 @@ pub trait SessionStore: fmt::Debug + Send + Sync + 'static {
     /// Cancel safe: dropping it loses nothing.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
 
+    /// The pending snapshots whose turns are [stale](Lease::is_stale_at): resumable, their
+    /// lease still holding, their owner silent for two thirds of its term. A process that
+    /// serves their agent may [take them over](Self::take_over). Empty by default: a store no
+    /// two processes share has no turn to take over.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it loses nothing.
+    async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Takes pending snapshot `snapshot_id` over from `from`, its lease's owner: if its turn
+    /// is [stale](Lease::is_stale_at), the lease becomes `to.owner`'s until `to.expires_at`
+    /// (when it started and its [`resume`](Lease::resume) stay) and the entry is answered. The
+    /// new owner runs the turn again from the snapshot's parent, renews and finishes it; the
+    /// old owner, should it still run, is refused at its next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotHeld`] if the turn is not stale under `from`'s lease (it was renewed,
+    /// finished, aborted, taken over by another, or its lease lapsed), or the store takes no
+    /// turn over (the default); nothing is written then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Atomic: dropped before it completes, the lease was taken or not. If it was, nobody runs
+    /// the turn until the new lease goes stale in turn.
+    async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        to: Lease,
+    ) -> Result<Entry, StoreError> {
+        let _ = (from, to);
+        Err(StoreError::NotHeld {
+            snapshot_id: snapshot_id.to_owned(),
+            reason: "this store takes no turn over",
+        })
+    }
+
     /// Where running turns keep what they stream for readers in other processes, if this store
     /// has such a place (`None` by default: a store processes do not share needs none).
     fn streams(&self) -> Option<&dyn Streams> {
@@ -808,6 +890,19 @@ macro_rules! forward {
 
             async fn list(&self) -> Result<Vec<String>, StoreError> {
                 (**self).list().await
+            }
+
+            async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+                (**self).stale().await
+            }
+
+            async fn take_over(
+                &self,
+                snapshot_id: &str,
+                from: &str,
+                to: Lease,
+            ) -> Result<Entry, StoreError> {
+                (**self).take_over(snapshot_id, from, to).await
             }
 
             fn streams(&self) -> Option<&dyn Streams> {

@@ -34,10 +34,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "postgres")]
 mod postgres_server;
+mod takeover;
 mod turns;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres_server::PostgresServer;
+pub use takeover::takeover;
 pub use turns::{aborts, expired_leases, running_views, turns};
 
 use serde_json::{Value, json};

@@ -41,6 +41,7 @@ async fn postgres_store() {
     // The conformance suite.
     let store = PostgresStore::connect(&url).await.unwrap();
     testing::conformance(Arc::new(store.clone())).await;
+    testing::takeover(&store, &format!("{run}-")).await;
 
     // Two stores, each with its own pool, as two processes would be.
     let one: Arc<dyn SessionStore> = Arc::new(store.clone());

@@ -28,6 +28,44 @@ async fn sqlite_file_store_conforms() {
     testing::conformance(Arc::new(store)).await;
 }
 
+/// A turn whose owner stopped renewing is taken over once, in a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store_takes_turns_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("sessions.db"))
+        .await
+        .unwrap();
+    testing::takeover(&store, "").await;
+}
+
+/// A file of schema 2 (before turns kept what another process needs to take them over) is
+/// migrated as it opens: its sessions load, and its turns may be taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_schema_2_gains_what_a_takeover_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .append("old", Append::create(json!({"n": 1})))
+        .await
+        .unwrap();
+    drop(store);
+    // Back to schema 2: no `lease_resume`, nor its index.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX bidi_entries_resumable; ALTER TABLE bidi_entries DROP COLUMN lease_resume; \
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(
+        store.load("old").await.unwrap().unwrap().state,
+        json!({"n": 1})
+    );
+    testing::takeover(&store, "").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_in_memory_store_conforms() {
     testing::conformance(Arc::new(SqliteStore::in_memory().await.unwrap())).await;

@@ -16,6 +16,13 @@ async fn memory_store_conforms() {
     testing::conformance(Arc::new(MemoryStore::new())).await;
 }
 
+/// A turn whose owner stopped renewing is taken over once (`MemoryStore` shared in one
+/// process, as two agents sharing it are).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_takes_turns_over() {
+    testing::takeover(&MemoryStore::new(), "").await;
+}
+
 /// A session limit well above what the suite creates changes nothing the suite can see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_memory_store_conforms() {

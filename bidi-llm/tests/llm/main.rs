@@ -18,4 +18,5 @@ mod retry;
 mod sessions;
 mod spans;
 mod support;
+mod takeover;
 mod vocabulary;

@@ -11,8 +11,8 @@ use super::{Body, Record, Storage, Transaction};
 use crate::change::Change;
 use crate::rules::{self, Node};
 use crate::store::{
-    Append, Entry, Finish, Parent, Renewal, Replay, SessionStore, Snapshot, Status, StoreError,
-    new_id,
+    Append, Entry, Finish, Lease, Parent, Renewal, Replay, SessionStore, Snapshot, Status,
+    StoreError, epoch_ms, new_id, now_ms,
 };
 use crate::streams::Streams;
 
@@ -236,6 +236,48 @@ impl<S: Storage> SessionStore for LogStore<S> {
             tx.commit().await?;
         }
         Ok(Some(previous))
+    }
+
+    async fn stale(&self) -> Result<Vec<Entry>, StoreError> {
+        let now = now_ms();
+        let mut stale = Vec::new();
+        for id in self.storage.resumable().await? {
+            let mut tx = self.storage.begin().await?;
+            let Some(record) = tx.record(&id).await? else {
+                continue;
+            };
+            if rules::is_stale(record.node(), epoch_ms(record.entry.updated_at), now) {
+                stale.push(record.entry());
+            }
+        }
+        Ok(stale)
+    }
+
+    async fn take_over(
+        &self,
+        snapshot_id: &str,
+        from: &str,
+        to: Lease,
+    ) -> Result<Entry, StoreError> {
+        let mut tx = self.storage.begin().await?;
+        let found = tx.record(snapshot_id).await?;
+        let node = found.as_ref().map(Record::node);
+        let renewed_at = found
+            .as_ref()
+            .map_or(0, |record| epoch_ms(record.entry.updated_at));
+        rules::check_take_over(snapshot_id, from, node, renewed_at, now_ms())?;
+        let Some(mut record) = found else {
+            return Err(StoreError::NotFound(NotFound::new("snapshot", snapshot_id)));
+        };
+        if let Some(lease) = &mut record.entry.lease {
+            lease.owner = to.owner;
+            lease.expires_at = to.expires_at;
+        }
+        record.entry.updated_at = SystemTime::now();
+        let entry = record.entry();
+        tx.put(record, None).await?;
+        tx.commit().await?;
+        Ok(entry)
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
