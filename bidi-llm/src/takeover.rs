@@ -15,19 +15,18 @@
 //!
 //! # What runs twice
 //!
-//! A turn taken over starts again from the state before it, so whatever it did before its
-//! process died is done again: its model calls (paid for twice), and its **local tools' calls**
-//! (a booking made, an email sent). Its remote tools are not: their calls wait for the client,
-//! which the turn's first run never reached if it asked, and the stored session is only written
-//! when the turn ends. What it streamed went to readers of the process that died; readers of
-//! the store see the turn end.
+//! A turn taken over starts again from the state before it, so whatever its first run did
+//! before its process died is done again: its **model calls** (paid for twice) and its **local
+//! tools' calls** (a booking made, an email sent). Nothing its first run produced is kept: a
+//! turn writes the session only as it ends. What it streamed went to the readers of the process
+//! that died; readers of the store see it run, then end.
 //!
 //! An agent whose turns must not run twice says so with
 //! [`LlmAgentBuilder::at_most_once`](crate::LlmAgentBuilder::at_most_once): its detached turns
-//! keep no input in their lease, and one whose process dies ends `expired` when its lease lapses,
-//! the session going on from the state before it, as an attached turn does (its client saw it
-//! fail). A connection with a [`Policy`](crate::Policy) or a [`HostModel`](crate::HostModel)
-//! is never resumable: what they lend lives in that connection alone.
+//! keep no input in their lease, and one whose process dies ends `expired` when its lease
+//! lapses, the session going on from the state before it, as an attached turn does (its client
+//! saw it fail). A connection with a [`Policy`] or a [`HostModel`] is never resumable: what
+//! they lend lives in that connection alone.
 
 use std::time::Duration;
 

@@ -786,10 +786,7 @@ impl SessionStore for MemoryStore {
                 return Err(StoreError::not_found(snapshot_id));
             };
             let stored = &mut log.nodes[at];
-            if let Some(lease) = &mut stored.lease {
-                lease.owner = to.owner;
-                lease.expires_at = to.expires_at;
-            }
+            rules::hand_over(stored.lease.as_deref_mut(), to);
             stored.updated_at = now;
             Ok(log.entry(at))
         })

@@ -695,7 +695,7 @@ impl SessionStore for PostgresStore {
         let mut stale = Vec::new();
         for found in client.query(&stmt, &[&signed(now)]).await? {
             let row = read_row(&found, 0)?;
-            if rules::is_stale(row.node()?, unsigned(row.updated_at), now) {
+            if row.is_stale(now)? {
                 stale.push(row.entry()?);
             }
         }
@@ -711,10 +711,8 @@ impl SessionStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let found = row(&tx, &SQL.row_for_update, snapshot_id).await?;
-        let node = found.as_ref().map(Row::node).transpose()?;
-        let renewed_at = found.as_ref().map_or(0, |row| unsigned(row.updated_at));
-        rules::check_take_over(snapshot_id, from, node, renewed_at, now_ms())?;
-        let Some(mut row) = found else {
+        Row::check_take_over(snapshot_id, from, found.as_ref())?;
+        let Some(row) = found else {
             return Err(StoreError::not_found(snapshot_id));
         };
         let at = millis(SystemTime::now());
@@ -725,12 +723,7 @@ impl SessionStore for PostgresStore {
         )
         .await?;
         tx.commit().await?;
-        if let Some(lease) = &mut row.lease {
-            lease.owner = to.owner;
-            lease.expires_at = to.expires_at;
-        }
-        row.updated_at = at;
-        row.entry()
+        row.taken_over(to, at)
     }
 
     async fn abort(&self, snapshot_id: &str) -> Result<Option<Status>, StoreError> {

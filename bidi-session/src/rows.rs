@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::change::Change;
-use crate::rules::Node;
+use crate::rules::{self, Node};
 use crate::storage::{Body, log_store};
-use crate::store::{Entry, Lease, Replay, Status, StoreError};
+use crate::store::{Entry, Lease, Replay, Status, StoreError, now_ms};
 
 /// The columns of a snapshot row, in the order the SQL stores select them.
 pub(crate) const COLUMNS: &str = "id, session_id, parent_id, version, status, lease_owner, \
@@ -58,6 +58,33 @@ impl Row {
             lease: self.lease.as_ref(),
             has_children: self.has_children,
         })
+    }
+
+    /// Whether `from`'s turn of `found`, snapshot `id`, may be taken over now.
+    pub(crate) fn check_take_over(
+        id: &str,
+        from: &str,
+        found: Option<&Self>,
+    ) -> Result<(), StoreError> {
+        let node = found.map(Self::node).transpose()?;
+        let renewed_at = found.map_or(0, |row| unsigned(row.updated_at));
+        rules::check_take_over(id, from, node, renewed_at, now_ms())
+    }
+
+    /// The entry a reader sees once the row's turn was taken over by `to` at `at`.
+    pub(crate) fn taken_over(mut self, to: Lease, at: i64) -> Result<Entry, StoreError> {
+        rules::hand_over(self.lease.as_mut(), to);
+        self.updated_at = at;
+        self.entry()
+    }
+
+    /// Whether the row's turn is stale at `now`.
+    pub(crate) fn is_stale(&self, now: u64) -> Result<bool, StoreError> {
+        Ok(rules::is_stale(
+            self.node()?,
+            unsigned(self.updated_at),
+            now,
+        ))
     }
 
     /// The entry a reader sees once the row's turn finished with `status`.

@@ -146,6 +146,15 @@ pub(crate) fn check_take_over(
     }
 }
 
+/// The lease of a turn taken over: `to`'s owner and expiry; when it started and what running
+/// it again takes stay.
+pub(crate) fn hand_over(lease: Option<&mut Lease>, to: Lease) {
+    if let Some(lease) = lease {
+        lease.owner = to.owner;
+        lease.expires_at = to.expires_at;
+    }
+}
+
 /// `node`, if it is unfinished under `owner`'s lease.
 fn held<'a>(
     snapshot_id: &str,

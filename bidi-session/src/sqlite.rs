@@ -517,7 +517,7 @@ fn stale(conn: &Connection) -> Result<Vec<Entry>, StoreError> {
     let mut stale = Vec::new();
     for row in rows {
         let row = row?;
-        if rules::is_stale(row.node()?, unsigned(row.updated_at), now) {
+        if row.is_stale(now)? {
             stale.push(row.entry()?);
         }
     }
@@ -527,10 +527,8 @@ fn stale(conn: &Connection) -> Result<Vec<Entry>, StoreError> {
 fn take_over(conn: &mut Connection, id: &str, from: &str, to: Lease) -> Result<Entry, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = row(&tx, id)?;
-    let node = found.as_ref().map(Row::node).transpose()?;
-    let renewed_at = found.as_ref().map_or(0, |row| unsigned(row.updated_at));
-    rules::check_take_over(id, from, node, renewed_at, now_ms())?;
-    let Some(mut row) = found else {
+    Row::check_take_over(id, from, found.as_ref())?;
+    let Some(row) = found else {
         return Err(StoreError::not_found(id));
     };
     let at = millis(SystemTime::now());
@@ -540,12 +538,7 @@ fn take_over(conn: &mut Connection, id: &str, from: &str, to: Lease) -> Result<E
     )?
     .execute(params![id, to.owner, signed(to.expires_at), at])?;
     tx.commit()?;
-    if let Some(lease) = &mut row.lease {
-        lease.owner = to.owner;
-        lease.expires_at = to.expires_at;
-    }
-    row.updated_at = at;
-    row.entry()
+    row.taken_over(to, at)
 }
 
 fn abort(conn: &mut Connection, id: &str) -> Result<Option<Status>, StoreError> {

@@ -269,10 +269,7 @@ impl<S: Storage> SessionStore for LogStore<S> {
         let Some(mut record) = found else {
             return Err(StoreError::NotFound(NotFound::new("snapshot", snapshot_id)));
         };
-        if let Some(lease) = &mut record.entry.lease {
-            lease.owner = to.owner;
-            lease.expires_at = to.expires_at;
-        }
+        rules::hand_over(record.entry.lease.as_mut(), to);
         record.entry.updated_at = SystemTime::now();
         let entry = record.entry();
         tx.put(record, None).await?;

@@ -31,6 +31,7 @@ async fn a_turn_whose_process_is_killed_expires_and_its_session_goes_on_elsewher
         b.a2a_task(&task).await["status"]["state"],
         "TASK_STATE_WORKING"
     );
+    assert_eq!(genkit_snapshot(&b, &task).await["status"], "pending");
     let refused = b
         .execute(&json!({"sessionId": id, "input": {"content": "me too"}}))
         .await;
@@ -58,6 +59,7 @@ async fn a_turn_whose_process_is_killed_expires_and_its_session_goes_on_elsewher
         over["status"]["message"].to_string().contains("went away"),
         "{over}"
     );
+    assert_eq!(genkit_snapshot(&b, &task).await["status"], "expired");
 
     // B goes on with the session.
     let next = b
@@ -87,15 +89,7 @@ async fn a_detached_turn_whose_process_is_killed_is_taken_over_and_finished_else
     let (_server, url) = postgres().await;
     let a = Serve::postgres(&url).await;
     let b = Serve::postgres(&url).await;
-    let created = a
-        .execute(&json!({"input": {"content": "hello"}, "context": {}}))
-        .await;
-    assert_eq!(created.status().as_u16(), 200, "{}", a.stderr());
-    let id = created.headers()["x-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = created.text().await.unwrap();
+    let id = a.hello().await;
     let detached = a
         .execute(&json!({"sessionId": id, "input": {"content": "answer slowly"}, "detach": true}))
         .await;
@@ -114,6 +108,7 @@ async fn a_detached_turn_whose_process_is_killed_is_taken_over_and_finished_else
             break session;
         }
         assert_eq!(state["status"]["state"], "TASK_STATE_WORKING", "{state}");
+        assert_eq!(genkit_snapshot(&b, &task).await["status"], "pending");
         assert_eq!(conversation(&session).last().unwrap().1, "answer slowly");
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -132,6 +127,7 @@ async fn a_detached_turn_whose_process_is_killed_is_taken_over_and_finished_else
     assert_eq!(conversation(&session), pairs(&after));
     let over = b.a2a_task(&task).await;
     assert_eq!(over["status"]["state"], "TASK_STATE_COMPLETED", "{over}");
+    assert_eq!(genkit_snapshot(&b, &task).await["status"], "completed");
 
     // The session goes on, on B.
     let next = b
@@ -142,4 +138,16 @@ async fn a_detached_turn_whose_process_is_killed_is_taken_over_and_finished_else
         complete(&events(&next.text().await.unwrap()))["status"],
         "completed"
     );
+}
+
+/// Genkit's `getSnapshot` of snapshot `id` on `serve`: the snapshot.
+async fn genkit_snapshot(serve: &Serve, id: &str) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(serve.url("/agent/assistant/genkit/getSnapshot"))
+        .json(&json!({"data": {"snapshotId": id}}))
+        .send()
+        .await
+        .unwrap();
+    let mut answer: serde_json::Value = response.json().await.unwrap();
+    answer["result"].take()
 }

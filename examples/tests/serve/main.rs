@@ -105,16 +105,8 @@ impl Serve {
             .unwrap()
     }
 
-    /// A session made here with one turn (`hello`), and a slow turn started on it (`answer
-    /// slowly`: the model thinks for three seconds first), which holds the session's lease once
-    /// its first events are out: the session's id, those events, and the rest of the body.
-    async fn slow_turn(
-        &self,
-    ) -> (
-        String,
-        String,
-        impl futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin + use<>,
-    ) {
+    /// A session made here with one turn (`hello`): its id.
+    async fn hello(&self) -> String {
         let created = self
             .execute(&json!({"input": {"content": "hello"}, "context": {}}))
             .await;
@@ -125,6 +117,20 @@ impl Serve {
             .to_owned();
         let created = events(&created.text().await.unwrap());
         assert_eq!(complete(&created)["status"], "completed");
+        id
+    }
+
+    /// A session made here with one turn (`hello`), and a slow turn started on it (`answer
+    /// slowly`: the model thinks for three seconds first), which holds the session's lease once
+    /// its first events are out: the session's id, those events, and the rest of the body.
+    async fn slow_turn(
+        &self,
+    ) -> (
+        String,
+        String,
+        impl futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin + use<>,
+    ) {
+        let id = self.hello().await;
         let slow = self
             .execute(&json!({"sessionId": id, "input": {"content": "answer slowly"}}))
             .await;
