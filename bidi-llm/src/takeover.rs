@@ -78,8 +78,10 @@ struct Rerun {
 /// if the execution may be taken over.
 pub(crate) fn resume(config: &Config, ctx: &ActionContext, input: &TurnInput) -> Option<Value> {
     let extensions = ctx.extensions();
-    let lent = extensions.get::<Policy>().is_some() || extensions.get::<HostModel>().is_some();
-    if config.at_most_once || lent || extensions.get::<Resumable>().is_none() {
+    if config.at_most_once || extensions.get::<Resumable>().is_none() {
+        return None;
+    }
+    if extensions.get::<Policy>().is_some() || extensions.get::<HostModel>().is_some() {
         return None;
     }
     let rerun = Rerun {

@@ -24,7 +24,9 @@ use relay::Relay;
 
 /// The tables: one row a session (its head), one row a snapshot (its change, now and then a
 /// checkpoint). The columns are SQLite's; JSON is kept as text, times as milliseconds since
-/// the Unix epoch.
+/// the Unix epoch. The index of the turns another process may take over is keyed on `id` and
+/// filtered on `lease_resume`, which renewals and finishes leave as they are for every other
+/// turn: their updates of the lease's columns touch no index, and stay HOT updates.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS bidi_sessions (
     session_id TEXT PRIMARY KEY,
@@ -52,7 +54,7 @@ CREATE TABLE IF NOT EXISTS bidi_entries (
 );
 CREATE INDEX IF NOT EXISTS bidi_entries_by_session ON bidi_entries (session_id);
 ALTER TABLE bidi_entries ADD COLUMN IF NOT EXISTS lease_resume TEXT;
-CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (lease_expires)
+CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (id)
     WHERE lease_resume IS NOT NULL;
 ";
 

@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS bidi_entries_by_session ON bidi_entries (session_id);
 
 /// The index of the turns another process may take over, once `lease_resume` is there.
 const RESUMABLE_INDEX: &str = "
-CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (lease_expires)
+CREATE INDEX IF NOT EXISTS bidi_entries_resumable ON bidi_entries (id)
     WHERE lease_resume IS NOT NULL;
 ";
 
