@@ -39,6 +39,11 @@ pub(crate) fn bare(ids: &Ids, state: TaskState, at: SystemTime) -> TaskStatus {
     with_parts(ids, state, None, at)
 }
 
+/// A `working` status at `at` whose message says `parts`.
+pub(crate) fn working(ids: &Ids, parts: Vec<Part>, at: SystemTime) -> TaskStatus {
+    with_parts(ids, TaskState::Working, Some(parts), at)
+}
+
 fn with_parts(ids: &Ids, state: TaskState, parts: Option<Vec<Part>>, at: SystemTime) -> TaskStatus {
     TaskStatus {
         state,

@@ -208,6 +208,17 @@ impl TaskWire {
         }
     }
 
+    /// A model call tried again: the answer streaming ends (a restarted one is the next
+    /// artifact), and a `working` status says why, in words and as the event's fields.
+    fn retry(&mut self, event: &AgentEvent, out: &mut Vec<u8>) {
+        self.close(out);
+        if let (true, Some(note)) = (self.stream, event.note()) {
+            let parts = vec![Part::text(note), Part::data(event.fields())];
+            let status = task::working(&self.ids, parts, SystemTime::now());
+            self.status_update(status, out);
+        }
+    }
+
     fn text(&mut self, delta: &str, out: &mut Vec<u8>) {
         let append = self.open;
         if !self.open {
@@ -236,6 +247,7 @@ impl Wire for TaskWire {
             } => self.started(session_id, snapshot_id.as_ref(), out),
             AgentEvent::TextDelta { delta } if !delta.is_empty() => self.text(delta, out),
             AgentEvent::MessageEnd { .. } => self.close(out),
+            AgentEvent::ModelRetry { .. } => self.retry(&event, out),
             AgentEvent::SessionEnd { messages, .. } => messages.clone_into(&mut self.turn),
             AgentEvent::ExecuteComplete { .. } => {
                 self.close(out);
@@ -439,6 +451,61 @@ mod tests {
         assert_eq!(status["state"], "TASK_STATE_FAILED");
         assert_eq!(status["message"]["parts"][0]["text"], "the model went away");
         assert_eq!(records[1]["id"], "r");
+    }
+
+    /// A model call tried again mid-answer: the answer's artifact ends, a `working` status
+    /// says why (in words, and as the event's fields), and the answer streams anew as the
+    /// next artifact.
+    #[test]
+    fn a_retry_ends_the_answer_and_says_why_in_a_working_status() {
+        let mut wire = TaskWire::new(
+            Binding::JsonRpc(json!(7)),
+            true,
+            request(),
+            Arc::from([]),
+            None,
+        );
+        let mut out = Vec::new();
+        start(&mut wire, &mut out);
+        wire.event(
+            AgentEvent::TextDelta {
+                delta: "Hel".into(),
+            },
+            &mut out,
+        );
+        out.clear();
+        let retry = AgentEvent::ModelRetry {
+            attempt: 2,
+            model: "m".into(),
+            delay_ms: 500,
+            error: "the stream was cut".into(),
+            discarded: true,
+        };
+        wire.event(retry, &mut out);
+        wire.event(
+            AgentEvent::TextDelta {
+                delta: "Hello".into(),
+            },
+            &mut out,
+        );
+        let records = records(&out);
+        assert_eq!(records.len(), 3, "{records:?}");
+        assert_eq!(records[0]["result"]["artifactUpdate"]["lastChunk"], true);
+        let status = &records[1]["result"]["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_WORKING");
+        let parts = &status["message"]["parts"];
+        assert!(
+            parts[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("the stream was cut"),
+            "{parts}"
+        );
+        assert_eq!(parts[1]["data"]["attempt"], 2);
+        assert_eq!(parts[1]["data"]["discarded"], true);
+        let next = &records[2]["result"]["artifactUpdate"];
+        assert_eq!(next["artifact"]["artifactId"], "answer-2");
+        assert_eq!(next["artifact"]["parts"], json!([{"text": "Hello"}]));
     }
 
     #[test]

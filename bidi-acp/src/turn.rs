@@ -658,6 +658,10 @@ impl<'a> Updates<'a> {
         Some(match event {
             AgentEvent::TextDelta { delta } => SessionUpdate::AgentMessageChunk(chunk(&delta)),
             AgentEvent::ThinkingDelta { delta } => SessionUpdate::AgentThoughtChunk(chunk(&delta)),
+            // ACP has no retry: the editor shows it as the agent's thought, in words.
+            AgentEvent::ModelRetry { .. } => {
+                SessionUpdate::AgentThoughtChunk(chunk(&event.note()?))
+            }
             AgentEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,

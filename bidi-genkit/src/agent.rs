@@ -500,6 +500,11 @@ impl Wire for Genkit {
             AgentEvent::ToolcallEnd { tool_call, .. } => {
                 self.model_chunk(&message::tool_request(tool_call, false), buf);
             }
+            // Genkit has no retry: a custom part of the model's chunk carries it.
+            AgentEvent::ModelRetry { .. } => {
+                let retry = json!({ "custom": { "modelRetry": event.fields() } });
+                self.model_chunk(&retry, buf);
+            }
             AgentEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,
@@ -714,4 +719,33 @@ async fn abort(
         output["status"] = json!(status.as_str());
     }
     Ok(answer(&output, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model call tried again is a custom part of a model chunk: the event's fields.
+    #[test]
+    fn a_retry_is_a_custom_part_of_a_model_chunk() {
+        let mut wire = Genkit::new(true, false, None);
+        let mut buf = Vec::new();
+        let retry = AgentEvent::ModelRetry {
+            attempt: 2,
+            model: "m".into(),
+            delay_ms: 500,
+            error: "overloaded".into(),
+            discarded: false,
+        };
+        wire.event(retry, &mut buf);
+        let text = String::from_utf8(buf).unwrap();
+        let data = text.strip_prefix("data: ").unwrap().trim_end();
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        let part = &chunk["message"]["modelChunk"]["content"][0]["custom"]["modelRetry"];
+        assert_eq!(
+            (part["attempt"].clone(), part["model"].clone()),
+            (json!(2), json!("m"))
+        );
+        assert_eq!(part["error"], "overloaded");
+    }
 }

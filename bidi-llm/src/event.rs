@@ -223,7 +223,7 @@ pub enum AgentEvent {
 impl AgentEvent {
     /// The event's wire JSON without its `type` (`{"attempt": 2, "model": .., ..}`): what a
     /// wire that carries the event in an envelope of its own sends (AG-UI's `CUSTOM` value, the
-    /// UI message stream's data part).
+    /// UI message stream's data part, A2A's status data, Genkit's custom part).
     #[must_use]
     pub fn fields(&self) -> Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
@@ -231,6 +231,49 @@ impl AgentEvent {
             fields.remove("type");
         }
         value
+    }
+
+    /// What a person reads of the event, for the wires that say it in words rather than carry
+    /// it (A2A's task status, ACP's thought, MCP's log): a model retry's note. `None` for every
+    /// other event, which the wires show in their own terms.
+    ///
+    /// ```
+    /// use bidi_llm::AgentEvent;
+    ///
+    /// let retry = AgentEvent::ModelRetry {
+    ///     attempt: 2,
+    ///     model: "gpt-x".into(),
+    ///     delay_ms: 1500,
+    ///     error: "the model answered 429".into(),
+    ///     discarded: false,
+    /// };
+    /// assert_eq!(
+    ///     retry.note().as_deref(),
+    ///     Some("The model failed (the model answered 429): trying `gpt-x` again in 1.5 s, attempt 2.")
+    /// );
+    /// ```
+    #[must_use]
+    pub fn note(&self) -> Option<String> {
+        let Self::ModelRetry {
+            attempt,
+            model,
+            delay_ms,
+            error,
+            discarded,
+        } = self
+        else {
+            return None;
+        };
+        let void = if *discarded {
+            " What it had answered is void."
+        } else {
+            ""
+        };
+        let (seconds, tenths) = (delay_ms / 1000, delay_ms % 1000 / 100);
+        Some(format!(
+            "The model failed ({error}): trying `{model}` again in {seconds}.{tenths} s, attempt \
+             {attempt}.{void}"
+        ))
     }
 
     /// The event's `type` tag, as it appears on the wire (`"text_delta"`, ...): what an SSE

@@ -459,8 +459,10 @@ fn check(
 }
 
 /// Starts an execution of `owner` on `session`: checks `input` against the latest state (a
-/// pending call of a `local` tool waits for a decision) and takes the session's lease by
-/// writing a pending snapshot after its head. Returns the state the execution starts from.
+/// pending call of a `local` tool waits for a decision) and takes the session's lease for
+/// `term` by writing a pending snapshot after its head, the lease keeping `resume` (what
+/// another process needs to run the execution again, for a resumable one). Returns the state
+/// the execution starts from.
 ///
 /// A session another execution holds is refused with [`Error::SessionRunning`], an input that
 /// does not fit with its own error; either way nothing is written.

@@ -99,7 +99,7 @@
 //! ## Logging
 //!
 //! What a flow logs with [`bidi_flow::log::record`] (and what an `LlmAgent` logs: a failed
-//! model call as `error`, a failed tool as `warning`) goes to the client that called it as
+//! model call as `error`, a failed tool and a model call tried again as `warning`) goes to the client that called it as
 //! `notifications/message`, the tool's name as its `logger`, when at or above the level the
 //! client set with `logging/setLevel` (`info` until it sets one). The records of a session
 //! go out in order, never holding up the call; a client that does not read them loses the

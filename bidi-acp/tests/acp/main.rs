@@ -10,6 +10,7 @@ mod manage;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod permissions;
+mod retry;
 mod scope;
 mod server;
 mod sessions;

@@ -6,6 +6,7 @@ use std::future::poll_fn;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bidi_flow::log::Level;
 use futures_core::Stream;
 use futures_util::stream::StreamExt as _;
 
@@ -76,13 +77,17 @@ impl Turn<'_> {
             };
             attempt += 1;
             tries += 1;
-            self.emit(AgentEvent::ModelRetry {
+            let retry = AgentEvent::ModelRetry {
                 attempt,
                 model: model.name().to_owned(),
                 delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                 error: error.to_string(),
                 discarded: streamed,
-            });
+            };
+            if let (Some(logger), Some(note)) = (self.logger, retry.note()) {
+                logger.log(Level::Warning, note);
+            }
+            self.emit(retry);
             if !delay.is_zero() {
                 // Boxed: rare, and it would make every execution's future larger.
                 if let Err(interrupted) = Box::pin(self.back_off(delay)).await {

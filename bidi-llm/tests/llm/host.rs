@@ -1,5 +1,6 @@
 //! A connection's [`HostModel`] answers its turns instead of the agent's own model, and its
-//! [`Logger`] hears the turn's failures: a tool's as `warning`, a model call's as `error`.
+//! [`Logger`] hears the turn's failures: a tool's as `warning`, a model call's as `error`, a
+//! model call tried again as `warning`.
 
 use std::sync::{Arc, Mutex};
 
@@ -94,5 +95,32 @@ async fn a_failed_tool_is_logged_as_a_warning() {
     assert_eq!(
         records[0].data,
         json!({"tool": "broken", "error": "out of order"})
+    );
+}
+
+/// A model call tried again is a `warning` to the connection's logger, in words (what an MCP
+/// client reads of it), before the next model answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_logged_as_a_warning() {
+    let down = ScriptedModel::new([Scripted::new().fail("the provider is down")]).named("main");
+    let backup = ScriptedModel::new([Scripted::new().text("Here I am.")]).named("backup");
+    let agent = LlmAgent::builder("a", down)
+        .retry(bidi_llm::Retry::new())
+        .fallback(backup)
+        .build();
+    let (logger, records) = kept();
+    let options = ConnectOptions::new().extension(logger);
+    let mut conn = agent.connect_with(AgentInit::new(), options);
+    let run = execute(&mut conn, TurnInput::User(UserMessage::new("hi")))
+        .await
+        .unwrap();
+    assert_eq!(run.result().await.unwrap().status, Status::Completed);
+    let records = records.lock().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].level, Level::Warning);
+    let text = records[0].data.as_str().unwrap();
+    assert!(
+        text.contains("the provider is down") && text.contains("`backup`"),
+        "{text}"
     );
 }
