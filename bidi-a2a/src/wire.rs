@@ -382,17 +382,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stream_is_the_task_then_working_then_the_answer_then_the_end() {
-        let mut wire = TaskWire::new(
-            Binding::JsonRpc(json!(7)),
-            true,
-            request(),
-            Arc::from([]),
-            None,
-        );
+    /// A streaming task's wire for request `id`, started, and what it wrote.
+    fn streaming(id: Value) -> (TaskWire, Vec<u8>) {
+        let mut wire = TaskWire::new(Binding::JsonRpc(id), true, request(), Arc::from([]), None);
         let mut out = Vec::new();
         start(&mut wire, &mut out);
+        (wire, out)
+    }
+
+    #[test]
+    fn a_stream_is_the_task_then_working_then_the_answer_then_the_end() {
+        let (mut wire, mut out) = streaming(json!(7));
         for delta in ["Hel", "lo"] {
             let delta = AgentEvent::TextDelta {
                 delta: delta.into(),
@@ -432,15 +432,7 @@ mod tests {
 
     #[test]
     fn a_stream_cut_short_ends_failed_with_its_error() {
-        let mut wire = TaskWire::new(
-            Binding::JsonRpc(json!("r")),
-            true,
-            request(),
-            Arc::from([]),
-            None,
-        );
-        let mut out = Vec::new();
-        start(&mut wire, &mut out);
+        let (mut wire, mut out) = streaming(json!("r"));
         wire.event(AgentEvent::TextDelta { delta: "x".into() }, &mut out);
         out.clear();
         wire.failed("the model went away", &mut out);
@@ -458,15 +450,7 @@ mod tests {
     /// next artifact.
     #[test]
     fn a_retry_ends_the_answer_and_says_why_in_a_working_status() {
-        let mut wire = TaskWire::new(
-            Binding::JsonRpc(json!(7)),
-            true,
-            request(),
-            Arc::from([]),
-            None,
-        );
-        let mut out = Vec::new();
-        start(&mut wire, &mut out);
+        let (mut wire, mut out) = streaming(json!(7));
         wire.event(
             AgentEvent::TextDelta {
                 delta: "Hel".into(),

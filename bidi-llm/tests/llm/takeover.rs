@@ -2,7 +2,7 @@
 //! and run to its end; an agent whose turns must not run twice lets it expire instead, as an
 //! attached execution does.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bidi_agent::AgentInit;
@@ -159,4 +159,80 @@ fn texts(state: &LlmSession) -> Vec<String> {
         }
     };
     state.messages.iter().map(text).collect()
+}
+
+/// A model whose process stalls: its answer comes once `wake` says so, its thread blocked
+/// until then (no task of its runtime runs meanwhile, its lease renewals neither).
+struct Stalling {
+    wake: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl bidi_llm::Model for Stalling {
+    fn name(&self) -> &str {
+        "stalling"
+    }
+
+    fn stream(
+        &self,
+        _request: bidi_llm::ModelRequest,
+    ) -> futures_util::stream::BoxStream<'static, ModelEvent> {
+        let wake = Arc::clone(&self.wake);
+        let events = Scripted::new().text("Too late.").events();
+        futures_util::stream::once(async move {
+            let _ = wake.lock().unwrap().recv();
+        })
+        .flat_map(move |()| futures_util::stream::iter(events.clone()))
+        .boxed()
+    }
+}
+
+/// A process that stalls (its renewals stop, it does not die) is taken over; when it wakes it
+/// is refused, and what it answered is not written: the session has the second run's answer
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_owner_is_refused_once_its_turn_was_taken_over() {
+    let store = Arc::new(MemoryStore::new());
+    let (wake, woken) = std::sync::mpsc::channel();
+    let stalling = Stalling {
+        wake: Arc::new(Mutex::new(woken)),
+    };
+    let build = |builder: LlmAgentBuilder| builder.store(Arc::clone(&store)).lease(TERM).build();
+    let stalling = build(LlmAgent::builder("helper", stalling));
+    let answer = ScriptedModel::new([Scripted::new().text("Let us go on.")]);
+    let second = build(LlmAgent::builder("helper", answer));
+    // The first owner runs on a runtime of its own, which the stall blocks whole.
+    let first = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let init = AgentInit::new().session_id("s").init(LlmSession::default());
+            let options = ConnectOptions::new().extension(Resumable);
+            let mut conn = stalling.connect_with(init, options);
+            let run = execute(&mut conn, user("what now?")).await.unwrap();
+            run.result().await.unwrap()
+        })
+    });
+    let deadline = tokio::time::Instant::now() + TERM;
+    while second.take_over().await.unwrap() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never taken over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wake.send(()).unwrap();
+    let stalled = tokio::task::spawn_blocking(move || first.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(stalled.status, Status::Error, "{stalled:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (state, head) = saved(&*store, "s").await;
+        if head.status != Snapshot::Pending {
+            assert_eq!(head.status, Snapshot::Completed);
+            assert_eq!(texts(&state), ["what now?", "Let us go on."]);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
