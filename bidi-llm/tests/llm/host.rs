@@ -21,6 +21,18 @@ fn kept() -> (Logger, Arc<Mutex<Vec<Record>>>) {
     )
 }
 
+/// What the logger of a connection to `agent` hears in a turn answering `line`, which
+/// completes.
+async fn logged(agent: &LlmAgent, line: &str) -> Vec<Record> {
+    let (logger, records) = kept();
+    let mut conn = agent.connect_with(AgentInit::new(), ConnectOptions::new().extension(logger));
+    let run = execute(&mut conn, TurnInput::User(UserMessage::new(line)))
+        .await
+        .unwrap();
+    assert_eq!(run.result().await.unwrap().status, Status::Completed);
+    records.lock().unwrap().clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lent_model_answers_and_the_agents_own_answers_without_it() {
     let own = ScriptedModel::new([Scripted::new().text("own")]).recording();
@@ -83,13 +95,7 @@ async fn a_failed_tool_is_logged_as_a_warning() {
         },
     );
     let agent = LlmAgent::builder("a", model).tool(broken).build();
-    let (logger, records) = kept();
-    let mut conn = agent.connect_with(AgentInit::new(), ConnectOptions::new().extension(logger));
-    let run = execute(&mut conn, TurnInput::User(UserMessage::new("go")))
-        .await
-        .unwrap();
-    assert_eq!(run.result().await.unwrap().status, Status::Completed);
-    let records = records.lock().unwrap();
+    let records = logged(&agent, "go").await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].level, Level::Warning);
     assert_eq!(
@@ -108,14 +114,7 @@ async fn a_retry_is_logged_as_a_warning() {
         .retry(bidi_llm::Retry::new())
         .fallback(backup)
         .build();
-    let (logger, records) = kept();
-    let options = ConnectOptions::new().extension(logger);
-    let mut conn = agent.connect_with(AgentInit::new(), options);
-    let run = execute(&mut conn, TurnInput::User(UserMessage::new("hi")))
-        .await
-        .unwrap();
-    assert_eq!(run.result().await.unwrap().status, Status::Completed);
-    let records = records.lock().unwrap();
+    let records = logged(&agent, "hi").await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].level, Level::Warning);
     let text = records[0].data.as_str().unwrap();
