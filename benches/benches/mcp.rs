@@ -13,7 +13,8 @@
 //! client is rmcp's reqwest transport, one session each), and an in-process byte pipe (`duplex/*`:
 //! `tokio::io::duplex`, newline-delimited JSON-RPC as over stdio, no process boundary). Each
 //! also times a bidi agent tool call (`LlmAgent` whose model answers one word, a new session
-//! per call): no rmcp counterpart, shown for scale.
+//! per call), and one answering a hundred words streamed as progress (`bidi_agent_100_words`,
+//! criterion's functions only): no rmcp counterpart, shown for scale.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -96,13 +97,18 @@ async fn upper(
     })
 }
 
-/// The flow `upper` and the agent `words`, answering one word.
-fn bidi() -> (Registry, LlmAgent) {
+/// The flow `upper`, the agent `words` answering one word, and the agent `words100` answering
+/// a hundred.
+fn bidi() -> (Registry, [LlmAgent; 2]) {
     let registry = Registry::new();
     registry
         .register(BidiFlow::new("upper", upper).with_description("Upper-cases a text"))
         .expect("a new key");
-    (registry, LlmAgent::builder("words", Words(1)).build())
+    let agents = [
+        LlmAgent::builder("words", Words(1)).build(),
+        LlmAgent::builder("words100", Words(100)).build(),
+    ];
+    (registry, agents)
 }
 
 /// rmcp's streamable HTTP service over [`Raw`] at `/mcp`, under `axum::serve` on a free port
@@ -127,9 +133,10 @@ async fn serve_raw() -> SocketAddr {
 
 /// bidi's server with `/mcp`, as a user mounts it.
 async fn serve_bidi() -> SocketAddr {
-    let (registry, agent) = bidi();
+    let (registry, [agent, long]) = bidi();
     let server = bidi_http::Server::new(registry.clone())
         .agent(&agent)
+        .agent(&long)
         .protocol(bidi_mcp::McpServer::new(registry));
     benches::http::serve(server).await
 }
@@ -166,6 +173,9 @@ enum Tool {
     Upper,
     /// bidi's agent `words`.
     Agent,
+    /// bidi's agent `words100`: its text streams as progress (rmcp's client sends a
+    /// `progressToken` with every call).
+    Agent100,
 }
 
 /// One `tools/call`, its answer checked.
@@ -173,6 +183,7 @@ async fn call(client: &Client, tool: Tool) {
     let (name, arguments) = match tool {
         Tool::Upper => ("upper", json!({ "text": TEXT })),
         Tool::Agent => ("words", json!({ "message": "go" })),
+        Tool::Agent100 => ("words100", json!({ "message": "go" })),
     };
     let Value::Object(arguments) = arguments else {
         unreachable!("an object")
@@ -186,6 +197,7 @@ async fn call(client: &Client, tool: Tool) {
     match tool {
         Tool::Upper => assert_eq!(structured["text"], TEXT.to_uppercase()),
         Tool::Agent => assert_eq!(structured["text"], "word "),
+        Tool::Agent100 => assert_eq!(structured["text"], "word ".repeat(100)),
     }
 }
 
@@ -198,10 +210,10 @@ async fn clients(transport: &str) -> (Client, Client) {
             http_client(serve_bidi().await).await,
         ),
         _ => {
-            let (registry, agent) = bidi();
+            let (registry, [agent, long]) = bidi();
             (
                 duplex_client(Raw::new()).await,
-                duplex_client(McpServer::new(registry).agent(&agent)).await,
+                duplex_client(McpServer::new(registry).agent(&agent).agent(&long)).await,
             )
         }
     }
@@ -221,6 +233,7 @@ fn calls(c: &mut Criterion) {
             ("rmcp_tool", &raw, Tool::Upper),
             ("bidi_flow", &bidi, Tool::Upper),
             ("bidi_agent", &bidi, Tool::Agent),
+            ("bidi_agent_100_words", &bidi, Tool::Agent100),
         ] {
             group.bench_function(name, |b| {
                 b.iter_custom(|iters| {

@@ -1,5 +1,7 @@
 //! An [`LlmAgent`] as an MCP tool: a message in, the answer's text and its session out, the
-//! text streamed as progress; run by `bidi-llm`'s [`Execution`] like every agent front end.
+//! text streamed as progress (the deltas ready together as one notification: a model that
+//! streams as it thinks gives one a delta, a burst of buffered tokens one in all); run by
+//! `bidi-llm`'s [`Execution`] like every agent front end.
 //!
 //! Its wire keeps the text deltas and what the turn waits on; its sink is the call's: closed
 //! by the call's cancellation (`notifications/cancelled`, or `tasks/cancel` of the task it runs
@@ -489,7 +491,13 @@ impl Wire for Reply {
 
     fn event(&mut self, event: AgentEvent, out: &mut Pieces) {
         if let AgentEvent::TextDelta { delta } = event {
-            out.0.push(Piece::Text(delta));
+            // The text ready together goes as one notification: MCP asks a sender to keep its
+            // progress from flooding the client, and each notification is a message the
+            // client decodes. The text is the same.
+            match out.0.last_mut() {
+                Some(Piece::Text(text)) => text.push_str(&delta),
+                _ => out.0.push(Piece::Text(delta)),
+            }
             return;
         }
         self.ending.observe(&event);
@@ -528,6 +536,30 @@ impl Sink<Pieces> for CallSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_ready_together_is_one_piece() {
+        let mut reply = Reply::default();
+        let mut out = Pieces::default();
+        let text = |delta: &str| AgentEvent::TextDelta {
+            delta: delta.to_owned(),
+        };
+        for delta in ["Hel", "lo", " there"] {
+            reply.event(text(delta), &mut out);
+        }
+        reply.failed("cut", &mut out);
+        reply.event(text("again"), &mut out);
+        let pieces: Vec<String> = out
+            .0
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => format!("text {text}"),
+                Piece::Failed(why) => format!("failed {why}"),
+                Piece::Ended(_) => "ended".to_owned(),
+            })
+            .collect();
+        assert_eq!(pieces, ["text Hello there", "failed cut", "text again"]);
+    }
 
     fn parsed(arguments: Value) -> Result<Arguments, String> {
         let Value::Object(arguments) = arguments else {
