@@ -1,7 +1,7 @@
 //! An [`LlmAgent`] as an MCP tool: a message in, the answer's text and its session out, the
 //! text streamed as progress (the deltas ready together as one notification: a model that
-//! streams as it thinks gives one a delta, a burst of buffered tokens one in all); run by
-//! `bidi-llm`'s [`Execution`] like every agent front end.
+//! streams as it thinks makes one notification a delta, a burst of buffered tokens one in
+//! all); run by `bidi-llm`'s [`Execution`] like every agent front end.
 //!
 //! Its wire keeps the text deltas and what the turn waits on; its sink is the call's: closed
 //! by the call's cancellation (`notifications/cancelled`, or `tasks/cancel` of the task it runs
