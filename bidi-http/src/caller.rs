@@ -13,13 +13,16 @@
 //! );
 //! ```
 
+use std::task::Poll;
+
 use axum::extract::Request;
 use axum::http::HeaderMap;
-use axum::middleware::Next;
-use axum::response::Response;
+use futures_util::future::Either;
 use opentelemetry::Context;
-use opentelemetry::context::FutureExt as _;
+use opentelemetry::context::{FutureExt as _, WithContext};
 use opentelemetry::propagation::Extractor;
+use tower_layer::Layer;
+use tower_service::Service;
 
 /// The caller's trace context in `headers`, as the application's propagator reads it; `None`
 /// when nothing names a valid span (always, without a propagator). See
@@ -42,10 +45,43 @@ impl Extractor for Headers<'_> {
     }
 }
 
-/// Runs the request's handler with the caller's context current, when it sent one.
-pub(crate) async fn layer(request: Request, next: Next) -> Response {
-    match caller_context(request.headers()) {
-        Some(caller) => next.run(request).with_context(caller).await,
-        None => next.run(request).await,
+/// The layer that runs each request's route with the caller's context current, when the
+/// request carries one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallerTrace;
+
+impl<S> Layer<S> for CallerTrace {
+    type Service = Traced<S>;
+
+    fn layer(&self, inner: S) -> Traced<S> {
+        Traced(inner)
+    }
+}
+
+/// A service whose requests run in their caller's trace ([`CallerTrace`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Traced<S>(S);
+
+impl<S: Service<Request>> Service<Request> for Traced<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Either<WithContext<S::Future>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match caller_context(request.headers()) {
+            Some(caller) => {
+                // Current from the route's first step: what it does as it is called, too.
+                let future = {
+                    let _current = caller.clone().attach();
+                    self.0.call(request)
+                };
+                Either::Left(future.with_context(caller))
+            }
+            None => Either::Right(self.0.call(request)),
+        }
     }
 }

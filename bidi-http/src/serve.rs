@@ -7,30 +7,32 @@
 //! closes idle keep-alive connections, `TCP_NODELAY` on every socket (without it a write that
 //! follows another before the client acknowledged it, a `turn_end` after its chunk, waits for
 //! the delayed acknowledgement), and graceful shutdown, which also stops what the protocols
-//! serve beside the server (`Protocol::bind`: Genkit's reflection API). [`body_deadline`], a
-//! middleware, reads every request body whole within the body timeout (30 s by default, else
+//! serve beside the server (`Protocol::bind`: Genkit's reflection API). [`BodyDeadline`], a
+//! layer, reads every request body whole within the body timeout (30 s by default, else
 //! 408) before its route runs. `Server::routes`, `Server::layer` and `Server::cors` exist so
 //! that a user's routes and layers are served by this loop too, and keep its deadlines.
 
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
+use tower_layer::Layer;
+use tower_service::Service;
 
 use crate::codec::{Code, Failure};
 use crate::{Limits, flow};
@@ -304,43 +306,111 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     }
 }
 
-/// Reads a request's body whole within the body deadline (and the size limit), before the
-/// route sees it: a client that stalls or trickles its body is answered 408 instead of being
-/// waited for.
-pub async fn body_deadline(
-    State(limits): State<Arc<Limits>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() == Method::GET || request.method() == Method::OPTIONS {
-        return next.run(request).await;
+/// The layer that reads every request body whole within the body deadline (and the size
+/// limit) before the route sees it: a client that stalls or trickles its body is answered 408
+/// instead of being waited for, one whose body is too large 413. A `GET` or an `OPTIONS`
+/// goes through untouched.
+///
+/// A [`Server`](crate::Server) wraps its routes in it, and the routes you give it
+/// ([`Server::routes`](crate::Server::routes)); a router you serve on your own takes it with
+/// [`Router::layer`]:
+///
+/// ```
+/// use bidi_http::Limits;
+/// use bidi_http::axum::{Router, routing::post};
+/// use bidi_http::serve::BodyDeadline;
+///
+/// let _uploads: Router = Router::new()
+///     .route("/upload", post(|body: String| async move { body.len().to_string() }))
+///     .layer(BodyDeadline::new(Limits::default()));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline {
+    limits: Limits,
+}
+
+impl BodyDeadline {
+    /// Reads bodies within `limits`' body timeout and size.
+    #[must_use]
+    pub fn new(limits: Limits) -> Self {
+        Self { limits }
     }
+}
+
+impl<S> Layer<S> for BodyDeadline {
+    type Service = Deadlined<S>;
+
+    fn layer(&self, inner: S) -> Deadlined<S> {
+        Deadlined {
+            inner,
+            limits: self.limits,
+        }
+    }
+}
+
+/// A service whose requests' bodies are read whole first ([`BodyDeadline`]).
+#[derive(Debug, Clone)]
+pub struct Deadlined<S> {
+    inner: S,
+    limits: Limits,
+}
+
+impl<S> Service<Request> for Deadlined<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if request.method() == Method::GET || request.method() == Method::OPTIONS {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service made ready goes with the request; a clone stays for the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let limits = self.limits;
+        Either::Right(Box::pin(async move {
+            match read_body(request, &limits).await {
+                Ok(request) => inner.call(request).await,
+                Err(refused) => Ok(refused),
+            }
+        }))
+    }
+}
+
+/// `request` with its body read whole, or the answer that refuses it.
+async fn read_body(request: Request, limits: &Limits) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     let read = axum::body::to_bytes(body, limits.max_body_bytes.saturating_add(1));
-    let bytes = match tokio::time::timeout(limits.body_timeout, read).await {
-        Ok(Ok(bytes)) if bytes.len() <= limits.max_body_bytes => bytes,
-        Ok(Ok(_)) => return flow::too_large(limits.max_body_bytes).into_response(),
-        Ok(Err(error)) => {
-            if error.to_string().contains("length limit") {
-                return flow::too_large(limits.max_body_bytes).into_response();
-            }
-            return Failure::malformed(format!("the request body could not be read: {error}"))
-                .into_response();
+    match tokio::time::timeout(limits.body_timeout, read).await {
+        Ok(Ok(bytes)) if bytes.len() <= limits.max_body_bytes => {
+            Ok(Request::from_parts(parts, Body::from(bytes)))
         }
-        Err(_) => {
-            return Failure::new(
-                StatusCode::REQUEST_TIMEOUT,
-                Code::RequestTimeout,
-                format!(
-                    "the request body did not arrive within {} s",
-                    limits.body_timeout.as_secs_f32()
-                ),
-            )
-            .into_response();
+        Ok(Ok(_)) => Err(flow::too_large(limits.max_body_bytes).into_response()),
+        Ok(Err(error)) if error.to_string().contains("length limit") => {
+            Err(flow::too_large(limits.max_body_bytes).into_response())
         }
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+        Ok(Err(error)) => Err(Failure::malformed(format!(
+            "the request body could not be read: {error}"
+        ))
+        .into_response()),
+        Err(_) => Err(Failure::new(
+            StatusCode::REQUEST_TIMEOUT,
+            Code::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} s",
+                limits.body_timeout.as_secs_f32()
+            ),
+        )
+        .into_response()),
+    }
 }
 
 #[cfg(test)]

@@ -308,10 +308,7 @@ impl Server {
         let router = router
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
             .merge(self.routes);
-        let router = router.layer(axum::middleware::from_fn_with_state(
-            Arc::new(self.limits),
-            serve::body_deadline,
-        ));
+        let router = router.layer(serve::BodyDeadline::new(self.limits));
         let mut router = match self.auth {
             Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
                 authenticate,
@@ -323,7 +320,7 @@ impl Server {
             router = layer(router);
         }
         // Outside the application's layers: they run in the caller's trace too.
-        let router = router.layer(axum::middleware::from_fn(crate::caller::layer));
+        let router = router.layer(crate::caller::CallerTrace);
         let router = match &self.cors {
             // Outermost: a preflight carries no credentials, so it is answered before auth.
             Some(cors) => router.layer(cors.layer(exposed)),

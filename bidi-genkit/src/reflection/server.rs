@@ -81,7 +81,7 @@ pub(super) const CANCELLED: &str = "Action cancelled";
 
 /// The reflection API's router.
 pub(crate) fn router(reflection: Arc<Api>) -> Router {
-    let limits = Arc::new(reflection.limits);
+    let limits = reflection.limits;
     Router::new()
         .route("/api/__health", get(health))
         .route("/api/notify", post(notify))
@@ -92,10 +92,7 @@ pub(crate) fn router(reflection: Arc<Api>) -> Router {
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .with_state(Arc::clone(&reflection))
-        .layer(axum::middleware::from_fn_with_state(
-            limits,
-            serve::body_deadline,
-        ))
+        .layer(serve::BodyDeadline::new(limits))
         .layer(axum::middleware::from_fn_with_state(reflection, guard))
 }
 
