@@ -1,5 +1,6 @@
-//! The server: one reader (the task running [`Server::serve`]), a task per prompt turn, and a
-//! writer all of them share, one line at a time.
+//! The server: one reader (the task running [`Server::serve`]), a task per prompt turn that
+//! waits (one that does not ends in the reader), and a writer all of them share, one line at a
+//! time.
 //!
 //! It serves an `LlmAgent`'s typed connection (`connect_with`, then `execute`, like bidi-http's
 //! execute endpoint), not a registered action through a `JsonConnection`: ACP is about agents,

@@ -1,9 +1,12 @@
 //! The connection loop: one reader that answers what it can at once and starts a task for
 //! what takes a while (a prompt turn, a session's MCP servers).
 //!
-//! Never a turn inline in the read loop: `session/cancel` and the client's answers to our
-//! requests must be read while a turn runs or a server starts. The tasks of `session/new`,
-//! `session/load` and `session/close` hold one of 32 permits until their answer is written;
+//! A prompt turn starts in the read loop and stays there only for as long as it goes without
+//! waiting ([`here_first`]): `session/cancel` and the client's answers to our requests must be
+//! read while a turn waits, so its first wait moves it to a task of its own. Opening, loading
+//! and closing a session go to a task at once: the answer to `session/new` is followed by the
+//! session's commands, which the client reads while its next request is already being read.
+//! The tasks of `session/new`, `session/load` and `session/close` hold one of 32 permits until their answer is written;
 //! with none left the reader waits, so a client that does not read stdout stops being read
 //! (backpressure) instead of growing a task per request. Prompt turns take no permit, since a
 //! turn may wait for the client's answer, which only the reader can read; there is one turn
@@ -21,8 +24,10 @@ use agent_client_protocol_schema::v1::{
     PromptCapabilities, RequestId, SessionCapabilities, SessionCloseCapabilities,
     SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities,
 };
+use bidi_core::InPlace;
 use bidi_flow::lines::{Line, read_line};
 use bidi_flow::text::cap;
+use futures_util::FutureExt as _;
 use serde_json::Value;
 use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::OwnedSemaphorePermit;
@@ -179,7 +184,7 @@ async fn dispatch(
         }
         ClientRequest::PromptRequest(request) => match start(shared, request) {
             Ok(turn) => {
-                turns.spawn(prompt(Arc::clone(shared), id, turn));
+                here_first(turns, prompt(Arc::clone(shared), id, turn));
             }
             Err(error) => shared.respond::<Value>(id, Err(error)).await,
         },
@@ -218,6 +223,18 @@ where
         let _room = room;
         task.await;
     });
+}
+
+/// Runs `task` here, in the reader, for as long as it goes without waiting, then in a task of
+/// its own in `turns`: a turn that needs nothing from outside (a scripted or cached answer, a
+/// memory store) is answered before the next line is read, with no task spawned and no other
+/// thread woken; one that waits (for the model, the store, the client's answer) leaves the
+/// reader free to read on.
+fn here_first(turns: &mut JoinSet<()>, task: impl Future<Output = ()> + Send + 'static) {
+    let mut task = Box::pin(InPlace::new(task));
+    if task.as_mut().now_or_never().is_none() {
+        turns.spawn(task);
+    }
 }
 
 /// `session/new`: opens the session, answers, then announces its commands.

@@ -81,7 +81,12 @@ impl Live {
         for tool in tools.tools {
             policy = policy.tool(tool);
         }
+        // In place: the turn that reads the connection runs the agent too, so a turn's events
+        // cross no task and wake no other thread. Between turns nothing runs it: the agent
+        // waits for its next input, and a connection let go (dropped) gives it a task of its
+        // own to end in.
         let options = ConnectOptions::new()
+            .in_place()
             .extension(policy)
             .extension(shared.rules.scope.clone());
         let init = AgentInit::new().resume(session_id.0.to_string());
