@@ -2,11 +2,14 @@
 //! order the agent made them, and the tools that need permission asked of the client first.
 //!
 //! An [`LlmAgent`]'s turns run on their session's agent connection, kept from one turn to the
-//! next ([`Live`]): each prompt is one more input on it. The connection runs in place
-//! (`bidi_core::ConnectOptions::in_place`): the turn reading its events runs the agent, so an
-//! event crosses no task and wakes no other thread (a long session's round trip went from
-//! 0.76 to 0.98 of the ACP SDK's bare agent). The agent runs (and renews its session's lease)
-//! while its turn reads it, as an editor reading its agent's output does.
+//! next ([`Live`]): each prompt is one more input on it. The agent's task (the connection is
+//! opened with a `bidi_core::Driver`) runs in the turn's own task, polled beside the turn's
+//! pump whatever the pump waits on ([`Live::beside`]): an event crosses no task and wakes no
+//! other thread (a long session's round trip went from 0.76 to 0.98 of the ACP SDK's bare
+//! agent), and the agent still runs, timers and all, while the pump waits for the client's
+//! writer, which the agent's own requests to the editor share. (A connection run in place,
+//! `ConnectOptions::in_place`, runs its action only while its reader awaits it: an editor
+//! request the agent was writing when the pump took its turn at the writer never finished.)
 //!
 //! A turn is a wire on the wire seam (`bidi_flow::wire`): `Updates` makes the `session/update`s (and the markers
 //! of the calls the turn reached, for the permission gate), the client is the sink (it writes
@@ -206,42 +209,48 @@ async fn turn(
     let open = Arc::new(Open::default());
     live.begin(token.clone(), Arc::clone(&open));
     let asker = live.gate.bind(Arc::clone(shared));
-    let mut run = match execute(&mut live.conn, TurnInput::User(message)).await {
-        Ok(run) => run,
-        Err(error) => {
-            let error =
-                Error::internal_error().data(format!("the agent refused the turn: {error}"));
-            return (Err(error), None);
-        }
-    };
-    let mut updates = Updates::new(&shared.rules, &asker, open);
-    let sink = Client {
-        shared,
-        session_id,
-        token,
-    };
-    let ended = bidi_flow::wire::pump(&mut run, None, &mut updates, &sink, None).await;
-    // A gate still waiting for its call to be shown waits no more.
-    updates.open.close();
-    if matches!(ended, Ended::Stopped) {
-        drop(run);
-        // A client still there learns that the tool calls still running failed.
-        if token.is_cancelled() && !shared.is_stopped() {
-            for update in updates.unfinished() {
-                if shared.update(session_id, update).await.is_err() {
-                    break;
+    let input = TurnInput::User(message);
+    let (result, kept) = live
+        .beside(|conn| async move {
+            let mut run = match execute(conn, input).await {
+                Ok(run) => run,
+                Err(error) => {
+                    let error = Error::internal_error()
+                        .data(format!("the agent refused the turn: {error}"));
+                    return (Err(error), false);
                 }
+            };
+            let mut updates = Updates::new(&shared.rules, &asker, open);
+            let sink = Client {
+                shared,
+                session_id,
+                token,
+            };
+            let ended = bidi_flow::wire::pump(&mut run, None, &mut updates, &sink, None).await;
+            // A gate still waiting for its call to be shown waits no more.
+            updates.open.close();
+            if matches!(ended, Ended::Stopped) {
+                drop(run);
+                // A client still there learns that the tool calls still running failed.
+                if token.is_cancelled() && !shared.is_stopped() {
+                    for update in updates.unfinished() {
+                        if shared.update(session_id, update).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                // The execution saves the session as it stops: the next turn, on a new
+                // connection, finds it idle.
+                conn.done().await;
+                return (Ok(StopReason::Cancelled), false);
             }
-        }
-        // The execution saves the session as it stops: the next turn, on a new connection,
-        // finds it idle.
-        live.conn.done().await;
-        return (Ok(StopReason::Cancelled), None);
-    }
-    match run.result().await {
-        Ok(result) => (stop_reason(&result), Some(live)),
-        Err(error) => (Err(Error::internal_error().data(error.to_string())), None),
-    }
+            match run.result().await {
+                Ok(result) => (stop_reason(&result), true),
+                Err(error) => (Err(Error::internal_error().data(error.to_string())), false),
+            }
+        })
+        .await;
+    (result, kept.then_some(live))
 }
 
 /// The connection a turn of session `session_id` runs on: `live` if it fits the session's

@@ -10,12 +10,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::future::{Future, poll_fn};
 use std::path::PathBuf;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Poll;
 
 use agent_client_protocol_schema::v1::SessionId;
 use bidi_agent::{AgentInit, AgentOutput};
-use bidi_core::{ConnectOptions, Connection};
+use bidi_core::{ActionTask, ConnectOptions, Connection, Driver};
 use bidi_llm::{AgentEvent, LlmAgent, LlmSession, TurnInput};
 use opentelemetry::trace::TraceId;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +42,10 @@ pub(super) type AgentConnection = Connection<TurnInput, AgentOutput<LlmSession, 
 /// connection's); a `session/load` and a `session/close` drop it. Dropping it cancels the
 /// connection: the agent function, which waits for its next input, ends.
 pub(crate) struct Live {
-    pub(super) conn: AgentConnection,
+    conn: AgentConnection,
+    /// The agent's task, polled by the turn running on the connection; `None` once the agent
+    /// function ended.
+    task: Option<ActionTask>,
     /// The gate of the connection's policy, which asks for the turn running on it.
     pub(super) gate: Gate,
     /// The mode the policy was made for: an index into the server's modes.
@@ -81,17 +87,16 @@ impl Live {
         for tool in tools.tools {
             policy = policy.tool(tool);
         }
-        // In place: the turn that reads the connection runs the agent too, so a turn's events
-        // cross no task and wake no other thread. Between turns nothing runs it: the agent
-        // waits for its next input, and a connection let go (dropped) gives it a task of its
-        // own to end in.
+        let driver = Driver::new();
         let options = ConnectOptions::new()
-            .in_place()
+            .driver(&driver)
             .extension(policy)
             .extension(shared.rules.scope.clone());
         let init = AgentInit::new().resume(session_id.0.to_string());
+        let conn = agent.connect_with(init, options);
         Self {
-            conn: agent.connect_with(init, options),
+            conn,
+            task: driver.take(),
             gate,
             mode,
             trace,
@@ -112,14 +117,56 @@ impl Live {
         *self.gate.current() = Current { token, open };
     }
 
+    /// What `work` does with the connection, the agent run beside it in the same task: polled
+    /// whenever the task wakes, whatever `work` waits on (the client's writer, an answer), as
+    /// it would run in a task of its own, but with no hand-off between tasks and no other
+    /// thread woken. Between two turns nothing runs it: the agent function waits for its next
+    /// input.
+    pub(super) async fn beside<'a, T, F>(
+        &'a mut self,
+        work: impl FnOnce(&'a mut AgentConnection) -> F,
+    ) -> T
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let task = &mut self.task;
+        let mut work = pin!(work(&mut self.conn));
+        poll_fn(|cx| {
+            if let Poll::Ready(done) = work.as_mut().poll(cx) {
+                return Poll::Ready(done);
+            }
+            if let Some(running) = task.as_mut()
+                && running.as_mut().poll(cx).is_ready()
+            {
+                // Finished: what it ended (channels, the output) woke `work`, which is polled
+                // again.
+                *task = None;
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     /// Cancels the connection and waits until nothing of its agent function runs any more.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future stops the wait only: the connection is cancelled already.
-    pub(crate) async fn stop(self) {
+    pub(crate) async fn stop(mut self) {
         self.conn.cancel();
-        self.conn.done().await;
+        self.beside(|conn| conn.done()).await;
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // Nobody runs the agent any more: a task of its own lets it end (the connection is
+        // cancelled as it drops), as it would have in a task of its own from the start.
+        if let Some(task) = self.task.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            drop(runtime.spawn(task));
+        }
     }
 }
 
