@@ -219,8 +219,9 @@
 //!
 //! - A prompt turn runs in a task of its own once it waits (for the model, a tool, the
 //!   client): the server goes on reading while it runs, so a `session/cancel` reaches it. A
-//!   turn that waits for nothing is answered before the next line is read. One turn runs per session at a time. `session/new` and
-//!   `session/load` run in tasks of their own too, since starting MCP servers takes a while.
+//!   turn that waits for nothing is answered before the next line is read. One turn runs per
+//!   session at a time. `session/new` and `session/load` run in tasks of their own too,
+//!   since starting MCP servers takes a while.
 //!   A prompt on a session whose turn runs or which is being loaded, or a load of a session
 //!   whose turn runs, is valid but cannot run now: it is answered with `-32603` and the data
 //!   `{"reason": "session_busy", "sessionId": ..}`, and may be sent again once the session

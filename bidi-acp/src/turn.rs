@@ -1,5 +1,6 @@
-//! Prompt turns: each runs in a task of its own once it waits, its events shown as `session/update`s in the
-//! order the agent made them, and the tools that need permission asked of the client first.
+//! Prompt turns: each runs in a task of its own once it waits, its events shown as
+//! `session/update`s in the order the agent made them, and the tools that need permission
+//! asked of the client first.
 //!
 //! An [`LlmAgent`]'s turns run on their session's agent connection, kept from one turn to the
 //! next ([`Live`]): each prompt is one more input on it. The agent's task (the connection is
@@ -111,9 +112,10 @@ pub(crate) struct Turn {
     caller: Option<opentelemetry::Context>,
 }
 
-/// One prompt turn (in a task of its own once it waits): its updates, then its one answer. A prompt whose
-/// `_meta` names its caller's trace runs in it: on a connection opened in that trace (the
-/// session's kept one if it was), so that its turn is a child of the caller's span.
+/// One prompt turn (in a task of its own once it waits): its updates, then its one answer. A
+/// prompt whose `_meta` names its caller's trace runs in it: on a connection opened in that
+/// trace (the session's kept one if it was), so that its turn is a child of the caller's
+/// span.
 pub(crate) async fn prompt(shared: Arc<Shared>, id: RequestId, mut started: Turn) {
     match started.caller.take() {
         Some(caller) => run(shared, id, started).with_context(caller).await,

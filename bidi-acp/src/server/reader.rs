@@ -6,9 +6,9 @@
 //! read while a turn waits, so its first wait moves it to a task of its own. Opening, loading
 //! and closing a session go to a task at once: the answer to `session/new` is followed by the
 //! session's commands, which the client reads while its next request is already being read.
-//! The tasks of `session/new`, `session/load` and `session/close` hold one of 32 permits until their answer is written;
-//! with none left the reader waits, so a client that does not read stdout stops being read
-//! (backpressure) instead of growing a task per request. Prompt turns take no permit, since a
+//! The tasks of `session/new`, `session/load` and `session/close` hold one of 32 permits
+//! until their answer is written; with none left the reader waits, so a client that does not
+//! read stdout stops being read (backpressure) instead of growing a task per request. Prompt turns take no permit, since a
 //! turn may wait for the client's answer, which only the reader can read; there is one turn
 //! per session. A busy session refuses with `-32603` and `reason: session_busy`: the request is
 //! valid JSON-RPC (so not `-32600`), no ACP code fits, and `-32603` is what the ACP TypeScript
