@@ -222,6 +222,71 @@ impl<F: Future> Future for InPlace<F> {
     }
 }
 
+/// `work`'s output, an action's `task` (taken from the [`Driver`](crate::Driver) its connection
+/// was opened with) polled beside it whenever the caller's task wakes, whatever `work` waits
+/// on; `task` is `None` once the action finished.
+///
+/// For a task that keeps a connection from one turn to the next and runs each turn itself:
+/// while a turn runs, the action runs in the same task (no hand-off between tasks, no other
+/// thread woken), and its timers and its own requests go on while the turn waits on
+/// something else; between turns nothing polls it, and it waits for its next input where it
+/// is. Wrap the caller's task in [`InPlace`] so that the two wake each other in place.
+///
+/// ```
+/// use bidi_core::{BidiAction, BoxError, ConnectOptions, Driver, Inbound, Outbound, beside};
+/// use futures_util::StreamExt as _;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), BoxError> {
+/// let echo = BidiAction::new("echo", |_ctx, (), mut inbound: Inbound<String>, out: Outbound<String>| async move {
+///     while let Some(text) = inbound.recv().await {
+///         out.send(text).await?;
+///         out.end_turn().await?;
+///     }
+///     Ok::<_, BoxError>(())
+/// });
+/// let driver = Driver::new();
+/// let mut conn = echo.connect_with((), ConnectOptions::new().driver(&driver));
+/// let mut task = driver.take();
+/// for text in ["one", "two"] {
+///     let turn = beside(&mut task, async {
+///         conn.send(text.to_owned()).await?;
+///         Ok::<_, BoxError>(conn.responses().map(|chunk| chunk.expect("a chunk")).collect::<Vec<_>>().await)
+///     });
+///     assert_eq!(turn.await?, [text]);
+/// }
+/// conn.close();
+/// beside(&mut task, conn.done()).await;
+/// assert!(task.is_none(), "the action finished");
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// Dropping the future drops `work` only: the action stays in `task`, where it waits.
+pub async fn beside<T>(task: &mut Option<ActionTask>, work: impl Future<Output = T>) -> T {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(done) = work.as_mut().poll(cx) {
+            return Poll::Ready(done);
+        }
+        poll_task(task, cx);
+        Poll::Pending
+    })
+    .await
+}
+
+/// Polls an action's `task`, and lets it go once finished: what it ended (channels, the
+/// output) woke whatever waits on it, which is polled again.
+fn poll_task(task: &mut Option<ActionTask>, cx: &mut Context<'_>) {
+    if let Some(running) = task.as_mut()
+        && running.as_mut().poll(cx).is_ready()
+    {
+        *task = None;
+    }
+}
+
 /// The action's task of an in-place connection
 /// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)): polled beside whatever
 /// the caller awaits on the connection, until it is finished.
@@ -249,14 +314,10 @@ impl Local {
             if let Poll::Ready(output) = op(cx) {
                 return Poll::Ready(output);
             }
-            let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(running) = task.as_mut()
-                && running.as_mut().poll(cx).is_ready()
-            {
-                // Finished: what it ended (channels, the output) woke `op`, which is polled
-                // again.
-                *task = None;
-            }
+            poll_task(
+                &mut self.task.lock().unwrap_or_else(PoisonError::into_inner),
+                cx,
+            );
             Poll::Pending
         })
     }

@@ -108,7 +108,10 @@
 //!   again at once, up to a budget, and hands the runtime only the wakes from elsewhere;
 //!   [`InPlace::spawn`] runs such a future here as far as it goes without waiting, then in a
 //!   task of its own (a request answered at once spawns nothing); [`InPlace::spawn_beside`]
-//!   does so for an action's task joined with what reads it.
+//!   does so for an action's task joined with what reads it. A task that keeps a connection
+//!   across turns and runs each turn itself polls the action only while a turn runs:
+//!   [`beside`] runs the turn's work with the action polled beside it, whatever the work waits
+//!   on, and leaves the task for the next turn.
 //!   [`ConnectOptions::in_place`] keeps the task in the [`Connection`] itself, polled whenever
 //!   the caller awaits the connection: a hand-off is then a call, not a task switch (the
 //!   choice for one caller that reads each turn as it streams); splitting or dropping such a
@@ -192,7 +195,7 @@ pub use context::ActionContext;
 pub use endpoint::{Inbound, Outbound, Recv};
 pub use error::{BoxError, Cause, CauseKind, Error, NotFound, PeerGone, SendError};
 pub use extensions::Extensions;
-pub use in_place::InPlace;
+pub use in_place::{InPlace, beside};
 pub use observer::Observer;
 
 /// The channel underneath connections, for the benchmarks' raw baselines. Not a public API.

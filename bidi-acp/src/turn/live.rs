@@ -10,11 +10,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::path::PathBuf;
-use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::task::Poll;
 
 use agent_client_protocol_schema::v1::SessionId;
 use bidi_agent::{AgentInit, AgentOutput};
@@ -129,22 +127,7 @@ impl Live {
     where
         F: Future<Output = T> + 'a,
     {
-        let task = &mut self.task;
-        let mut work = pin!(work(&mut self.conn));
-        poll_fn(|cx| {
-            if let Poll::Ready(done) = work.as_mut().poll(cx) {
-                return Poll::Ready(done);
-            }
-            if let Some(running) = task.as_mut()
-                && running.as_mut().poll(cx).is_ready()
-            {
-                // Finished: what it ended (channels, the output) woke `work`, which is polled
-                // again.
-                *task = None;
-            }
-            Poll::Pending
-        })
-        .await
+        bidi_core::beside(&mut self.task, work(&mut self.conn)).await
     }
 
     /// Cancels the connection and waits until nothing of its agent function runs any more.
