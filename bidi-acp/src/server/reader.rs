@@ -8,11 +8,11 @@
 //! session's commands, which the client reads while its next request is already being read.
 //! The tasks of `session/new`, `session/load` and `session/close` hold one of 32 permits
 //! until their answer is written; with none left the reader waits, so a client that does not
-//! read stdout stops being read (backpressure) instead of growing a task per request. Prompt turns take no permit, since a
-//! turn may wait for the client's answer, which only the reader can read; there is one turn
-//! per session. A busy session refuses with `-32603` and `reason: session_busy`: the request is
-//! valid JSON-RPC (so not `-32600`), no ACP code fits, and `-32603` is what the ACP TypeScript
-//! SDK answers for any refusal a handler throws.
+//! read stdout stops being read (backpressure) instead of growing a task per request. Prompt
+//! turns take no permit, since a turn may wait for the client's answer, which only the reader
+//! can read; there is one turn per session. A busy session refuses with `-32603` and
+//! `reason: session_busy`: the request is valid JSON-RPC (so not `-32600`), no ACP code fits,
+//! and `-32603` is what the ACP TypeScript SDK answers for any refusal a handler throws.
 
 use std::io;
 use std::sync::Arc;
