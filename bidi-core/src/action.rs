@@ -181,12 +181,15 @@ where
             driver,
             in_place,
         } = options;
-        // In place: the task goes to a driver of the connection's own.
-        let driver = if in_place {
-            Some(Driver::new())
-        } else {
-            driver
+        // Unless a driver of the caller's takes it, the task goes to one of the connection's
+        // own, and the connection runs it in place: strictly, or until it has to run alone
+        // (then on this runtime).
+        let (driver, runtime) = match (in_place, driver) {
+            (false, Some(driver)) => (Some(driver), None),
+            (true, _) => (Some(Driver::new()), None),
+            (false, None) => (Some(Driver::new()), Some(tokio::runtime::Handle::current())),
         };
+        let own = in_place || runtime.is_some();
         let watch_parent = parent.is_some();
         let token = parent.map(|parent| parent.child_token());
         let core = Arc::new(Core::<In, Out, Stream>::new(
@@ -199,10 +202,15 @@ where
             grace,
         ));
         (self.start)(Arc::clone(&core), init, watch_parent, driver.clone());
-        let local = in_place
+        let local = own
             .then(|| driver.and_then(|driver| driver.take()))
             .flatten()
-            .map(Local::new);
+            .map(|task| Local::new(task, runtime.clone()));
+        if let Some(local) = &local
+            && runtime.is_some()
+        {
+            local.start();
+        }
         Connection::new(core, local)
     }
 

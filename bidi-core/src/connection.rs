@@ -10,7 +10,7 @@ use futures_core::{FusedStream, Stream};
 use futures_util::future::join;
 use uuid::Uuid;
 
-use crate::chan::{Chan, Reason};
+use crate::chan::Reason;
 use crate::error::{BoxError, Cause, Error, SendError};
 use crate::in_place::Local;
 use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
@@ -71,7 +71,7 @@ where
         let send = self.tx.send(input);
         match &self.local {
             None => send.await,
-            Some(local) => Box::pin(local.beside(send)).await,
+            Some(local) => local.beside(send).await,
         }
     }
 
@@ -110,7 +110,7 @@ where
         drop(tx);
         match &local {
             None => rx.output().await,
-            Some(local) => Box::pin(local.beside(rx.output())).await,
+            Some(local) => local.beside(rx.output()).await,
         }
     }
 
@@ -134,7 +134,7 @@ where
         let both = join(send, rx.output());
         match &local {
             None => both.await.1,
-            Some(local) => Box::pin(local.beside(both)).await.1,
+            Some(local) => local.beside(both).await.1,
         }
     }
 
@@ -171,7 +171,7 @@ where
     pub async fn done(&self) {
         match &self.local {
             None => self.tx.done().await,
-            Some(local) => Box::pin(local.beside(self.tx.done())).await,
+            Some(local) => local.beside(self.tx.done()).await,
         }
     }
 
@@ -482,7 +482,8 @@ impl<S> Responses<'_, S> {
 
 /// What `Responses` needs of its half, without the `Out` type.
 trait ResponsesSource<S>: Send + Sync {
-    fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>>;
+    /// The next frame; `waiting` says, across polls, whether the stream waits for one.
+    fn poll_frame(&self, cx: &mut Context<'_>, waiting: &mut bool) -> Poll<Option<Frame<S>>>;
     fn stop_waiting(&self);
     fn cancel(&self, cause: Cause);
     /// The connection's error, the first time it is asked for.
@@ -490,15 +491,23 @@ trait ResponsesSource<S>: Send + Sync {
 }
 
 impl<Out, S> ResponsesSource<S> for Source<Out, S> {
-    fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Frame<S>>> {
+    fn poll_frame(&self, cx: &mut Context<'_>, waiting: &mut bool) -> Poll<Option<Frame<S>>> {
+        let output = self.link.output();
         match &self.local {
-            None => self.link.output().poll_recv(cx),
-            Some(local) => poll_in_place(local, self.link.output(), cx),
+            None => {
+                let frame = output.poll_recv(cx);
+                *waiting = frame.is_pending();
+                frame
+            }
+            Some(local) => local.poll_beside(cx, waiting, |cx| output.poll_recv(cx)),
         }
     }
 
     fn stop_waiting(&self) {
         self.link.output().stop_waiting();
+        if let Some(local) = &self.local {
+            local.leave();
+        }
     }
 
     fn cancel(&self, cause: Cause) {
@@ -515,15 +524,6 @@ impl<Out, S> ResponsesSource<S> for Source<Out, S> {
     }
 }
 
-/// The next frame of an in-place connection's `output`, its action polled while there is
-/// none. Out of line and cold: the path of a spawned action, which every chunk takes, stays
-/// the bare channel's.
-#[cold]
-#[inline(never)]
-fn poll_in_place<T>(local: &Local, output: &Chan<T>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-    local.poll_beside(cx, |cx| output.poll_recv(cx))
-}
-
 impl<S> Stream for Responses<'_, S> {
     type Item = Result<S, Error>;
 
@@ -537,14 +537,9 @@ impl<S> Stream for Responses<'_, S> {
             if let Some(chunk) = this.backlog.next() {
                 return Poll::Ready(Some(Ok(chunk)));
             }
-            let frame = match this.source.poll_frame(cx) {
-                Poll::Pending => {
-                    this.waiting = true;
-                    return Poll::Pending;
-                }
-                Poll::Ready(frame) => frame,
+            let Poll::Ready(frame) = this.source.poll_frame(cx, &mut this.waiting) else {
+                return Poll::Pending;
             };
-            this.waiting = false;
             return match frame {
                 Some(Frame::Chunk(chunk)) => Poll::Ready(Some(Ok(chunk))),
                 Some(Frame::Batch(chunks)) => {

@@ -2,12 +2,13 @@
 //! beside the connection's ends.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures_util::FutureExt as _;
 use futures_util::task::AtomicWaker;
+use tokio::runtime::Handle;
 
 use crate::ActionTask;
 
@@ -88,14 +89,20 @@ impl Wake for State {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        match self
-            .polling
-            .compare_exchange(POLLING, WOKEN, Ordering::AcqRel, Ordering::Acquire)
-        {
-            // The poll under way sees it and polls again.
-            Ok(_) | Err(WOKEN) => {}
-            _ => self.task.wake(),
+        if !self.wake_in_poll() {
+            self.task.wake();
         }
+    }
+}
+
+impl State {
+    /// Notes a wake for the poll under way, which polls again; `false` if none is.
+    fn wake_in_poll(&self) -> bool {
+        matches!(
+            self.polling
+                .compare_exchange(POLLING, WOKEN, Ordering::AcqRel, Ordering::Acquire),
+            Ok(_) | Err(WOKEN)
+        )
     }
 }
 
@@ -287,65 +294,248 @@ fn poll_task(task: &mut Option<ActionTask>, cx: &mut Context<'_>) {
     }
 }
 
-/// The action's task of an in-place connection
-/// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)): polled beside whatever
-/// the caller awaits on the connection, until it is finished.
+/// Set while the action was woken and not polled since.
+const DUE: usize = 1;
+/// Set while the action's task is being polled.
+const POLLED: usize = 2;
+/// Set once the action's task went to a task of its own (or finished): nothing here polls it.
+const ALONE: usize = 4;
+/// One of the caller's futures waiting on the connection; counted above the bits above.
+const AWAITING: usize = 8;
+
+/// The action's task of a connection that does not spawn it at once, polled beside whatever
+/// the caller awaits on the connection (a send, a turn's chunks, the output).
+///
+/// Opened with the default options, the connection keeps the action here for as long as it
+/// waits only on its caller, and hands it to a task of its own the first time it has to run
+/// while no poll of the connection is under way:
+/// - a wake while the action's task is polled, or while the caller polls the connection (an
+///   input handed over, a chunk taken), is answered by that poll, which polls again;
+/// - any other wake (a timer, a tool, a model's next bytes, a cancel) gives the action a task
+///   of its own, as if it had been spawned at once. Strictly in place
+///   ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)), it goes to the caller's
+///   task instead, and waits there for the caller's next await.
+///
+/// A caller that reads each turn as it streams, of an action that waits only on it (a turn
+/// loop over a scripted or buffered model, an echo), never hands the action over, and every
+/// hand-off between the two is a call. A second future of the caller's waiting on the
+/// connection while another one waits (from another task, say) hands it over too: one relay
+/// serves one waiting task.
 pub(crate) struct Local {
     relay: Relay,
-    /// Locked only for a poll, by whichever of the connection's futures polls it.
-    task: Mutex<Option<ActionTask>>,
+    action: Arc<Action>,
+    /// The waker the action's task is polled with: [`Action`]'s.
+    waker: Waker,
 }
 
-impl Local {
-    pub(crate) fn new(task: ActionTask) -> Self {
-        Self {
-            relay: Relay::new(),
-            task: Mutex::new(Some(task)),
+/// The action's task, and where its wakes go (see [`Local`]).
+struct Action {
+    /// `DUE | POLLED | ALONE`, plus `AWAITING` for each of the caller's waiting futures.
+    flags: AtomicUsize,
+    /// The relay's state: whether the caller's poll is under way, and the caller's task.
+    relay: Arc<State>,
+    /// Locked only for a poll, or to hand the task over.
+    task: Mutex<Option<ActionTask>>,
+    /// Where the task goes once it has to run alone; `None`: strictly in place.
+    runtime: Option<Handle>,
+}
+
+impl Wake for Action {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let flags = self.flags.fetch_or(DUE, Ordering::AcqRel);
+        if flags & (DUE | POLLED | ALONE) != 0 || self.relay.wake_in_poll() {
+            // Noted already, answered by the poll under way, or not ours any more.
+            return;
+        }
+        match self.runtime {
+            Some(_) => self.go_alone(),
+            None => self.relay.task.wake(),
+        }
+    }
+}
+
+impl Action {
+    /// Hands the task, unless finished or handed over already, to a task of its own.
+    ///
+    /// # Panics
+    ///
+    /// Panics outside a tokio runtime if the connection is strictly in place.
+    fn go_alone(&self) {
+        if self.flags.fetch_or(ALONE, Ordering::AcqRel) & ALONE != 0 {
+            return;
+        }
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            drop(match &self.runtime {
+                Some(runtime) => runtime.spawn(task),
+                None => tokio::spawn(task),
+            });
         }
     }
 
-    /// Polls `op`, and while it is pending the action's task, in place.
+    /// After a poll: an action still due has nobody to poll it now.
+    fn settle(&self) {
+        if self.runtime.is_some() && self.flags.load(Ordering::Acquire) & (DUE | ALONE) == DUE {
+            self.go_alone();
+        }
+    }
+}
+
+impl Local {
+    /// Keeps `task`; `runtime` is where it goes once it has to run alone (`None`: strictly in
+    /// place, polled only while the caller awaits the connection).
+    pub(crate) fn new(task: ActionTask, runtime: Option<Handle>) -> Self {
+        let relay = Relay::new();
+        let action = Arc::new(Action {
+            flags: AtomicUsize::new(0),
+            relay: Arc::clone(&relay.state),
+            task: Mutex::new(Some(task)),
+            runtime,
+        });
+        let waker = Waker::from(Arc::clone(&action));
+        Self {
+            relay,
+            action,
+            waker,
+        }
+    }
+
+    /// Runs the action here until it first waits, as a task spawned for it would start: an
+    /// action that waits for its first input costs no task at all.
+    pub(crate) fn start(&self) {
+        for _ in 0..BUDGET {
+            if !self.poll_action() {
+                return;
+            }
+        }
+        self.action.go_alone();
+    }
+
+    /// Polls `op`, and while it is pending the action's task, in place. `waiting` is the
+    /// caller's future's own flag: set while it waits here, and handed to [`leave`](Self::leave)
+    /// if the future is dropped meanwhile.
     pub(crate) fn poll_beside<T>(
         &self,
         cx: &mut Context<'_>,
+        waiting: &mut bool,
         mut op: impl FnMut(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        self.relay.poll(cx, |cx| {
+        if !*waiting {
+            *waiting = true;
+            let flags = self.action.flags.fetch_add(AWAITING, Ordering::AcqRel);
+            if flags >= AWAITING && flags & ALONE == 0 {
+                // Another of the caller's futures waits already, maybe in another task: the
+                // action goes alone, and that future is polled again to wait on its own.
+                self.action.go_alone();
+                self.relay.state.task.wake();
+            }
+        }
+        if self.action.flags.load(Ordering::Acquire) & ALONE != 0 {
+            let polled = op(cx);
+            if polled.is_ready() {
+                *waiting = false;
+                self.leave();
+            }
+            return polled;
+        }
+        let polled = self.relay.poll(cx, |cx| {
             if let Poll::Ready(output) = op(cx) {
                 return Poll::Ready(output);
             }
-            poll_task(
-                &mut self.task.lock().unwrap_or_else(PoisonError::into_inner),
-                cx,
-            );
+            if self.poll_action() {
+                cx.waker().wake_by_ref();
+            }
             Poll::Pending
-        })
+        });
+        if polled.is_ready() {
+            // `op` may have woken the action (a chunk taken, an input handed over): it runs on
+            // to its next wait now, as a task of its own would.
+            if self.action.flags.load(Ordering::Acquire) & (DUE | ALONE) == DUE {
+                let _ = self.relay.poll(cx, |cx| {
+                    if self.poll_action() {
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(())
+                });
+            }
+            *waiting = false;
+            self.leave();
+        }
+        // Still due: the relay ran out of budget.
+        self.action.settle();
+        polled
     }
 
-    /// `fut`'s output, the action's task polled beside it. (The connection boxes this
-    /// future: the futures of a connection that runs its action in a task of its own stay as
-    /// small as they were.)
+    /// One of the caller's futures stopped waiting: it is ready, or dropped.
+    pub(crate) fn leave(&self) {
+        self.action.flags.fetch_sub(AWAITING, Ordering::AcqRel);
+    }
+
+    /// Polls the action's task once with the action's waker; whether it was woken meanwhile
+    /// (it wants another poll).
+    fn poll_action(&self) -> bool {
+        let mut task = self
+            .action
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if task.is_none() {
+            return false;
+        }
+        let _ = self
+            .action
+            .flags
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |flags| {
+                Some(flags & !DUE | POLLED)
+            });
+        poll_task(&mut task, &mut Context::from_waker(&self.waker));
+        drop(task);
+        self.action.flags.fetch_and(!POLLED, Ordering::AcqRel) & DUE != 0
+    }
+
+    /// `fut`'s output, the action's task polled beside it.
     pub(crate) async fn beside<F: Future>(&self, fut: F) -> F::Output {
         let mut fut = std::pin::pin!(fut);
-        std::future::poll_fn(|cx| self.poll_beside(cx, |cx| fut.as_mut().poll(cx))).await
+        let mut wait = Wait {
+            local: self,
+            waiting: false,
+        };
+        std::future::poll_fn(|cx| {
+            self.poll_beside(cx, &mut wait.waiting, |cx| fut.as_mut().poll(cx))
+        })
+        .await
     }
 
     /// Gives the action's task, unless finished, a task of its own.
     ///
     /// # Panics
     ///
-    /// Panics outside a tokio runtime.
+    /// Panics outside a tokio runtime if the connection is strictly in place.
     pub(crate) fn spawn(&self) {
-        if let Some(task) = self.take() {
-            drop(tokio::spawn(task));
-        }
+        self.action.go_alone();
     }
+}
 
-    fn take(&self) -> Option<ActionTask> {
-        self.task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+/// A caller's future waiting in [`Local::beside`]: it leaves as it is dropped.
+struct Wait<'a> {
+    local: &'a Local,
+    waiting: bool,
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if self.waiting {
+            self.local.leave();
+        }
     }
 }
 
@@ -354,10 +544,8 @@ impl Drop for Local {
         // Nobody drives it any more: a task of its own lets the action finish (its grace
         // period after a cancel included), as a spawned action would. Without a runtime it is
         // dropped, which reports the connection done.
-        if let Some(task) = self.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            drop(runtime.spawn(task));
+        if self.action.runtime.is_some() || tokio::runtime::Handle::try_current().is_ok() {
+            self.action.go_alone();
         }
     }
 }

@@ -1,4 +1,4 @@
-//! C2, C9: one task per connection, and no task outlives its connection.
+//! C2, C9: at most one task per connection, and no task outlives its connection.
 
 use std::sync::Arc;
 
@@ -41,14 +41,38 @@ fn blocking_action(reached: Arc<Notify>) -> BidiAction<BlockedIn, (), (), u32> {
 }
 
 both_runtimes! {
-    /// C2: a connection is exactly one task.
-    async fn one_task_per_connection() {
+    /// C2: a connection is at most one task: none while its action waits only on its caller,
+    /// one once it has to run alone.
+    async fn at_most_one_task_per_connection() {
         let reached = Arc::new(Notify::new());
         let action = blocking_action(reached.clone());
         let metrics = tokio::runtime::Handle::current().metrics();
         let conns: Vec<_> = (0..10).map(|_| action.connect(BlockedIn::Recv)).collect();
+        assert_eq!(metrics.num_alive_tasks(), 0, "each waits for its input, in place");
+        let release = Arc::new(Notify::new());
+        let woken = BidiAction::new("woken", {
+            let release = release.clone();
+            move |_: ActionContext, (), mut inbound: Inbound<()>, _: Outbound<u32>| {
+                let release = release.clone();
+                async move {
+                    release.notified().await;
+                    inbound.recv().await;
+                    Ok::<_, BoxError>(())
+                }
+            }
+        });
+        let alone: Vec<_> = (0..10).map(|_| woken.connect(())).collect();
+        assert_eq!(metrics.num_alive_tasks(), 0);
+        // Woken while nobody awaits their connections: each goes on in a task of its own.
+        release.notify_waiters();
+        for _ in 0..10_000 {
+            if metrics.num_alive_tasks() == 10 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
         assert_eq!(metrics.num_alive_tasks(), 10);
-        drop(conns);
+        drop((conns, alone));
         assert_no_tasks_left().await;
     }
 
