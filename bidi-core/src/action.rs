@@ -154,8 +154,16 @@ where
         (self.f)(ctx, init, inbound, outbound)
     }
 
-    /// Opens a connection with unbuffered channels: spawns one task running the action with
-    /// `init` and returns the caller's [`Connection`].
+    /// Opens a connection with unbuffered channels, running the action with `init`, and
+    /// returns the caller's [`Connection`].
+    ///
+    /// The action starts here, and runs in the caller's task for as long as it waits only on
+    /// its caller: until its first wait, then whenever the caller awaits the connection (a
+    /// send, a turn's chunks, the output), a hand-off between the two is a call. The first
+    /// time it has to run while nobody polls the connection (a timer, a tool, its model's next
+    /// bytes, a cancel), it gets a task of its own on this runtime, as if spawned at once, and
+    /// keeps it. An action that should run beside its caller from the start takes a
+    /// [`Driver`] and a spawned task: `tokio::spawn(driver.take())`.
     ///
     /// # Panics
     ///
@@ -168,8 +176,8 @@ where
     ///
     /// # Panics
     ///
-    /// Panics if called outside a tokio runtime (unless the options have a [`Driver`]: then
-    /// nothing is spawned).
+    /// Panics if called outside a tokio runtime (unless the options have a [`Driver`] or ask
+    /// for [`in_place`](ConnectOptions::in_place)).
     pub fn connect_with(&self, init: Init, options: ConnectOptions) -> Connection<In, Out, Stream> {
         let ConnectOptions {
             input_buffer,
@@ -581,13 +589,13 @@ impl ConnectOptions {
         self
     }
 
-    /// Runs the action in the caller's task instead of a task of its own: the connection polls
-    /// it whenever the caller awaits the connection ([`send`](Connection::send), a
-    /// [`responses`](Connection::responses) stream, [`output`](Connection::output),
-    /// [`done`](Connection::done)). A hand-off between the action and its caller is then a
-    /// function call rather than a task switch, and opening a connection spawns nothing: the
-    /// choice for one caller that streams a turn and reads it at once (a request handler, an
-    /// agent driven by `execute`), where it makes each event several times cheaper.
+    /// Runs the action only in the caller's task, never in a task of its own while the
+    /// connection is whole: the connection polls it whenever the caller awaits the connection
+    /// ([`send`](Connection::send), a [`responses`](Connection::responses) stream,
+    /// [`output`](Connection::output), [`done`](Connection::done)), and nowhere else. By
+    /// default a connection does the same until its action has to run while nobody awaits
+    /// it, and then spawns it ([`BidiAction::connect`]); strictly in place, it waits for the
+    /// caller instead, which needs no runtime to open.
     ///
     /// The action runs only while the connection is awaited: between turns it waits where it
     /// is, as it would for an unbuffered hand-off, and so do its timers (an agent renews the
@@ -596,6 +604,7 @@ impl ConnectOptions {
     /// finished, gives the action a task of its own, so that it can finish (its grace period
     /// after the cancel included); outside a tokio runtime a dropped action is dropped where
     /// it waits.
+    ///
     /// Drive an in-place connection from one task. Takes precedence over
     /// [`driver`](Self::driver).
     ///

@@ -17,17 +17,19 @@ use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
 
 /// An open connection to a running action: send inputs, read each turn's chunks, get the output.
 ///
-/// Dropping it (and every half split from it) cancels the action. Drive it from a task: with
-/// unbuffered channels every hand-off between the caller and the action is a task switch, and a
-/// runtime worker makes those far cheaper than the thread that runs `block_on` does.
+/// Dropping it (and every half split from it) cancels the action. Drive it from a task: an
+/// action that runs alone hands each unbuffered value over with a task switch, and a runtime
+/// worker makes those far cheaper than the thread that runs `block_on` does. While the action
+/// waits only on the caller, it runs in the caller's task, polled as the caller awaits the
+/// connection ([`BidiAction::connect`](crate::BidiAction::connect) says when it leaves).
 #[must_use = "dropping a connection cancels its action"]
 pub struct Connection<In, Out, Stream> {
     // Declared first so it drops first: dropping an unconsumed connection cancels the action
     // before the halves' drops close the input gracefully.
     guard: CancelOnDrop,
-    /// The action's task, when the connection runs it in the caller's task
-    /// ([`ConnectOptions::in_place`](crate::ConnectOptions::in_place)). After `guard`: an
-    /// unfinished action it spawns as it drops is cancelled already.
+    /// The action's task while the connection runs it in the caller's task (`None` with a
+    /// [`Driver`](crate::Driver)). After `guard`: an unfinished action it spawns as it drops
+    /// is cancelled already.
     local: Option<Arc<Local>>,
     tx: SendHalf<In>,
     rx: RecvHalf<Out, Stream>,
@@ -187,12 +189,13 @@ where
     ///
     /// Dropping every sending half closes the input; dropping every half cancels the action.
     ///
-    /// The action of an [in-place](crate::ConnectOptions::in_place) connection gets a task of
-    /// its own here: two tasks cannot both drive it.
+    /// An action still run in the caller's task gets a task of its own here: two tasks cannot
+    /// both drive it.
     ///
     /// # Panics
     ///
-    /// Panics if the connection is in place and this is called outside a tokio runtime.
+    /// Panics if the connection is [strictly in place](crate::ConnectOptions::in_place) and
+    /// this is called outside a tokio runtime.
     #[must_use]
     pub fn into_split(self) -> (SendHalf<In>, RecvHalf<Out, S>) {
         let (local, tx, mut rx) = self.into_parts();

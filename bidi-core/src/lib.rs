@@ -57,8 +57,10 @@
 //!   An action with several chunks ready at once hands them over together with
 //!   [`Outbound::send_batch`]: one hand-off, the consumer reads them one by one.
 //!
-//! Drive connections from tasks rather than from the thread running `block_on`: each unbuffered
-//! hand-off is a task switch, which is much cheaper between runtime workers.
+//! A connection runs its action in the caller's task while the action waits only on its caller
+//! (C2), so a hand-off is a call. Drive connections from tasks rather than from the thread
+//! running `block_on`: an action that runs alone hands each value over with a task switch,
+//! which is much cheaper between runtime workers.
 //!
 //! # Cancellation
 //!
@@ -93,8 +95,14 @@
 //!   -> Fut`, `Send + Sync + 'static`, where `Fut: Future<Output = Result<Out, E>> + Send +
 //!   'static` and `E: Into<BoxError>`. Flows and agents put the same bound on their functions,
 //!   so a mistake gets one diagnostic. A [`BidiAction`] is cheap to clone.
-//! - **C2** [`connect`](BidiAction::connect) spawns exactly one task for the action (inside a
-//!   tokio runtime) and returns a `#[must_use]` [`Connection`];
+//! - **C2** [`connect`](BidiAction::connect) runs the action in at most one task of its own
+//!   (inside a tokio runtime) and returns a `#[must_use]` [`Connection`]. It starts the action
+//!   in the caller's task and keeps it there while it waits only on its caller, polled as the
+//!   caller awaits the connection, so that a hand-off is a call; the first wake that comes
+//!   while no poll of the connection is under way (a timer, I/O, another task, a cancel)
+//!   spawns it, as if it had been spawned at once. (The contract this crate started from
+//!   spawned at once: a turn's every hand-off then crossed tasks, and on a multi-thread
+//!   runtime often a worker thread.)
 //!   [`connect_with`](BidiAction::connect_with) takes [`ConnectOptions`]: buffer sizes, a parent
 //!   cancellation token, extensions, an observer, the grace period.
 //!   [`ConnectOptions::driver`] leaves the task's future ([`ActionTask`]) in a [`Driver`]
@@ -112,10 +120,9 @@
 //!   across turns and runs each turn itself polls the action only while a turn runs:
 //!   [`beside`] runs the turn's work with the action polled beside it, whatever the work waits
 //!   on, and leaves the task for the next turn.
-//!   [`ConnectOptions::in_place`] keeps the task in the [`Connection`] itself, polled whenever
-//!   the caller awaits the connection: a hand-off is then a call, not a task switch (the
-//!   choice for one caller that reads each turn as it streams); splitting or dropping such a
-//!   connection before its action finished spawns the task.
+//!   [`ConnectOptions::in_place`] keeps the task in the [`Connection`] for good, polled only
+//!   while the caller awaits the connection (no runtime needed to open it); splitting or
+//!   dropping a connection before its action finished spawns the task.
 //! - **C3** Channels are unbuffered by default (rendezvous): [`Connection::send`] completes only
 //!   when the action has taken the value, [`Outbound::send`] only when the consumer has taken
 //!   the chunk, and a send whose future is dropped delivers nothing. [`ConnectOptions`] can set

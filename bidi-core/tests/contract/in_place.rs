@@ -1,5 +1,6 @@
-//! C2: a connection opened `in_place` runs its action in the caller's task, wherever the caller
-//! awaits the connection, and keeps every rule of a spawned action: turns, the rendezvous,
+//! C2: a connection runs its action in the caller's task, wherever the caller awaits the
+//! connection, until the action has to run while nobody does (then in a task of its own; opened
+//! `in_place`, never), and keeps every rule of a spawned action: turns, the rendezvous,
 //! cancellation with its grace, and an action left unfinished still finishes.
 
 use std::sync::Arc;
@@ -16,6 +17,80 @@ use crate::grace::slow_cleanup;
 use crate::support::{assert_no_tasks_left, echo};
 
 both_runtimes! {
+    async fn a_default_connection_spawns_nothing_while_its_action_waits_on_its_caller() {
+        let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let mut conn = echo().connect(());
+        for text in ["one", "two"] {
+            conn.send(text.into()).await.unwrap();
+            let turn: Vec<_> = conn.responses().map(Result::unwrap).collect().await;
+            assert_eq!(turn, [format!("echo: {text}")]);
+            assert_eq!(alive(), 0, "the action ran in the caller's task");
+        }
+        conn.close();
+        assert_eq!(conn.output().await.unwrap(), 2);
+    }
+
+    /// Woken by something else while nobody awaits its connection, the action goes on in a task
+    /// of its own, as a spawned one would: it does not wait for its caller's next await.
+    async fn an_action_woken_while_nobody_awaits_it_goes_on_alone() {
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let (told, done) = tokio::sync::oneshot::channel::<()>();
+        let wait = std::sync::Mutex::new(Some((wait, told)));
+        let action = BidiAction::new(
+            "woken",
+            move |_: ActionContext, (), mut inbound: Inbound<()>, _: Outbound<()>| {
+                let pair = wait.lock().unwrap().take();
+                async move {
+                    let (wait, told) = pair.expect("one connection");
+                    wait.await?;
+                    let _ = told.send(());
+                    inbound.recv().await;
+                    Ok::<_, BoxError>(())
+                }
+            },
+        );
+        let conn = action.connect(());
+        go.send(()).unwrap();
+        // Only the test's own channel is awaited, never the connection.
+        tokio::time::timeout(Duration::from_secs(60), done)
+            .await
+            .expect("the action ran without its caller")
+            .unwrap();
+        conn.close();
+        conn.output().await.unwrap();
+        assert_no_tasks_left().await;
+    }
+
+    /// Two tasks awaiting one connection at once: each is woken for its own future.
+    async fn two_tasks_awaiting_one_connection_both_finish() {
+        let counter = BidiAction::new(
+            "count",
+            |_: ActionContext, (), mut inbound: Inbound<u32>, _: Outbound<()>| async move {
+                let mut sum = 0;
+                while let Some(n) = inbound.recv().await {
+                    sum += n;
+                }
+                Ok::<_, BoxError>(sum)
+            },
+        );
+        let conn = Arc::new(counter.connect(()));
+        let watcher = tokio::spawn({
+            let conn = Arc::clone(&conn);
+            async move { conn.done().await }
+        });
+        tokio::task::yield_now().await;
+        for n in 1..=3 {
+            conn.send(n).await.unwrap();
+        }
+        conn.close();
+        tokio::time::timeout(Duration::from_secs(60), watcher)
+            .await
+            .expect("the watcher was woken")
+            .unwrap();
+        let conn = Arc::into_inner(conn).expect("the only handle left");
+        assert_eq!(conn.output().await.unwrap(), 6);
+    }
+
     async fn an_in_place_connection_spawns_nothing_and_streams_its_turns() {
         let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
         let before = alive();
@@ -129,5 +204,25 @@ async fn a_dropped_in_place_connection_lets_its_action_finish() {
         cleaned.load(Ordering::SeqCst),
         "the clean-up ran after the drop"
     );
+    assert_no_tasks_left().await;
+}
+
+/// Cancelled while nobody awaits its connection, a default connection's action finishes its
+/// clean-up in a task of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_action_cleans_up_with_nobody_awaiting_it() {
+    let (cleaned, started) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    let action = slow_cleanup(Duration::from_millis(20), cleaned.clone(), started.clone());
+    let conn = action.connect(());
+    start(&conn, &started).await;
+    conn.cancel();
+    for _ in 0..10_000 {
+        if cleaned.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(cleaned.load(Ordering::SeqCst), "the clean-up ran");
+    assert!(conn.output().await.unwrap_err().is_cancelled());
     assert_no_tasks_left().await;
 }
