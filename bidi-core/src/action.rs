@@ -162,8 +162,9 @@ where
     /// send, a turn's chunks, the output), a hand-off between the two is a call. The first
     /// time it has to run while nobody polls the connection (a timer, a tool, its model's next
     /// bytes, a cancel), it gets a task of its own on this runtime, as if spawned at once, and
-    /// keeps it. An action that should run beside its caller from the start takes a
-    /// [`Driver`] and a spawned task: `tokio::spawn(driver.take())`.
+    /// keeps it. A connection with a buffer ([`ConnectOptions::output_buffer`],
+    /// [`input_buffer`](ConnectOptions::input_buffer)), whose action is to run ahead of its
+    /// caller, spawns it at once; so does a [`Driver`]'s task given to `tokio::spawn`.
     ///
     /// # Panics
     ///
@@ -195,6 +196,8 @@ where
         let (driver, runtime) = match (in_place, driver) {
             (false, Some(driver)) => (Some(driver), None),
             (true, _) => (Some(Driver::new()), None),
+            // A buffer asks for the action to run ahead of its caller: a task of its own.
+            (false, None) if input_buffer > 0 || output_buffer > 0 => (None, None),
             (false, None) => (Some(Driver::new()), Some(tokio::runtime::Handle::current())),
         };
         let own = in_place || runtime.is_some();

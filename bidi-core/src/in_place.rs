@@ -457,15 +457,16 @@ impl Local {
         });
         if polled.is_ready() {
             // `op` may have woken the action (a chunk taken, an input handed over): it runs on
-            // to its next wait now, as a task of its own would.
-            if self.action.flags.load(Ordering::Acquire) & (DUE | ALONE) == DUE {
-                let _ = self.relay.poll(cx, |cx| {
-                    if self.poll_action() {
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
+            // to its next wait now, as a task of its own would. (Strictly in place, it waits
+            // for the caller's next await.)
+            if self.action.runtime.is_some()
+                && self.action.flags.load(Ordering::Acquire) & (DUE | ALONE) == DUE
+            {
+                for _ in 0..BUDGET {
+                    if !self.poll_action() {
+                        break;
                     }
-                    Poll::Ready(())
-                });
+                }
             }
             *waiting = false;
             self.leave();

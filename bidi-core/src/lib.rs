@@ -100,7 +100,8 @@
 //!   in the caller's task and keeps it there while it waits only on its caller, polled as the
 //!   caller awaits the connection, so that a hand-off is a call; the first wake that comes
 //!   while no poll of the connection is under way (a timer, I/O, another task, a cancel)
-//!   spawns it, as if it had been spawned at once. (The contract this crate started from
+//!   spawns it, as if it had been spawned at once; a connection with a buffer, whose action
+//!   is to run ahead of its caller, spawns it at once. (The contract this crate started from
 //!   spawned at once: a turn's every hand-off then crossed tasks, and on a multi-thread
 //!   runtime often a worker thread.)
 //!   [`connect_with`](BidiAction::connect_with) takes [`ConnectOptions`]: buffer sizes, a parent
