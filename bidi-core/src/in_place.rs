@@ -1,5 +1,6 @@
 //! A future polled again in place when it wakes itself: for a task that drives an action
-//! beside the connection's ends.
+//! beside the connection's ends; and the action a connection keeps in its caller's task until
+//! it has to run alone.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
