@@ -91,6 +91,40 @@ both_runtimes! {
         assert_eq!(conn.output().await.unwrap(), 6);
     }
 
+    /// An action that keeps waking itself is polled in place a while, then in a task of its
+    /// own, and its turn arrives whole.
+    async fn an_action_that_keeps_waking_itself_goes_on_alone() {
+        let busy = BidiAction::new(
+            "busy",
+            |_: ActionContext, (), mut inbound: Inbound<u32>, out: Outbound<u32>| async move {
+                while let Some(rounds) = inbound.recv().await {
+                    let mut left = rounds;
+                    std::future::poll_fn(|cx| {
+                        if left == 0 {
+                            return std::task::Poll::Ready(());
+                        }
+                        left -= 1;
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    })
+                    .await;
+                    out.send(rounds).await?;
+                    out.end_turn().await?;
+                }
+                Ok::<_, BoxError>(())
+            },
+        );
+        let mut conn = busy.connect(());
+        for rounds in [3, 1_000] {
+            conn.send(rounds).await.unwrap();
+            let turn: Vec<_> = conn.responses().map(Result::unwrap).collect().await;
+            assert_eq!(turn, [rounds]);
+        }
+        conn.close();
+        conn.output().await.unwrap();
+        assert_no_tasks_left().await;
+    }
+
     async fn an_in_place_connection_spawns_nothing_and_streams_its_turns() {
         let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
         let before = alive();
