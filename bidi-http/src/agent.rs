@@ -32,7 +32,7 @@ use axum::routing::{get, post};
 use bidi_agent::{AgentInit, AgentOutput};
 use bidi_core::{ConnectOptions, Driver};
 use bidi_flow::text::cap;
-use bidi_flow::wire::{Detached, Sink, Wire, sink};
+use bidi_flow::wire::{Detached, Sink, Wire};
 use bidi_llm::peer::{Execution, Started};
 use bidi_llm::takeover::Resumable;
 use bidi_llm::{
@@ -254,7 +254,7 @@ pub async fn start<W: HttpWire>(
     let (writes, body) = mpsc::channel::<Vec<u8>>(1);
     let options = Host::connect_options(identity);
     let started = run(host, agent, (init, input), options, wire, writes).await?;
-    Ok((started, Body::from_stream(sink::stream(body))))
+    Ok((started, crate::body::of_writes(body)))
 }
 
 /// A wire of an agent's events into a response body's bytes.

@@ -5,9 +5,10 @@
 //! before it takes it. Its action and what reads it (the pump of a streamed answer, the wait
 //! for a JSON one) run first in the request's own task, polled together in place
 //! ([`InPlace::spawn_beside`]), for as long as they go without waiting: an action that
-//! answers at once costs no task, no wake-up of another thread, and its whole answer goes out
-//! in one write with the response's head. What waits (a model, a slow client) goes on in a
-//! task of its own.
+//! answers at once costs no task, no wake-up of another thread, and its whole answer is a
+//! body of known length ([`body::of_writes`](crate::body::of_writes)) that goes out in one
+//! write with the response's head. What waits (a model, a slow client) goes on in a task of
+//! its own, and its answer streams.
 //!
 //! A streamed answer pumps the connection's turns through the wire seam (`bidi_flow::wire`),
 //! handing the body one write at a time (a channel of one), the records ready at once
@@ -299,7 +300,9 @@ impl Records for Sse {
 /// `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The writer runs beside the
 /// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
 /// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last
-/// record; a client that goes away cancels the connection.
+/// record, and is whole if that record is written before this returns
+/// ([`body::of_writes`](crate::body::of_writes)); a client that goes away cancels the
+/// connection.
 pub fn records_body(
     task: Option<ActionTask>,
     output: JsonRecvHalf,
@@ -309,16 +312,7 @@ pub fn records_body(
 ) -> Body {
     let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
     InPlace::spawn_beside(task, write_records(output, idle, writes, guard, records));
-    // The body ends with the last write, without waiting for the writer to go.
-    let body = futures_util::stream::unfold(Some(body), |body| async move {
-        let mut body = body?;
-        let (bytes, last) = body.recv().await?;
-        Some((
-            Ok::<_, std::convert::Infallible>(bytes),
-            (!last).then_some(body),
-        ))
-    });
-    Body::from_stream(body)
+    crate::body::of_writes(body)
 }
 
 /// Every chunk's record, then the last record, through the wire seam's pump: what is ready at

@@ -95,8 +95,9 @@
 //! ```
 //!
 //! A protocol's routes run under the server's auth, limits, layers and CORS, and build with
-//! this crate's kit: [`codec::Failure`] (refusals), [`sse`] (the SSE writer), [`extract`],
-//! [`agent`] (executions of the server's agents), [`tee`] (answers read again), [`turns`].
+//! this crate's kit: [`codec::Failure`] (refusals), [`sse`] (the SSE writer), [`body`]
+//! (writes as a response body), [`extract`], [`agent`] (executions of the server's agents),
+//! [`tee`] (answers read again), [`turns`].
 //!
 //! ## Genkit's flow wire
 //!
@@ -372,6 +373,7 @@
 #[cfg(feature = "agents")]
 pub mod agent;
 mod auth;
+pub mod body;
 mod caller;
 pub mod codec;
 mod cors;
