@@ -215,9 +215,35 @@ async fn a_stalled_owner_is_refused_once_its_turn_was_taken_over() {
         })
     });
     let deadline = tokio::time::Instant::now() + TERM;
+    let stalled_owner = loop {
+        let head = store
+            .load("s")
+            .await
+            .unwrap()
+            .map(|snapshot| snapshot.entry);
+        if let Some(lease) = head.and_then(|head| head.lease) {
+            break lease.owner;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     while second.take_over().await.unwrap() == 0 {
         assert!(tokio::time::Instant::now() < deadline, "never taken over");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // `take_over` starts the turn again in a task of its own, which takes the lease: the
+    // stalled owner wakes once it has (else it would finish first, still holding it).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, head) = saved(&*store, "s").await;
+        if head.lease.is_none_or(|lease| lease.owner != stalled_owner) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lease never changed hands"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     wake.send(()).unwrap();
     let stalled = tokio::task::spawn_blocking(move || first.join().unwrap())
