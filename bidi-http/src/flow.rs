@@ -11,9 +11,9 @@
 //! its own, and its answer streams.
 //!
 //! A streamed answer pumps the connection's turns through the wire seam (`bidi_flow::wire`),
-//! handing the body one write at a time (a channel of one), the records ready at once
-//! gathered into that write (up to 16 KiB) and the last chunks' records sent with the last
-//! record: backpressure runs from the socket to the action, and a burst costs one system call.
+//! handing the body its writes through a channel of two, the records ready at once gathered
+//! into one write (up to 16 KiB) and the last chunks' records sent with the last record:
+//! backpressure runs from the socket to the action, and a burst costs one system call.
 //! Every write is bounded by the idle timeout (`bidi_flow::idle`): a write the client does not
 //! take is nothing moving, so a client that stops reading is as gone as a silent one. A
 //! failed stream ends with an `error:` record whose `details` is text, which Genkit's client
@@ -261,6 +261,11 @@ impl Wire for Discard {
 /// chunked-encoding frame per chunk.
 const OUTPUT_BUFFER: usize = 64;
 
+/// How many writes the writer may make ahead of the socket. Two: a burst the action sends
+/// at once (its output buffer's chunks, then the rest with the output) is two writes, which the
+/// body then holds whole, with its length, when they are ready before the handler returns.
+const WRITES_AHEAD: usize = 2;
+
 /// The SSE answer, written as [`records_body`] writes.
 fn stream(
     task: Option<ActionTask>,
@@ -296,8 +301,8 @@ impl Records for Sse {
 }
 
 /// The body of a streamed answer: a writer reads the connection and hands `records` to the
-/// body through a channel of one write, so a slow client slows the action (which runs at most
-/// `OUTPUT_BUFFER` (64) chunks and one write ahead of the socket). The writer runs beside the
+/// body through a channel of [`WRITES_AHEAD`] (2) writes, so a slow client slows the action
+/// (which runs at most `OUTPUT_BUFFER` (64) chunks and two writes ahead of the socket). The writer runs beside the
 /// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
 /// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last
 /// record, and is whole if that record is written before this returns
@@ -310,7 +315,7 @@ pub fn records_body(
     guard: CancelOnDrop,
     records: impl Records,
 ) -> Body {
-    let (writes, body) = mpsc::channel::<(Bytes, bool)>(1);
+    let (writes, body) = mpsc::channel::<(Bytes, bool)>(WRITES_AHEAD);
     InPlace::spawn_beside(task, write_records(output, idle, writes, guard, records));
     crate::body::of_writes(body)
 }
