@@ -2,6 +2,7 @@
 //! its owned halves.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -16,6 +17,7 @@ use opentelemetry::trace::SpanContext;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::flow::BidiFlow;
@@ -391,9 +393,38 @@ pub struct JsonRecvHalf {
 impl JsonRecvHalf {
     /// As [`JsonConnection::responses`].
     pub fn responses(&mut self) -> JsonResponses<'_> {
-        JsonResponses {
-            inner: self.inner.responses(),
-        }
+        JsonResponses::new(self.inner.responses(), |chunks, cx| chunks.poll_value(cx))
+    }
+
+    /// The current turn's chunks as JSON text, as [`responses`](Self::responses) reads them
+    /// as values: for a writer that only writes each chunk on (a record, a frame), each is
+    /// serialized once, straight from the action's type, with no [`Value`] built.
+    ///
+    /// ```
+    /// use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
+    /// use bidi_flow::{BidiFlow, Registry};
+    /// use futures_util::StreamExt as _;
+    /// use serde_json::{Value, json};
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let registry = Registry::new();
+    /// registry.register(BidiFlow::new(
+    ///     "count",
+    ///     |_: ActionContext, (): (), _: Inbound<()>, out: Outbound<Value>| async move {
+    ///         out.send(json!({"i": 0})).await?;
+    ///         Ok::<_, BoxError>(1)
+    ///     },
+    /// ))?;
+    /// let conn = registry.connect_json("/bidi-flow/count", Value::Null)?;
+    /// let (_input, mut output) = conn.into_split();
+    /// let chunk = output.raw_responses().next().await.unwrap()?;
+    /// assert_eq!(chunk.get(), r#"{"i":0}"#);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn raw_responses(&mut self) -> JsonResponses<'_, Box<RawValue>> {
+        JsonResponses::new(self.inner.responses(), |chunks, cx| chunks.poll_raw(cx))
     }
 
     /// As [`JsonConnection::output`], without closing the input (the input halves do that).
@@ -449,14 +480,57 @@ impl fmt::Debug for JsonRecvHalf {
     }
 }
 
-/// The chunks of one turn of a [`JsonConnection`], as JSON.
+/// The chunks of one turn of a [`JsonConnection`], as JSON: [`Value`]s
+/// ([`responses`](JsonRecvHalf::responses)), or their JSON text
+/// ([`raw_responses`](JsonRecvHalf::raw_responses)).
 ///
 /// Dropping it cancels nothing; the next `responses()` call continues with the next chunk.
-pub struct JsonResponses<'a> {
+pub struct JsonResponses<'a, C = Value> {
     inner: Box<dyn ErasedResponses + 'a>,
+    poll: PollChunk<C>,
+    chunk: PhantomData<fn() -> C>,
 }
 
-impl JsonResponses<'_> {
+/// How a turn's typed chunks are read as `C`.
+type PollChunk<C> =
+    fn(&mut dyn ErasedResponses, &mut Context<'_>) -> Poll<Option<Result<C, JsonError>>>;
+
+impl<'a, C> JsonResponses<'a, C> {
+    fn new(inner: Box<dyn ErasedResponses + 'a>, poll: PollChunk<C>) -> Self {
+        Self {
+            inner,
+            poll,
+            chunk: PhantomData,
+        }
+    }
+}
+
+/// A chunk as a [`JsonResponses`] hands it over: a [`Value`], or its JSON text
+/// ([`RawValue`]). A writer generic over it reads a turn with [`JsonChunk::responses`].
+pub trait JsonChunk: Sized + Send + sealed::Sealed {
+    /// The current turn of `output`, its chunks as `Self`.
+    fn responses(output: &mut JsonRecvHalf) -> JsonResponses<'_, Self>;
+}
+
+impl JsonChunk for Value {
+    fn responses(output: &mut JsonRecvHalf) -> JsonResponses<'_, Self> {
+        output.responses()
+    }
+}
+
+impl JsonChunk for Box<RawValue> {
+    fn responses(output: &mut JsonRecvHalf) -> JsonResponses<'_, Self> {
+        output.raw_responses()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for serde_json::Value {}
+    impl Sealed for Box<serde_json::value::RawValue> {}
+}
+
+impl<C> JsonResponses<'_, C> {
     /// Whether the stream ended at the action's end of the turn, as
     /// [`Responses::turn_ended`](bidi_core::Responses::turn_ended): `false` while it streams
     /// and when it ended because the connection ended.
@@ -473,21 +547,22 @@ impl JsonResponses<'_> {
     }
 }
 
-impl Stream for JsonResponses<'_> {
-    type Item = Result<Value, JsonError>;
+impl<C> Stream for JsonResponses<'_, C> {
+    type Item = Result<C, JsonError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.poll_chunk(cx)
+        let this = &mut *self;
+        (this.poll)(&mut *this.inner, cx)
     }
 }
 
-impl FusedStream for JsonResponses<'_> {
+impl<C> FusedStream for JsonResponses<'_, C> {
     fn is_terminated(&self) -> bool {
         self.inner.is_terminated()
     }
 }
 
-impl fmt::Debug for JsonResponses<'_> {
+impl<C> fmt::Debug for JsonResponses<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonResponses")
             .field("done", &self.inner.is_terminated())
@@ -498,7 +573,8 @@ impl fmt::Debug for JsonResponses<'_> {
 
 /// A typed turn's chunks seen as JSON.
 trait ErasedResponses: Send {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>>;
+    fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>>;
+    fn poll_raw(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Box<RawValue>, JsonError>>>;
     fn turn_ended(&self) -> bool;
     fn is_terminated(&self) -> bool;
     fn cancel(&self, cause: BoxError);
@@ -512,15 +588,20 @@ struct Chunks<'a, S> {
     done: bool,
 }
 
-impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>> {
+impl<S: Serialize + Send> Chunks<'_, S> {
+    /// The next chunk, serialized by `serialize`.
+    fn poll_as<C>(
+        &mut self,
+        cx: &mut Context<'_>,
+        serialize: impl FnOnce(S) -> Result<C, serde_json::Error>,
+    ) -> Poll<Option<Result<C, JsonError>>> {
         if self.done {
             return Poll::Ready(None);
         }
         let item = match std::task::ready!(self.inner.poll_next_unpin(cx)) {
             None => None,
             Some(Err(error)) => Some(Err(JsonError::Connection(error))),
-            Some(Ok(chunk)) => Some(serde_json::to_value(chunk).map_err(|error| {
+            Some(Ok(chunk)) => Some(serialize(chunk).map_err(|error| {
                 let error = JsonError::Serialize {
                     what: "chunk",
                     reason: error.to_string(),
@@ -533,6 +614,16 @@ impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
         };
         self.done |= item.is_none();
         Poll::Ready(item)
+    }
+}
+
+impl<S: Serialize + Send> ErasedResponses for Chunks<'_, S> {
+    fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Value, JsonError>>> {
+        self.poll_as(cx, serde_json::to_value)
+    }
+
+    fn poll_raw(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Box<RawValue>, JsonError>>> {
+        self.poll_as(cx, |chunk| serde_json::value::to_raw_value(&chunk))
     }
 
     fn turn_ended(&self) -> bool {

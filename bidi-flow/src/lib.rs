@@ -130,7 +130,9 @@
 //!   ([`into_split`](JsonConnection::into_split)) into a cloneable [`JsonSendHalf`] and a
 //!   [`JsonRecvHalf`] (responses and output), so that one task reads the peer and another
 //!   writes chunks. Backpressure is end to end: a slow peer slows the action, and nothing
-//!   buffers without bound.
+//!   buffers without bound. A writer that only writes chunks on reads them as JSON text
+//!   ([`JsonRecvHalf::raw_responses`]): serialized once from the action's type, no
+//!   [`serde_json::Value`] built.
 //! - **T2** A connection and each half has `done()` (the connection is over: nothing of the
 //!   action runs), `cancel_with(cause)`, and [`JsonResponses::turn_ended`] to tell a turn's
 //!   end from the connection's; [`JsonResponses::cancel_with`] cancels from where a writer
@@ -190,7 +192,7 @@ pub mod wire;
 
 pub use code::Code;
 pub use flow::{ActionType, BidiFlow};
-pub use json::{JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
+pub use json::{JsonChunk, JsonConnection, JsonError, JsonRecvHalf, JsonResponses, JsonSendHalf};
 pub use progress::Progress;
 pub use registry::{ActionDesc, Registry, RegistryError};
 pub use trace::{

@@ -277,7 +277,7 @@ pub struct FlowRequest {
 }
 
 /// Appends the SSE record of one chunk: `data: {"message":chunk}\n\n`.
-pub fn message_record(chunk: &Value, buf: &mut Vec<u8>) {
+pub fn message_record(chunk: &(impl Serialize + ?Sized), buf: &mut Vec<u8>) {
     crate::sse::member(buf, "message", chunk);
 }
 

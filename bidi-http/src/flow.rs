@@ -29,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bidi_flow::{ActionDesc, JsonError, JsonRecvHalf, JsonSendHalf};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::codec::{self, Code, Failure, FlowRequest};
@@ -247,11 +248,11 @@ async fn collect(mut output: JsonRecvHalf, mut idle: Idle) -> Result<Value, Fail
 struct Discard;
 
 impl Wire for Discard {
-    type Event = Value;
+    type Event = Box<RawValue>;
     type Output = ();
     type Frames = ();
 
-    fn event(&mut self, _: Value, (): &mut ()) {}
+    fn event(&mut self, _: Box<RawValue>, (): &mut ()) {}
 
     fn failed(&mut self, _: &str, (): &mut ()) {}
 }
@@ -278,8 +279,9 @@ fn stream(
 
 /// How a streamed answer writes a connection: a record per chunk, then the last record.
 pub trait Records: Send + 'static {
-    /// Appends the record of one chunk (or nothing, for an answer without chunks).
-    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>);
+    /// Appends the record of one chunk, given as its JSON text (or nothing, for an answer
+    /// without chunks).
+    fn chunk(&self, chunk: &RawValue, buf: &mut Vec<u8>);
     /// Appends the last record: the output, or why there is none.
     fn end(self, output: Result<Value, JsonError>, buf: &mut Vec<u8>);
 }
@@ -288,7 +290,7 @@ pub trait Records: Send + 'static {
 struct Sse;
 
 impl Records for Sse {
-    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>) {
+    fn chunk(&self, chunk: &RawValue, buf: &mut Vec<u8>) {
         codec::message_record(chunk, buf);
     }
 
@@ -301,11 +303,11 @@ impl Records for Sse {
 }
 
 /// The body of a streamed answer: a writer reads the connection and hands `records` to the
-/// body through a channel of [`WRITES_AHEAD`] (2) writes, so a slow client slows the action
-/// (which runs at most `OUTPUT_BUFFER` (64) chunks and two writes ahead of the socket). The writer runs beside the
-/// action's `task` (a connection opened with a [`Driver`]; `None` for one that runs in a
-/// task of its own) as [`InPlace::spawn_beside`] runs them. The body ends with the last
-/// record, and is whole if that record is written before this returns
+/// body through a channel of two writes (`WRITES_AHEAD`), so a slow client slows the action
+/// (which runs at most `OUTPUT_BUFFER` (64) chunks and two writes ahead of the socket). The
+/// writer runs beside the action's `task` (a connection opened with a [`Driver`]; `None` for
+/// one that runs in a task of its own) as [`InPlace::spawn_beside`] runs them. The body ends
+/// with the last record, and is whole if that record is written before this returns
 /// ([`body::of_writes`](crate::body::of_writes)); a client that goes away cancels the
 /// connection.
 pub fn records_body(
@@ -343,11 +345,11 @@ async fn write_records(
 struct Chunks<R>(R);
 
 impl<R: Records> Wire for Chunks<R> {
-    type Event = Value;
+    type Event = Box<RawValue>;
     type Output = ();
     type Frames = Vec<u8>;
 
-    fn event(&mut self, chunk: Value, out: &mut Vec<u8>) {
+    fn event(&mut self, chunk: Box<RawValue>, out: &mut Vec<u8>) {
         self.0.chunk(&chunk, out);
     }
 

@@ -33,7 +33,7 @@ pub fn response(body: Body) -> Response {
 
 /// Appends a record of JSON data: `data: {json}\n\n`.
 #[inline]
-pub fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
+pub fn data(buf: &mut Vec<u8>, data: &(impl Serialize + ?Sized)) {
     buf.extend_from_slice(b"data: ");
     json(buf, data);
     buf.extend_from_slice(b"\n\n");
@@ -41,7 +41,7 @@ pub fn data(buf: &mut Vec<u8>, data: &impl Serialize) {
 
 /// Appends a named event: `event: {name}\ndata: {json}\n\n`.
 #[inline]
-pub fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+pub fn event(buf: &mut Vec<u8>, name: &str, data: &(impl Serialize + ?Sized)) {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
@@ -53,7 +53,7 @@ pub fn event(buf: &mut Vec<u8>, name: &str, data: &impl Serialize) {
 ///
 /// `key` is written as it is: a name of the wire's, which needs no escaping.
 #[inline]
-pub fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
+pub fn member(buf: &mut Vec<u8>, key: &str, value: &(impl Serialize + ?Sized)) {
     debug_assert!(!key.contains(['"', '\\']), "a key that needs escaping");
     buf.extend_from_slice(b"data: {\"");
     buf.extend_from_slice(key.as_bytes());
@@ -64,7 +64,7 @@ pub fn member(buf: &mut Vec<u8>, key: &str, value: &impl Serialize) {
 
 /// Appends a record of one field of JSON other than `data`: `{name}: {json}\n\n` (Genkit's
 /// servers end a failed stream with an `error:` record, which readers of plain SSE ignore).
-pub fn field(buf: &mut Vec<u8>, name: &str, value: &impl Serialize) {
+pub fn field(buf: &mut Vec<u8>, name: &str, value: &(impl Serialize + ?Sized)) {
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b": ");
     json(buf, value);
@@ -97,7 +97,7 @@ pub fn text(buf: &mut Vec<u8>, parts: &[&[u8]]) {
 }
 
 #[inline]
-fn json(buf: &mut Vec<u8>, value: &impl Serialize) {
+fn json(buf: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
     // What is written is plain data (events, chunks, JSON values): it always serializes.
     let _ = serde_json::to_writer(&mut *buf, value);
 }

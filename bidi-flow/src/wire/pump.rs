@@ -6,12 +6,11 @@ use std::task::Poll;
 
 use bidi_core::{BoxError, Error, PeerGone, Responses};
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
-use serde_json::Value;
 
 use super::sink::{Closed, Sink};
 use super::{Frames, Wire};
 use crate::idle::Idle;
-use crate::json::{JsonError, JsonRecvHalf, JsonResponses};
+use crate::json::{JsonChunk, JsonError, JsonRecvHalf, JsonResponses};
 use crate::text::untyped;
 
 /// A stream of events the pump can stop: a turn's [`Responses`], a flow's
@@ -32,7 +31,7 @@ impl<S: Send> Events<S> for Responses<'_, S> {
     }
 }
 
-impl Events<Value> for JsonResponses<'_> {
+impl<C: Send> Events<C> for JsonResponses<'_, C> {
     type Error = JsonError;
 
     fn cancel_with(&self, cause: BoxError) {
@@ -161,7 +160,9 @@ where
 /// each turn's end (more may follow) the wire marks it ([`Wire::turn_end`]) and what the
 /// turn wrote goes out, so the peer reads a turn whole before it answers it. What the last
 /// turn wrote stays in `held`, as [`pump_held`] leaves it: the caller writes it with the
-/// output (which [`JsonRecvHalf::output`] then answers at once).
+/// output (which [`JsonRecvHalf::output`] then answers at once). The wire's events are the
+/// chunks as [`Value`](serde_json::Value)s, or as their JSON text for a wire that only writes
+/// them on ([`JsonChunk`]).
 ///
 /// # Cancel safety
 ///
@@ -174,11 +175,12 @@ pub async fn pump_turns<W, S>(
     held: &mut W::Frames,
 ) -> Ended<JsonError>
 where
-    W: Wire<Event = Value>,
+    W: Wire,
+    W::Event: JsonChunk,
     S: Sink<W::Frames>,
 {
     loop {
-        let mut turn = output.responses();
+        let mut turn = W::Event::responses(output);
         let ended = pump_held(&mut turn, None, wire, sink, idle.as_deref_mut(), held).await;
         if !matches!(ended, Ended::Done) || !turn.turn_ended() {
             return ended;

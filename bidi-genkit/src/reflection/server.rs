@@ -23,6 +23,7 @@ use bidi_flow::idle::{Activity, Idle};
 use bidi_flow::text::cap;
 use bidi_flow::{JsonConnection, JsonError, JsonSendHalf, Registry};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
@@ -430,10 +431,9 @@ struct Ndjson {
 }
 
 impl Records for Ndjson {
-    fn chunk(&self, chunk: &Value, buf: &mut Vec<u8>) {
+    fn chunk(&self, chunk: &RawValue, buf: &mut Vec<u8>) {
         if self.stream {
-            // A `Value` always serializes.
-            let _ = serde_json::to_writer(&mut *buf, chunk);
+            buf.extend_from_slice(chunk.get().as_bytes());
             buf.push(b'\n');
         }
     }
@@ -579,7 +579,8 @@ mod tests {
     ) -> String {
         let mut buf = Vec::new();
         for chunk in chunks {
-            records.chunk(chunk, &mut buf);
+            let chunk = serde_json::value::to_raw_value(chunk).unwrap();
+            records.chunk(&chunk, &mut buf);
         }
         records.end(output, &mut buf);
         String::from_utf8(buf).unwrap()
