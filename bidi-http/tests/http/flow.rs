@@ -76,6 +76,42 @@ async fn streaming_answers_are_sse_records() {
     assert_eq!(by_accept.text().await.unwrap(), expected);
 }
 
+/// An answer the action gives at once is one body of known length (one write with the head);
+/// one that goes on streams, its records as they come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_ready_at_once_is_whole_and_a_long_one_streams() {
+    let addr = serve(registry(&Probe::default())).await;
+    let client = reqwest::Client::new();
+    let quick = client
+        .post(url(addr, "/bidi-flow/echo?stream=true"))
+        .body(r#"{"data":"hello there","init":"> "}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(quick.headers().get("transfer-encoding").is_none());
+    let length = quick
+        .content_length()
+        .expect("a quick answer says its length");
+    let text = quick.text().await.unwrap();
+    assert_eq!(length, text.len() as u64);
+    assert!(text.ends_with("data: {\"result\":1}\n\n"), "{text}");
+
+    let long = client
+        .post(url(addr, "/bidi-flow/forever?stream=true"))
+        .body(r#"{"data":null,"init":16}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(long.content_length(), None);
+    assert_eq!(long.headers()["transfer-encoding"], "chunked");
+    let mut body = long.bytes_stream();
+    let first = futures_util::StreamExt::next(&mut body)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with(b"data: {\"message\":\"xxxx"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_mid_stream_is_the_last_record() {
     let addr = serve(registry(&Probe::default())).await;
