@@ -52,18 +52,28 @@ async fn one_input_gets_the_output() {
     assert_eq!((status, body), (200, json!({"result": "anonymous"})));
 }
 
+/// The answer to `body` posted to `path` with `?stream=true`.
+async fn post_streamed(addr: std::net::SocketAddr, path: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url(addr, &format!("{path}?stream=true")))
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_answers_are_sse_records() {
     let addr = serve(registry(&Probe::default())).await;
     let client = reqwest::Client::new();
     let expected = "data: {\"message\":\"> hello\"}\n\ndata: {\"message\":\"> there\"}\n\n\
                     data: {\"result\":1}\n\n";
-    let by_query = client
-        .post(url(addr, "/bidi-flow/echo?stream=true"))
-        .body(r#"{"data":"hello there","init":"> "}"#)
-        .send()
-        .await
-        .unwrap();
+    let by_query = post_streamed(
+        addr,
+        "/bidi-flow/echo",
+        r#"{"data":"hello there","init":"> "}"#,
+    )
+    .await;
     assert_eq!(by_query.headers()["content-type"], "text/event-stream");
     assert_eq!(by_query.text().await.unwrap(), expected);
     let by_accept = client
@@ -81,13 +91,12 @@ async fn streaming_answers_are_sse_records() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_ready_at_once_is_whole_and_a_long_one_streams() {
     let addr = serve(registry(&Probe::default())).await;
-    let client = reqwest::Client::new();
-    let quick = client
-        .post(url(addr, "/bidi-flow/echo?stream=true"))
-        .body(r#"{"data":"hello there","init":"> "}"#)
-        .send()
-        .await
-        .unwrap();
+    let quick = post_streamed(
+        addr,
+        "/bidi-flow/echo",
+        r#"{"data":"hello there","init":"> "}"#,
+    )
+    .await;
     assert!(quick.headers().get("transfer-encoding").is_none());
     let length = quick
         .content_length()
@@ -96,12 +105,7 @@ async fn an_answer_ready_at_once_is_whole_and_a_long_one_streams() {
     assert_eq!(length, text.len() as u64);
     assert!(text.ends_with("data: {\"result\":1}\n\n"), "{text}");
 
-    let long = client
-        .post(url(addr, "/bidi-flow/forever?stream=true"))
-        .body(r#"{"data":null,"init":16}"#)
-        .send()
-        .await
-        .unwrap();
+    let long = post_streamed(addr, "/bidi-flow/forever", r#"{"data":null,"init":16}"#).await;
     assert_eq!(long.content_length(), None);
     assert_eq!(long.headers()["transfer-encoding"], "chunked");
     let mut body = long.bytes_stream();
