@@ -70,18 +70,22 @@ impl Activity {
 pub struct Idle {
     activity: Activity,
     timeout: Duration,
-    sleep: Pin<Box<Sleep>>,
+    /// When it was made: nothing expires before `timeout` from then.
+    since: Instant,
+    /// The timer, made the first time something is waited for: a connection whose writes all
+    /// go at once never registers one.
+    sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Idle {
     /// Waits for `timeout` of nothing moving on `activity`.
     #[must_use]
     pub fn new(activity: Activity, timeout: Duration) -> Self {
-        let sleep = Box::pin(tokio::time::sleep(timeout));
         Self {
             activity,
             timeout,
-            sleep,
+            since: Instant::now(),
+            sleep: None,
         }
     }
 
@@ -104,12 +108,19 @@ impl Idle {
     /// Cancel safe: dropped and called again, it waits for the same deadline.
     pub async fn expired(&mut self) {
         loop {
-            self.sleep.as_mut().await;
-            let deadline = self.activity.last() + self.timeout;
+            let deadline = self.activity.last().max(self.since) + self.timeout;
             if deadline <= Instant::now() {
                 return;
             }
-            self.sleep.as_mut().reset(deadline);
+            // A timer that has not fired yet waits on; activity since only moves the deadline
+            // it checks when it fires.
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            if sleep.is_elapsed() {
+                sleep.as_mut().reset(deadline);
+            }
+            sleep.as_mut().await;
         }
     }
 

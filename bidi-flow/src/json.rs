@@ -125,6 +125,10 @@ impl fmt::Debug for JsonError {
 /// Deserializes `value` as `T` (without copying it), naming the JSON Pointer of the first
 /// problem and a capped reason.
 pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, String)> {
+    // The common case reads once; only a refusal pays for tracking its path.
+    if let Ok(typed) = T::deserialize(value) {
+        return Ok(typed);
+    }
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = pointer(error.path());
         (path, reason(&error.into_inner().to_string()))

@@ -75,6 +75,9 @@ impl axum::extract::FromRequest<crate::Host> for Limited {
         request: axum::extract::Request,
         host: &crate::Host,
     ) -> Result<Self, Failure> {
+        if let Some(crate::serve::Whole(bytes)) = request.extensions().get() {
+            return Ok(Self(bytes.clone()));
+        }
         let bytes = axum::body::Bytes::from_request(request, host).await;
         body(bytes, host.limits().max_body_bytes).map(Self)
     }

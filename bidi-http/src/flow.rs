@@ -23,7 +23,8 @@ use axum::Extension;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, State};
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -112,16 +113,40 @@ pub fn wants_stream(headers: &HeaderMap, query: Option<&str>) -> bool {
         })
 }
 
+/// What a run's request says beside its body: the action's key and how it wants its answer.
+pub(crate) struct Target {
+    /// `/{type}/{name}`, decoded.
+    key: String,
+    /// Whether the answer is SSE ([`wants_stream`]).
+    stream: bool,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Target {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Failure> {
+        let stream = wants_stream(&parts.headers, parts.uri.query());
+        // The route matched `/{type}/{name}`, so a path without percent-encoding is the key
+        // as it is; only an encoded one is decoded segment by segment.
+        let path = parts.uri.path();
+        let key = if path.contains('%') {
+            let Segments((kind, name)) =
+                Segments::<(String, String)>::from_request_parts(parts, state).await?;
+            format!("/{kind}/{name}")
+        } else {
+            path.to_owned()
+        };
+        Ok(Self { key, stream })
+    }
+}
+
 /// `POST /{type}/{name}`: one input, then the output (or every chunk, then the output).
 pub(crate) async fn run(
     State(host): State<Host>,
-    Segments((kind, name)): Segments<(String, String)>,
-    RawQuery(query): RawQuery,
+    Target { key, stream }: Target,
     identity: Option<Extension<Identity>>,
-    headers: HeaderMap,
     Limited(bytes): Limited,
 ) -> Result<Response, Failure> {
-    let key = format!("/{kind}/{name}");
     let request: FlowRequest = codec::decode_object(&bytes)?;
     // No `data` is a `null` input, as Genkit's servers run a flow with no input: an action
     // whose input is `()` or an `Option` takes it, any other refuses it as its input.
@@ -176,8 +201,8 @@ pub(crate) async fn run(
     input_half.close();
     drop(input_half);
     let idle = Idle::new(Activity::new(), host.limits().idle_timeout);
-    if wants_stream(&headers, query.as_deref()) {
-        return Ok(stream(task, output, idle, guard));
+    if stream {
+        return Ok(sse(task, output, idle, guard));
     }
     let (result, collected) = oneshot::channel();
     InPlace::spawn_beside(task, async move {
@@ -268,7 +293,7 @@ const OUTPUT_BUFFER: usize = 64;
 const WRITES_AHEAD: usize = 2;
 
 /// The SSE answer, written as [`records_body`] writes.
-fn stream(
+fn sse(
     task: Option<ActionTask>,
     output: JsonRecvHalf,
     idle: Idle,

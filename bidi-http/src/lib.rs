@@ -450,5 +450,11 @@ pub(crate) const INPUT_WINDOW: usize = 1;
 /// The scope of a request's agent sessions: its identity's, or the anonymous scope (never the
 /// bare store, where a crafted id could name a scoped session).
 pub fn scope(identity: Option<&Identity>) -> bidi_agent::Scope {
-    bidi_agent::Scope::new(identity.map_or("", Identity::id))
+    static ANONYMOUS: std::sync::LazyLock<bidi_agent::Scope> =
+        std::sync::LazyLock::new(|| bidi_agent::Scope::new(""));
+    match identity {
+        Some(identity) => bidi_agent::Scope::new(identity.id()),
+        // Made once: a request without an identity allocates no scope of its own.
+        None => ANONYMOUS.clone(),
+    }
 }

@@ -20,10 +20,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use futures_util::future::{BoxFuture, Either};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -385,18 +386,44 @@ where
     }
 }
 
+/// A request's body as [`BodyDeadline`] read it, within the size limit, so that the route's
+/// own extractor ([`Limited`](crate::extract::Limited)) takes it as it is instead of reading it
+/// again. Nothing between the layer and the routes changes a body.
+#[derive(Debug, Clone)]
+pub(crate) struct Whole(pub(crate) Bytes);
+
+/// `body` read to its end, or `None` once it is over `limit` bytes: its one chunk as it came
+/// (a small body arrives in one), or its chunks gathered.
+async fn whole(body: Body, limit: usize) -> Result<Option<Bytes>, axum::Error> {
+    let mut chunks = body.into_data_stream();
+    let Some(first) = chunks.next().await.transpose()? else {
+        return Ok(Some(Bytes::new()));
+    };
+    let Some(second) = chunks.next().await.transpose()? else {
+        return Ok((first.len() <= limit).then_some(first));
+    };
+    let mut all = Vec::with_capacity(first.len() + second.len());
+    for chunk in [first, second] {
+        all.extend_from_slice(&chunk);
+    }
+    while all.len() <= limit {
+        match chunks.next().await.transpose()? {
+            Some(chunk) => all.extend_from_slice(&chunk),
+            None => return Ok(Some(Bytes::from(all))),
+        }
+    }
+    Ok(None)
+}
+
 /// `request` with its body read whole, or the answer that refuses it.
 async fn read_body(request: Request, limits: &Limits) -> Result<Request, Response> {
-    let (parts, body) = request.into_parts();
-    let read = axum::body::to_bytes(body, limits.max_body_bytes.saturating_add(1));
-    match tokio::time::timeout(limits.body_timeout, read).await {
-        Ok(Ok(bytes)) if bytes.len() <= limits.max_body_bytes => {
+    let (mut parts, body) = request.into_parts();
+    match tokio::time::timeout(limits.body_timeout, whole(body, limits.max_body_bytes)).await {
+        Ok(Ok(Some(bytes))) => {
+            parts.extensions.insert(Whole(bytes.clone()));
             Ok(Request::from_parts(parts, Body::from(bytes)))
         }
-        Ok(Ok(_)) => Err(flow::too_large(limits.max_body_bytes).into_response()),
-        Ok(Err(error)) if error.to_string().contains("length limit") => {
-            Err(flow::too_large(limits.max_body_bytes).into_response())
-        }
+        Ok(Ok(None)) => Err(flow::too_large(limits.max_body_bytes).into_response()),
         Ok(Err(error)) => Err(Failure::malformed(format!(
             "the request body could not be read: {error}"
         ))

@@ -14,6 +14,7 @@ use bidi_flow::Registry;
 #[cfg(feature = "agents")]
 use bidi_llm::LlmAgent;
 use tokio::net::TcpListener;
+use tower::ServiceBuilder;
 
 use crate::auth::Authenticate;
 use crate::host::Shared;
@@ -305,26 +306,42 @@ impl Server {
             router = router.merge(protocol.routes(&host));
             exposed.extend(protocol.exposed_headers());
         }
-        let router = router
+        let routes = router
             .layer(DefaultBodyLimit::max(self.limits.max_body_bytes))
             .merge(self.routes);
-        let router = router.layer(serve::BodyDeadline::new(self.limits));
-        let mut router = match self.auth {
-            Some(authenticate) => router.layer(axum::middleware::from_fn_with_state(
-                authenticate,
-                auth::layer,
-            )),
-            None => router,
-        };
-        for layer in self.layers {
-            router = layer(router);
-        }
-        // Outside the application's layers: they run in the caller's trace too.
-        let router = router.layer(crate::caller::CallerTrace);
-        let router = match &self.cors {
-            // Outermost: a preflight carries no credentials, so it is answered before auth.
-            Some(cors) => router.layer(cors.layer(exposed)),
-            None => router,
+        let auth = self
+            .auth
+            .map(|authenticate| axum::middleware::from_fn_with_state(authenticate, auth::layer));
+        let cors = self.cors.as_ref().map(|cors| cors.layer(exposed));
+        // From the inside out: the body deadline, auth, the application's layers, the caller's
+        // trace (the application's layers run in it too), CORS (a preflight carries no
+        // credentials, so it is answered before auth).
+        let router = if self.layers.is_empty() {
+            // The server's own layers wrap the routes once, as one service: `Router::layer`
+            // wraps each route, and axum clones a route's boxed service, box within box, and
+            // boxes each layer's future, for every request it routes.
+            let service = ServiceBuilder::new()
+                .option_layer(cors)
+                .layer(crate::caller::CallerTrace)
+                .option_layer(auth)
+                .layer(serve::BodyDeadline::new(self.limits))
+                .service(routes);
+            Router::new().fallback_service(service)
+        } else {
+            // The application's layers are route layers (`Server::layer`): each sees the route
+            // its request matched (`MatchedPath`), so every layer wraps each route.
+            let mut router = routes.layer(serve::BodyDeadline::new(self.limits));
+            if let Some(auth) = auth {
+                router = router.layer(auth);
+            }
+            for layer in self.layers {
+                router = layer(router);
+            }
+            let router = router.layer(crate::caller::CallerTrace);
+            match cors {
+                Some(cors) => router.layer(cors),
+                None => router,
+            }
         };
         (router, host, self.protocols)
     }

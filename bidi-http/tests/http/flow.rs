@@ -252,3 +252,72 @@ async fn agents_run_one_turn_per_request_and_keep_their_session() {
     assert_eq!(status, 404, "{missing}");
     assert_eq!(missing["error"]["details"]["code"], "not_found");
 }
+
+/// The router nested under a prefix of an application's and merged beside its own routes: the
+/// flows answer under the prefix (a percent-encoded name too), a path the server does not
+/// know is its JSON 404, and the application's routes are its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_nests_and_merges_into_an_application() {
+    use bidi_http::axum::{self, Router, routing::get};
+
+    let registry = registry(&Probe::default());
+    registry
+        .register(bidi_flow::BidiFlow::new("two words", crate::support::echo))
+        .unwrap();
+    let app = Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .nest("/api", bidi_http::Server::new(registry).router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (status, body) = post(addr, "/api/bidi-flow/echo", r#"{"data":"hi","init":"> "}"#).await;
+    assert_eq!((status, body), (200, json!({"result": 1})));
+    let (status, body) = post(
+        addr,
+        "/api/bidi-flow/two%20words",
+        r#"{"data":"hi","init":"> "}"#,
+    )
+    .await;
+    assert_eq!((status, body), (200, json!({"result": 1})));
+    let (status, body) = post(addr, "/api/nothing/here/at/all", r#"{"data":"hi"}"#).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["status"], "NOT_FOUND", "{body}");
+    let health = reqwest::get(url(addr, "/health")).await.unwrap();
+    assert_eq!(health.text().await.unwrap(), "ok");
+}
+
+/// A layer given to the server wraps each route: it sees the route its request matched (its
+/// path's parameters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_layer_sees_the_matched_route() {
+    use bidi_http::axum::extract::{RawPathParams, Request};
+    use bidi_http::axum::middleware::{self, Next};
+    use bidi_http::axum::response::Response;
+
+    async fn kind_header(params: RawPathParams, request: Request, next: Next) -> Response {
+        let kind = params
+            .iter()
+            .find(|(key, _)| *key == "kind")
+            .map(|(_, value)| value.to_owned());
+        let mut response = next.run(request).await;
+        if let Some(kind) = kind {
+            response
+                .headers_mut()
+                .insert("x-kind", kind.parse().unwrap());
+        }
+        response
+    }
+
+    let server =
+        bidi_http::Server::new(registry(&Probe::default())).layer(middleware::from_fn(kind_header));
+    let addr = crate::support::start(server).await;
+    let response = reqwest::Client::new()
+        .post(url(addr, "/bidi-flow/echo"))
+        .body(r#"{"data":"hi","init":"> "}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-kind"], "bidi-flow");
+}
