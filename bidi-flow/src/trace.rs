@@ -31,10 +31,35 @@ impl FlowTracer {
         Self(Some(Arc::new(tracer)))
     }
 
-    pub(crate) fn get(&self) -> Arc<BoxedTracer> {
-        self.0
-            .clone()
-            .unwrap_or_else(|| Arc::new(global::tracer(SCOPE)))
+    /// The tracer: the flow's own, or the global provider's as it is now.
+    fn get(&self) -> Tracer<'_> {
+        match &self.0 {
+            Some(tracer) => Tracer::Own(tracer),
+            None => Tracer::Global(global::tracer(SCOPE)),
+        }
+    }
+}
+
+/// A connection's tracer, shared only once its span records: a connection the global
+/// provider does not trace (none installed) allocates no `Arc` for it.
+enum Tracer<'a> {
+    Own(&'a Arc<BoxedTracer>),
+    Global(BoxedTracer),
+}
+
+impl Tracer<'_> {
+    fn as_ref(&self) -> &BoxedTracer {
+        match self {
+            Self::Own(tracer) => tracer,
+            Self::Global(tracer) => tracer,
+        }
+    }
+
+    fn shared(self) -> Arc<BoxedTracer> {
+        match self {
+            Self::Own(tracer) => Arc::clone(tracer),
+            Self::Global(tracer) => Arc::new(tracer),
+        }
     }
 }
 
@@ -105,13 +130,15 @@ impl ConnectionTrace {
         // The flow's name is there from the start, for span processors that show running
         // spans (`on_start`); the init is serialized only for a span that records.
         let span = tracer
+            .as_ref()
             .span_builder(flow.to_owned())
             .with_kind(SpanKind::Internal)
             .with_attributes([KeyValue::new("bidi.flow", flow.to_owned())])
-            .start_with_context(&*tracer, &parent);
+            .start_with_context(tracer.as_ref(), &parent);
         if !span.is_recording() {
             return None;
         }
+        let tracer = tracer.shared();
         let cx = parent
             .with_span(span)
             .with_value(ActiveTracer(Arc::clone(&tracer)));
