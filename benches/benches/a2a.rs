@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use benches::{Words, on_worker, runtime};
+use benches::{Words, median, on_worker, runtime};
 use bidi_a2a::PushNotifications;
 use bidi_flow::Registry;
 use bidi_llm::LlmAgent;
@@ -129,10 +129,6 @@ fn interleaved(_c: &mut Criterion) {
         }
         rounds
     });
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     let per_call = |i: usize| {
         median(
             rounds

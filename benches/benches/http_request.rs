@@ -18,7 +18,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
 use benches::http::{raw_router, registry};
-use benches::{on_worker, runtime};
+use benches::{median, on_worker, runtime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tower_service::Service as _;
 
@@ -100,10 +100,6 @@ fn interleaved(_c: &mut Criterion) {
         }
         took
     });
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     let per_request = |i: usize| {
         median(
             took.iter()

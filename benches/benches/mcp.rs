@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::serve::ListenerExt as _;
-use benches::{Words, on_worker, runtime};
+use benches::{Words, median, on_worker, runtime};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_llm::LlmAgent;
@@ -293,10 +293,6 @@ fn interleaved(_c: &mut Criterion) {
 
 /// Prints the median round's rates and the median of the rounds' ratios to rmcp's.
 fn report(transport: &str, rounds: &[[Duration; 3]]) {
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     let rate = |took: Duration| f64::from(CALLS) / took.as_secs_f64() / 1e3;
     let rates = |i: usize| median(rounds.iter().map(|took| rate(took[i])).collect());
     let ratio = |i: usize| {

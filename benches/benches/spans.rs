@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use benches::{Words, execute_once, on_worker, runtime};
+use benches::{Words, execute_once, median, on_worker, runtime};
 use bidi_core::ConnectOptions;
 use bidi_llm::LlmAgent;
 use bidi_session::{MemoryStore, SessionStore};
@@ -95,10 +95,6 @@ fn interleaved(_c: &mut Criterion) {
         per_round
     });
     let rate = |took: Duration| WORDS as f64 / took.as_secs_f64() / 1e6;
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     let rates: Vec<f64> = (0..4)
         .map(|i| median(per_round.iter().map(|took| rate(took[i])).collect()))
         .collect();

@@ -15,6 +15,18 @@ use bidi_core::Connection;
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
+/// The median of `values` (the upper one of an even count): how the interleaved runs read
+/// their rounds.
+///
+/// # Panics
+///
+/// Panics if `values` is empty.
+#[must_use]
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// The runtime every benchmark uses: two workers, like the machines the figures come from
 /// (`W=<n>` sets another number).
 ///
