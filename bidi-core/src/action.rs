@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::FutureExt as _;
+use futures_util::{FutureExt as _, TryFutureExt as _};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
@@ -129,8 +129,10 @@ where
                       init: Init,
                       inbound: Inbound<In>,
                       outbound: Outbound<Stream>| {
+                    // A combinator, not an `async` block, which would hold the action's
+                    // future (kilobytes, for an agent) twice: as captured, and as awaited.
                     let fut = boxed(ctx, init, inbound, outbound);
-                    Box::pin(async move { fut.await.map_err(Into::into) }) as BoxFuture<_>
+                    Box::pin(fut.map_err(Into::into)) as BoxFuture<_>
                 },
             ),
             start: Arc::new(move |core, init, watch_parent, driver| {

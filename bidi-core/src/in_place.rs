@@ -210,14 +210,10 @@ impl InPlace<()> {
     ///
     /// Panics outside a tokio runtime if the two wait.
     pub fn spawn_beside(task: Option<ActionTask>, work: impl Future<Output = ()> + Send + 'static) {
-        InPlace::spawn(async move {
-            let action = async move {
-                if let Some(task) = task {
-                    task.await;
-                }
-            };
-            futures_util::future::join(action, work).await;
-        });
+        // Combinators rather than an `async` block, which would keep `work` twice: as what it
+        // captured, and inside the join it awaits.
+        let action = futures_util::future::OptionFuture::from(task);
+        InPlace::spawn(futures_util::future::join(action, work).map(drop));
     }
 }
 

@@ -22,9 +22,11 @@
 //! # }
 //! ```
 
+use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -107,10 +109,16 @@ impl Idle {
     ///
     /// Cancel safe: dropped and called again, it waits for the same deadline.
     pub async fn expired(&mut self) {
+        std::future::poll_fn(|cx| self.poll_expired(cx)).await;
+    }
+
+    /// `Ready` once nothing has moved for the timeout; otherwise the timer is set for the
+    /// deadline and wakes `cx` then.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             let deadline = self.activity.last().max(self.since) + self.timeout;
             if deadline <= Instant::now() {
-                return;
+                return Poll::Ready(());
             }
             // A timer that has not fired yet waits on; activity since only moves the deadline
             // it checks when it fires.
@@ -120,7 +128,7 @@ impl Idle {
             if sleep.is_elapsed() {
                 sleep.as_mut().reset(deadline);
             }
-            sleep.as_mut().await;
+            ready!(sleep.as_mut().poll(cx));
         }
     }
 
@@ -131,11 +139,41 @@ impl Idle {
     /// # Cancel safety
     ///
     /// As cancel safe as `work`.
-    pub async fn within<F: Future>(&mut self, work: F) -> Option<F::Output> {
-        tokio::select! {
-            biased;
-            output = work => Some(output),
-            () = self.expired() => None,
+    pub fn within<F: Future>(&mut self, work: F) -> Within<'_, F> {
+        Within { work, idle: self }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Idle::within`]: `work`'s output, or `None` once the idle timeout passed
+    /// first. `work` is polled first.
+    ///
+    /// A future of its own rather than an `async fn`, which would keep `work` twice (as its
+    /// argument, and in what it awaits): the writes of every wire go through it.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Within<'a, F> {
+        #[pin]
+        work: F,
+        idle: &'a mut Idle,
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.work.poll(cx) {
+            return Poll::Ready(Some(output));
         }
+        this.idle.poll_expired(cx).map(|()| None)
+    }
+}
+
+impl<F> fmt::Debug for Within<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Within")
+            .field("idle", &self.idle)
+            .finish_non_exhaustive()
     }
 }

@@ -345,27 +345,23 @@ pub fn records_body(
     // Plain buffers, the last one followed by the writer's end: a channel of `Vec`s keeps its
     // slots within the allocator's thread cache, where `(Bytes, bool)`s would not.
     let (writes, body) = mpsc::channel::<Vec<u8>>(WRITES_AHEAD);
-    InPlace::spawn_beside(task, write_records(output, idle, writes, guard, records));
+    let (mut output, mut idle) = (output, idle);
+    // Every chunk's record, then the last record, through the wire seam's pump: what is ready
+    // at once goes in one write, and the last chunks' records go with the last record. A block,
+    // not an `async fn`, which would keep each of its arguments twice: the future is boxed for
+    // every request, and kept under the allocator's 1 KiB thread cache.
+    let write = async move {
+        let body = Writes(writes);
+        let mut wire = Chunks(records);
+        let mut buf = Vec::with_capacity(256);
+        wire::pump_turns(&mut output, &mut wire, &body, Some(&mut idle), &mut buf).await;
+        guard.disarm();
+        wire.0.end(output.output().await, &mut buf);
+        // The writer ends with it: the body ends with the last record.
+        let _ = idle.within(body.0.send(buf)).await;
+    };
+    InPlace::spawn_beside(task, write);
     crate::body::of_writes(body)
-}
-
-/// Every chunk's record, then the last record, through the wire seam's pump: what is ready at
-/// once goes in one write, and the last chunks' records go with the last record.
-async fn write_records(
-    mut output: JsonRecvHalf,
-    mut idle: Idle,
-    writes: mpsc::Sender<Vec<u8>>,
-    guard: CancelOnDrop,
-    records: impl Records,
-) {
-    let body = Writes(writes);
-    let mut wire = Chunks(records);
-    let mut buf = Vec::with_capacity(256);
-    wire::pump_turns(&mut output, &mut wire, &body, Some(&mut idle), &mut buf).await;
-    guard.disarm();
-    wire.0.end(output.output().await, &mut buf);
-    // The writer ends with it: the body ends with the last record.
-    let _ = idle.within(body.0.send(buf)).await;
 }
 
 /// [`Records`] as a wire: a record per chunk; a failure is said by the last record, which

@@ -13,6 +13,7 @@
 //! that a user's routes and layers are served by this loop too, and keep its deadlines.
 
 use std::convert::Infallible;
+use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
@@ -20,12 +21,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::BodyDataStream;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use futures_util::future::{BoxFuture, Either};
+use futures_util::ready;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -358,32 +361,238 @@ pub struct Deadlined<S> {
 
 impl<S> Service<Request> for Deadlined<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+    type Future = ResponseFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, request: Request) -> ResponseFuture<S> {
         if request.method() == Method::GET || request.method() == Method::OPTIONS {
-            return Either::Left(self.inner.call(request));
+            let future = self.inner.call(request);
+            return ResponseFuture {
+                step: Step::Routing { future },
+            };
         }
         // The service made ready goes with the request; a clone stays for the next.
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let limits = self.limits;
-        Either::Right(Box::pin(async move {
-            match read_body(request, &limits).await {
-                Ok(request) => inner.call(request).await,
-                Err(refused) => Ok(refused),
-            }
-        }))
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        ResponseFuture {
+            step: Step::Reading {
+                // A timer is made here, and registered only if the body is not there at once.
+                deadline: tokio::time::sleep(self.limits.body_timeout),
+                read: Some(Read {
+                    parts,
+                    body: body.into_data_stream(),
+                    gathered: Gathered::Nothing,
+                    inner,
+                }),
+                limits: self.limits,
+            },
+        }
     }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of a [`Deadlined`] service: the request's body read whole, then its route's
+    /// answer (or the answer that refuses the body).
+    ///
+    /// A plain state machine rather than a boxed `async` block: it lives in its connection's
+    /// task, where a box would be one more allocation, past the allocator's thread cache, for
+    /// every request.
+    pub struct ResponseFuture<S: Service<Request>> {
+        #[pin]
+        step: Step<S>,
+    }
+}
+
+impl<S: Service<Request>> fmt::Debug for ResponseFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let step = match self.step {
+            Step::Reading { .. } => "reading the body",
+            Step::Routing { .. } => "routing",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("step", &step)
+            .finish()
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StepProj]
+    enum Step<S: Service<Request>> {
+        /// Reading the body, within the body timeout.
+        Reading {
+            #[pin]
+            deadline: Sleep,
+            // Taken when the body is read or refused.
+            read: Option<Read<S>>,
+            limits: Limits,
+        },
+        /// The route answers.
+        Routing {
+            #[pin]
+            future: S::Future,
+        },
+    }
+}
+
+/// A request whose body is being read, and the service it goes to then.
+struct Read<S> {
+    parts: Parts,
+    body: BodyDataStream,
+    gathered: Gathered,
+    inner: S,
+}
+
+/// What has come of a body so far.
+enum Gathered {
+    Nothing,
+    /// One chunk: a small body arrives in one, and is kept as it came.
+    One(Bytes),
+    /// Chunks copied together.
+    Many(Vec<u8>),
+}
+
+impl Gathered {
+    /// Adds `chunk`; `false` once the body is over `limit` bytes.
+    fn add(&mut self, chunk: Bytes, limit: usize) -> bool {
+        *self = match std::mem::replace(self, Self::Nothing) {
+            Self::Nothing => Self::One(chunk),
+            Self::One(first) => {
+                let mut all = Vec::with_capacity(first.len() + chunk.len());
+                all.extend_from_slice(&first);
+                all.extend_from_slice(&chunk);
+                Self::Many(all)
+            }
+            Self::Many(mut all) => {
+                all.extend_from_slice(&chunk);
+                Self::Many(all)
+            }
+        };
+        self.len() <= limit
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Nothing => 0,
+            Self::One(chunk) => chunk.len(),
+            Self::Many(all) => all.len(),
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Self::Nothing => Bytes::new(),
+            Self::One(chunk) => chunk,
+            Self::Many(all) => Bytes::from(all),
+        }
+    }
+}
+
+impl<S> Read<S> {
+    /// Reads chunks until the body ends (its bytes), goes over `limit` (`None`), fails, or
+    /// waits.
+    fn poll_whole(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+    ) -> Poll<Result<Option<Bytes>, axum::Error>> {
+        loop {
+            match ready!(self.body.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => {
+                    if !self.gathered.add(chunk, limit) {
+                        return Poll::Ready(Ok(None));
+                    }
+                }
+                Some(Err(error)) => return Poll::Ready(Err(error)),
+                None => {
+                    let gathered = std::mem::replace(&mut self.gathered, Gathered::Nothing);
+                    return Poll::Ready(Ok(Some(gathered.into_bytes())));
+                }
+            }
+        }
+    }
+}
+
+impl<S> Future for ResponseFuture<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut step = self.project().step;
+        loop {
+            let routed = match step.as_mut().project() {
+                StepProj::Routing { future } => return future.poll(cx),
+                StepProj::Reading {
+                    deadline,
+                    read,
+                    limits,
+                } => {
+                    let Some(reading) = read.as_mut() else {
+                        // Answered, and polled again: nothing is left to say.
+                        return Poll::Pending;
+                    };
+                    let outcome = match reading.poll_whole(cx, limits.max_body_bytes) {
+                        Poll::Ready(outcome) => outcome,
+                        Poll::Pending => match deadline.poll(cx) {
+                            Poll::Ready(()) => {
+                                read.take();
+                                return Poll::Ready(Ok(timed_out(limits)));
+                            }
+                            Poll::Pending => return Poll::Pending,
+                        },
+                    };
+                    let Some(Read {
+                        mut parts,
+                        mut inner,
+                        ..
+                    }) = read.take()
+                    else {
+                        return Poll::Pending;
+                    };
+                    match outcome {
+                        Ok(Some(bytes)) => {
+                            parts.extensions.insert(Whole(bytes.clone()));
+                            inner.call(Request::from_parts(parts, Body::from(bytes)))
+                        }
+                        Ok(None) => {
+                            return Poll::Ready(Ok(
+                                flow::too_large(limits.max_body_bytes).into_response()
+                            ));
+                        }
+                        Err(error) => {
+                            return Poll::Ready(Ok(Failure::malformed(format!(
+                                "the request body could not be read: {error}"
+                            ))
+                            .into_response()));
+                        }
+                    }
+                }
+            };
+            step.set(Step::Routing { future: routed });
+        }
+    }
+}
+
+/// The answer to a body that did not arrive within the body timeout.
+fn timed_out(limits: &Limits) -> Response {
+    Failure::new(
+        StatusCode::REQUEST_TIMEOUT,
+        Code::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} s",
+            limits.body_timeout.as_secs_f32()
+        ),
+    )
+    .into_response()
 }
 
 /// A request's body as [`BodyDeadline`] read it, within the size limit, so that the route's
@@ -391,54 +600,6 @@ where
 /// again. Nothing between the layer and the routes changes a body.
 #[derive(Debug, Clone)]
 pub(crate) struct Whole(pub(crate) Bytes);
-
-/// `body` read to its end, or `None` once it is over `limit` bytes: its one chunk as it came
-/// (a small body arrives in one), or its chunks gathered.
-async fn whole(body: Body, limit: usize) -> Result<Option<Bytes>, axum::Error> {
-    let mut chunks = body.into_data_stream();
-    let Some(first) = chunks.next().await.transpose()? else {
-        return Ok(Some(Bytes::new()));
-    };
-    let Some(second) = chunks.next().await.transpose()? else {
-        return Ok((first.len() <= limit).then_some(first));
-    };
-    let mut all = Vec::with_capacity(first.len() + second.len());
-    for chunk in [first, second] {
-        all.extend_from_slice(&chunk);
-    }
-    while all.len() <= limit {
-        match chunks.next().await.transpose()? {
-            Some(chunk) => all.extend_from_slice(&chunk),
-            None => return Ok(Some(Bytes::from(all))),
-        }
-    }
-    Ok(None)
-}
-
-/// `request` with its body read whole, or the answer that refuses it.
-async fn read_body(request: Request, limits: &Limits) -> Result<Request, Response> {
-    let (mut parts, body) = request.into_parts();
-    match tokio::time::timeout(limits.body_timeout, whole(body, limits.max_body_bytes)).await {
-        Ok(Ok(Some(bytes))) => {
-            parts.extensions.insert(Whole(bytes.clone()));
-            Ok(Request::from_parts(parts, Body::from(bytes)))
-        }
-        Ok(Ok(None)) => Err(flow::too_large(limits.max_body_bytes).into_response()),
-        Ok(Err(error)) => Err(Failure::malformed(format!(
-            "the request body could not be read: {error}"
-        ))
-        .into_response()),
-        Err(_) => Err(Failure::new(
-            StatusCode::REQUEST_TIMEOUT,
-            Code::RequestTimeout,
-            format!(
-                "the request body did not arrive within {} s",
-                limits.body_timeout.as_secs_f32()
-            ),
-        )
-        .into_response()),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -449,6 +610,77 @@ mod tests {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     use super::*;
+
+    /// What the route behind a [`BodyDeadline`] is given: the body, and what the layer put
+    /// in the request's extensions.
+    async fn routed(chunks: &[&'static [u8]], limits: Limits) -> (u16, String, Option<Bytes>) {
+        let route = tower::service_fn(|request: Request| async move {
+            let whole = request
+                .extensions()
+                .get::<Whole>()
+                .map(|Whole(bytes)| bytes.clone());
+            let body = axum::body::to_bytes(request.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let mut response = Response::new(Body::from(body));
+            response.extensions_mut().insert(whole);
+            Ok::<_, Infallible>(response)
+        });
+        let mut service = BodyDeadline::new(limits).layer(route);
+        let frames = chunks
+            .iter()
+            .map(|chunk| Ok::<_, io::Error>(Bytes::from_static(chunk)))
+            .collect::<Vec<_>>();
+        let request = Request::post("/")
+            .body(Body::from_stream(futures_util::stream::iter(frames)))
+            .unwrap();
+        let mut response = service.call(request).await.unwrap();
+        let whole = response
+            .extensions_mut()
+            .remove::<Option<Bytes>>()
+            .flatten();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap(), whole)
+    }
+
+    #[tokio::test]
+    async fn a_body_in_chunks_reaches_its_route_whole() {
+        let limits = Limits::default();
+        let (status, body, whole) = routed(&[b"{\"data\"", b":", b"1}"], limits).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"data":1}"#));
+        assert_eq!(whole.as_deref(), Some(&b"{\"data\":1}"[..]));
+        let (status, body, whole) = routed(&[b"one chunk"], limits).await;
+        assert_eq!((status, body.as_str()), (200, "one chunk"));
+        assert_eq!(whole.as_deref(), Some(&b"one chunk"[..]));
+        let (status, body, whole) = routed(&[], limits).await;
+        assert_eq!(
+            (status, body.as_str(), whole),
+            (200, "", Some(Bytes::new()))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_in_any_chunk_is_refused_before_its_route() {
+        let limits = Limits {
+            max_body_bytes: 4,
+            ..Limits::default()
+        };
+        for chunks in [
+            &[&b"12345"[..]][..],
+            &[b"12", b"34", b"5"],
+            &[b"1234", b"5"],
+        ] {
+            let (status, body, whole) = routed(chunks, limits).await;
+            assert_eq!(status, 413, "{chunks:?}");
+            assert!(body.contains("frame_too_large"), "{body}");
+            assert_eq!(whole, None);
+        }
+        let (status, _, _) = routed(&[b"12", b"34"], limits).await;
+        assert_eq!(status, 200);
+    }
 
     /// Writes to `socket` until a write waits; how many bytes went.
     async fn fill(socket: &mut WriteDeadline<tokio::io::DuplexStream>) -> usize {

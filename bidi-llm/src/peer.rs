@@ -266,74 +266,82 @@ impl Execution {
 type Head = oneshot::Sender<Result<Started, Refusal>>;
 
 /// Runs the execution: reports its start or its refusal through `head`, then pumps its events.
-async fn run<W, S>(
-    mut conn: AgentConnection,
+///
+/// A function returning a block, not an `async fn`, which would keep each of its arguments
+/// twice in the future: the future is boxed for every execution.
+fn run<W, S>(
+    conn: AgentConnection,
     input: TurnInput,
     head: Head,
-    mut wire: W,
+    wire: W,
     sink: S,
-    mut idle: Option<Idle>,
-) where
+    idle: Option<Idle>,
+) -> impl Future<Output = ()>
+where
     W: Wire<Event = AgentEvent, Output = Output>,
     S: Sink<W::Frames>,
 {
-    let mut run = match execute(&mut conn, input).await {
-        Ok(run) => run,
-        Err(error) => {
-            let refusal = match error.error() {
-                Some(error) => Refusal::of(error),
-                None => Refusal::new(Code::SendFailed, error.to_string()),
-            };
-            let _ = head.send(Err(refusal));
+    let (mut conn, mut wire, mut idle) = (conn, wire, idle);
+    async move {
+        let mut run = match execute(&mut conn, input).await {
+            Ok(run) => run,
+            Err(error) => {
+                let refusal = match error.error() {
+                    Some(error) => Refusal::of(error),
+                    None => Refusal::new(Code::SendFailed, error.to_string()),
+                };
+                let _ = head.send(Err(refusal));
+                return;
+            }
+        };
+        let Some(first) = first(&mut run, head, idle.as_mut()).await else {
+            drop(run);
+            conn.close();
+            let _ = conn.output().await;
             return;
-        }
-    };
-    let Some(first) = first(&mut run, head, idle.as_mut()).await else {
+        };
+        let mut frames = W::Frames::default();
+        let ended = pump_held(
+            &mut run,
+            Some(first),
+            &mut wire,
+            &sink,
+            idle.as_mut(),
+            &mut frames,
+        )
+        .await;
         drop(run);
         conn.close();
-        let _ = conn.output().await;
-        return;
-    };
-    let mut frames = W::Frames::default();
-    let ended = pump_held(
-        &mut run,
-        Some(first),
-        &mut wire,
-        &sink,
-        idle.as_mut(),
-        &mut frames,
-    )
-    .await;
-    drop(run);
-    conn.close();
-    let output = conn.output();
-    if matches!(ended, Ended::Stopped) {
-        let _ = output.await;
-        return;
-    }
-    // The output first, if the wire shows it; else the stream ends at once.
-    let output = if W::OUTPUT {
-        let output = match idle.as_mut() {
-            Some(idle) => idle.within(output).await,
-            None => Some(output.await),
+        if matches!(ended, Ended::Stopped) {
+            let _ = conn.output().await;
+            return;
+        }
+        // The output first, if the wire shows it; else the stream ends at once. The output's
+        // future is made only where it is awaited: kept across the writes, it would be kept in
+        // this future whole, whatever it waits on.
+        let rest = if W::OUTPUT {
+            let output = match idle.as_mut() {
+                Some(idle) => idle.within(conn.output()).await,
+                None => Some(conn.output().await),
+            };
+            if let Some(Ok(output)) = output {
+                wire.output(&output);
+            }
+            None
+        } else {
+            Some(conn)
         };
-        if let Some(Ok(output)) = output {
-            wire.output(&output);
+        // What the last events wrote goes out with the end, in one write.
+        wire.end(&mut frames);
+        if !frames.is_empty() {
+            match idle.as_mut() {
+                Some(idle) => drop(idle.within(sink.send(frames)).await),
+                None => drop(sink.send(frames).await),
+            }
         }
-        None
-    } else {
-        Some(output)
-    };
-    // What the last events wrote goes out with the end, in one write.
-    wire.end(&mut frames);
-    if !frames.is_empty() {
-        match idle.as_mut() {
-            Some(idle) => drop(idle.within(sink.send(frames)).await),
-            None => drop(sink.send(frames).await),
+        if let Some(conn) = rest {
+            let _ = conn.output().await;
         }
-    }
-    if let Some(output) = output {
-        let _ = output.await;
     }
 }
 

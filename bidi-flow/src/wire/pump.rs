@@ -3,8 +3,10 @@
 
 use std::fmt;
 use std::task::Poll;
+use std::time::Duration;
 
 use bidi_core::{BoxError, Error, PeerGone, Responses};
+use futures_util::future::Either;
 use futures_util::{FutureExt as _, Stream, StreamExt as _};
 
 use super::sink::{Closed, Sink};
@@ -115,41 +117,46 @@ where
     let mut first = first;
     let frames = held;
     loop {
-        let mut ended = None;
-        if let Some(event) = first.take() {
-            wire.event(event, frames);
-        } else {
-            let step = next(events, closed.as_mut(), idle.as_deref_mut()).await;
-            match step {
-                Step::Item(Some(Ok(event))) => wire.event(event, frames),
-                Step::Item(Some(Err(error))) => ended = Some(failed(wire, error, frames)),
-                Step::Item(None) => ended = Some(Ended::Done),
+        // In a block of its own, so that none of it is kept in the pump's future while the
+        // write waits.
+        let batch = {
+            let step = match first.take() {
+                Some(event) => Step::Item(Some(Ok(event))),
+                None => next(events, closed.as_mut(), idle.as_deref_mut()).await,
+            };
+            let mut ended = match step {
+                Step::Item(Some(Ok(event))) => {
+                    wire.event(event, frames);
+                    None
+                }
+                Step::Item(Some(Err(error))) => Some(failed(wire, error, frames)),
+                Step::Item(None) => Some(Ended::Done),
                 Step::Stop(cause) => return stop(events, cause).await,
+            };
+            // What is ready behind it goes in the same write (an event that wrote nothing
+            // waits for the next as any other).
+            while ended.is_none() && !frames.is_empty() && !frames.is_full() {
+                match events.next().now_or_never() {
+                    Some(Some(Ok(event))) => wire.event(event, frames),
+                    Some(Some(Err(error))) => ended = Some(failed(wire, error, frames)),
+                    Some(None) => ended = Some(Ended::Done),
+                    None => break,
+                }
             }
-        }
-        // What is ready behind it goes in the same write (an event that wrote nothing waits
-        // for the next as any other).
-        while ended.is_none() && !frames.is_empty() && !frames.is_full() {
-            match events.next().now_or_never() {
-                Some(Some(Ok(event))) => wire.event(event, frames),
-                Some(Some(Err(error))) => ended = Some(failed(wire, error, frames)),
-                Some(None) => ended = Some(Ended::Done),
-                None => break,
+            if let Some(ended) = ended {
+                if let Some(idle) = idle.as_deref() {
+                    idle.touch();
+                }
+                return ended;
             }
-        }
-        if let Some(ended) = ended {
-            if let Some(idle) = idle.as_deref() {
-                idle.touch();
+            if frames.is_empty() {
+                if let Some(idle) = idle.as_deref() {
+                    idle.touch();
+                }
+                continue;
             }
-            return ended;
-        }
-        if frames.is_empty() {
-            if let Some(idle) = idle.as_deref() {
-                idle.touch();
-            }
-            continue;
-        }
-        let batch = std::mem::take(frames);
+            std::mem::take(frames)
+        };
         if let Err(cause) = write(sink, batch, idle.as_deref_mut()).await {
             return stop(events, cause).await;
         }
@@ -180,12 +187,15 @@ where
     S: Sink<W::Frames>,
 {
     loop {
-        let mut turn = W::Event::responses(output);
-        let ended = pump_held(&mut turn, None, wire, sink, idle.as_deref_mut(), held).await;
-        if !matches!(ended, Ended::Done) || !turn.turn_ended() {
-            return ended;
+        // A turn's events in a block of their own: nothing of them is kept while the turn's
+        // end is written.
+        {
+            let mut turn = W::Event::responses(output);
+            let ended = pump_held(&mut turn, None, wire, sink, idle.as_deref_mut(), held).await;
+            if !matches!(ended, Ended::Done) || !turn.turn_ended() {
+                return ended;
+            }
         }
-        drop(turn);
         wire.turn_end(held);
         if held.is_empty() {
             continue;
@@ -200,23 +210,27 @@ where
 /// Writes `frames` once the sink has room, within the idle timeout: the cause to cancel with
 /// if the peer is gone ([`PeerGone::Disconnected`]) or did not take them in time
 /// ([`PeerGone::Idle`]).
-async fn write<F, S: Sink<F>>(
-    sink: &S,
+///
+/// A plain function returning its future, not an `async fn`, which would keep its arguments
+/// twice in the future of every pump that awaits it.
+fn write<'a, F: 'a, S: Sink<F>>(
+    sink: &'a S,
     frames: F,
-    idle: Option<&mut Idle>,
-) -> Result<(), BoxError> {
-    let sent = match idle {
+    idle: Option<&'a mut Idle>,
+) -> impl Future<Output = Result<(), BoxError>> + 'a {
+    let (sent, timeout) = match idle {
         Some(idle) => {
             idle.touch();
-            idle.within(sink.send(frames)).await.ok_or(idle.timeout())
+            let timeout = idle.timeout();
+            (Either::Left(idle.within(sink.send(frames))), timeout)
         }
-        None => Ok(sink.send(frames).await),
+        None => (Either::Right(sink.send(frames).map(Some)), Duration::ZERO),
     };
-    match sent {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(Closed)) => Err(Box::new(PeerGone::Disconnected)),
-        Err(timeout) => Err(Box::new(PeerGone::Idle(timeout))),
-    }
+    sent.map(move |sent| match sent {
+        Some(Ok(())) => Ok(()),
+        Some(Err(Closed)) => Err(Box::new(PeerGone::Disconnected) as BoxError),
+        None => Err(Box::new(PeerGone::Idle(timeout)) as BoxError),
+    })
 }
 
 /// What the pump waits for next.
