@@ -8,31 +8,16 @@
 //! should: the `block_on` thread is not a worker, and every unbuffered hand-off with it would
 //! be a thread park/unpark.
 
-use std::future::{Future, poll_fn};
-use std::time::{Duration, Instant};
+use std::future::poll_fn;
+use std::time::Instant;
 
-use benches::{Marker, on_worker, raw_echo, raw_stream, read_turn, runtime};
+use benches::{Marker, in_task, on_worker, raw_echo, raw_stream, read_turn, runtime};
 use bidi_core::__bench::Reason;
 use bidi_core::{ActionContext, BidiAction, BoxError, ConnectOptions, Inbound, Outbound};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 
 const CHUNKS: u64 = 100_000;
-
-/// Times `iters` runs of `work`, each awaited in a task on a runtime worker.
-fn in_task<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, work: F) -> Duration
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    on_worker(rt, async move {
-        let start = Instant::now();
-        for _ in 0..iters {
-            work().await;
-        }
-        start.elapsed()
-    })
-}
 
 fn streamer() -> BidiAction<(), u64, (), u64> {
     BidiAction::new(

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use benches::http::{read_stream, serve_bidi, serve_raw};
-use benches::{on_worker, runtime};
+use benches::{in_task, on_worker, runtime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::Message;
@@ -48,12 +48,11 @@ fn sse(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let (client, url) = (client.clone(), url.clone());
-                on_worker(&rt, async move {
-                    let start = Instant::now();
-                    for _ in 0..iters {
+                in_task(&rt, iters, move || {
+                    let (client, url) = (client.clone(), url.clone());
+                    async move {
                         read_stream(&client, &url, CHUNKS).await;
                     }
-                    start.elapsed()
                 })
             });
         });

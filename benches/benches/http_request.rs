@@ -12,13 +12,13 @@
 //! hyper and the kernel (which `http-load` measures with them), that is, the routing, the
 //! layers, the handler and the body.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
 use benches::http::{raw_router, registry};
-use benches::{median, on_worker, runtime};
+use benches::{in_task, interleave, median, on_worker, runtime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tower_service::Service as _;
 
@@ -59,13 +59,10 @@ fn requests(c: &mut Criterion) {
     for (name, router, path) in sides() {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let mut router = router.clone();
-                on_worker(&rt, async move {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        request(&mut router, path).await;
-                    }
-                    start.elapsed()
+                let router = router.clone();
+                in_task(&rt, iters, move || {
+                    let mut router = router.clone();
+                    async move { request(&mut router, path).await }
                 })
             });
         });
@@ -82,23 +79,18 @@ const REQUESTS: u32 = 2_000;
 /// functions, measured one after another.
 fn interleaved(_c: &mut Criterion) {
     let rt = runtime();
-    let took = on_worker(&rt, async move {
-        let mut sides = sides();
-        let mut took = Vec::with_capacity(ROUNDS);
-        for round in 0..ROUNDS {
-            let mut round_took = [Duration::ZERO; 2];
-            for step in 0..2 {
-                let i = (step + round) % 2;
-                let (_, router, path) = &mut sides[i];
-                let start = Instant::now();
+    let took: Vec<[Duration; 2]> = on_worker(&rt, async move {
+        let sides = sides();
+        interleave(ROUNDS, |i| {
+            // A clone of the router a round (an `Arc`), as a service is called.
+            let (_, mut router, path) = sides[i].clone();
+            async move {
                 for _ in 0..REQUESTS {
-                    request(router, path).await;
+                    request(&mut router, path).await;
                 }
-                round_took[i] = start.elapsed();
             }
-            took.push(round_took);
-        }
-        took
+        })
+        .await
     });
     let per_request = |i: usize| {
         median(

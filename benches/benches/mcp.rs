@@ -18,10 +18,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
-use benches::{Words, median, on_worker, runtime};
+use benches::{Words, in_task, interleave, median, on_worker, runtime};
 use bidi_core::{ActionContext, BoxError, Inbound, Outbound};
 use bidi_flow::{BidiFlow, Registry};
 use bidi_llm::LlmAgent;
@@ -238,12 +238,9 @@ fn calls(c: &mut Criterion) {
             group.bench_function(name, |b| {
                 b.iter_custom(|iters| {
                     let client = Arc::clone(client);
-                    on_worker(&rt, async move {
-                        let start = Instant::now();
-                        for _ in 0..iters {
-                            call(&client, tool).await;
-                        }
-                        start.elapsed()
+                    in_task(&rt, iters, move || {
+                        let client = Arc::clone(&client);
+                        async move { call(&client, tool).await }
                     })
                 });
             });
@@ -270,22 +267,15 @@ fn interleaved(_c: &mut Criterion) {
                 (&bidi, Tool::Upper),
                 (&bidi, Tool::Agent),
             ];
-            let mut rounds = Vec::with_capacity(ROUNDS);
-            for round in 0..ROUNDS {
-                let mut took = [Duration::ZERO; 3];
-                for step in 0..3 {
-                    // Each round starts with another side, so none always goes first.
-                    let i = (step + round) % 3;
-                    let (client, tool) = sides[i];
-                    let start = Instant::now();
+            interleave(ROUNDS, |i| {
+                let (client, tool) = sides[i];
+                async move {
                     for _ in 0..CALLS {
                         call(client, tool).await;
                     }
-                    took[i] = start.elapsed();
                 }
-                rounds.push(took);
-            }
-            rounds
+            })
+            .await
         });
         report(transport, &rounds);
     }

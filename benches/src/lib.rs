@@ -9,6 +9,7 @@ use futures_util::stream::{self, BoxStream};
 
 use std::future::{Future, poll_fn};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bidi_core::__bench::{Chan, Reason};
 use bidi_core::Connection;
@@ -58,6 +59,48 @@ pub fn on_worker<T: Send + 'static>(
     fut: impl Future<Output = T> + Send + 'static,
 ) -> T {
     rt.block_on(async move { tokio::spawn(fut).await.expect("benchmark task") })
+}
+
+/// The times of `rounds` rounds in each of which every one of `N` sides runs once, in turn
+/// (`run(i)` is side `i`'s run); each round starts with the next side, so that none always
+/// goes first. On a VM whose speed drifts by ±20% over minutes, ratios of sides interleaved
+/// this way are steadier than those of criterion's functions, measured one after another.
+pub async fn interleave<const N: usize, Fut: Future<Output = ()>>(
+    rounds: usize,
+    mut run: impl FnMut(usize) -> Fut,
+) -> Vec<[Duration; N]> {
+    let mut took = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let mut round_took = [Duration::ZERO; N];
+        for step in 0..N {
+            let i = (step + round) % N;
+            let start = Instant::now();
+            run(i).await;
+            round_took[i] = start.elapsed();
+        }
+        took.push(round_took);
+    }
+    took
+}
+
+/// Times `iters` runs of `work`, one after another, awaited in a task on one of `rt`'s workers
+/// (as [`on_worker`]): the body of a criterion `iter_custom`.
+///
+/// # Panics
+///
+/// Panics if the task panics.
+pub fn in_task<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, work: F) -> Duration
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    on_worker(rt, async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            work().await;
+        }
+        start.elapsed()
+    })
 }
 
 /// Reads the current turn of `conn` to its end; returns how many chunks it had.
