@@ -19,7 +19,7 @@ use std::future::Future;
 use std::mem;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Waker, ready};
 
 /// Why a channel is closed. The first reason given wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,23 @@ impl<T> Chan<T> {
     }
 
     /// Polls for the next value; `None` once the channel is closed and every accepted value was taken.
+    ///
+    /// Each value taken spends one unit of the tokio task's budget, as a tokio channel's
+    /// receive does: a task whose reads always find a value (an action and its reader polled
+    /// in one task, say, over a model that never waits) still yields to the runtime now and
+    /// then, and the tasks beside it on its worker (an action finishing after its connection
+    /// was dropped, a timer) get their turn. Out of budget, the poll is pending and the task
+    /// is woken again once it yielded.
     pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let received = self.poll_take(cx);
+        if received.is_ready() {
+            coop.made_progress();
+        }
+        received
+    }
+
+    fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut state = self.lock();
         if let Some(value) = state.queue.pop_front() {
             state.demand = false;

@@ -315,7 +315,9 @@ const AWAITING: usize = 8;
 ///
 /// A caller that reads each turn as it streams, of an action that waits only on it (a turn
 /// loop over a scripted or buffered model, an echo), never hands the action over, and every
-/// hand-off between the two is a call. A second future of the caller's waiting on the
+/// hand-off between the two is a call. Such a caller never waits, but each value it takes
+/// spends its tokio task's budget: out of it, its read is pending until the task has yielded,
+/// and the tasks beside it on its worker run. A second future of the caller's waiting on the
 /// connection while another one waits (from another task, say) hands it over too: one relay
 /// serves one waiting task.
 pub(crate) struct Local {

@@ -260,3 +260,28 @@ async fn a_cancelled_action_cleans_up_with_nobody_awaiting_it() {
     assert!(conn.output().await.unwrap_err().is_cancelled());
     assert_no_tasks_left().await;
 }
+
+/// A caller whose connections always have something for it (their actions run in its task and
+/// wait on nothing else) never waits itself, yet it yields to the runtime now and then, as one
+/// reading a tokio channel does: the actions of the connections it dropped, each ending in a
+/// task of its own, end as it goes on instead of piling up until it stops.
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_that_never_waits_lets_the_actions_it_dropped_end() {
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let mut most = 0;
+    for _ in 0..2_000 {
+        let mut conn = echo().connect(());
+        conn.send("hi".into()).await.unwrap();
+        let echoed = conn.responses().next().await.transpose().unwrap();
+        assert_eq!(echoed.as_deref(), Some("echo: hi"));
+        // Its action waits for the next input: cancelled, it ends in a task of its own.
+        drop(conn);
+        most = most.max(alive());
+    }
+    assert!(most < 500, "{most} dropped actions waited to end at once");
+    assert_no_tasks_left().await;
+}
