@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_core::{FusedStream, Stream};
-use futures_util::future::join;
+use futures_util::future::{Either, join};
 use uuid::Uuid;
 
 use crate::chan::Reason;
 use crate::error::{BoxError, Cause, Error, SendError};
-use crate::in_place::Local;
+use crate::in_place::{Beside, Local};
 use crate::link::{self, Core, Frame, InputLink, Link, ResultLink};
 
 /// An open connection to a running action: send inputs, read each turn's chunks, get the output.
@@ -107,12 +107,15 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future drops the connection, which cancels the action.
-    pub async fn output(self) -> Result<Out, Error> {
+    pub fn output(self) -> impl Future<Output = Result<Out, Error>> {
+        // Made here, not in an `async fn`, which would keep the connection twice and the
+        // output's future twice more: agent wires await it inside every execution's future.
         let (local, tx, rx) = self.into_parts();
         drop(tx);
-        match &local {
-            None => rx.output().await,
-            Some(local) => local.beside(rx.output()).await,
+        let output = rx.output();
+        match local {
+            None => Either::Left(output),
+            Some(local) => Either::Right(Beside::new(local, output)),
         }
     }
 
@@ -381,24 +384,30 @@ impl<Out, S> RecvHalf<Out, S> {
     /// # Cancel safety
     ///
     /// Dropping the future drops this half; once every half is gone the action is cancelled.
-    pub async fn output(self) -> Result<Out, Error> {
-        let output = self.source.link.output();
-        poll_fn(|cx| {
-            loop {
-                match output.poll_recv(cx) {
-                    Poll::Ready(Some(_)) => {}
-                    Poll::Ready(None) => return Poll::Ready(()),
-                    Poll::Pending => return Poll::Pending,
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an `async fn` would keep this half twice: as its argument and as its local"
+    )]
+    pub fn output(self) -> impl Future<Output = Result<Out, Error>> {
+        async move {
+            let output = self.source.link.output();
+            poll_fn(|cx| {
+                loop {
+                    match output.poll_recv(cx) {
+                        Poll::Ready(Some(_)) => {}
+                        Poll::Ready(None) => return Poll::Ready(()),
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
+            })
+            .await;
+            let control = self.source.link.control();
+            if control.was_cancelled() {
+                // Nothing of the action may still run when the caller learns it was cancelled.
+                control.done().await;
             }
-        })
-        .await;
-        let control = self.source.link.control();
-        if control.was_cancelled() {
-            // Nothing of the action may still run when the caller learns it was cancelled.
-            control.done().await;
+            self.source.link.take_result()
         }
-        self.source.link.take_result()
     }
 
     /// As [`Connection::cancel`].

@@ -2,6 +2,7 @@
 //! beside the connection's ends; and the action a connection keeps in its caller's task until
 //! it has to run alone.
 
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -503,16 +504,8 @@ impl Local {
     }
 
     /// `fut`'s output, the action's task polled beside it.
-    pub(crate) async fn beside<F: Future>(&self, fut: F) -> F::Output {
-        let mut fut = std::pin::pin!(fut);
-        let mut wait = Wait {
-            local: self,
-            waiting: false,
-        };
-        std::future::poll_fn(|cx| {
-            self.poll_beside(cx, &mut wait.waiting, |cx| fut.as_mut().poll(cx))
-        })
-        .await
+    pub(crate) fn beside<F: Future>(&self, fut: F) -> Beside<&Self, F> {
+        Beside::new(self, fut)
     }
 
     /// Gives the action's task, unless finished, a task of its own.
@@ -525,17 +518,45 @@ impl Local {
     }
 }
 
-/// A caller's future waiting in [`Local::beside`]: it leaves as it is dropped.
-struct Wait<'a> {
-    local: &'a Local,
-    waiting: bool,
+pin_project_lite::pin_project! {
+    /// `fut`'s output, the action's task of `local` polled beside it; dropped while it waits,
+    /// it leaves. A future of its own rather than an `async fn`'s, which would keep `fut`
+    /// twice (as its argument and as the local it is pinned in).
+    pub(crate) struct Beside<L: Deref<Target = Local>, F> {
+        local: L,
+        waiting: bool,
+        #[pin]
+        fut: F,
+    }
+
+    impl<L: Deref<Target = Local>, F> PinnedDrop for Beside<L, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.waiting {
+                this.local.leave();
+            }
+        }
+    }
 }
 
-impl Drop for Wait<'_> {
-    fn drop(&mut self) {
-        if self.waiting {
-            self.local.leave();
+impl<L: Deref<Target = Local>, F> Beside<L, F> {
+    pub(crate) fn new(local: L, fut: F) -> Self {
+        Self {
+            local,
+            waiting: false,
+            fut,
         }
+    }
+}
+
+impl<L: Deref<Target = Local>, F: Future> Future for Beside<L, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut fut = this.fut;
+        this.local
+            .poll_beside(cx, this.waiting, |cx| fut.as_mut().poll(cx))
     }
 }
 
